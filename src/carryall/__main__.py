@@ -1,0 +1,5 @@
+"""`python -m carryall` is the `carryall` command."""
+
+from carryall.cli import main
+
+main()

@@ -1,0 +1,9 @@
+"""The `carryall` commands for sessions (registered by `carryall.cli`)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the `carryall` app."""

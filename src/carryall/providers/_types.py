@@ -1,0 +1,95 @@
+"""What every dialect's codec takes and gives back: requests, responses, capabilities."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+
+from carryall.blocks import Message
+
+__all__ = [
+    "Capabilities",
+    "Effort",
+    "Request",
+    "Response",
+    "StopReason",
+    "ToolChoice",
+    "ToolSpec",
+    "Usage",
+]
+
+StopReason: TypeAlias = Literal[
+    "end_turn", "tool_use", "max_tokens", "refusal", "pause_turn", "other"
+]
+ToolChoice: TypeAlias = Literal["auto", "none", "required"]
+Effort: TypeAlias = Literal["low", "medium", "high"]
+
+
+class ToolSpec(msgspec.Struct, frozen=True):
+    """A tool as a model is told of it: name, description and JSON schema of its input."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class Capabilities(msgspec.Struct, frozen=True):
+    """What the model on the other end can do; every encoder takes one.
+
+    `vision`: it can see images (otherwise each renders as its placeholder
+    line). `native_tools`: it takes tool definitions and returns structured
+    calls (otherwise prompt mode). `thinking`: it can return reasoning.
+    """
+
+    vision: bool = True
+    native_tools: bool = True
+    thinking: bool = False
+
+
+class Request(msgspec.Struct, frozen=True, kw_only=True):
+    """One call to a model. Everything but `model` and `messages` is optional."""
+
+    model: str
+    messages: tuple[Message, ...]
+    system: str | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    max_tokens: int = 4096
+    tool_choice: ToolChoice | None = None
+    thinking: bool = False
+    thinking_budget: int | None = None
+    effort: Effort | None = None
+    cache_prompt: bool = False
+    max_images: int = 20
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.messages, tuple):
+            msgspec.structs.force_setattr(self, "messages", tuple(self.messages))
+        if not isinstance(self.tools, tuple):
+            msgspec.structs.force_setattr(self, "tools", tuple(self.tools))
+
+
+class Usage(msgspec.Struct, frozen=True):
+    """Token counts of one response; cache figures are zero where a backend has none."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+
+class Response(msgspec.Struct, frozen=True, kw_only=True):
+    """A model's answer decoded into blocks.
+
+    `malformed_tool_args` counts tool calls whose arguments were not valid
+    JSON: the most telling reliability figure when comparing models. Each
+    such call still surfaces as a `ToolUse` whose input is the raw text, so
+    the loop can answer it with an error result instead of dropping it.
+    """
+
+    message: Message
+    stop_reason: StopReason
+    usage: Usage = Usage()
+    model: str | None = None
+    refusal: str | None = None
+    malformed_tool_args: int = 0
