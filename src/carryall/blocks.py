@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
+from carryall.carrier import Marker
 from carryall.errors import BlockError, HistoryError
 
 __all__ = [
@@ -41,7 +42,9 @@ __all__ = [
 
 Role: TypeAlias = Literal["user", "assistant"]
 
-IMAGE_MEDIA_TYPES: frozenset[str] = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+IMAGE_MEDIA_TYPES: frozenset[str] = frozenset(
+    {"image/png", "image/jpeg", "image/gif", "image/webp"}
+)
 """The media types every backend takes. An allowlist, not a guess at what is an image."""
 
 _EXTENSION_MEDIA_TYPES = {
@@ -82,11 +85,18 @@ class ToolUse(msgspec.Struct, frozen=True, tag="tool_use", tag_field="type", omi
 class ToolResult(
     msgspec.Struct, frozen=True, tag="tool_result", tag_field="type", omit_defaults=True
 ):
-    """The answer to one `ToolUse`, always text: images a tool made ride after it."""
+    """The answer to one `ToolUse`, always text: images a tool made ride after it.
+
+    `attachments` holds the non-image attachments a flat history declared for
+    this result (audio, video, documents): no wire carries them, but writing
+    the history out again must give them back at the carrier's fixed
+    position rather than lose them. Empty for almost every result.
+    """
 
     tool_use_id: str
     content: str
     is_error: bool = False
+    attachments: tuple[Marker, ...] = ()
 
 
 class Image(msgspec.Struct, frozen=True, tag="image", tag_field="type", omit_defaults=True):
@@ -253,6 +263,8 @@ class Message(msgspec.Struct, frozen=True):
 def block_to_dict(block: Block) -> dict[str, Any]:
     """One block's JSON form, tagged by `"type"`."""
     out: dict[str, Any] = msgspec.to_builtins(block)
+    if "attachments" in out:
+        out["attachments"] = list(out["attachments"])
     return out
 
 
@@ -298,7 +310,8 @@ def validate_history(messages: Sequence[Message]) -> None:
         if message.role == "assistant":
             if pending:
                 raise HistoryError(
-                    index - 1, f"tool call(s) {_names(pending)} not answered in the next user message"
+                    index - 1,
+                    f"tool call(s) {_names(pending)} not answered in the next user message",
                 )
             for block in message.content:
                 if isinstance(block, Image):
@@ -335,9 +348,7 @@ def validate_history(messages: Sequence[Message]) -> None:
                 raise HistoryError(index, f"tool call(s) {_names(missing)} are not answered here")
             pending = {}
     if pending:
-        raise HistoryError(
-            len(messages) - 1, f"tool call(s) {_names(pending)} are never answered"
-        )
+        raise HistoryError(len(messages) - 1, f"tool call(s) {_names(pending)} are never answered")
 
 
 def _names(calls: dict[str, str]) -> str:

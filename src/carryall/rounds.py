@@ -1,0 +1,532 @@
+"""Tool rounds in flat histories: `{role, content}` string messages and the block model.
+
+Many applications already store a conversation as a list of
+`{"role": ..., "content": "..."}` messages (`system`, `user`, `assistant`,
+`tool`). A tool round lives in such a history as carriers (`carryall.carrier`):
+one native carrier per result, or in prompt mode one prompt carrier for the
+whole round. The attachments of a round sit at the carrier's fixed position,
+so reading a flat history back never searches, and never trusts, body text.
+
+The flat form keeps a few keys beside `role` and `content` where a string
+cannot say everything (all optional, all at fixed positions only carryall
+writes):
+
+- assistant `tool_calls`: `[{"id", "name", "arguments"}]` (arguments as a
+  JSON string), written in both modes; in prompt mode the content also holds
+  the calls in the calling convention (`carryall.calls`), which is what the
+  model wrote and reads;
+- assistant `thinking`: `[{"text", "signature"?}]`;
+- user `attachments`: images a person handed over in a plain user turn, in
+  the native attachments-array shape;
+- user `round_text: true`: the text blocks of a tool-results message, written
+  right after that round's carriers, and folded back into it on reading.
+
+Normalizations (what a round trip through the flat form does not keep): the
+text blocks of one message are joined into one; an assistant message's
+blocks come back in the canonical order thinking, text, tool calls.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
+from carryall.carrier import (
+    CarrierKind,
+    Marker,
+    MarkerKind,
+    classify,
+    marker_line,
+    native_attachments,
+    render_native_attachments,
+    render_native_tool_carrier,
+    render_prompt_tool_carrier,
+)
+from carryall.errors import AttachmentError, CarrierError, CarryallError
+
+__all__ = [
+    "FlatMessage",
+    "ImageLoader",
+    "RoundResult",
+    "append_tool_round",
+    "from_flat",
+    "image_target",
+    "to_flat",
+]
+
+FlatMessage = dict[str, Any]
+ImageLoader = Callable[[str], Image]
+"""Loads one declared image target into an `Image`; raises `CarryallError` on refusal."""
+
+
+class RoundResult(msgspec.Struct, frozen=True):
+    """One tool's result as the runtime appends it to a flat history.
+
+    `tool_call_id` pairs it with its call; when it is None the call at the
+    same position is used. `attachments` are declared at the carrier's fixed
+    position.
+    """
+
+    text: str
+    attachments: tuple[Marker, ...] = ()
+    tool_call_id: str | None = None
+    is_error: bool = False
+
+
+def image_target(image: Image) -> str:
+    """The declared-attachment target that carries an image's bytes through a flat history.
+
+    A `data:` URI, with the image's `source` as a `name` parameter (RFC 2397
+    allows parameters) so the name survives the round trip too.
+    """
+    if image.source:
+        name = urllib.parse.quote(image.source, safe="")
+        return f"data:{image.media_type};name={name};base64,{image.data}"
+    return image.data_uri()
+
+
+def _split_name(target: str) -> tuple[str, str | None]:
+    """Take the `name` parameter out of a data: URI target, for the loader."""
+    if not target.startswith("data:"):
+        return target, None
+    head, sep, payload = target.partition(",")
+    if not sep:
+        return target, None
+    params = head.split(";")
+    names = [p for p in params[1:] if p.startswith("name=")]
+    if not names:
+        return target, None
+    kept = [p for p in params if not p.startswith("name=")]
+    return ";".join(kept) + "," + payload, urllib.parse.unquote(names[0][5:])
+
+
+def _unwritable(marker: Marker, reason: str) -> str:
+    # Named in the body as plain text: nothing silently dropped, and body text
+    # is never promoted back into a declaration, so this cannot be smuggled in.
+    return f"(attachment not declared: {marker.kind.value} {marker.target!r}: {reason})"
+
+
+def _writable_markers(markers: Sequence[Marker]) -> tuple[list[Marker], list[str]]:
+    ok: list[Marker] = []
+    notes: list[str] = []
+    for marker in markers:
+        try:
+            marker_line(marker)
+        except CarrierError as exc:
+            notes.append(_unwritable(marker, str(exc).rpartition(": ")[2]))
+        else:
+            ok.append(marker)
+    return ok, notes
+
+
+def _with_notes(text: str, notes: Sequence[str]) -> str:
+    if not notes:
+        return text
+    sep = "" if not text or text.endswith("\n") else "\n"
+    return text + sep + "\n".join(notes)
+
+
+def _call_dicts(calls: Sequence[ToolUse]) -> list[dict[str, str]]:
+    return [
+        {
+            "id": call.id,
+            "name": call.name,
+            "arguments": call.input
+            if isinstance(call.input, str)
+            else json.dumps(call.input, ensure_ascii=False),
+        }
+        for call in calls
+    ]
+
+
+def append_tool_round(
+    history: list[FlatMessage],
+    assistant_content: str,
+    tool_calls: Sequence[ToolUse],
+    results: Sequence[RoundResult],
+    native: bool,
+) -> list[FlatMessage]:
+    """Append one tool round to a flat history, in place; returns the history.
+
+    Native mode: the assistant message, then one native carrier per result,
+    each paired with its own call id (the call at the same position only when
+    a result has none; never truncated by zipping). Prompt mode: the
+    assistant message with the calls in the calling convention, then one
+    prompt carrier holding every result and every attachment in order. An
+    attachment that cannot be written at the fixed position is named in the
+    body as plain text instead.
+    """
+    from carryall.calls import render_results_body, render_tool_calls
+
+    assistant: FlatMessage = {"role": "assistant", "content": assistant_content}
+    if not native and tool_calls:
+        rendered = render_tool_calls(tool_calls)
+        sep = "\n\n" if assistant_content and not assistant_content.endswith("\n") else ""
+        assistant["content"] = assistant_content + sep + rendered if assistant_content else rendered
+    if tool_calls:
+        assistant["tool_calls"] = _call_dicts(tool_calls)
+    history.append(assistant)
+
+    ids = [
+        r.tool_call_id
+        if r.tool_call_id is not None
+        else (tool_calls[i].id if i < len(tool_calls) else "")
+        for i, r in enumerate(results)
+    ]
+    if native:
+        for result, call_id in zip(results, ids, strict=True):
+            markers = [m for m in result.attachments if m.target]
+            notes = [
+                _unwritable(m, "its target is empty") for m in result.attachments if not m.target
+            ]
+            body = _with_notes(result.text, notes)
+            history.append(
+                {
+                    "role": "tool",
+                    "content": render_native_tool_carrier(
+                        call_id, body, markers, is_error=result.is_error
+                    ),
+                }
+            )
+        return history
+
+    names = {call.id: call.name for call in tool_calls}
+    all_markers: list[Marker] = []
+    tool_results: list[ToolResult] = []
+    for result, call_id in zip(results, ids, strict=True):
+        ok, notes = _writable_markers(result.attachments)
+        all_markers.extend(ok)
+        tool_results.append(ToolResult(call_id, _with_notes(result.text, notes), result.is_error))
+    body = render_results_body(tool_results, names)
+    history.append({"role": "user", "content": render_prompt_tool_carrier(body, all_markers)})
+    return history
+
+
+# -- blocks to flat ------------------------------------------------------------
+
+
+def to_flat(
+    messages: Sequence[Message], *, system: str | None = None, native: bool = True
+) -> list[FlatMessage]:
+    """Write a block history as a flat one.
+
+    Tool results become carriers (native or prompt mode); the `Image` blocks
+    after a round's results become that round's declared `IMAGE`
+    attachments, their target a `data:` URI so the bytes survive; a result's
+    own non-image attachments are declared again at the fixed position.
+    """
+    flat: list[FlatMessage] = []
+    if system:
+        flat.append({"role": "system", "content": system})
+    for index, message in enumerate(messages):
+        if message.role == "assistant":
+            flat.append(_assistant_to_flat(message, native))
+            continue
+        results = message.tool_results_in()
+        if not results:
+            flat.append(_user_to_flat(message))
+            continue
+        previous = messages[index - 1] if index > 0 else None
+        calls = (
+            previous.tool_uses() if previous is not None and previous.role == "assistant" else []
+        )
+        images = [
+            Marker(MarkerKind.IMAGE, image_target(b))
+            for b in message.content
+            if isinstance(b, Image)
+        ]
+        text = "".join(b.text for b in message.content if isinstance(b, Text))
+        if native:
+            for position, result in enumerate(results):
+                last = position == len(results) - 1
+                markers = [*result.attachments, *(images if last else [])]
+                flat.append(
+                    {
+                        "role": "tool",
+                        "content": render_native_tool_carrier(
+                            result.tool_use_id, result.content, markers, is_error=result.is_error
+                        ),
+                    }
+                )
+        else:
+            from carryall.calls import render_results_body
+
+            names = {call.id: call.name for call in calls}
+            markers = [m for r in results for m in r.attachments] + images
+            flat.append(
+                {
+                    "role": "user",
+                    "content": render_prompt_tool_carrier(
+                        render_results_body(
+                            [ToolResult(r.tool_use_id, r.content, r.is_error) for r in results],
+                            names,
+                        ),
+                        markers,
+                    ),
+                }
+            )
+        if text:
+            flat.append({"role": "user", "content": text, "round_text": True})
+    return flat
+
+
+def _assistant_to_flat(message: Message, native: bool) -> FlatMessage:
+    text = message.text()
+    calls = message.tool_uses()
+    out: FlatMessage = {"role": "assistant", "content": text}
+    if not native and calls:
+        from carryall.calls import render_tool_calls
+
+        rendered = render_tool_calls(calls)
+        out["content"] = f"{text}\n\n{rendered}" if text else rendered
+    if calls:
+        out["tool_calls"] = _call_dicts(calls)
+    thinking = [b for b in message.content if isinstance(b, Thinking)]
+    if thinking:
+        out["thinking"] = [
+            {"text": b.text, **({"signature": b.signature} if b.signature is not None else {})}
+            for b in thinking
+        ]
+    return out
+
+
+def _user_to_flat(message: Message) -> FlatMessage:
+    out: FlatMessage = {"role": "user", "content": message.text()}
+    images = message.images()
+    if images:
+        out["attachments"] = render_native_attachments(
+            Marker(MarkerKind.IMAGE, image_target(image)) for image in images
+        )
+    return out
+
+
+# -- flat to blocks ------------------------------------------------------------
+
+
+def _default_loader(target: str) -> Image:
+    from carryall.attachments import AttachmentPolicy, load_image
+
+    return load_image(target, AttachmentPolicy())
+
+
+def from_flat(
+    flat: Sequence[Mapping[str, Any]], *, load_image: ImageLoader | None = None
+) -> tuple[str | None, list[Message]]:
+    """Read a flat history back into blocks: `(system, messages)`.
+
+    Declared image attachments are lifted (through `load_image`, by default
+    the attachments loader with its default policy) into `Image` blocks after
+    the round's results; a target that fails to load is named, with the
+    reason, in a note on its result. Legacy carrier bodies stay text, and
+    non-image attachments stay declared on their result so that writing the
+    history out again gives them back at the fixed position.
+    """
+    loader = load_image or _default_loader
+    system_parts: list[str] = []
+    messages: list[Message] = []
+    index = 0
+    while index < len(flat):
+        entry = flat[index]
+        role = entry.get("role")
+        content = entry.get("content")
+        if not isinstance(content, str):
+            content = "" if content is None else str(content)
+        if role in ("system", "developer"):
+            system_parts.append(content)
+            index += 1
+            continue
+        if role == "assistant":
+            messages.append(_assistant_from_flat(entry, content, index))
+            index += 1
+            continue
+        if role == "tool" or (role == "user" and classify("user", content) is not None):
+            calls = (
+                messages[-1].tool_uses() if messages and messages[-1].role == "assistant" else []
+            )
+            end = index + 1 if role == "user" else _tool_run_end(flat, index)
+            blocks = _round_from_flat(flat[index:end], calls, loader)
+            if end < len(flat) and flat[end].get("round_text") is True:
+                extra = flat[end].get("content")
+                if isinstance(extra, str) and extra:
+                    results = [b for b in blocks if isinstance(b, ToolResult)]
+                    rest = [b for b in blocks if not isinstance(b, ToolResult)]
+                    blocks = [*results, Text(extra), *rest]
+                end += 1
+            messages.append(Message("user", tuple(blocks)))
+            index = end
+            continue
+        if role == "user":
+            messages.append(_user_from_flat(entry, content, loader))
+            index += 1
+            continue
+        raise CarrierError(f"flat message {index}: unknown role {role!r}")
+    return ("\n\n".join(system_parts) if system_parts else None), messages
+
+
+def _tool_run_end(flat: Sequence[Mapping[str, Any]], start: int) -> int:
+    end = start
+    while end < len(flat) and flat[end].get("role") == "tool":
+        end += 1
+    return end
+
+
+def _assistant_from_flat(entry: Mapping[str, Any], content: str, index: int) -> Message:
+    blocks: list[Block] = []
+    thinking = entry.get("thinking")
+    if isinstance(thinking, list):
+        for item in thinking:
+            if isinstance(item, Mapping) and isinstance(item.get("text"), str):
+                signature = item.get("signature")
+                blocks.append(
+                    Thinking(item["text"], signature if isinstance(signature, str) else None)
+                )
+    raw_calls = entry.get("tool_calls")
+    calls: list[ToolUse] = []
+    text = content
+    if isinstance(raw_calls, list) and raw_calls:
+        for position, call in enumerate(raw_calls):
+            calls.append(_call_from_flat(call, index, position))
+        if calls:
+            # Prompt mode wrote the calls into the content too; the structured
+            # key is the fixed position, so the text is read for prose only.
+            from carryall.calls import parse_tool_calls
+
+            parsed = parse_tool_calls(content)
+            if parsed.calls:
+                text = parsed.text
+    if text:
+        blocks.append(Text(text))
+    blocks.extend(calls)
+    if not blocks:
+        blocks.append(Text(""))
+    return Message("assistant", tuple(blocks))
+
+
+def _call_from_flat(call: Any, index: int, position: int) -> ToolUse:
+    if not isinstance(call, Mapping):
+        raise CarrierError(f"flat message {index}: tool call {position} is not an object")
+    function = call.get("function")
+    source = function if isinstance(function, Mapping) else call
+    call_id, name, arguments = call.get("id"), source.get("name"), source.get("arguments")
+    if not isinstance(call_id, str) or not isinstance(name, str):
+        raise CarrierError(f"flat message {index}: tool call {position} lacks a string id and name")
+    if isinstance(arguments, str):
+        try:
+            value: Any = json.loads(arguments)
+        except (ValueError, RecursionError):
+            value = arguments
+    else:
+        value = {} if arguments is None else arguments
+    return ToolUse(call_id, name, value)
+
+
+def _user_from_flat(entry: Mapping[str, Any], content: str, loader: ImageLoader) -> Message:
+    blocks: list[Block] = []
+    images: list[Image] = []
+    notes: list[str] = []
+    markers = native_attachments(entry.get("attachments")) or ()
+    for marker in markers:
+        if marker.kind is MarkerKind.IMAGE:
+            image, note = _load(marker.target, loader)
+            if image is not None:
+                images.append(image)
+            else:
+                notes.append(note)
+    text = _with_notes(content, notes)
+    if text or not images:
+        blocks.append(Text(text))
+    blocks.extend(images)
+    return Message("user", tuple(blocks))
+
+
+def _load(target: str, loader: ImageLoader) -> tuple[Image | None, str]:
+    plain, name = _split_name(target)
+    try:
+        image = loader(plain)
+    except (CarryallError, OSError, ValueError) as exc:
+        reason = exc.reason if isinstance(exc, AttachmentError) else str(exc)
+        return None, f"[attachment not loaded: {_short(target)}: {reason}]"
+    if name is not None:
+        image = Image(image.media_type, image.data, name)
+    return image, ""
+
+
+def _short(target: str) -> str:
+    return target if len(target) <= 80 else target[:77] + "..."
+
+
+def _round_from_flat(
+    entries: Sequence[Mapping[str, Any]], calls: Sequence[ToolUse], loader: ImageLoader
+) -> list[Block]:
+    results: list[ToolResult] = []
+    images: list[Image] = []
+    for position, entry in enumerate(entries):
+        role = str(entry.get("role"))
+        content = entry.get("content")
+        content = content if isinstance(content, str) else ""
+        parts = classify(role, content)
+        if parts is None:  # pragma: no cover - callers only pass carriers
+            continue
+        if parts.kind is CarrierKind.PROMPT:
+            results.extend(_prompt_results(parts.text, parts.declared, calls))
+        else:
+            envelope = _envelope(content) if parts.declared or role == "tool" else None
+            call_id = envelope.get("tool_call_id") if envelope is not None else None
+            if not isinstance(call_id, str):
+                call_id = calls[position].id if position < len(calls) else ""
+            is_error = bool(envelope.get("is_error") is True) if envelope is not None else False
+            results.append(ToolResult(call_id, parts.text, is_error))
+        if not parts.declared:
+            continue
+        others: list[Marker] = []
+        notes: list[str] = []
+        for marker in parts.attachments:
+            if marker.kind is not MarkerKind.IMAGE:
+                others.append(marker)
+                continue
+            image, note = _load(marker.target, loader)
+            if image is not None:
+                images.append(image)
+            else:
+                notes.append(note)
+        if others or notes:
+            last = results[-1]
+            results[-1] = ToolResult(
+                last.tool_use_id,
+                _with_notes(last.content, notes),
+                last.is_error,
+                (*last.attachments, *others),
+            )
+    return [*results, *images]
+
+
+def _envelope(content: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(content)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _prompt_results(body: str, declared: bool, calls: Sequence[ToolUse]) -> list[ToolResult]:
+    from carryall.calls import parse_results_body
+
+    parsed = parse_results_body(body) if declared else None
+    if parsed is not None and len(parsed) == len(calls) or (parsed and not calls):
+        return list(parsed)
+    # A legacy or unreadable body stays text, whole: it answers the first call,
+    # and any other call of the round is told its result was not recoverable,
+    # so the history stays valid without inventing an attribution.
+    if not calls:
+        return [ToolResult("", body)]
+    out = [ToolResult(calls[0].id, body)]
+    out.extend(
+        ToolResult(call.id, "(result not separable from a legacy carrier body)", True)
+        for call in calls[1:]
+    )
+    return out
