@@ -257,7 +257,8 @@ class Message(msgspec.Struct, frozen=True):
     @classmethod
     def from_dict(cls, data: Any) -> Message:
         """Decode the JSON form; a `BlockError` names the position of what is wrong."""
-        return _convert(data, Message, "message")
+        message: Message = _convert(data, Message, "message")
+        return message
 
 
 def block_to_dict(block: Block) -> dict[str, Any]:
@@ -270,7 +271,7 @@ def block_to_dict(block: Block) -> dict[str, Any]:
 
 def block_from_dict(data: Any) -> Block:
     """Decode one block; unknown types and missing fields are a `BlockError`."""
-    block: Block = _convert(data, Block, "block")  # type: ignore[arg-type]
+    block: Block = _convert(data, Block, "block")
     return block
 
 
@@ -281,7 +282,8 @@ def messages_to_dicts(messages: Iterable[Message]) -> list[dict[str, Any]]:
 
 def messages_from_dicts(data: Any) -> list[Message]:
     """Decode a history; the error names the message index and field (`$[3].content[0]`)."""
-    return _convert(data, list[Message], "history")
+    messages: list[Message] = _convert(data, list[Message], "history")
+    return messages
 
 
 def _convert(data: Any, typ: Any, what: str) -> Any:

@@ -166,8 +166,8 @@ def native_attachments(value: Any) -> tuple[Marker, ...] | None:
     for item in value:
         if not isinstance(item, dict):
             continue
-        kind = _KINDS_BY_VALUE.get(item.get("kind")) if isinstance(item.get("kind"), str) else None
-        target = item.get("target")
+        kind_name, target = item.get("kind"), item.get("target")
+        kind = _KINDS_BY_VALUE.get(kind_name) if isinstance(kind_name, str) else None
         if kind is None or not isinstance(target, str) or not target:
             continue
         markers.append(Marker(kind, target))

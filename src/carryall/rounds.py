@@ -161,10 +161,10 @@ def append_tool_round(
     attachment that cannot be written at the fixed position is named in the
     body as plain text instead.
     """
-    from carryall.calls import render_results_body, render_tool_calls
-
     assistant: FlatMessage = {"role": "assistant", "content": assistant_content}
     if not native and tool_calls:
+        from carryall.calls import render_tool_calls
+
         rendered = render_tool_calls(tool_calls)
         sep = "\n\n" if assistant_content and not assistant_content.endswith("\n") else ""
         assistant["content"] = assistant_content + sep + rendered if assistant_content else rendered
@@ -194,6 +194,8 @@ def append_tool_round(
                 }
             )
         return history
+
+    from carryall.calls import render_results_body
 
     names = {call.id: call.name for call in tool_calls}
     all_markers: list[Marker] = []
@@ -344,10 +346,10 @@ def from_flat(
             messages.append(_assistant_from_flat(entry, content, index))
             index += 1
             continue
-        if role == "tool" or (role == "user" and classify("user", content) is not None):
-            calls = (
-                messages[-1].tool_uses() if messages and messages[-1].role == "assistant" else []
-            )
+        calls = messages[-1].tool_uses() if messages and messages[-1].role == "assistant" else []
+        # A user message is read as a prompt carrier only where a round is
+        # due: a person who starts a message with "[Tool results]" said it.
+        if role == "tool" or (role == "user" and calls and classify("user", content) is not None):
             end = index + 1 if role == "user" else _tool_run_end(flat, index)
             blocks = _round_from_flat(flat[index:end], calls, loader)
             if end < len(flat) and flat[end].get("round_text") is True:
@@ -391,7 +393,7 @@ def _assistant_from_flat(entry: Mapping[str, Any], content: str, index: int) -> 
     if isinstance(raw_calls, list) and raw_calls:
         for position, call in enumerate(raw_calls):
             calls.append(_call_from_flat(call, index, position))
-        if calls:
+        if calls and "<tool_call>" in content:
             # Prompt mode wrote the calls into the content too; the structured
             # key is the fixed position, so the text is read for prose only.
             from carryall.calls import parse_tool_calls
@@ -517,7 +519,7 @@ def _prompt_results(body: str, declared: bool, calls: Sequence[ToolUse]) -> list
     from carryall.calls import parse_results_body
 
     parsed = parse_results_body(body) if declared else None
-    if parsed is not None and len(parsed) == len(calls) or (parsed and not calls):
+    if (parsed is not None and len(parsed) == len(calls)) or (parsed and not calls):
         return list(parsed)
     # A legacy or unreadable body stays text, whole: it answers the first call,
     # and any other call of the round is told its result was not recoverable,

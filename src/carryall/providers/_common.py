@@ -23,9 +23,7 @@ def prepare_messages(request: Request, caps: Capabilities) -> list[Message]:
     out: list[Message] = []
     for message in messages:
         if any(isinstance(b, Image) for b in message.content):
-            message = Message(
-                message.role,
-                tuple(Text(b.placeholder()) if isinstance(b, Image) else b for b in message.content),
-            )
+            blind = (Text(b.placeholder()) if isinstance(b, Image) else b for b in message.content)
+            message = Message(message.role, tuple(blind))
         out.append(message)
     return out
