@@ -1,19 +1,528 @@
-"""Attachments: loading declared images safely and lifting them into the user turn."""
+"""Attachments: loading declared images safely and lifting them into the user turn.
+
+The loader is a security boundary. A tool's output, a legacy carrier body or
+an imported history is text someone else wrote; none of it may make carryall
+read a file or a URL that was not declared at a carrier's fixed position and
+allowed by the caller's `AttachmentPolicy`. So:
+
+- only declared `IMAGE` attachments are ever loaded (`lift` opens the message
+  through `classify` and never scans a body);
+- a `data:` URI must name an allowlisted media type and carry canonical
+  base64 no larger than the cap, checked before it is decoded;
+- a local path is resolved (symlinks followed) and the real path must lie
+  inside a real root; it is then opened one component at a time with
+  `O_NOFOLLOW` from `/`, so a symlink swapped in after the check cannot
+  redirect the open; it must be a non-empty regular file under the cap by
+  `lstat` before it is opened and by `fstat` after (`O_NONBLOCK`, so a FIFO
+  never blocks), and its magic bytes must agree with its extension, sniffed
+  from the first 12 bytes before the rest is read;
+- a remote `http(s)` URL is fetched only when its host is on the policy's
+  allowlist (the host as the HTTP client itself parses it), without
+  redirects or compression, under a timeout and a total deadline, with the
+  cap enforced while streaming.
+
+Out of scope: hard links (a hard link inside a root is the file it names;
+making one needs write access to the root and, on Linux, ownership of the
+target), and what an allowed host's DNS answers.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import base64
+import binascii
+import errno
+import os
+import re
+import stat
+import time
+import urllib.parse
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-from carryall.blocks import Image, Message, Text
+import httpx
+import msgspec
 
-__all__ = ["apply_image_limit"]
+from carryall.blocks import IMAGE_MEDIA_TYPES, Block, Image, Message, Text, image_media_type
+from carryall.carrier import Marker, MarkerKind, classify, rebuild_carrier
+from carryall.errors import AttachmentError
+
+__all__ = [
+    "DEFAULT_FETCH_TIMEOUT",
+    "DEFAULT_MAX_IMAGES",
+    "DEFAULT_MAX_IMAGE_BYTES",
+    "AttachmentPolicy",
+    "apply_image_limit",
+    "lift",
+    "load_failure_note",
+    "load_image",
+]
+
+DEFAULT_MAX_IMAGE_BYTES = 5 * 1024 * 1024
+"""Bytes per image: 5 MiB, the smallest per-image limit among the hosted backends."""
+
+DEFAULT_MAX_IMAGES = 20
+"""Images per request; the oldest beyond it become placeholders."""
+
+DEFAULT_FETCH_TIMEOUT = 10.0
+"""Seconds a remote fetch may take in total (and per network operation)."""
+
+_SNIFF_BYTES = 12
+_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_NOTE_TARGET_CHARS = 120
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NOCTTY = getattr(os, "O_NOCTTY", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+# O_PATH walks directories that may be traversed but not listed (mode --x).
+_O_PATH = getattr(os, "O_PATH", os.O_RDONLY)
+_FILE_FLAGS = os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | _O_NOCTTY
+_DIR_FLAGS = _O_PATH | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
+_CAN_WALK = bool(_O_NOFOLLOW) and os.open in os.supports_dir_fd and os.stat in os.supports_dir_fd
+
+
+@dataclass(frozen=True, init=False)
+class AttachmentPolicy:
+    """What the loader may read: roots, hosts and size limits, all chosen by the caller.
+
+    `roots` are the directories local paths must resolve into (default: the
+    current working directory only; an empty list allows no local path).
+    Each root is resolved once, here, symlinks followed: a root given as a
+    symlink means the directory it pointed to when the policy was made, and
+    if the link is later pointed elsewhere, paths through it resolve outside
+    the real root and are refused. `max_image_bytes` caps each image (default
+    5 MiB), `max_images` the images per request (default 20), `allow_hosts`
+    the remote hosts that may be fetched from (default none; compared case
+    insensitively, without port), `fetch_timeout` a remote fetch in seconds.
+    """
+
+    roots: tuple[str, ...]
+    max_image_bytes: int
+    max_images: int
+    allow_hosts: frozenset[str]
+    fetch_timeout: float
+
+    def __init__(
+        self,
+        roots: Iterable[str | os.PathLike[str]] | None = None,
+        max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
+        max_images: int = DEFAULT_MAX_IMAGES,
+        allow_hosts: Iterable[str] = (),
+        *,
+        fetch_timeout: float = DEFAULT_FETCH_TIMEOUT,
+    ) -> None:
+        if isinstance(roots, str | os.PathLike):
+            # A lone path is a common slip; iterating it would allow one root
+            # per character.
+            raise TypeError("AttachmentPolicy roots must be a list of paths, not one path")
+        if isinstance(allow_hosts, str):
+            raise TypeError("AttachmentPolicy allow_hosts must be a list of host names")
+        if not isinstance(max_image_bytes, int) or max_image_bytes <= 0:
+            raise ValueError(f"max_image_bytes must be a positive int, not {max_image_bytes!r}")
+        if not isinstance(max_images, int) or max_images < 0:
+            raise ValueError(f"max_images must be a non-negative int, not {max_images!r}")
+        if not fetch_timeout > 0:
+            raise ValueError(f"fetch_timeout must be positive, not {fetch_timeout!r}")
+        given = [os.getcwd()] if roots is None else [os.fspath(r) for r in roots]
+        real = tuple(dict.fromkeys(os.path.realpath(r) for r in given))
+        object.__setattr__(self, "roots", real)
+        object.__setattr__(self, "max_image_bytes", max_image_bytes)
+        object.__setattr__(self, "max_images", max_images)
+        object.__setattr__(self, "allow_hosts", frozenset(h.lower() for h in allow_hosts))
+        object.__setattr__(self, "fetch_timeout", float(fetch_timeout))
+
+    def contains(self, real_path: str) -> bool:
+        """Whether a resolved path lies inside one of the real roots (a root itself does not)."""
+        for root in self.roots:
+            prefix = root if root.endswith(os.sep) else root + os.sep
+            if real_path.startswith(prefix) and len(real_path) > len(prefix):
+                return True
+        return False
+
+
+# -- loading -------------------------------------------------------------------
+
+
+def load_image(target: str, policy: AttachmentPolicy | None = None) -> Image:
+    """Load one declared image target into an `Image`, or refuse with an `AttachmentError`.
+
+    A target is a `data:` URI, an `http(s)` URL (only to an allowed host), or
+    a local path (relative paths resolve against the working directory). The
+    error names the target and the reason. `source` is the file name for a
+    path and the last URL path segment for a URL; a `data:` URI carries no
+    name unless it has an RFC 2397 `name=` parameter (percent-encoded), so
+    `load_image(img.data_uri())` gives back `Image(img.media_type, img.data)`.
+    """
+    policy = policy if policy is not None else AttachmentPolicy()
+    if not target:
+        raise AttachmentError(target, "the target is empty")
+    if "\x00" in target:
+        raise AttachmentError(target, "the target contains a NUL character")
+    head = target[:8].lower()
+    if head.startswith("data:"):
+        return _load_data_uri(target, policy)
+    if head.startswith(("http://", "https://")):
+        return _load_remote(target, policy)
+    if _URL_SCHEME.match(target):
+        raise AttachmentError(
+            target, "unsupported URL scheme: only data: URIs, local paths and http(s) are loaded"
+        )
+    return _load_path(target, policy)
+
+
+def _sniff(head: bytes) -> str | None:
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if len(head) >= _SNIFF_BYTES and head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def _check_magic(target: str, head: bytes, expected: str, said_by: str) -> None:
+    found = _sniff(head)
+    if found is None:
+        raise AttachmentError(
+            target, f"its bytes are not a PNG, JPEG, GIF or WebP image ({said_by} {expected})"
+        )
+    if found != expected:
+        raise AttachmentError(target, f"its bytes are {found} but {said_by} {expected}")
+
+
+def _too_big(cap: int) -> str:
+    return f"larger than the {cap}-byte image limit"
+
+
+def _load_data_uri(target: str, policy: AttachmentPolicy) -> Image:
+    # Only a short header is searched for the comma: the payload may be
+    # megabytes and is never scanned for anything but base64.
+    comma = target.find(",", 5, 5 + 512)
+    if comma < 0:
+        raise AttachmentError(target, "malformed data: URI (no ',' after a short header)")
+    params = target[5:comma].split(";")
+    media_type = params[0].lower()
+    if len(params) < 2 or params[-1].lower() != "base64":
+        raise AttachmentError(target, "only base64 data: URIs are loaded")
+    source: str | None = None
+    for param in params[1:-1]:
+        key, sep, value = param.partition("=")
+        if key.lower() != "name" or not sep or source is not None:
+            raise AttachmentError(target, f"unsupported data: URI parameter {param!r}")
+        source = urllib.parse.unquote(value) or None
+    if media_type not in IMAGE_MEDIA_TYPES:
+        raise AttachmentError(
+            target,
+            f"media type {media_type!r} is not one of {', '.join(sorted(IMAGE_MEDIA_TYPES))}",
+        )
+    cap = policy.max_image_bytes
+    payload = target[comma + 1 :]
+    # Canonical base64 of `cap` bytes is at most this long: refuse before decoding.
+    if len(payload) > 4 * ((cap + 2) // 3):
+        raise AttachmentError(target, _too_big(cap))
+    try:
+        raw = payload.encode("ascii")
+        data = base64.b64decode(raw, validate=True)
+    except (UnicodeEncodeError, binascii.Error, ValueError):
+        raise AttachmentError(target, "the payload is not canonical base64") from None
+    # validate=True still takes some non-canonical spellings (non-zero pad
+    # bits); re-encoding is the one test that leaves a single spelling.
+    if base64.b64encode(data) != raw:
+        raise AttachmentError(target, "the payload is not canonical base64")
+    if len(data) > cap:
+        raise AttachmentError(target, _too_big(cap))
+    _check_magic(target, data[:_SNIFF_BYTES], media_type, "the URI says")
+    return Image(media_type, payload, source)
+
+
+# -- local paths ---------------------------------------------------------------
+
+
+def _load_path(target: str, policy: AttachmentPolicy) -> Image:
+    media_type = image_media_type(target)
+    if media_type is None:
+        raise AttachmentError(
+            target, "the file name has no image extension (png, jpg, jpeg, gif or webp)"
+        )
+    try:
+        # Non-strict: a missing path outside the roots is refused for being
+        # outside, so a declared target cannot probe what exists elsewhere.
+        real = os.path.realpath(target)
+    except (OSError, ValueError) as exc:
+        raise AttachmentError(target, f"the path cannot be resolved ({exc})") from None
+    if not policy.contains(real):
+        raise AttachmentError(target, "the path resolves outside the allowed roots")
+    fd = _open_regular(target, real, policy.max_image_bytes)
+    try:
+        size = os.fstat(fd).st_size
+        head = _read_upto(fd, min(_SNIFF_BYTES, size))
+        _check_magic(target, head, media_type, "the extension says")
+        # Read again from the start rather than join head and rest: one
+        # buffer, no copy of a megabyte to save twelve bytes of reading.
+        os.lseek(fd, 0, os.SEEK_SET)
+        data = _read_upto(fd, size + 1)
+    except OSError as exc:
+        raise AttachmentError(target, f"the file could not be read ({_os_reason(exc)})") from None
+    finally:
+        os.close(fd)
+    if len(data) != size or not data.startswith(head):
+        raise AttachmentError(target, "the file changed while it was read")
+    return Image.from_bytes(media_type, data, os.path.basename(target))
+
+
+def _open_regular(target: str, real: str, cap: int) -> int:
+    """Open `real` for reading as a non-empty regular file under `cap`, refusing before any read."""
+    try:
+        if _CAN_WALK:
+            fd, before = _walk_open(target, real, cap)
+        else:  # pragma: no cover - platforms without openat (Windows)
+            before = os.lstat(real)
+            _check_stat(target, before, cap)
+            fd = os.open(real, _FILE_FLAGS)
+    except AttachmentError:
+        raise
+    except OSError as exc:
+        raise AttachmentError(target, f"the file could not be opened ({_os_reason(exc)})") from None
+    try:
+        after = os.fstat(fd)
+        _check_stat(target, after, cap)
+        if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
+            raise AttachmentError(target, "the file was replaced while it was opened")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _walk_open(target: str, real: str, cap: int) -> tuple[int, os.stat_result]:
+    # `real` has no symlink, "." or ".." left in it, so walking it one
+    # component at a time with O_NOFOLLOW opens exactly the path the roots
+    # check approved: a symlink swapped in meanwhile fails with ELOOP.
+    names = real.split(os.sep)
+    if names[0] != "" or any(n in ("", ".", "..") for n in names[1:]):
+        raise AttachmentError(target, "the path does not resolve to a plain absolute path")
+    dir_fd = os.open(os.sep, _DIR_FLAGS)
+    try:
+        for name in names[1:-1]:
+            next_fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+            os.close(dir_fd)
+            dir_fd = next_fd
+        before = os.stat(names[-1], dir_fd=dir_fd, follow_symlinks=False)
+        _check_stat(target, before, cap)
+        return os.open(names[-1], _FILE_FLAGS, dir_fd=dir_fd), before
+    finally:
+        os.close(dir_fd)
+
+
+def _check_stat(target: str, st: os.stat_result, cap: int) -> None:
+    mode = st.st_mode
+    if not stat.S_ISREG(mode):
+        kind = (
+            "a directory"
+            if stat.S_ISDIR(mode)
+            else "a FIFO"
+            if stat.S_ISFIFO(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "a symlink"
+            if stat.S_ISLNK(mode)
+            else "not a regular file"
+        )
+        raise AttachmentError(target, f"the path is {kind}, not a regular file")
+    if st.st_size > cap:
+        raise AttachmentError(target, f"{_too_big(cap)} ({st.st_size} bytes)")
+    if st.st_size == 0:
+        # Also what /proc and /sys pseudo-files report: refused unread.
+        raise AttachmentError(target, "the file is empty")
+
+
+def _read_upto(fd: int, count: int) -> bytes:
+    chunks: list[bytes] = []
+    remaining = count
+    while remaining > 0:
+        chunk = os.read(fd, remaining)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def _os_reason(exc: OSError) -> str:
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        # With O_NOFOLLOW a symlink where a resolved directory stood reads as
+        # one of these: the path changed after it was checked.
+        return "a symlink or file appeared in the resolved path"
+    if exc.errno == errno.ENOENT:
+        return "no such file"
+    return exc.strerror or str(exc)
+
+
+# -- remote URLs ---------------------------------------------------------------
+
+
+def _load_remote(target: str, policy: AttachmentPolicy) -> Image:
+    try:
+        # The host is read by the same parser that will connect, so a URL
+        # the two would read differently (`http://a@b/`) cannot slip through.
+        url = httpx.URL(target)
+    except (httpx.InvalidURL, ValueError, TypeError):
+        raise AttachmentError(target, "not a valid URL") from None
+    host = url.host.lower()
+    if url.scheme not in ("http", "https") or not host:
+        raise AttachmentError(target, "not a valid http(s) URL")
+    if host not in policy.allow_hosts:
+        allowed = ", ".join(sorted(policy.allow_hosts)) or "none"
+        raise AttachmentError(target, f"remote host {host!r} is not allowed (allowed: {allowed})")
+    cap = policy.max_image_bytes
+    deadline = time.monotonic() + policy.fetch_timeout
+    try:
+        with (
+            httpx.Client(
+                timeout=policy.fetch_timeout, follow_redirects=False, trust_env=False
+            ) as client,
+            client.stream(
+                "GET",
+                url,
+                headers={
+                    "Accept": ", ".join(sorted(IMAGE_MEDIA_TYPES)),
+                    "Accept-Encoding": "identity",
+                },
+            ) as response,
+        ):
+            if response.is_redirect:
+                raise AttachmentError(
+                    target, f"the server redirected (HTTP {response.status_code}); not followed"
+                )
+            if response.status_code != 200:
+                raise AttachmentError(target, f"the server answered HTTP {response.status_code}")
+            encoding = response.headers.get("content-encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                raise AttachmentError(target, f"compressed responses ({encoding}) are not loaded")
+            length = response.headers.get("content-length", "").strip()
+            if length.isascii() and length.isdigit() and int(length) > cap:
+                raise AttachmentError(target, f"{_too_big(cap)} ({length} bytes)")
+            media_type = _remote_media_type(target, url, response.headers.get("content-type"))
+            chunks: list[bytes] = []
+            total = 0
+            for chunk in response.iter_raw():
+                total += len(chunk)
+                if total > cap:
+                    raise AttachmentError(target, _too_big(cap))
+                if time.monotonic() > deadline:
+                    raise AttachmentError(
+                        target, f"the fetch took longer than {policy.fetch_timeout:g} s"
+                    )
+                chunks.append(chunk)
+    except httpx.HTTPError as exc:
+        raise AttachmentError(target, f"the fetch failed ({type(exc).__name__}: {exc})") from None
+    data = b"".join(chunks)
+    if not data:
+        raise AttachmentError(target, "the server sent no bytes")
+    _check_magic(target, data[:_SNIFF_BYTES], media_type, "the server says")
+    name = urllib.parse.unquote(url.path.rsplit("/", 1)[-1])
+    return Image.from_bytes(media_type, data, name or None)
+
+
+def _remote_media_type(target: str, url: httpx.URL, header: str | None) -> str:
+    declared = (header or "").split(";", 1)[0].strip().lower()
+    if declared in IMAGE_MEDIA_TYPES:
+        return declared
+    if declared in ("", "application/octet-stream"):
+        by_name = image_media_type(url.path)
+        if by_name is not None:
+            return by_name
+    raise AttachmentError(
+        target, f"the server's content type {declared or '(none)'!r} is not an allowed image type"
+    )
+
+
+# -- lifting -------------------------------------------------------------------
+
+
+def load_failure_note(target: str, reason: str) -> str:
+    """The one line appended to a carrier body for a declared image that was not loaded.
+
+    `[attachment not loaded: <target>: <reason>]`, kept to one line (control
+    characters become spaces, a long target is shortened) so it can neither
+    break the body's lines nor be mistaken for anything but a note.
+    """
+    shown = (
+        target if len(target) <= _NOTE_TARGET_CHARS else target[: _NOTE_TARGET_CHARS - 3] + "..."
+    )
+    return _CONTROL.sub(" ", f"[attachment not loaded: {shown}: {reason}]")
+
+
+def lift(
+    role: str, content: str, policy: AttachmentPolicy | None = None
+) -> tuple[str, list[Image]]:
+    """Load a carrier's declared images: `(content, images)`.
+
+    The message is opened through `classify`; each declared `IMAGE`
+    attachment is loaded in order. A target that fails is removed from the
+    declaration and named, with its reason, in a note appended to the body
+    (`rebuild_carrier`); non-image attachments are kept and never loaded.
+    At most `policy.max_images` images are loaded from one message, the last
+    declared (the newest, as `apply_image_limit` keeps them); earlier ones
+    are noted as over the limit. Ordinary messages, legacy carriers and
+    carriers whose images all load come back unchanged.
+    """
+    policy = policy if policy is not None else AttachmentPolicy()
+    parts = classify(role, content)
+    if parts is None or not parts.declared:
+        return content, []
+    image_indexes = [i for i, m in enumerate(parts.attachments) if m.kind is MarkerKind.IMAGE]
+    if not image_indexes:
+        return content, []
+    over_limit = set(image_indexes[: max(len(image_indexes) - policy.max_images, 0)])
+    kept: list[Marker] = []
+    images: list[Image] = []
+    notes: list[str] = []
+    loaded: dict[str, Image | AttachmentError] = {}
+    for index, marker in enumerate(parts.attachments):
+        if marker.kind is not MarkerKind.IMAGE:
+            kept.append(marker)
+            continue
+        if index in over_limit:
+            reason = f"over the limit of {policy.max_images} images per request"
+            notes.append(load_failure_note(marker.target, reason))
+            continue
+        outcome = loaded.get(marker.target)
+        if outcome is None:
+            try:
+                outcome = load_image(marker.target, policy)
+            except AttachmentError as exc:
+                outcome = exc
+            loaded[marker.target] = outcome
+        if isinstance(outcome, AttachmentError):
+            notes.append(load_failure_note(marker.target, outcome.reason))
+            continue
+        kept.append(marker)
+        images.append(outcome)
+    if not notes:
+        return content, images
+    body = parts.text
+    sep = "" if not body or body.endswith("\n") else "\n"
+    noted = msgspec.structs.replace(parts, text=body + sep + "\n".join(notes))
+    return rebuild_carrier(role, content, noted, kept), images
+
+
+# -- the per-request image limit ----------------------------------------------
 
 
 def apply_image_limit(messages: Sequence[Message], max_images: int) -> list[Message]:
     """Keep the newest `max_images` images of a history; older ones become placeholder text.
 
     One function, used by every encoder, so every backend drops the same
-    images and says the same thing where they were.
+    images and says the same thing where they were (`image_placeholder`).
+    A negative limit counts as zero. Messages without a replaced image are
+    returned as the same objects.
     """
     total = sum(1 for m in messages for b in m.content if isinstance(b, Image))
     excess = total - max(max_images, 0)
@@ -24,7 +533,7 @@ def apply_image_limit(messages: Sequence[Message], max_images: int) -> list[Mess
         if excess <= 0 or not any(isinstance(b, Image) for b in message.content):
             out.append(message)
             continue
-        blocks = []
+        blocks: list[Block] = []
         for block in message.content:
             if isinstance(block, Image) and excess > 0:
                 blocks.append(Text(block.placeholder()))

@@ -35,6 +35,7 @@ from typing import Any
 
 import msgspec
 
+from carryall.attachments import AttachmentPolicy, load_failure_note, load_image
 from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
 from carryall.carrier import (
     CarrierKind,
@@ -311,8 +312,6 @@ def _user_to_flat(message: Message) -> FlatMessage:
 
 
 def _default_loader(target: str) -> Image:
-    from carryall.attachments import AttachmentPolicy, load_image
-
     return load_image(target, AttachmentPolicy())
 
 
@@ -452,14 +451,10 @@ def _load(target: str, loader: ImageLoader) -> tuple[Image | None, str]:
         image = loader(plain)
     except (CarryallError, OSError, ValueError) as exc:
         reason = exc.reason if isinstance(exc, AttachmentError) else str(exc)
-        return None, f"[attachment not loaded: {_short(target)}: {reason}]"
+        return None, load_failure_note(target, reason)
     if name is not None:
         image = Image(image.media_type, image.data, name)
     return image, ""
-
-
-def _short(target: str) -> str:
-    return target if len(target) <= 80 else target[:77] + "..."
 
 
 def _round_from_flat(

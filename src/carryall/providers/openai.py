@@ -1,0 +1,892 @@
+"""OpenAI Chat Completions and llama-server: one codec, two dialects.
+
+`encode_request` turns a `Request` into the JSON body of
+`POST /v1/chat/completions`; `decode_response`, `StreamDecoder` and
+`decode_stream` turn that endpoint's answers back into a `Response`;
+`decode_messages` reads an OpenAI-style `messages` array someone already
+holds into blocks, so a history can be continued on another backend.
+
+The wire, both dialects:
+
+- The system prompt is one leading `system` message (an empty one is not
+  sent).
+- A user message's tool results go first, each a `role: "tool"` message
+  whose content is the result text; an error result is that text behind
+  `ERROR_PREFIX` (`"Error: "`). The message's text and images follow in one
+  `user` message: a lone text as a string, anything else as content parts,
+  images as `data:` URLs. A model with no eyes gets each image as its
+  `image_placeholder` line (`prepare_messages`), on every dialect.
+- An assistant message is its text (empty texts left out), then its tool
+  calls with JSON-string arguments; with neither it is `content: ""`.
+- Tools are always sent with `description` and `parameters`; `tool_choice`
+  only as one of the strings `auto`, `none`, `required`, and only when there
+  are tools (a choice about no tools is an error on OpenAI).
+- `reasoning_effort` is sent when `Request.effort` is set (both dialects
+  read it). `thinking_budget` and `cache_prompt` have no field here: OpenAI
+  has no budget and caches by itself, llama-server caches by default.
+
+What the openai dialect does beyond that: the token limit goes as
+`max_completion_tokens` (OpenAI deprecated `max_tokens`, and its reasoning
+models refuse it); thinking never goes on this wire, and is never turned
+into text either.
+
+What the llama-server dialect does beyond that (its server README and
+`oaicompat_chat_params_parse`):
+
+- the token limit goes as `max_tokens`;
+- an assistant turn's thinking goes back as `reasoning_content` (all its
+  thinking blocks joined, signed or not: the server checks nothing, and a
+  signature means something to Anthropic only);
+- `chat_template_kwargs: {"enable_thinking": <bool>}` is sent when the model
+  can think (`Capabilities.thinking`) or thinking was asked for, so the
+  request, not the server's default, decides;
+- a history that ends on an assistant message is refused with a
+  `HistoryError`: llama-server would continue that message as a prefill
+  rather than answer, and `Request` has no way to mean a prefill.
+
+Streaming is the transport's decision: `stream_body(body)` adds
+`stream: true` and `stream_options: {"include_usage": true}` (both
+dialects), so the last chunk carries the token counts.
+
+Decoding: `reasoning_content` becomes `Thinking(text, signature=None)`,
+first in the message; the text follows, then the tool calls. Arguments that
+are not JSON are counted in `Response.malformed_tool_args` and surface as a
+`ToolUse` whose input is the raw text, so the loop can answer it with an
+error result (empty arguments read as `{}`); sent back, that input is the
+JSON string of the raw text, so the history stays valid on the wire. A tool
+call without an id gets `call_<index>`. Finish reasons map `stop` to
+`end_turn` (`tool_use` when the message holds tool calls), `tool_calls` to
+`tool_use`, `length` to `max_tokens`, `content_filter` to `refusal`,
+anything else to `other`.
+`input_tokens` excludes the cached prompt tokens, which go in
+`cache_read_input_tokens`, as on Anthropic's wire. A message with nothing in
+it reads as one empty `Text`, so it is still a valid message; a refusal with
+no content reads as its text.
+
+What the wire cannot hold. `decode_messages(encode_request(r, caps,
+d)["messages"])` gives back `r.system` and `r.messages` except for exactly
+this list (the property tests apply exactly this normalization):
+
+1. Thinking: the openai dialect drops it. On llama-server a message's
+   thinking blocks come back as one block, their texts joined, first in the
+   message, or none when the joined text is empty.
+2. Thinking signatures are dropped.
+3. Empty `Text` blocks of an assistant message are dropped, and its blocks
+   come back ordered thinking, text, tool calls; an assistant message left
+   with no block reads as one empty `Text`.
+4. A user message's tool results come back first, its text and images after
+   them in their order.
+5. `ToolResult.is_error` rides the text: a result that is not an error but
+   whose text starts with `ERROR_PREFIX` reads back as an error without it.
+6. `Image.source` is dropped.
+7. A user message holding only tool results, followed directly by another
+   user message, reads back as one message: the wire has no boundary
+   between the tool messages and the user message after them.
+8. An empty system prompt reads back as `None`.
+9. Tool inputs come back through JSON (a tuple reads back as a list).
+10. `ToolResult.attachments` (the non-image attachments a flat history
+    declared) are dropped: no wire carries them.
+
+`decode_messages` also takes what other writers put there: `developer`
+messages count as system (all system texts are joined by a blank line,
+wherever they stood); `refusal` parts and fields read as text; an
+`image_url` that is a `data:` URL with an allowlisted media type becomes an
+`Image`; one with another media type, or a remote URL (never fetched),
+becomes its `image_placeholder` line, so the image is named rather than
+lost. Tool message content is read verbatim: native carriers (SPEC §2) are
+the flat-history readers' business (`carryall.rounds`), not this wire's,
+where a result text that happens to be JSON is just text. The history it
+returns is not validated; every encoder validates before it writes.
+
+Every wire parser here answers hostile input (wrong JSON types, truncated
+streams, fragments out of order, deep or huge arguments) with a
+`ProviderError` naming the place, or for `decode_messages` a `BlockError`;
+unknown fields are ignored, so new server features do not break old clients.
+Nothing is accumulated by repeated string concatenation: fragments go in
+lists and are joined once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, TypeAlias
+from urllib.parse import urlsplit
+
+from carryall.blocks import (
+    IMAGE_MEDIA_TYPES,
+    Block,
+    Image,
+    Message,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+    image_media_type,
+    image_placeholder,
+)
+from carryall.errors import BlockError, HistoryError, ProviderError
+from carryall.providers._common import prepare_messages
+from carryall.providers._types import (
+    Capabilities,
+    Request,
+    Response,
+    StopReason,
+    ToolSpec,
+    Usage,
+)
+
+__all__ = [
+    "ERROR_PREFIX",
+    "Dialect",
+    "StreamDecoder",
+    "decode_messages",
+    "decode_response",
+    "decode_stream",
+    "encode_request",
+    "stream_body",
+]
+
+Dialect: TypeAlias = Literal["openai", "llama-server"]
+
+ERROR_PREFIX = "Error: "
+"""How a `role: "tool"` message says its result is an error; `decode_messages` undoes it."""
+
+_DIALECTS = ("openai", "llama-server")
+_TOOL_CHOICES = ("auto", "none", "required")
+_STOP_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+_DATA_URL = re.compile(r"data:([^;,]*);base64,", re.IGNORECASE)
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+# A response names its tool calls by index; far beyond any real parallel
+# round, a larger index is a broken or hostile stream, not a call.
+_MAX_TOOL_CALL_INDEX = 4096
+
+
+# -- encoding ---------------------------------------------------------------
+
+
+def encode_request(
+    request: Request, caps: Capabilities, dialect: Dialect = "openai"
+) -> dict[str, Any]:
+    """The `/v1/chat/completions` body for a request, in the given dialect.
+
+    The history is validated, image-limited and blinded for a model with no
+    eyes first (`prepare_messages`), so every dialect refuses and renders the
+    same histories. The body shares the tool schemas and strings of the
+    request rather than copying them: treat it as read-only.
+    """
+    if dialect not in _DIALECTS:
+        raise ProviderError(
+            f"unknown OpenAI-style dialect {dialect!r}: expected one of {', '.join(_DIALECTS)}"
+        )
+    llama = dialect == "llama-server"
+    messages = prepare_messages(request, caps)
+    if llama and messages and messages[-1].role == "assistant":
+        raise HistoryError(
+            len(messages) - 1,
+            "the history ends on an assistant message, which llama-server would continue "
+            "as a prefill instead of answering; end it on a user message",
+        )
+    wire: list[dict[str, Any]] = []
+    if request.system:
+        wire.append({"role": "system", "content": request.system})
+    for index, message in enumerate(messages):
+        if message.role == "user":
+            _encode_user(message, wire)
+        else:
+            wire.append(_encode_assistant(message, index, llama))
+    if not wire:
+        raise HistoryError(0, "the request has no messages and no system prompt: nothing to answer")
+    body: dict[str, Any] = {"model": request.model, "messages": wire}
+    body["max_tokens" if llama else "max_completion_tokens"] = request.max_tokens
+    if request.tools:
+        body["tools"] = [_encode_tool(spec) for spec in request.tools]
+        if request.tool_choice is not None:
+            if request.tool_choice not in _TOOL_CHOICES:
+                raise ProviderError(
+                    f"tool_choice {request.tool_choice!r} is not one of {', '.join(_TOOL_CHOICES)}"
+                )
+            body["tool_choice"] = request.tool_choice
+    if request.effort is not None:
+        body["reasoning_effort"] = request.effort
+    if llama and (caps.thinking or request.thinking):
+        body["chat_template_kwargs"] = {"enable_thinking": bool(request.thinking)}
+    return body
+
+
+def stream_body(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The same body asking for a stream whose last chunk carries the token usage.
+
+    A shallow copy: the messages are shared, not copied, so streaming a
+    request with megabytes of images costs nothing extra.
+    """
+    return {**body, "stream": True, "stream_options": {"include_usage": True}}
+
+
+def _encode_user(message: Message, wire: list[dict[str, Any]]) -> None:
+    rest: list[Text | Image] = []
+    for block in message.content:
+        if isinstance(block, ToolResult):
+            wire.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": block.tool_use_id,
+                    "content": ERROR_PREFIX + block.content if block.is_error else block.content,
+                }
+            )
+        elif isinstance(block, Text | Image):
+            rest.append(block)
+    if not rest:
+        return
+    content: str | list[dict[str, Any]]
+    if len(rest) == 1 and isinstance(rest[0], Text):
+        content = rest[0].text
+    else:
+        content = [_user_part(block) for block in rest]
+    wire.append({"role": "user", "content": content})
+
+
+def _user_part(block: Text | Image) -> dict[str, Any]:
+    if isinstance(block, Text):
+        return {"type": "text", "text": block.text}
+    # The one copy of the image data the encoder makes: the data: URL itself.
+    return {"type": "image_url", "image_url": {"url": block.data_uri()}}
+
+
+def _encode_assistant(message: Message, index: int, llama: bool) -> dict[str, Any]:
+    thinking: list[str] = []
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, Text):
+            if block.text:
+                texts.append(block.text)
+        elif isinstance(block, Thinking):
+            thinking.append(block.text)
+        elif isinstance(block, ToolUse):
+            calls.append(
+                {
+                    "id": block.id,
+                    "type": "function",
+                    "function": {"name": block.name, "arguments": _arguments(block, index)},
+                }
+            )
+    out: dict[str, Any] = {"role": "assistant"}
+    reasoning = "".join(thinking) if llama else ""
+    if reasoning:
+        out["reasoning_content"] = reasoning
+    if len(texts) == 1:
+        out["content"] = texts[0]
+    elif texts:
+        out["content"] = [{"type": "text", "text": text} for text in texts]
+    elif not calls:
+        # Both servers want content or tool calls on an assistant message.
+        out["content"] = ""
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+def _arguments(block: ToolUse, index: int) -> str:
+    try:
+        return json.dumps(block.input, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise HistoryError(
+            index, f"tool call {block.id!r} ({block.name}): input is not JSON: {exc}"
+        ) from None
+
+
+def _encode_tool(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.input_schema,
+        },
+    }
+
+
+# -- decoding responses -----------------------------------------------------
+
+
+def decode_response(data: Mapping[str, Any]) -> Response:
+    """A non-streamed `chat.completion` object as a `Response`.
+
+    A body carrying `{"error": ...}` (some servers answer 200 with one) is
+    raised as the `ProviderError` it describes.
+    """
+    where = "response"
+    body = _mapping(data, where)
+    _raise_wire_error(body, where)
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise ProviderError(f"{where}: 'choices' must be a non-empty array, got {_shown(choices)}")
+    choice = _mapping(choices[0], f"{where}.choices[0]")
+    where = f"{where}.choices[0].message"
+    message = _mapping(choice.get("message"), where)
+    texts = _content_texts(message.get("content"), f"{where}.content", ProviderError)
+    reasoning = _optional_str(message, "reasoning_content", where) or ""
+    refusal = _optional_str(message, "refusal", where)
+    raw_calls = message.get("tool_calls")
+    calls: list[ToolUse] = []
+    malformed = 0
+    if raw_calls is not None:
+        if not isinstance(raw_calls, list):
+            raise ProviderError(f"{where}.tool_calls must be an array, got {_shown(raw_calls)}")
+        seen: set[str] = set()
+        for i, raw in enumerate(raw_calls):
+            call, bad = _response_tool_call(raw, i, f"{where}.tool_calls[{i}]")
+            if call.id in seen:
+                raise ProviderError(f"{where}.tool_calls[{i}]: id {call.id!r} is used twice")
+            seen.add(call.id)
+            calls.append(call)
+            malformed += bad
+    finish = choice.get("finish_reason")
+    if finish is not None and not isinstance(finish, str):
+        raise ProviderError(
+            f"response.choices[0].finish_reason must be a string, got {_shown(finish)}"
+        )
+    return Response(
+        message=Message("assistant", _assistant_blocks(reasoning, texts, refusal, calls)),
+        stop_reason=_stop_reason(finish, bool(calls)),
+        usage=_usage(body.get("usage"), "response.usage"),
+        model=_optional_str(body, "model", "response"),
+        refusal=refusal or None,
+        malformed_tool_args=malformed,
+    )
+
+
+def _response_tool_call(raw: Any, index: int, where: str) -> tuple[ToolUse, int]:
+    call = _mapping(raw, where)
+    kind = call.get("type")
+    if kind is not None and kind != "function":
+        raise ProviderError(f"{where}: tool call type {_shown(kind)} is not 'function'")
+    call_id = _optional_str(call, "id", where) or f"call_{index}"
+    function = _mapping(call.get("function"), f"{where}.function")
+    name = _optional_str(function, "name", f"{where}.function")
+    if not name:
+        raise ProviderError(f"{where}.function: the tool call has no name")
+    arguments = _optional_str(function, "arguments", f"{where}.function") or ""
+    value, bad = _parse_arguments(arguments)
+    return ToolUse(call_id, name, value), int(bad)
+
+
+def _parse_arguments(raw: str) -> tuple[Any, bool]:
+    """The arguments as JSON, or the raw text and True when they are not JSON."""
+    if not raw.strip():
+        return {}, False
+    try:
+        return json.loads(raw, parse_constant=_reject_constant), False
+    except (ValueError, RecursionError):
+        # RecursionError: deeply nested arrays are valid JSON that Python
+        # cannot hold; to the loop they are as unusable as broken JSON.
+        return raw, True
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _assistant_blocks(
+    reasoning: str, texts: Sequence[str], refusal: str | None, calls: Sequence[ToolUse]
+) -> tuple[Block, ...]:
+    """One order for every reader: thinking, text, tool calls; never an empty message."""
+    blocks: list[Block] = []
+    if reasoning:
+        blocks.append(Thinking(reasoning))
+    blocks.extend(Text(text) for text in texts if text)
+    if refusal and not any(texts):
+        blocks.append(Text(refusal))
+    blocks.extend(calls)
+    if not blocks:
+        blocks.append(Text(""))
+    return tuple(blocks)
+
+
+def _stop_reason(finish: str | None, has_calls: bool) -> StopReason:
+    if finish is None:
+        return "other"
+    if finish == "stop" and has_calls:
+        # Some servers say "stop" after tool calls; the calls still need answers.
+        return "tool_use"
+    return _STOP_REASONS.get(finish, "other")
+
+
+def _usage(raw: Any, where: str) -> Usage:
+    if raw is None:
+        return Usage()
+    usage = _mapping(raw, where)
+    prompt = _count(usage, "prompt_tokens", where)
+    completion = _count(usage, "completion_tokens", where)
+    cached = 0
+    details = usage.get("prompt_tokens_details")
+    if details is not None:
+        cached = _count(_mapping(details, f"{where}.prompt_tokens_details"), "cached_tokens", where)
+    return Usage(
+        input_tokens=max(prompt - cached, 0),
+        output_tokens=completion,
+        cache_read_input_tokens=cached,
+    )
+
+
+def _count(obj: Mapping[str, Any], key: str, where: str) -> int:
+    value = obj.get(key)
+    if value is None:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ProviderError(f"{where}.{key} must be a non-negative integer, got {_shown(value)}")
+    return value
+
+
+def _raise_wire_error(obj: Mapping[str, Any], where: str) -> None:
+    error = obj.get("error")
+    if error is None:
+        return
+    if isinstance(error, str):
+        raise ProviderError(f"{where}: the server reported an error: {_clip(error)}")
+    if not isinstance(error, Mapping):
+        raise ProviderError(f"{where}: the server reported an error: {_shown(error)}")
+    message = error.get("message")
+    kind = error.get("type")
+    code = error.get("code")
+    status = code if isinstance(code, int) and not isinstance(code, bool) else None
+    if not isinstance(kind, str) and isinstance(code, str):
+        kind = code
+    text = _clip(message) if isinstance(message, str) and message else _shown(error)
+    raise ProviderError(
+        f"{where}: the server reported an error: {text}",
+        status=status,
+        kind=kind if isinstance(kind, str) else None,
+        retryable=status in (429, 500, 502, 503, 504, 529),
+    )
+
+
+# -- decoding streams -------------------------------------------------------
+
+
+class _CallParts:
+    """One tool call being streamed: its id and name once, its arguments in fragments."""
+
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.name: str | None = None
+        self.arguments: list[str] = []
+
+
+class StreamDecoder:
+    """Decodes `chat.completion.chunk` events one at a time into a `Response`.
+
+    Feed it every chunk in order (the parsed JSON of each `data:` line; the
+    string `"[DONE]"` is accepted too), then ask for `response()`. Tool-call
+    fragments are collected by their index and joined once at the end, so a
+    ten-megabyte arguments string in ten thousand fragments costs linear
+    time.
+    """
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._refusal: list[str] = []
+        self._calls: dict[int, _CallParts] = {}
+        self._finish: str | None = None
+        self._usage = Usage()
+        self._model: str | None = None
+        self._done = False
+        self._chunks = 0
+
+    def feed(self, chunk: Mapping[str, Any] | str) -> str:
+        """Take one chunk; return the text it made newly visible.
+
+        A `ProviderError` for an error chunk, a chunk that is not a chunk, a
+        delta after the finish, or a tool call that changes its id or name.
+        """
+        self._chunks += 1
+        where = f"stream chunk {self._chunks}"
+        if isinstance(chunk, str) and chunk.strip() == "[DONE]":
+            self._done = True
+            return ""
+        if self._done:
+            raise ProviderError(f"{where}: a chunk after [DONE]")
+        body = _mapping(chunk, where)
+        _raise_wire_error(body, where)
+        model = _optional_str(body, "model", where)
+        if model and self._model is None:
+            self._model = model
+        usage = body.get("usage")
+        if usage is not None:
+            self._usage = _usage(usage, f"{where}.usage")
+        choices = body.get("choices")
+        if choices is None:
+            return ""
+        if not isinstance(choices, list):
+            raise ProviderError(f"{where}: 'choices' must be an array, got {_shown(choices)}")
+        visible: list[str] = []
+        for i, raw in enumerate(choices):
+            visible.append(self._choice(raw, f"{where}.choices[{i}]"))
+        return "".join(visible)
+
+    def _choice(self, raw: Any, where: str) -> str:
+        choice = _mapping(raw, where)
+        index = choice.get("index")
+        if index is not None and (index != 0 or isinstance(index, bool)):
+            raise ProviderError(f"{where}: choice index {_shown(index)}; carryall asks for one")
+        delta_raw = choice.get("delta")
+        delta = {} if delta_raw is None else _mapping(delta_raw, f"{where}.delta")
+        where_delta = f"{where}.delta"
+        content = _optional_str(delta, "content", where_delta)
+        reasoning = _optional_str(delta, "reasoning_content", where_delta)
+        refusal = _optional_str(delta, "refusal", where_delta)
+        calls = delta.get("tool_calls")
+        if calls is not None and not isinstance(calls, list):
+            raise ProviderError(f"{where_delta}.tool_calls must be an array, got {_shown(calls)}")
+        if self._finish is not None and (content or reasoning or refusal or calls):
+            raise ProviderError(f"{where}: a delta after the finish_reason {self._finish!r}")
+        if reasoning:
+            self._reasoning.append(reasoning)
+        if refusal:
+            self._refusal.append(refusal)
+        for i, fragment in enumerate(calls or ()):
+            self._call_fragment(fragment, f"{where_delta}.tool_calls[{i}]")
+        finish = choice.get("finish_reason")
+        if finish is not None:
+            if not isinstance(finish, str):
+                raise ProviderError(f"{where}.finish_reason must be a string, got {_shown(finish)}")
+            if self._finish is not None and finish != self._finish:
+                raise ProviderError(f"{where}: finish_reason {finish!r} after {self._finish!r}")
+            self._finish = finish
+        if content:
+            self._text.append(content)
+            return content
+        return ""
+
+    def _call_fragment(self, raw: Any, where: str) -> None:
+        fragment = _mapping(raw, where)
+        index = fragment.get("index")
+        if (
+            not isinstance(index, int)
+            or isinstance(index, bool)
+            or not 0 <= index <= _MAX_TOOL_CALL_INDEX
+        ):
+            raise ProviderError(
+                f"{where}: tool call index must be an integer from 0 to "
+                f"{_MAX_TOOL_CALL_INDEX}, got {_shown(index)}"
+            )
+        call = self._calls.get(index)
+        if call is None:
+            call = self._calls[index] = _CallParts()
+        kind = fragment.get("type")
+        if kind is not None and kind != "function":
+            raise ProviderError(f"{where}: tool call type {_shown(kind)} is not 'function'")
+        call_id = _optional_str(fragment, "id", where)
+        if call_id:
+            if call.id is None:
+                call.id = call_id
+            elif call.id != call_id:
+                raise ProviderError(
+                    f"{where}: tool call {index} changed its id from {call.id!r} to {call_id!r}"
+                )
+        function_raw = fragment.get("function")
+        if function_raw is None:
+            return
+        function = _mapping(function_raw, f"{where}.function")
+        name = _optional_str(function, "name", f"{where}.function")
+        if name:
+            if call.name is None:
+                call.name = name
+            elif call.name != name:
+                raise ProviderError(
+                    f"{where}: tool call {index} changed its name from {call.name!r} to {name!r}"
+                )
+        arguments = _optional_str(function, "arguments", f"{where}.function")
+        if arguments:
+            call.arguments.append(arguments)
+
+    def response(self) -> Response:
+        """The whole response; a `ProviderError` when the stream never finished."""
+        if self._finish is None:
+            raise ProviderError(
+                f"the stream ended after {self._chunks} chunk(s) without a finish_reason: "
+                "the response is truncated",
+                retryable=True,
+            )
+        calls: list[ToolUse] = []
+        malformed = 0
+        seen: set[str] = set()
+        for index in sorted(self._calls):
+            parts = self._calls[index]
+            if not parts.name:
+                raise ProviderError(f"streamed tool call {index} never got a name")
+            call_id = parts.id or f"call_{index}"
+            if call_id in seen:
+                raise ProviderError(f"streamed tool call {index}: id {call_id!r} is used twice")
+            seen.add(call_id)
+            value, bad = _parse_arguments("".join(parts.arguments))
+            calls.append(ToolUse(call_id, parts.name, value))
+            malformed += bad
+        text = "".join(self._text)
+        refusal = "".join(self._refusal)
+        return Response(
+            message=Message(
+                "assistant",
+                _assistant_blocks("".join(self._reasoning), [text], refusal or None, calls),
+            ),
+            stop_reason=_stop_reason(self._finish, bool(calls)),
+            usage=self._usage,
+            model=self._model,
+            refusal=refusal or None,
+            malformed_tool_args=malformed,
+        )
+
+
+def decode_stream(chunks: Iterable[Mapping[str, Any] | str]) -> Response:
+    """A whole stream of chunks as one `Response` (see `StreamDecoder`)."""
+    decoder = StreamDecoder()
+    for chunk in chunks:
+        decoder.feed(chunk)
+    return decoder.response()
+
+
+# -- importing histories ----------------------------------------------------
+
+
+def decode_messages(
+    messages: Sequence[Mapping[str, Any]], *, system: Any = None
+) -> tuple[str | None, list[Message]]:
+    """An OpenAI-style `messages` array read into a system prompt and block messages.
+
+    `system`, when given (a string, or a list of `{"type": "text"}` parts),
+    comes first; every `system` and `developer` message of the array is
+    added after it, joined by a blank line. Tool messages are gathered into
+    the user message that follows them (or one of their own). A `BlockError`
+    names the index of anything that has no block form.
+    """
+    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+        raise BlockError(f"messages must be an array, got {_shown(messages)}")
+    systems: list[str] = []
+    if system is not None:
+        systems.append(_joined_text(system, "system"))
+    out: list[Message] = []
+    results: list[ToolResult] = []
+    for index, raw in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(raw, Mapping):
+            raise BlockError(f"{where}: a message must be an object, got {_shown(raw)}")
+        role = raw.get("role")
+        if role in ("system", "developer"):
+            systems.append(_joined_text(raw.get("content"), f"{where}.content"))
+        elif role == "tool":
+            results.append(_import_tool_result(raw, where))
+        elif role == "user":
+            blocks = _import_user_content(raw, where)
+            if not blocks and not results:
+                blocks = [Text("")]
+            out.append(Message("user", (*results, *blocks)))
+            results = []
+        elif role == "assistant":
+            if results:
+                out.append(Message("user", tuple(results)))
+                results = []
+            out.append(Message("assistant", _import_assistant(raw, where)))
+        else:
+            raise BlockError(
+                f"{where}: role {_shown(role)} has no block form "
+                "(expected system, developer, user, assistant or tool)"
+            )
+    if results:
+        out.append(Message("user", tuple(results)))
+    return ("\n\n".join(systems) if systems else None), out
+
+
+def _import_tool_result(message: Mapping[str, Any], where: str) -> ToolResult:
+    call_id = message.get("tool_call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise BlockError(
+            f"{where}: a tool message needs a tool_call_id string, got {_shown(call_id)}"
+        )
+    if "content" not in message:
+        raise BlockError(f"{where}: a tool message needs content")
+    text = _joined_text(message["content"], f"{where}.content")
+    if text.startswith(ERROR_PREFIX):
+        return ToolResult(call_id, text[len(ERROR_PREFIX) :], is_error=True)
+    return ToolResult(call_id, text)
+
+
+def _import_user_content(message: Mapping[str, Any], where: str) -> list[Text | Image]:
+    if "content" not in message:
+        raise BlockError(f"{where}: a user message needs content")
+    content = message["content"]
+    where = f"{where}.content"
+    if isinstance(content, str):
+        return [Text(content)]
+    if not isinstance(content, list):
+        raise BlockError(f"{where} must be a string or an array of parts, got {_shown(content)}")
+    blocks: list[Text | Image] = []
+    for i, raw in enumerate(content):
+        part_where = f"{where}[{i}]"
+        part = _part(raw, part_where)
+        kind = part.get("type")
+        if kind == "text":
+            blocks.append(Text(_part_text(part, "text", part_where)))
+        elif kind == "image_url":
+            blocks.append(_import_image(part.get("image_url"), f"{part_where}.image_url"))
+        else:
+            raise BlockError(f"{part_where}: part type {_shown(kind)} has no block form")
+    return blocks
+
+
+def _import_image(raw: Any, where: str) -> Text | Image:
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("url"), str):
+        raise BlockError(f"{where} must be an object with a url string, got {_shown(raw)}")
+    url: str = raw["url"]
+    if url[:5].lower() != "data:":
+        # A remote image is never fetched by a codec; named, not lost.
+        media_type = image_media_type(urlsplit(url).path) or "image"
+        return Text(image_placeholder(media_type, url))
+    match = _DATA_URL.match(url)
+    if match is None:
+        raise BlockError(f"{where}: not a base64 data: URL ({_clip(url, 60)})")
+    media_type = match.group(1).lower()
+    if media_type not in IMAGE_MEDIA_TYPES:
+        return Text(image_placeholder(media_type or "image"))
+    data = url[match.end() :]
+    if len(data) % 4 or _BASE64.fullmatch(data) is None:
+        raise BlockError(f"{where}: the data: URL's payload is not canonical base64")
+    return Image(media_type, data)
+
+
+def _import_assistant(message: Mapping[str, Any], where: str) -> tuple[Block, ...]:
+    if message.get("function_call") is not None:
+        raise BlockError(f"{where}: the legacy function_call has no block form; use tool_calls")
+    texts = _content_texts(message.get("content"), f"{where}.content", BlockError)
+    reasoning = message.get("reasoning_content")
+    if reasoning is not None and not isinstance(reasoning, str):
+        raise BlockError(f"{where}.reasoning_content must be a string, got {_shown(reasoning)}")
+    refusal = message.get("refusal")
+    if refusal is not None and not isinstance(refusal, str):
+        raise BlockError(f"{where}.refusal must be a string, got {_shown(refusal)}")
+    raw_calls = message.get("tool_calls")
+    calls: list[ToolUse] = []
+    if raw_calls is not None:
+        if not isinstance(raw_calls, list):
+            raise BlockError(f"{where}.tool_calls must be an array, got {_shown(raw_calls)}")
+        calls = [_import_tool_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(raw_calls)]
+    return _assistant_blocks(reasoning or "", texts, refusal, calls)
+
+
+def _import_tool_call(raw: Any, where: str) -> ToolUse:
+    call = _part(raw, where)
+    if call.get("type", "function") != "function":
+        raise BlockError(f"{where}: tool call type {_shown(call.get('type'))} is not 'function'")
+    call_id = call.get("id")
+    if not isinstance(call_id, str) or not call_id:
+        raise BlockError(f"{where}: a tool call needs an id string, got {_shown(call_id)}")
+    function = call.get("function")
+    if not isinstance(function, Mapping):
+        raise BlockError(f"{where}.function must be an object, got {_shown(function)}")
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        raise BlockError(f"{where}.function: a tool call needs a name, got {_shown(name)}")
+    arguments = function.get("arguments", "")
+    if isinstance(arguments, str):
+        value, _ = _parse_arguments(arguments)
+    else:
+        # llama-server takes arguments as a JSON value too; so do we.
+        value = arguments
+    return ToolUse(call_id, name, value)
+
+
+# -- shared readers ---------------------------------------------------------
+
+
+def _content_texts(content: Any, where: str, error: type[Exception]) -> list[str]:
+    """An assistant content: a string, null, or text and refusal parts."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        raise error(f"{where} must be a string, null or an array of parts, got {_shown(content)}")
+    texts: list[str] = []
+    for i, raw in enumerate(content):
+        part_where = f"{where}[{i}]"
+        if not isinstance(raw, Mapping):
+            raise error(f"{part_where}: a content part must be an object, got {_shown(raw)}")
+        kind = raw.get("type")
+        if kind not in ("text", "refusal"):
+            raise error(f"{part_where}: part type {_shown(kind)} is not text or refusal")
+        value = raw.get(kind)
+        if not isinstance(value, str):
+            raise error(f"{part_where}.{kind} must be a string, got {_shown(value)}")
+        texts.append(value)
+    return texts
+
+
+def _joined_text(content: Any, where: str) -> str:
+    """A system or tool content: a string, or text parts joined as they stand."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise BlockError(
+            f"{where} must be a string or an array of text parts, got {_shown(content)}"
+        )
+    texts: list[str] = []
+    for i, raw in enumerate(content):
+        part = _part(raw, f"{where}[{i}]")
+        if part.get("type") != "text":
+            raise BlockError(f"{where}[{i}]: part type {_shown(part.get('type'))} is not text")
+        texts.append(_part_text(part, "text", f"{where}[{i}]"))
+    return "".join(texts)
+
+
+def _part(raw: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise BlockError(f"{where} must be an object, got {_shown(raw)}")
+    return raw
+
+
+def _part_text(part: Mapping[str, Any], key: str, where: str) -> str:
+    value = part.get(key)
+    if not isinstance(value, str):
+        raise BlockError(f"{where}.{key} must be a string, got {_shown(value)}")
+    return value
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ProviderError(f"{where} must be a JSON object, got {_shown(value)}")
+    return value
+
+
+def _optional_str(obj: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = obj.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ProviderError(f"{where}.{key} must be a string or null, got {_shown(value)}")
+    return value
+
+
+def _shown(value: Any) -> str:
+    """A short rendering of a bad wire value for an error message: type and a prefix."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return repr(_clip(value, 40))
+    if isinstance(value, bool | int | float):
+        try:
+            shown = repr(value)
+        except ValueError:  # an int too long to print
+            shown = "..."
+        return f"{type(value).__name__} {_clip(shown, 40)}"
+    return type(value).__name__
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
