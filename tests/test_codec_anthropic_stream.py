@@ -1,0 +1,462 @@
+"""SPEC §5 and §10, Anthropic Messages streams: the same `Response` as the plain call, and
+hostile event streams as a clear `ProviderError`, never a crash or a hang.
+
+Events are what the SDK's raw stream events give as dicts (the JSON of each
+SSE `data:` line); the synthetic ones here are checked against the SDK's own
+event models so they stay the real shapes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from anthropic.types import Message as SdkMessage
+from anthropic.types import RawMessageStreamEvent
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import TypeAdapter
+
+from carryall.blocks import Message, Text, Thinking, ToolUse
+from carryall.errors import ProviderError
+from carryall.providers.anthropic import (
+    StreamDecoder,
+    decode_response,
+    decode_stream,
+    redacted_thinking,
+)
+
+_SDK_EVENT = TypeAdapter(RawMessageStreamEvent)
+
+Cut = Callable[[str], list[str]]
+
+
+def every(size: int) -> Cut:
+    """Split a string into pieces of `size` characters (an empty string stays one piece)."""
+    return lambda s: [s[i : i + size] for i in range(0, len(s), size)] or [""]
+
+
+def body_of(content: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+    """A non-streamed response body, checked against the SDK's `Message` model."""
+    body: dict[str, Any] = {
+        "id": "msg_01",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": content,
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 12,
+            "output_tokens": 34,
+            "cache_creation_input_tokens": 5,
+            "cache_read_input_tokens": 6,
+        },
+    }
+    body.update(fields)
+    SdkMessage.model_validate(body)
+    return body
+
+
+def stream_of(body: dict[str, Any], cut: Cut | None = None) -> list[dict[str, Any]]:
+    """The SSE events the API sends for `body`, deltas cut into pieces by `cut`."""
+    cut = cut or every(3)
+    usage = body["usage"]
+    events: list[dict[str, Any]] = [
+        {
+            "type": "message_start",
+            "message": {
+                **{k: v for k, v in body.items() if k not in ("content", "usage")},
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {**usage, "output_tokens": 1},
+            },
+        },
+        {"type": "ping"},
+    ]
+    for index, block in enumerate(body["content"]):
+        kind = block["type"]
+        deltas: list[dict[str, Any]] = []
+        start: dict[str, Any]
+        if kind == "text":
+            start = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": t} for t in cut(block["text"])]
+        elif kind == "thinking":
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": t} for t in cut(block["thinking"])]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif kind == "tool_use":
+            start = {**block, "input": {}}
+            raw = block.get("raw", json.dumps(block["input"]))
+            deltas = [{"type": "input_json_delta", "partial_json": t} for t in cut(raw)]
+        else:
+            start = block
+        events.append({"type": "content_block_start", "index": index, "content_block": start})
+        events += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
+        events.append({"type": "content_block_stop", "index": index})
+    delta: dict[str, Any] = {"stop_reason": body["stop_reason"], "stop_sequence": None}
+    if "stop_details" in body:
+        delta["stop_details"] = body["stop_details"]
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": delta,
+            "usage": {"output_tokens": usage["output_tokens"]},
+        }
+    )
+    events.append({"type": "message_stop"})
+    for event in events:
+        if event["type"] != "ping":
+            _SDK_EVENT.validate_python(event)
+    return events
+
+
+TOOL_BODY = body_of(
+    [
+        {"type": "thinking", "thinking": "I should read it.", "signature": "c2lnbmF0dXJl"},
+        {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"},
+        {"type": "text", "text": "Let me read that file."},
+        {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a b.txt"}},
+        {"type": "tool_use", "id": "toolu_2", "name": "list", "input": {}},
+    ],
+    stop_reason="tool_use",
+)
+
+
+# -- the same Response as the plain call ------------------------------------------------------
+
+
+def test_stream_gives_the_plain_calls_response() -> None:
+    streamed = decode_stream(stream_of(TOOL_BODY))
+    assert streamed == decode_response(TOOL_BODY)
+    assert streamed.message == Message.assistant(
+        [
+            Thinking("I should read it.", "c2lnbmF0dXJl"),
+            redacted_thinking("EmwKAhgBEgy3va3pzix/LafPsn4a"),
+            Text("Let me read that file."),
+            ToolUse("toolu_1", "read_file", {"path": "a b.txt"}),
+            ToolUse("toolu_2", "list", {}),
+        ]
+    )
+    assert streamed.stop_reason == "tool_use"
+    assert streamed.usage.input_tokens == 12
+    assert streamed.usage.output_tokens == 34
+    assert streamed.usage.cache_creation_input_tokens == 5
+    assert streamed.usage.cache_read_input_tokens == 6
+    assert streamed.model == "claude-test"
+
+
+def test_feed_returns_only_newly_visible_text() -> None:
+    decoder = StreamDecoder()
+    shown = [decoder.feed(e) for e in stream_of(TOOL_BODY, every(4))]
+    assert "".join(shown) == "Let me read that file."
+    assert "I should" not in "".join(shown)
+    assert decoder.response().message.text() == "Let me read that file."
+
+
+def test_refusal_in_a_stream_is_kept() -> None:
+    body = body_of(
+        [{"type": "text", "text": "I"}],
+        stop_reason="refusal",
+        stop_details={"type": "refusal", "category": None, "explanation": "Not that."},
+    )
+    response = decode_stream(stream_of(body))
+    assert response == decode_response(body)
+    assert (response.stop_reason, response.refusal) == ("refusal", "Not that.")
+
+
+def test_the_sdks_own_accumulator_agrees() -> None:
+    # The SDK builds the final message from the same events; both roads must meet.
+    streaming = pytest.importorskip("anthropic.lib.streaming._messages")
+    events = stream_of(TOOL_BODY)
+    snapshot = None
+    buffers: dict[int, bytes] = {}
+    for event in events:
+        if event["type"] != "ping":
+            snapshot = streaming.accumulate_event(
+                event=event, current_snapshot=snapshot, json_bufs=buffers
+            )
+    assert snapshot is not None
+    sdk_body = snapshot.model_dump(mode="json", exclude_none=True)
+    assert decode_response(sdk_body) == decode_stream(events)
+
+
+texts = st.text(max_size=40)
+response_blocks = st.one_of(
+    texts.map(lambda t: {"type": "text", "text": t}),
+    st.tuples(texts, st.text("abcXYZ019+/=", min_size=1, max_size=20)).map(
+        lambda p: {"type": "thinking", "thinking": p[0], "signature": p[1]}
+    ),
+    st.text(max_size=20).map(lambda d: {"type": "redacted_thinking", "data": d}),
+    st.tuples(
+        st.text(min_size=1, max_size=8),
+        st.dictionaries(st.text(max_size=6), st.integers() | st.text(max_size=10), max_size=3),
+    ).map(lambda p: {"type": "tool_use", "id": "toolu_x", "name": p[0], "input": p[1]}),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    content=st.lists(response_blocks, max_size=5),
+    size=st.integers(1, 9),
+    reason=st.sampled_from(["end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn"]),
+)
+def test_any_stream_gives_the_plain_calls_response(
+    content: list[dict[str, Any]], size: int, reason: str
+) -> None:
+    body = body_of(content, stop_reason=reason)
+    assert decode_stream(stream_of(body, every(size))) == decode_response(body)
+
+
+# -- malformed arguments ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("raw", ['{"path": "a', "[1, 2]", '"text"', "{}{}", "nul"])
+def test_arguments_that_are_not_a_json_object_are_kept_raw_and_counted(raw: str) -> None:
+    body = body_of(
+        [
+            {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}},
+            {"type": "tool_use", "id": "toolu_2", "name": "read_file", "input": {"path": "ok"}},
+        ],
+        stop_reason="tool_use",
+    )
+    body["content"][0]["raw"] = raw
+    response = decode_stream(stream_of(body))
+    assert response.malformed_tool_args == 1
+    assert response.message.tool_uses() == [
+        ToolUse("toolu_1", "read_file", raw),
+        ToolUse("toolu_2", "read_file", {"path": "ok"}),
+    ]
+
+
+def test_a_tool_call_with_no_argument_deltas_takes_its_start_input() -> None:
+    events = stream_of(body_of([{"type": "tool_use", "id": "t", "name": "n", "input": {}}]))
+    events = [e for e in events if e.get("delta", {}).get("type") != "input_json_delta"]
+    assert decode_stream(events).message.tool_uses() == [ToolUse("t", "n", {})]
+
+
+def _tool_stream(deltas: list[str]) -> list[dict[str, Any]]:
+    events = stream_of(body_of([{"type": "tool_use", "id": "t", "name": "n", "input": {}}]))
+    head = events[:3]
+    tail = [e for e in events[3:] if e["type"] != "content_block_delta"]
+    body = [
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": d},
+        }
+        for d in deltas
+    ]
+    return head + body + tail
+
+
+def test_ten_megabyte_arguments_in_small_deltas_decode_in_linear_time() -> None:
+    # 10,000 deltas of 1 KiB: joining by concatenation would copy ~50 GB.
+    blob = "y" * 10_000_000
+    raw = json.dumps({"blob": blob})
+    response = decode_stream(_tool_stream(every(1024)(raw)))
+    assert response.malformed_tool_args == 0
+    assert response.message.tool_uses()[0].input == {"blob": blob}
+
+
+@pytest.mark.parametrize("raw", ['{"blob": "' + "z" * 10_000_000, "[" * 10_000_000])
+def test_ten_megabyte_broken_arguments_are_counted_not_crashed(raw: str) -> None:
+    response = decode_stream(_tool_stream(every(65536)(raw)))
+    assert response.malformed_tool_args == 1
+    assert response.message.tool_uses()[0].input == raw
+
+
+# -- hostile streams --------------------------------------------------------------------------
+
+
+def test_error_event_is_raised_with_its_kind() -> None:
+    events = stream_of(TOOL_BODY)[:4]
+    events.append({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    with pytest.raises(ProviderError, match="Overloaded") as info:
+        decode_stream(events)
+    assert info.value.kind == "overloaded_error"
+    assert info.value.retryable
+
+
+def test_pings_and_unknown_event_types_are_skipped_anywhere() -> None:
+    events = stream_of(TOOL_BODY)
+    noisy: list[dict[str, Any]] = [{"type": "ping"}]
+    for event in events:
+        noisy += [event, {"type": "ping"}, {"type": "future_event", "x": [1]}]
+    assert decode_stream(noisy) == decode_stream(events)
+
+
+@pytest.mark.parametrize("keep", range(len(stream_of(TOOL_BODY)) - 1))
+def test_every_truncated_stream_is_a_clear_error(keep: int) -> None:
+    with pytest.raises(ProviderError, match="truncated"):
+        decode_stream(stream_of(TOOL_BODY)[:keep])
+
+
+def _edit(
+    events: list[dict[str, Any]], at: int, path: list[Any], value: Any
+) -> list[dict[str, Any]]:
+    events = copy.deepcopy(events)
+    target: Any = events[at]
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return events
+
+
+SIMPLE = stream_of(
+    body_of(
+        [{"type": "text", "text": "hi"}, {"type": "tool_use", "id": "t", "name": "n", "input": {}}]
+    ),
+    every(10),
+)
+# SIMPLE: 0 message_start, 1 ping, 2 start text, 3 delta, 4 stop, 5 start tool, 6 delta,
+#         7 stop, 8 message_delta, 9 message_stop
+
+
+@pytest.mark.parametrize(
+    ("events", "message"),
+    [
+        ([SIMPLE[2], *SIMPLE], "before message_start"),
+        ([SIMPLE[0], *SIMPLE], "second message_start"),
+        ([*SIMPLE[:2], SIMPLE[3], *SIMPLE[2:]], "block 0 is not started"),
+        ([*SIMPLE[:5], SIMPLE[3], *SIMPLE[5:]], "block 0 is already stopped"),
+        ([*SIMPLE[:5], *SIMPLE[6:]], "block 1 is not started"),
+        ([*SIMPLE[:2], SIMPLE[5], *SIMPLE[2:]], "block 1 started, expected block 0"),
+        ([*SIMPLE[:4], *SIMPLE[8:]], "block.* 0 never stopped"),
+        ([*SIMPLE[:4], SIMPLE[9]], "0 never stopped"),
+        ([*SIMPLE, SIMPLE[3]], "after message_stop"),
+        (
+            [*SIMPLE[:3], {**SIMPLE[6], "index": 0}, *SIMPLE[4:]],
+            "input_json_delta for a text block",
+        ),
+        (_edit(SIMPLE, 2, ["content_block", "type"], "server_tool_use"), "unknown block type"),
+        (_edit(SIMPLE, 2, ["content_block", "type"], None), "content_block.type"),
+        (_edit(SIMPLE, 3, ["delta", "type"], "compaction_delta"), "unknown delta type"),
+        (_edit(SIMPLE, 3, ["index"], "0"), "index: expected a block index"),
+        (_edit(SIMPLE, 3, ["index"], True), "index: expected a block index"),
+        (_edit(SIMPLE, 3, ["index"], -1), "index: expected a block index"),
+        (_edit(SIMPLE, 3, ["delta", "text"], 5), "delta.text: expected a string"),
+        (_edit(SIMPLE, 3, ["delta"], "hi"), "delta: expected an object"),
+        (_edit(SIMPLE, 5, ["content_block", "input"], "{}"), "input: expected an object"),
+        (_edit(SIMPLE, 5, ["content_block", "id"], 1), "content_block.id"),
+        (_edit(SIMPLE, 0, ["message"], []), "message: expected an object"),
+        (_edit(SIMPLE, 0, ["message", "usage", "input_tokens"], "12"), "usage.input_tokens"),
+        (_edit(SIMPLE, 8, ["usage", "output_tokens"], 1.5), "usage.output_tokens"),
+        (_edit(SIMPLE, 8, ["delta", "stop_reason"], 7), "stop_reason"),
+        (_edit(SIMPLE, 0, ["type"], None), "type: expected an event type"),
+        ([*SIMPLE[:3], ["not", "an", "event"]], "expected an object"),
+    ],
+)
+def test_hostile_stream_is_a_clear_provider_error(events: list[Any], message: str) -> None:
+    with pytest.raises(ProviderError, match=message):
+        decode_stream(events)
+
+
+def test_response_before_the_end_names_the_state() -> None:
+    decoder = StreamDecoder()
+    with pytest.raises(ProviderError, match="before message_start"):
+        decoder.response()
+    decoder.feed(SIMPLE[0])
+    with pytest.raises(ProviderError, match="before message_stop"):
+        decoder.response()
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+KEYS = [
+    "type",
+    "index",
+    "delta",
+    "content_block",
+    "message",
+    "usage",
+    "text",
+    "partial_json",
+    "input",
+]
+
+
+@st.composite
+def mangled(draw: st.DrawFn) -> list[Any]:
+    """A real stream with a few events dropped, repeated, swapped or corrupted."""
+    events: list[Any] = copy.deepcopy(stream_of(TOOL_BODY, every(draw(st.integers(1, 6)))))
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, len(events) - 1))
+        action = draw(st.sampled_from(["drop", "repeat", "swap", "field", "replace"]))
+        if action == "drop":
+            del events[at]
+        elif action == "repeat":
+            events.insert(at, copy.deepcopy(events[at]))
+        elif action == "swap":
+            other = draw(st.integers(0, len(events) - 1))
+            events[at], events[other] = events[other], events[at]
+        elif action == "replace":
+            events[at] = draw(json_values)
+        elif isinstance(events[at], dict):
+            target = events[at]
+            for key in ("delta", "content_block", "message"):
+                if key in target and isinstance(target[key], dict) and draw(st.booleans()):
+                    target = target[key]
+            target[draw(st.sampled_from(KEYS))] = draw(json_values)
+        if not events:
+            break
+    return events
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=mangled())
+def test_mangled_streams_decode_or_fail_clearly(events: list[Any]) -> None:
+    with contextlib.suppress(ProviderError):
+        decode_stream(events)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=st.one_of(
+        json_values,
+        st.fixed_dictionaries(
+            {
+                "content": st.lists(
+                    json_values
+                    | st.fixed_dictionaries(
+                        {
+                            "type": st.sampled_from(
+                                ["text", "thinking", "redacted_thinking", "tool_use"]
+                            )
+                        },
+                        optional={
+                            k: json_values
+                            for k in (
+                                "text",
+                                "thinking",
+                                "signature",
+                                "data",
+                                "id",
+                                "name",
+                                "input",
+                            )
+                        },
+                    ),
+                    max_size=3,
+                )
+            },
+            optional={
+                k: json_values
+                for k in ("type", "role", "usage", "stop_reason", "stop_details", "model")
+            },
+        ),
+    )
+)
+def test_arbitrary_response_json_decodes_or_fails_clearly(body: Any) -> None:
+    with contextlib.suppress(ProviderError):
+        decode_response(body)
