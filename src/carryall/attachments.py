@@ -524,7 +524,14 @@ def apply_image_limit(messages: Sequence[Message], max_images: int) -> list[Mess
     A negative limit counts as zero. Messages without a replaced image are
     returned as the same objects.
     """
-    total = sum(1 for m in messages for b in m.content if isinstance(b, Image))
+    # Counted by exact type over user turns only (images ride nowhere else):
+    # this runs before every request on the whole history.
+    total = 0
+    for m in messages:
+        if m.role == "user":
+            for b in m.content:
+                if type(b) is Image:
+                    total += 1
     excess = total - max(max_images, 0)
     if excess <= 0:
         return list(messages)

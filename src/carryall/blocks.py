@@ -305,46 +305,57 @@ def validate_history(messages: Sequence[Message]) -> None:
     """
     pending: dict[str, str] = {}
     for index, message in enumerate(messages):
-        if not isinstance(message, Message):
+        if type(message) is not Message:
             raise HistoryError(index, f"expected a Message, got {type(message).__name__}")
-        if not message.content:
+        content = message.content
+        if not content:
             raise HistoryError(index, "message has no content blocks")
+        # Dispatch on the exact type: this runs over whole histories before
+        # every request, and a plain text block must cost one comparison.
         if message.role == "assistant":
             if pending:
                 raise HistoryError(
                     index - 1,
                     f"tool call(s) {_names(pending)} not answered in the next user message",
                 )
-            for block in message.content:
-                if isinstance(block, Image):
-                    raise HistoryError(index, "an image may only ride a user message")
-                if isinstance(block, ToolResult):
-                    raise HistoryError(index, "a tool result may only ride a user message")
-                if isinstance(block, ToolUse):
-                    if block.id in pending:
-                        raise HistoryError(index, f"tool call id {block.id!r} is used twice")
-                    if not block.id:
+            for block in content:
+                kind = type(block)
+                if kind is Text or kind is Thinking:
+                    continue
+                if kind is ToolUse:
+                    use: ToolUse = block  # type: ignore[assignment]
+                    if not use.id:
                         raise HistoryError(index, "a tool call has an empty id")
-                    pending[block.id] = block.name
-        else:
-            answered: set[str] = set()
-            for block in message.content:
-                if isinstance(block, ToolUse):
-                    raise HistoryError(index, "a tool call may only ride an assistant message")
-                if isinstance(block, Thinking):
-                    raise HistoryError(index, "thinking may only ride an assistant message")
-                if isinstance(block, ToolResult):
-                    if block.tool_use_id in answered:
-                        raise HistoryError(
-                            index, f"tool call {block.tool_use_id!r} is answered twice"
-                        )
-                    if block.tool_use_id not in pending:
-                        raise HistoryError(
-                            index,
-                            f"tool result for {block.tool_use_id!r} answers no call "
-                            "in the previous assistant message",
-                        )
-                    answered.add(block.tool_use_id)
+                    if use.id in pending:
+                        raise HistoryError(index, f"tool call id {use.id!r} is used twice")
+                    pending[use.id] = use.name
+                elif kind is Image:
+                    raise HistoryError(index, "an image may only ride a user message")
+                else:
+                    raise HistoryError(index, "a tool result may only ride a user message")
+            continue
+        answered: set[str] = set()
+        for block in content:
+            kind = type(block)
+            if kind is Text or kind is Image:
+                continue
+            if kind is ToolResult:
+                result: ToolResult = block  # type: ignore[assignment]
+                call_id = result.tool_use_id
+                if call_id in answered:
+                    raise HistoryError(index, f"tool call {call_id!r} is answered twice")
+                if call_id not in pending:
+                    raise HistoryError(
+                        index,
+                        f"tool result for {call_id!r} answers no call "
+                        "in the previous assistant message",
+                    )
+                answered.add(call_id)
+            elif kind is ToolUse:
+                raise HistoryError(index, "a tool call may only ride an assistant message")
+            else:
+                raise HistoryError(index, "thinking may only ride an assistant message")
+        if pending:
             missing = {k: v for k, v in pending.items() if k not in answered}
             if missing:
                 raise HistoryError(index, f"tool call(s) {_names(missing)} are not answered here")
