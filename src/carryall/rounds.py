@@ -23,7 +23,9 @@ writes):
 
 Normalizations (what a round trip through the flat form does not keep): the
 text blocks of one message are joined into one; an assistant message's
-blocks come back in the canonical order thinking, text, tool calls.
+blocks come back in the canonical order thinking, text, tool calls. In prompt
+mode also: the prose before calls loses trailing whitespace, and a round's
+non-image attachments gather on its last result (one carrier holds them all).
 """
 
 from __future__ import annotations
@@ -37,6 +39,12 @@ import msgspec
 
 from carryall.attachments import AttachmentPolicy, load_failure_note, load_image
 from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
+from carryall.calls import (
+    parse_results_body,
+    render_assistant,
+    render_results_body,
+    render_tool_calls,
+)
 from carryall.carrier import (
     CarrierKind,
     Marker,
@@ -164,11 +172,7 @@ def append_tool_round(
     """
     assistant: FlatMessage = {"role": "assistant", "content": assistant_content}
     if not native and tool_calls:
-        from carryall.calls import render_tool_calls
-
-        rendered = render_tool_calls(tool_calls)
-        sep = "\n\n" if assistant_content and not assistant_content.endswith("\n") else ""
-        assistant["content"] = assistant_content + sep + rendered if assistant_content else rendered
+        assistant["content"] = render_assistant(assistant_content, tool_calls)
     if tool_calls:
         assistant["tool_calls"] = _call_dicts(tool_calls)
     history.append(assistant)
@@ -195,8 +199,6 @@ def append_tool_round(
                 }
             )
         return history
-
-    from carryall.calls import render_results_body
 
     names = {call.id: call.name for call in tool_calls}
     all_markers: list[Marker] = []
@@ -257,8 +259,6 @@ def to_flat(
                     }
                 )
         else:
-            from carryall.calls import render_results_body
-
             names = {call.id: call.name for call in calls}
             markers = [m for r in results for m in r.attachments] + images
             flat.append(
@@ -283,10 +283,7 @@ def _assistant_to_flat(message: Message, native: bool) -> FlatMessage:
     calls = message.tool_uses()
     out: FlatMessage = {"role": "assistant", "content": text}
     if not native and calls:
-        from carryall.calls import render_tool_calls
-
-        rendered = render_tool_calls(calls)
-        out["content"] = f"{text}\n\n{rendered}" if text else rendered
+        out["content"] = render_assistant(text, calls)
     if calls:
         out["tool_calls"] = _call_dicts(calls)
     thinking = [b for b in message.content if isinstance(b, Thinking)]
@@ -392,14 +389,12 @@ def _assistant_from_flat(entry: Mapping[str, Any], content: str, index: int) -> 
     if isinstance(raw_calls, list) and raw_calls:
         for position, call in enumerate(raw_calls):
             calls.append(_call_from_flat(call, index, position))
-        if calls and "<tool_call>" in content:
-            # Prompt mode wrote the calls into the content too; the structured
-            # key is the fixed position, so the text is read for prose only.
-            from carryall.calls import parse_tool_calls
-
-            parsed = parse_tool_calls(content)
-            if parsed.calls:
-                text = parsed.text
+        # Prompt mode wrote the calls into the content too, after the prose;
+        # the structured key is the fixed position, so the calls are never
+        # read back out of the text: the exact rendering is cut off instead.
+        rendered = render_tool_calls(calls)
+        if calls and content.endswith(rendered):
+            text = content[: len(content) - len(rendered)].removesuffix("\n\n")
     if text:
         blocks.append(Text(text))
     blocks.extend(calls)
@@ -511,8 +506,6 @@ def _envelope(content: str) -> dict[str, Any] | None:
 
 
 def _prompt_results(body: str, declared: bool, calls: Sequence[ToolUse]) -> list[ToolResult]:
-    from carryall.calls import parse_results_body
-
     parsed = parse_results_body(body) if declared else None
     if (parsed is not None and len(parsed) == len(calls)) or (parsed and not calls):
         return list(parsed)
