@@ -56,13 +56,15 @@ _EXTENSION_MEDIA_TYPES = {
 }
 
 
-class Text(msgspec.Struct, frozen=True, tag="text", tag_field="type", omit_defaults=True):
+class Text(msgspec.Struct, frozen=True, gc=False, tag="text", tag_field="type", omit_defaults=True):
     """Plain text."""
 
     text: str
 
 
-class Thinking(msgspec.Struct, frozen=True, tag="thinking", tag_field="type", omit_defaults=True):
+class Thinking(
+    msgspec.Struct, frozen=True, gc=False, tag="thinking", tag_field="type", omit_defaults=True
+):
     """Reasoning.
 
     `signature` is opaque and is echoed back unchanged when continuing on the
@@ -83,7 +85,7 @@ class ToolUse(msgspec.Struct, frozen=True, tag="tool_use", tag_field="type", omi
 
 
 class ToolResult(
-    msgspec.Struct, frozen=True, tag="tool_result", tag_field="type", omit_defaults=True
+    msgspec.Struct, frozen=True, gc=False, tag="tool_result", tag_field="type", omit_defaults=True
 ):
     """The answer to one `ToolUse`, always text: images a tool made ride after it.
 
@@ -99,7 +101,9 @@ class ToolResult(
     attachments: tuple[Marker, ...] = ()
 
 
-class Image(msgspec.Struct, frozen=True, tag="image", tag_field="type", omit_defaults=True):
+class Image(
+    msgspec.Struct, frozen=True, gc=False, tag="image", tag_field="type", omit_defaults=True
+):
     """An image put in front of the model. User turns only.
 
     That is a portability decision rather than a simplification: Anthropic

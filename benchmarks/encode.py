@@ -1,0 +1,432 @@
+"""Encoding a history for the Anthropic API: carryall beside LiteLLM and pydantic-ai.
+
+Each contender starts from the same conversation held in its own native form
+and ends with the request body as JSON bytes (`orjson.dumps`):
+
+- carryall: a list of `Message` blocks through `encode_request`;
+- LiteLLM: OpenAI-format messages (results as `role: tool`, a tool's images as
+  `image_url` data URLs in a user message after the results) through
+  `anthropic_messages_pt`, its OpenAI-to-Anthropic conversion;
+- pydantic-ai: `ModelRequest`/`ModelResponse` parts through
+  `AnthropicModel._map_message`, called directly with a dummy key (nothing
+  is sent).
+
+Building each native history is not timed; the conversion plus `orjson.dumps`
+is. The floor is `orjson.dumps` of carryall's finished body, built once: no
+encoder can beat serialising its own output. The peers' bodies get the same
+model, max_tokens and tool list as carryall's, prebuilt (a constant few
+hundred bytes), so what differs is the message conversion.
+
+Two workloads: 1,000 messages in tool rounds with 20 one-MiB images spread
+over them, and 10,000 messages of text-only tool rounds. The targets (with
+images: carryall within 1.5x of the floor, each peer at least 3x slower;
+text only: 5x and 5x) are printed as met or missed, never asserted; "slower"
+is read against carryall, the stricter of the two readings. Peers are
+benchmark-only dependencies (the `bench` extra), never runtime ones.
+
+    .venv/bin/python benchmarks/encode.py [--rounds 7] [--peer-rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# LiteLLM fetches its model price map over the network at import unless told not to.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+try:
+    import orjson
+    from litellm.litellm_core_utils.prompt_templates.factory import anthropic_messages_pt
+    from pydantic_ai.messages import (
+        BinaryContent,
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        SystemPromptPart,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.models import ModelRequestParameters
+    from pydantic_ai.models.anthropic import AnthropicModel, AnthropicModelSettings
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+    from pydantic_ai.tools import ToolDefinition
+except ImportError as exc:
+    sys.exit(
+        f"benchmarks/encode.py needs the bench extra ({exc.name or exc} is missing): "
+        "pip install -e '.[bench]'"
+    )
+
+from carryall.blocks import Image, Message, Text, ToolResult, ToolUse
+from carryall.providers import Capabilities, Request, ToolSpec
+from carryall.providers.anthropic import encode_request
+
+MODEL = "claude-sonnet-4-5"
+MAX_TOKENS = 4096
+SYSTEM = "You are a careful coding agent. Use the tools to look before you answer."
+IMAGE_SIZE = 1024 * 1024
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+ROUNDS_PER_TASK = 4
+"""Tool rounds between a user's question and the assistant's answer: 10 messages a task."""
+
+TOOLS = (
+    ToolSpec(
+        name="read_file",
+        description="Read a text file from the workspace.",
+        input_schema={
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        },
+    ),
+    ToolSpec(
+        name="screenshot",
+        description="Take a screenshot of a window and show it.",
+        input_schema={
+            "type": "object",
+            "properties": {"window": {"type": "string"}},
+            "required": ["window"],
+        },
+    ),
+)
+
+
+# -- the conversation, independent of any library ----------------------------
+
+
+@dataclass(frozen=True)
+class Round:
+    """One tool round: the assistant's remark and call, the tool's text and maybe an image."""
+
+    call_id: str
+    remark: str
+    tool: str
+    args: dict[str, Any]
+    result: str
+    image: bytes | None
+
+
+@dataclass(frozen=True)
+class Task:
+    """A user's question, the tool rounds it took, and the assistant's answer."""
+
+    question: str
+    rounds: list[Round]
+    answer: str
+
+
+def conversation(messages: int, images: int, seed: int) -> list[Task]:
+    """Tasks adding up to `messages` messages, `images` of their rounds showing an image.
+
+    Results are a few lines of varied file text (a few hundred bytes, like a
+    real `read_file`), and each image is PNG magic followed by random bytes,
+    all from one seeded generator so every run encodes the same data.
+    """
+    per_task = 2 + 2 * ROUNDS_PER_TASK
+    if messages % per_task:
+        raise SystemExit(f"message count {messages} is not a multiple of {per_task}")
+    rng = random.Random(seed)
+    words = [
+        "def", "return", "self", "value", "index", "buffer", "carrier", "result",
+        "message", "import", "class", "async", "await", "yield", "raise", "error",
+    ]  # fmt: skip
+    total_rounds = messages // per_task * ROUNDS_PER_TASK
+    with_image = {(n * total_rounds) // images for n in range(images)} if images else set()
+    tasks: list[Task] = []
+    n = 0
+    for t in range(messages // per_task):
+        rounds: list[Round] = []
+        for _ in range(ROUNDS_PER_TASK):
+            lines = (" ".join(rng.choices(words, k=rng.randint(4, 12))) for _ in range(8))
+            if n in with_image:
+                image = PNG_MAGIC + rng.randbytes(IMAGE_SIZE - len(PNG_MAGIC))
+                rounds.append(
+                    Round(
+                        f"toolu_{n:06d}",
+                        "Let me look at the editor.",
+                        "screenshot",
+                        {"window": f"editor-{n}"},
+                        "screenshot taken",
+                        image,
+                    )
+                )
+            else:
+                rounds.append(
+                    Round(
+                        f"toolu_{n:06d}",
+                        f"I'll read module {n} next.",
+                        "read_file",
+                        {"path": f"src/pkg/module_{n}.py"},
+                        "\n".join(lines),
+                        None,
+                    )
+                )
+            n += 1
+        tasks.append(
+            Task(
+                f"Task {t}: what does module {n - 1} do with the buffer?",
+                rounds,
+                f"Module {n - 1} copies the buffer once and returns the carrier.",
+            )
+        )
+    return tasks
+
+
+# -- each contender's native history ------------------------------------------
+
+
+def carryall_history(tasks: list[Task]) -> list[Message]:
+    """The conversation as carryall blocks; each image's base64 made once, as a session holds it."""
+    out: list[Message] = []
+    for task in tasks:
+        out.append(Message.user(task.question))
+        for r in task.rounds:
+            out.append(Message.assistant([Text(r.remark), ToolUse(r.call_id, r.tool, r.args)]))
+            shots = [Image.from_bytes("image/png", r.image, "shot.png")] if r.image else []
+            out.append(Message.tool_results([ToolResult(r.call_id, r.result)], shots))
+        out.append(Message.assistant([Text(task.answer)]))
+    return out
+
+
+def openai_history(tasks: list[Task], carryall: list[Message]) -> list[dict[str, Any]]:
+    """The conversation as OpenAI chat messages, LiteLLM's input form.
+
+    Data URLs reuse carryall's base64 text, so neither side pays for
+    encoding an image the other already holds encoded.
+    """
+    uris = iter(image.data_uri() for m in carryall for image in m.images())
+    out: list[dict[str, Any]] = []
+    for task in tasks:
+        out.append({"role": "user", "content": task.question})
+        for r in task.rounds:
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": r.remark,
+                    "tool_calls": [
+                        {
+                            "id": r.call_id,
+                            "type": "function",
+                            "function": {"name": r.tool, "arguments": json.dumps(r.args)},
+                        }
+                    ],
+                }
+            )
+            out.append({"role": "tool", "tool_call_id": r.call_id, "content": r.result})
+            if r.image:
+                out.append(
+                    {
+                        "role": "user",
+                        "content": [{"type": "image_url", "image_url": {"url": next(uris)}}],
+                    }
+                )
+        out.append({"role": "assistant", "content": task.answer})
+    return out
+
+
+def pydantic_ai_history(tasks: list[Task]) -> list[ModelMessage]:
+    """The conversation as pydantic-ai messages; images as `BinaryContent` of raw bytes."""
+    out: list[ModelMessage] = []
+    for i, task in enumerate(tasks):
+        opening = [SystemPromptPart(SYSTEM)] if i == 0 else []
+        out.append(ModelRequest([*opening, UserPromptPart(task.question)]))
+        for r in task.rounds:
+            out.append(
+                ModelResponse(
+                    [TextPart(r.remark), ToolCallPart(r.tool, r.args, tool_call_id=r.call_id)]
+                )
+            )
+            parts: list[Any] = [ToolReturnPart(r.tool, r.result, tool_call_id=r.call_id)]
+            if r.image:
+                parts.append(UserPromptPart([BinaryContent(r.image, media_type="image/png")]))
+            out.append(ModelRequest(parts))
+        out.append(ModelResponse([TextPart(task.answer)]))
+    return out
+
+
+# -- the contenders -----------------------------------------------------------
+
+
+def wire_tools() -> list[dict[str, Any]]:
+    """The tool list in Anthropic form, as carryall writes it; the peers get it prebuilt."""
+    return [
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+        for t in TOOLS
+    ]
+
+
+def carryall_encoder(history: list[Message]) -> Callable[[], bytes]:
+    """carryall: blocks to the request body, then JSON."""
+    caps = Capabilities(vision=True, native_tools=True)
+
+    def run() -> bytes:
+        request = Request(model=MODEL, messages=tuple(history), system=SYSTEM, tools=TOOLS)
+        return orjson.dumps(encode_request(request, caps))
+
+    return run
+
+
+def litellm_encoder(history: list[dict[str, Any]]) -> Callable[[], bytes]:
+    """LiteLLM: OpenAI messages through `anthropic_messages_pt`, in a body like carryall's."""
+    tools = wire_tools()
+
+    def run() -> bytes:
+        messages = anthropic_messages_pt(history, model=MODEL, llm_provider="anthropic")  # type: ignore[arg-type]
+        body = {
+            "model": MODEL,
+            "max_tokens": MAX_TOKENS,
+            "system": SYSTEM,
+            "messages": messages,
+            "tools": tools,
+        }
+        return orjson.dumps(body)
+
+    return run
+
+
+def pydantic_ai_encoder(history: list[ModelMessage]) -> Callable[[], bytes]:
+    """pydantic-ai: `AnthropicModel._map_message`, run to completion, in a body like carryall's."""
+    model = AnthropicModel(MODEL, provider=AnthropicProvider(api_key="not-used-nothing-is-sent"))
+    params = ModelRequestParameters(
+        function_tools=[
+            ToolDefinition(
+                name=t.name, description=t.description, parameters_json_schema=t.input_schema
+            )
+            for t in TOOLS
+        ]
+    )
+    settings = AnthropicModelSettings()
+    tools = wire_tools()
+
+    def run() -> bytes:
+        system, messages = asyncio.run(model._map_message(history, params, settings))
+        body = {
+            "model": MODEL,
+            "max_tokens": MAX_TOKENS,
+            "system": system,
+            "messages": messages,
+            "tools": tools,
+        }
+        return orjson.dumps(body)
+
+    return run
+
+
+# -- timing and report ----------------------------------------------------------
+
+
+def best_of(rounds: int, run: Callable[[], object]) -> float:
+    """The fastest of `rounds` runs in seconds, gc off: the least disturbed by the machine."""
+    run()  # warm caches and lazy imports outside the clock
+    gc.collect()
+    gc.disable()
+    try:
+        best = float("inf")
+        for _ in range(rounds):
+            start = time.perf_counter()
+            run()
+            best = min(best, time.perf_counter() - start)
+    finally:
+        gc.enable()
+    return best
+
+
+def shape(body: bytes) -> tuple[int, int, int]:
+    """Messages, tool results and images in a JSON body, to show every contender sent the same."""
+    data = orjson.loads(body)
+    results = images = 0
+    for message in data["messages"]:
+        for block in message["content"] if isinstance(message["content"], list) else ():
+            if block["type"] == "tool_result":
+                results += 1
+            elif block["type"] == "image":
+                images += 1
+    return len(data["messages"]), results, images
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A named conversation size and the targets carryall is held to on it."""
+
+    name: str
+    messages: int
+    images: int
+    floor_target: float
+    peer_target: float
+
+
+def bench(work: Workload, rounds: int, peer_rounds: int) -> None:
+    """Build the three histories, time the contenders and the floor, print the table."""
+    tasks = conversation(work.messages, work.images, seed=4)
+    native = carryall_history(tasks)
+    contenders = {
+        "carryall": carryall_encoder(native),
+        "litellm": litellm_encoder(openai_history(tasks, native)),
+        "pydantic-ai": pydantic_ai_encoder(pydantic_ai_history(tasks)),
+    }
+    request = Request(model=MODEL, messages=tuple(native), system=SYSTEM, tools=TOOLS)
+    finished = encode_request(request, Capabilities())
+    del tasks
+
+    shapes = {name: shape(run()) for name, run in contenders.items()}
+    # The floor is cheap and every ratio divides by it, so it gets more runs to steady it.
+    times = {"floor (orjson.dumps)": best_of(3 * rounds, lambda: orjson.dumps(finished))}
+    for name, run in contenders.items():
+        times[name] = best_of(rounds if name == "carryall" else peer_rounds, run)
+    floor = times["floor (orjson.dumps)"]
+    ours = times["carryall"]
+    size = len(orjson.dumps(finished)) / 2**20
+
+    print(f"\n{work.name}: {work.messages:,} messages, {work.images} images, body {size:.1f} MiB")
+    print(f"  best of {3 * rounds} (floor) / {rounds} (carryall) / {peer_rounds} (peers)")
+    print(
+        f"  {'contender':<22}{'ms':>9}{'x floor':>10}{'x carryall':>12}   messages/results/images"
+    )
+    for name, t in times.items():
+        got = shapes.get(name)
+        seen = "/".join(map(str, got)) if got else "-"
+        print(f"  {name:<22}{t * 1000:9.1f}{t / floor:10.2f}{t / ours:12.2f}   {seen}")
+    peers = [name for name in contenders if name != "carryall"]
+    met_floor = ours / floor <= work.floor_target
+    print(
+        f"  target: carryall within {work.floor_target:g}x of the floor: "
+        f"{ours / floor:.2f}x -> {'met' if met_floor else 'MISSED'}"
+    )
+    for name in peers:
+        ratio = times[name] / ours
+        verdict = "met" if ratio >= work.peer_target else "MISSED"
+        print(
+            f"  target: {name} at least {work.peer_target:g}x slower than carryall: "
+            f"{ratio:.2f}x -> {verdict}"
+        )
+
+
+def main() -> None:
+    """Run both workloads and print their tables."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--rounds", type=int, default=7, help="runs for carryall; the floor gets 3x"
+    )
+    parser.add_argument("--peer-rounds", type=int, default=5, help="runs for each peer")
+    args = parser.parse_args()
+    workloads = (
+        Workload("tool rounds with images", 1_000, 20, floor_target=1.5, peer_target=3.0),
+        Workload("text-only tool rounds", 10_000, 0, floor_target=5.0, peer_target=5.0),
+    )
+    for work in workloads:
+        bench(work, args.rounds, args.peer_rounds)
+
+
+if __name__ == "__main__":
+    main()
