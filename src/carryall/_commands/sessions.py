@@ -1,9 +1,418 @@
-"""The `carryall` commands for sessions (registered by `carryall.cli`)."""
+"""The `carryall` commands for sessions: `sessions ...`, `recall` and `tui`.
+
+Every reader here says `image_placeholder` where an image was and never
+prints base64 unless asked to embed images. Errors are one line on stderr
+and a non-zero exit.
+"""
 
 from __future__ import annotations
 
+import functools
+import json
+import re
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
+
 import typer
+
+from carryall.errors import CarryallError
+
+if TYPE_CHECKING:
+    from carryall.sessions import Store
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_STORE_NOTE = (
+    "Sessions live in $CARRYALL_HOME/sessions, or in the user data folder when "
+    "CARRYALL_HOME is not set."
+)
+
+
+SessionId = Annotated[str, typer.Argument(metavar="ID", help="Session id or a unique prefix.")]
+
+
+class ShowFormat(StrEnum):
+    """How `sessions show` and `sessions export` write a session."""
+
+    text = "text"
+    markdown = "markdown"
+    json = "json"
+    html = "html"
+
+
+class ImportFormat(StrEnum):
+    """Which messages dialect `sessions import` reads."""
+
+    auto = "auto"
+    openai = "openai"
+    anthropic = "anthropic"
+    carryall = "carryall"
+
+
+class Role(StrEnum):
+    """A message role, for `recall --role`."""
+
+    user = "user"
+    assistant = "assistant"
+
+
+def _clear_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Turn a carryall error into one line on stderr and exit status 1."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except CarryallError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+
+    return wrapper
+
+
+def _store() -> Store:
+    from carryall.sessions import Store
+
+    return Store()
+
+
+def _render(session_id: str, fmt: ShowFormat, embed_images: bool) -> tuple[str, str]:
+    """A session's full id and its rendering: the one reading `show` and `export` share."""
+    from carryall.sessions import render
+
+    session = _store().open(session_id)
+    messages, times = session.messages(), session.times()
+    return session.id, render(fmt.value, session.meta, messages, times, embed_images=embed_images)
+
+
+# -- sessions list / show / export / import / rm ------------------------------
+
+
+@_clear_errors
+def list_sessions(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list instead of a table.")
+    ] = False,
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", help="Show only the N newest sessions.")
+    ] = None,
+) -> None:
+    """List sessions, newest first: id, when, backend/model, turns, title.
+
+    Turns count the messages of each session's current history.
+    """
+    problems: list[str] = []
+    infos = _store().list(on_error=lambda exc: problems.append(str(exc)))
+    if limit is not None:
+        infos = infos[:limit]
+    for problem in problems:
+        typer.echo(f"warning: {problem}", err=True)
+    if as_json:
+        rows = [
+            {
+                "id": info.meta.id,
+                "created": _iso(info.meta.created),
+                "updated": _iso(info.updated),
+                "backend": info.meta.backend,
+                "model": info.meta.model,
+                "turns": info.turns,
+                "title": info.meta.title,
+                "cwd": info.meta.cwd,
+            }
+            for info in infos
+        ]
+        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    if not infos:
+        typer.echo("no sessions yet", err=True)
+        return
+    table = [
+        (
+            info.meta.id,
+            _when(info.meta.created),
+            "/".join(p for p in (info.meta.backend, info.meta.model) if p) or "-",
+            str(info.turns),
+            info.meta.title or "(untitled)",
+        )
+        for info in infos
+    ]
+    header = ("ID", "WHEN", "BACKEND/MODEL", "TURNS", "TITLE")
+    widths = [max(len(row[i]) for row in (header, *table)) for i in range(4)]
+    for row in (header, *table):
+        cells = [row[i].ljust(widths[i]) if i != 3 else row[i].rjust(widths[i]) for i in range(4)]
+        typer.echo("  ".join([*cells, row[4]]))
+
+
+@_clear_errors
+def show(
+    session_id: SessionId,
+    fmt: Annotated[
+        ShowFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = ShowFormat.text,
+    embed_images: Annotated[
+        bool,
+        typer.Option(
+            "--embed-images",
+            help="html/json: include image bytes (data: URIs, base64) instead of placeholders.",
+        ),
+    ] = False,
+) -> None:
+    """Print one session as text, Markdown, JSON or self-contained HTML."""
+    sys.stdout.write(_render(session_id, fmt, embed_images)[1])
+
+
+@_clear_errors
+def export(
+    session_id: SessionId,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write to this file instead of standard output."),
+    ] = None,
+    fmt: Annotated[
+        ShowFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = ShowFormat.json,
+    embed_images: Annotated[
+        bool,
+        typer.Option(
+            "--embed-images",
+            help="Include image bytes so the export is complete on another machine.",
+        ),
+    ] = False,
+) -> None:
+    """Export a session to a file (JSON by default, which `sessions import` reads back).
+
+    Without --embed-images an image is written as its placeholder and
+    content hash; importing on this machine restores it from the store.
+    """
+    full_id, out = _render(session_id, fmt, embed_images)
+    if output is None or str(output) == "-":
+        sys.stdout.write(out)
+        return
+    try:
+        output.write_text(out, encoding="utf-8")
+    except OSError as exc:
+        typer.echo(f"error: cannot write {output}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"exported session {full_id} to {output}", err=True)
+
+
+@_clear_errors
+def import_file(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            metavar="FILE",
+            help="A JSON messages file: a list, or an object with `messages` (and `system`).",
+        ),
+    ],
+    dialect: Annotated[
+        ImportFormat,
+        typer.Option("--format", "-f", help="The file's dialect (auto detects it)."),
+    ] = ImportFormat.auto,
+    backend: Annotated[
+        str | None, typer.Option(help="Backend to record (default: the dialect).")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model to record.")] = None,
+    title: Annotated[
+        str | None, typer.Option(help="Title (default: the first thing the user said).")
+    ] = None,
+) -> None:
+    """Import an OpenAI or Anthropic messages JSON file (or a carryall export) as a session."""
+    from carryall.sessions.imports import read_messages_file
+
+    store = _store()
+
+    def blob(sha: str) -> bytes | None:
+        try:
+            data: bytes = store.get_blob(sha)
+        except CarryallError:
+            return None
+        return data
+
+    imported = read_messages_file(file, dialect.value, blob=blob)
+    session = store.create(
+        backend=backend or imported.backend or imported.dialect,
+        model=model or imported.model,
+        title=title or imported.title,
+        system=imported.system,
+    )
+    session.record([], imported.messages)
+    typer.echo(session.id)
+    typer.echo(
+        f"imported {len(imported.messages)} messages ({imported.dialect}) "
+        f"from {file} as session {session.id}",
+        err=True,
+    )
+
+
+@_clear_errors
+def remove(
+    session_id: SessionId,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Delete a session (asks first). Shared image blobs are kept."""
+    store = _store()
+    session = store.open(session_id)
+    if not yes:
+        label = session.meta.title or "(untitled)"
+        if not typer.confirm(
+            f"Delete session {session.id} ({label}, {len(session)} turns)?", default=False
+        ):
+            typer.echo("kept", err=True)
+            raise typer.Exit(1)
+    store.remove(session.id)
+    typer.echo(f"removed session {session.id}", err=True)
+
+
+# -- recall ---------------------------------------------------------------------
+
+
+@_clear_errors
+def recall(
+    query: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="QUERY...",
+            help="Words to find (all must appear). Taken literally: C++ or a UUID just work.",
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(help="Only messages since then: 2025-01-31, 2025-01-31T09:00, 7d, 12h, 30m."),
+    ] = None,
+    role: Annotated[Role | None, typer.Option(help="Only messages with this role.")] = None,
+    session: Annotated[
+        str | None, typer.Option(help="Only this session (id or unique prefix).")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many hits.")] = 20,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print a JSON list of {session, message, role, time, snippet}."
+        ),
+    ] = False,
+    reindex: Annotated[
+        bool, typer.Option("--reindex", help="Rebuild the index from every transcript first.")
+    ] = False,
+) -> None:
+    """Search every session's text, thinking, tool calls, results and image names.
+
+    Best matches first, each with its session id, message index, role, time
+    and a snippet. The index updates as sessions are recorded; --reindex
+    rebuilds it from the transcripts.
+    """
+    store = _store()
+    words = " ".join(query or [])
+    if reindex:
+        count = store.recall.reindex()
+        typer.echo(f"reindexed {count} messages", err=True)
+        if not words.strip():
+            return
+    if not words.strip():
+        typer.echo("error: give words to search for (or --reindex)", err=True)
+        raise typer.Exit(2)
+    hits = store.recall.search(
+        words,
+        since=_since(since) if since else None,
+        role=role.value if role else None,
+        session=store.resolve(session) if session else None,
+        limit=limit,
+    )
+    if as_json:
+        rows = [
+            {
+                "session": hit.session,
+                "message": hit.message,
+                "role": hit.role,
+                "time": _iso(hit.time),
+                "snippet": hit.snippet,
+                "matches": [list(span) for span in hit.matches],
+            }
+            for hit in hits
+        ]
+        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    if not hits:
+        typer.echo(f"no matches for {words!r}", err=True)
+        return
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(highlight=False, soft_wrap=True)
+    for hit in hits:
+        console.print(
+            Text(f"{hit.session}  #{hit.message}  {hit.role}  {_when(hit.time)}", style="bold")
+        )
+        snippet = Text("  " + hit.snippet.replace("\n", " "))
+        for start, end in hit.matches:
+            # Newlines became single spaces, so offsets hold; two spaces lead.
+            snippet.stylize("bold yellow", start + 2, end + 2)
+        console.print(snippet)
+
+
+# -- tui --------------------------------------------------------------------------
+
+
+@_clear_errors
+def tui() -> None:
+    """Browse sessions in the terminal: the list, a transcript, and a recall search box.
+
+    Keys: up/down move through sessions (the one under the cursor opens),
+    / searches every session, enter on a hit opens it at that message,
+    escape goes back to the list, ctrl+r reloads, ctrl+q quits.
+    """
+    from carryall.tui import SessionsApp
+
+    SessionsApp(_store()).run()
+
+
+# -- helpers ----------------------------------------------------------------------
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _when(moment: datetime) -> str:
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+_RELATIVE = re.compile(r"(\d+)\s*([smhdw])")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def _since(text: str) -> datetime:
+    """A --since value: a relative age (7d, 12h, 30m, 2w) or an ISO date or time."""
+    match = _RELATIVE.fullmatch(text.strip())
+    if match:
+        amount, unit = int(match.group(1)), match.group(2)
+        return datetime.now(UTC) - timedelta(**{_UNITS[unit]: amount})
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r} is neither an age (7d, 12h, 30m) nor an ISO date/time", param_hint="--since"
+        ) from None
+    return moment if moment.tzinfo else moment.astimezone()
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the `carryall` app."""
+    """Add `sessions`, `recall` and `tui` to the `carryall` app."""
+    sessions_app = typer.Typer(
+        name="sessions",
+        help=f"List, show, export, import and remove recorded sessions. {_STORE_NOTE}",
+        no_args_is_help=True,
+    )
+    sessions_app.command("list")(list_sessions)
+    sessions_app.command("show")(show)
+    sessions_app.command("export")(export)
+    sessions_app.command("import")(import_file)
+    sessions_app.command("rm")(remove)
+    app.add_typer(sessions_app, name="sessions")
+    app.command("recall")(recall)
+    app.command("tui")(tui)

@@ -1,0 +1,197 @@
+"""Session store figures, each beside its peer, in one run.
+
+    .venv/bin/python benchmarks/sessions.py [--messages 100000]
+
+- append: `Session.record` of one new message onto a 100-message and onto a
+  100,000-message history (write, fsync, recall index). The ratio must stay
+  near 1: appending never rereads or rewrites the file.
+- load: `Store.open` of the 100,000-message transcript (typed decode into
+  blocks) against a bare line-by-line `json.loads` of the same file (and
+  `orjson.loads` when installed).
+- recall: a ranked FTS5 query over 100,000 messages against `grep -c` over
+  the JSONL files.
+
+The big transcripts are written in bulk through the transcript encoder (one
+event per message, as an agent loop records them) so setup takes seconds,
+not the hours 100,000 synced appends would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from carryall.blocks import Message, Text, ToolResult, ToolUse
+from carryall.sessions import SessionMeta, Store
+from carryall.sessions._transcript import Event, encode_event, encode_header, header_for, now
+
+_SENTENCE = (
+    "the build failed again because the cache key changed when the lockfile moved "
+    "into the workspace root so every job downloaded all wheels from scratch and "
+    "timed out waiting on the mirror which had throttled us after the retry storm"
+)
+WORDS = _SENTENCE.split()
+
+
+def _history(count: int, rng: random.Random) -> list[Message]:
+    """A plausible agent history: user turns, tool calls, results, answers."""
+    out: list[Message] = []
+    call = 0
+    while len(out) < count:
+        kind = len(out) % 4
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(12, 40)))
+        if kind == 0:
+            if rng.random() < 0.0001:
+                text += " zanzibar"  # a rare word: about ten messages in 100,000
+            out.append(Message.user(text))
+        elif kind == 1:
+            call += 1
+            out.append(
+                Message.assistant(
+                    [Text(text), ToolUse(f"call_{call}", "read_file", {"path": f"src/m{call}.py"})]
+                )
+            )
+        elif kind == 2:
+            out.append(Message.tool_results([ToolResult(f"call_{call}", text * 2)]))
+        else:
+            out.append(Message.assistant([Text(text)]))
+    return out[:count]
+
+
+def _write_bulk(store: Store, messages: list[Message]) -> str:
+    """A transcript of one append event per message, written without per-event fsync."""
+    store.root.mkdir(parents=True, exist_ok=True)
+    session_id = f"bench-{len(messages)}-{random.randrange(16**6):06x}"
+    meta = SessionMeta(id=session_id, created=datetime.now(UTC), backend="bench", model="m")
+    stamp = now()
+    with store.path(session_id).open("wb") as f:
+        f.write(encode_header(header_for(meta)))
+        for index, message in enumerate(messages):
+            event = Event("append", stamp, n=index + 1, start=index, messages=[message])
+            f.write(encode_event(event))
+    return session_id
+
+
+def _timed(fn: Callable[[], object], repeat: int) -> list[float]:
+    out = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:9.2f} ms"
+
+
+def bench_append(store: Store, small: str, big: str, repeat: int) -> None:
+    print(f"append one message with Session.record (median of {repeat}, fsync included)")
+    store.recall.sync()  # the index is current, as it is for a running session
+    sessions = {label: store.open(sid) for label, sid in (("small", small), ("big", big))}
+    histories = {label: session.messages() for label, session in sessions.items()}
+    sizes = {label: len(history) for label, history in histories.items()}
+    times: dict[str, list[float]] = {"small": [], "big": []}
+    # Alternate the two, so drift in the disk's fsync time hits both alike.
+    for i in range(repeat):
+        for label, session in sessions.items():
+            history = histories[label]
+            left = [*history, Message.user(f"next turn {i}")]
+            start = time.perf_counter()
+            kind = session.record(history, left)
+            times[label].append(time.perf_counter() - start)
+            assert kind == "append"
+            histories[label] = left
+    for label in ("small", "big"):
+        print(f"  at {sizes[label]:>7,} messages: {_ms(statistics.median(times[label]))}")
+    ratio = statistics.median(times["big"]) / statistics.median(times["small"])
+    print(f"  ratio big/small: {ratio:.2f}")
+
+
+def bench_load(store: Store, big: str, repeat: int) -> None:
+    path = store.path(big)
+    size = path.stat().st_size
+    print(
+        f"load the {big.split('-')[1]}-message transcript ({size / 1e6:.1f} MB), best of {repeat}"
+    )
+    ours = min(_timed(lambda: store.open(big).messages(), repeat))
+    print(f"  carryall Store.open (typed blocks):   {_ms(ours)}")
+
+    peers: list[tuple[str, Callable[[bytes], object]]] = [("json.loads", json.loads)]
+    try:
+        import orjson
+    except ImportError:
+        pass
+    else:
+        peers.append(("orjson.loads", orjson.loads))
+    for name, loads in peers:
+
+        def bare(loads: Callable[[bytes], object] = loads) -> None:
+            with path.open("rb") as f:
+                for line in f:
+                    loads(line)
+
+        peer = min(_timed(bare, repeat))
+        label = f"bare {name} per line (dicts):"
+        print(f"  {label:<37} {_ms(peer)}   ratio {ours / peer:.2f}")
+
+
+def bench_recall(store: Store, repeat: int) -> None:
+    start = time.perf_counter()
+    count = store.recall.reindex()
+    built = time.perf_counter() - start
+    print(f"recall over {count:,} messages (index built from the files in {built:.2f} s)")
+    files = [str(p) for p in store.root.glob("*.jsonl")]
+    grep = shutil.which("grep")
+    for word in ("zanzibar", "mirror", "lockfile workspace"):
+        matching = len(store.recall.search(word, limit=10**7))
+        ours = statistics.median(_timed(functools.partial(store.recall.search, word), repeat))
+        line = f"  {word!r:22} in {matching:>6,} messages, recall top 20: {_ms(ours)}"
+        if grep and " " not in word:
+            cmd = [grep, "-c", word, *files]
+            grep_once = functools.partial(subprocess.run, cmd, capture_output=True, check=False)
+            peer = statistics.median(_timed(grep_once, repeat))
+            line += f"   grep -c: {_ms(peer)}   ratio {ours / peer:.2f}"
+        print(line)
+
+
+def main() -> None:
+    """Run every figure once and print them."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=30)
+    args = parser.parse_args()
+    rng = random.Random(7)
+    root = Path(tempfile.mkdtemp(prefix="carryall-bench-"))
+    try:
+        store = Store(root / "sessions")
+        print(f"python {sys.version.split()[0]}, store in {root}")
+        start = time.perf_counter()
+        big = _write_bulk(store, _history(args.messages, rng))
+        small = _write_bulk(store, _history(100, rng))
+        print(
+            f"setup: wrote {args.messages + 100:,} messages in {time.perf_counter() - start:.1f} s"
+        )
+        print()
+        bench_append(store, small, big, args.repeat)
+        print()
+        bench_load(store, big, 3)
+        print()
+        bench_recall(store, args.repeat)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

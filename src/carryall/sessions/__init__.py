@@ -1,0 +1,42 @@
+"""Sessions: every run recorded append-only, read back, rendered and searched.
+
+store = Store()                                   # $CARRYALL_HOME/sessions
+session = store.create(backend="anthropic", model="...", cwd=".")
+session.record(started_from, left_behind)         # "append" or "rewrite"
+store.open(session.id).messages()                 # the history to continue
+store.recall.search("flaky test")                 # ranked hits across sessions
+"""
+
+from carryall.sessions._transcript import FORMAT_VERSION, SessionMeta
+from carryall.sessions.recall import Hit, RecallIndex, fts_query
+from carryall.sessions.render import (
+    export_dict,
+    render,
+    render_html,
+    render_json,
+    render_markdown,
+    render_message_text,
+    render_text,
+    searchable_text,
+)
+from carryall.sessions.store import Session, SessionInfo, Store, default_root
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Hit",
+    "RecallIndex",
+    "Session",
+    "SessionInfo",
+    "SessionMeta",
+    "Store",
+    "default_root",
+    "export_dict",
+    "fts_query",
+    "render",
+    "render_html",
+    "render_json",
+    "render_markdown",
+    "render_message_text",
+    "render_text",
+    "searchable_text",
+]

@@ -1,0 +1,186 @@
+"""Reading a messages file someone already holds into a history to record.
+
+Three shapes are read: an OpenAI-style `messages` array, an Anthropic-style
+one (each a bare list, or an object with `messages` and an optional
+`system`), and carryall's own session export. The wire dialects go through
+the codecs' importers (`carryall.providers.openai.decode_messages` and
+`carryall.providers.anthropic.decode_messages`), so a file reads the same
+way a response on that wire would.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from carryall.blocks import Image, Message, image_placeholder, messages_from_dicts
+from carryall.errors import BlockError, TranscriptError
+from carryall.sessions.render import EXPORT_KIND
+
+__all__ = ["Dialect", "Imported", "detect_dialect", "read_messages_file"]
+
+Dialect = Literal["openai", "anthropic", "carryall"]
+
+_OPENAI_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
+_ANTHROPIC_PARTS = frozenset(
+    {"tool_use", "tool_result", "image", "thinking", "redacted_thinking", "document"}
+)
+
+
+class Imported(msgspec.Struct, frozen=True):
+    """What a messages file held: its dialect, system prompt and history (and any meta)."""
+
+    dialect: Dialect
+    system: str | None
+    messages: list[Message]
+    title: str | None = None
+    backend: str = ""
+    model: str = ""
+
+
+def detect_dialect(data: Any) -> Dialect:
+    """Which shape a parsed messages file has.
+
+    carryall's export names itself. A `tool` or `system` role, a
+    `tool_calls` key or an `image_url` part is OpenAI; a `tool_use`,
+    `tool_result`, `image` or `thinking` block is Anthropic. A file of
+    plain text turns reads the same either way: with a top-level `system`
+    it is taken as Anthropic (where the system prompt lives beside the
+    messages), else as OpenAI.
+    """
+    if isinstance(data, Mapping) and data.get("carryall") == EXPORT_KIND:
+        return "carryall"
+    messages = _messages_of(data)
+    for message in messages:
+        if not isinstance(message, Mapping):
+            continue
+        if message.get("role") in ("tool", "system", "developer") or "tool_calls" in message:
+            return "openai"
+        content = message.get("content")
+        if isinstance(content, list):
+            for part in content:
+                kind = part.get("type") if isinstance(part, Mapping) else None
+                if kind in _OPENAI_PARTS:
+                    return "openai"
+                if kind in _ANTHROPIC_PARTS:
+                    return "anthropic"
+    if isinstance(data, Mapping) and data.get("system") is not None:
+        return "anthropic"
+    return "openai"
+
+
+def read_messages_file(
+    path: str | Path,
+    dialect: Dialect | Literal["auto"] = "auto",
+    *,
+    blob: Any = None,
+) -> Imported:
+    """Read a messages file (see the module notes) into a history.
+
+    `blob`, a callable from a content hash to image bytes or None, lets a
+    carryall export made without embedded images get them back from a
+    store that still holds them; an image it cannot find becomes its
+    placeholder text, so nothing is silently dropped.
+    """
+    where = str(path)
+    try:
+        data = json.loads(Path(path).read_bytes())
+    except OSError as exc:
+        raise TranscriptError(f"cannot read {where}: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TranscriptError(f"{where} is not JSON: {exc}") from None
+    chosen: Dialect = detect_dialect(data) if dialect == "auto" else dialect
+    if chosen == "carryall":
+        return _read_export(data, where, blob)
+    messages = _messages_of(data)
+    if not isinstance(data, list | Mapping) or not isinstance(messages, list):
+        raise TranscriptError(
+            f"{where}: expected a list of messages or an object with a `messages` list"
+        )
+    system = data.get("system") if isinstance(data, Mapping) else None
+    try:
+        codec = importlib.import_module(f"carryall.providers.{chosen}")
+    except ImportError as exc:
+        raise TranscriptError(
+            f"cannot import {where}: the {chosen} codec is not available ({exc})"
+        ) from None
+    try:
+        found_system, history = codec.decode_messages(messages, system=system)
+    except Exception as exc:  # the codecs raise BlockError or ProviderError, both named
+        raise TranscriptError(f"{where} as {chosen} messages: {exc}") from None
+    model = data.get("model") if isinstance(data, Mapping) else None
+    return Imported(
+        dialect=chosen,
+        system=found_system,
+        messages=list(history),
+        model=model if isinstance(model, str) else "",
+    )
+
+
+def _messages_of(data: Any) -> Sequence[Any]:
+    if isinstance(data, list):
+        return data
+    if isinstance(data, Mapping):
+        messages = data.get("messages")
+        if isinstance(messages, list):
+            return messages
+    return []
+
+
+def _read_export(data: Any, where: str, blob: Any) -> Imported:
+    if not isinstance(data, Mapping) or not isinstance(data.get("messages"), list):
+        raise TranscriptError(f"{where}: a carryall export needs a `messages` list")
+    if data.get("format", 1) != 1:
+        raise TranscriptError(
+            f"{where}: export format {data.get('format')!r} is newer than this carryall reads (1)"
+        )
+    found = data.get("session")
+    session: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    raw_messages = []
+    for index, raw in enumerate(data["messages"]):
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("content"), list):
+            raise TranscriptError(f"{where}: messages[{index}] is not a message object")
+        content = [_export_block(b, blob) for b in raw["content"]]
+        raw_messages.append({"role": raw.get("role"), "content": content})
+    try:
+        messages = messages_from_dicts(raw_messages)
+    except BlockError as exc:
+        raise TranscriptError(f"{where}: {exc}") from None
+    system = session.get("system")
+    title = session.get("title")
+    return Imported(
+        dialect="carryall",
+        system=system if isinstance(system, str) else None,
+        messages=messages,
+        title=title if isinstance(title, str) else None,
+        backend=str(session.get("backend") or ""),
+        model=str(session.get("model") or ""),
+    )
+
+
+def _export_block(raw: Any, blob: Any) -> Any:
+    """An exported block in carryall's JSON form, its image data restored where possible."""
+    if not isinstance(raw, Mapping) or raw.get("type") != "image":
+        return raw
+    media_type = raw.get("media_type")
+    source = raw.get("source")
+    source = source if isinstance(source, str) else None
+    data = raw.get("data")
+    if isinstance(data, str) and data:
+        return {"type": "image", "media_type": media_type, "data": data, "source": source}
+    sha = raw.get("sha256")
+    found = blob(sha) if blob is not None and isinstance(sha, str) else None
+    if found is not None and isinstance(media_type, str):
+        try:
+            image = Image.from_bytes(media_type, found, source)
+        except BlockError:
+            pass
+        else:
+            return {"type": "image", "media_type": media_type, "data": image.data, "source": source}
+    # No bytes to restore: keep the honest line a reader would have shown.
+    return {"type": "text", "text": image_placeholder(str(media_type), source)}

@@ -1,0 +1,454 @@
+"""Recall: full-text search over every session, with ranked snippets.
+
+An SQLite FTS5 index (`recall.sqlite3` under the store root) holds one row
+per message: its text, thinking, tool calls (name and input), tool results
+and image placeholders. It is derived data. `Session.record` keeps it
+current as events are written, and `sync` catches it up from the
+transcripts themselves (another machine's files, a failed update, a deleted
+index), reading only what each transcript gained since it was last indexed.
+
+A person's query is never FTS5 syntax: every word is quoted as an FTS5
+string, so `C++`, a UUID or a stray quote searches for those words instead
+of failing with a syntax error. Words must all appear (in any order);
+English word endings are folded (Porter stemming), so `banana` finds
+`bananas`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from carryall.blocks import Image, Message
+from carryall.errors import TranscriptError
+from carryall.sessions._transcript import (
+    AnyEvent,
+    StoredImage,
+    StoredMessage,
+    decode_event,
+    format_time,
+    iter_events,
+    parse_time,
+    split_lines,
+)
+from carryall.sessions.render import searchable_text
+
+if TYPE_CHECKING:
+    from carryall.sessions.store import Store
+
+__all__ = ["Hit", "RecallIndex", "fts_query"]
+
+log = logging.getLogger("carryall.sessions")
+
+_SCHEMA_VERSION = "1"  # bump to rebuild indexes written by an older layout
+_OPEN, _CLOSE = "\x02", "\x03"
+_MARKS = str.maketrans({_OPEN: " ", _CLOSE: " ", "\x00": " "})
+_CONTROLS = str.maketrans({chr(c): " " for c in range(32)})
+
+
+class Hit(msgspec.Struct, frozen=True):
+    """One message that matched: where it is, when it was said, and a snippet.
+
+    `snippet` is plain text; `matches` are the `(start, end)` character
+    spans in it of the words that matched, for a reader to highlight.
+    """
+
+    session: str
+    message: int
+    role: str
+    time: datetime
+    snippet: str
+    matches: tuple[tuple[int, int], ...] = ()
+    rank: float = 0.0
+
+
+def fts_query(query: str) -> str | None:
+    """A person's words as a safe FTS5 query (every word a quoted string), or None if empty.
+
+    Quoting each word (double quotes doubled) means nothing a person types
+    is read as FTS5 syntax: `C++`, `AND`, `a-b`, `"` and `*` are words.
+    """
+    # FTS5 ends a string at a NUL, and no control character is part of a
+    # token, so they separate words like spaces do.
+    words = query.translate(_CONTROLS).split()
+    if not words:
+        return None
+    return " ".join('"' + word.replace('"', '""') + '"' for word in words)
+
+
+class RecallIndex:
+    """The full-text index of one store's sessions."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.path = store.root / "recall.sqlite3"
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    # -- searching ----------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        since: datetime | None = None,
+        role: str | None = None,
+        session: str | None = None,
+        limit: int = 20,
+        sync: bool = True,
+    ) -> list[Hit]:
+        """The best-ranked messages containing every word of `query`.
+
+        `since` keeps messages recorded at or after that time, `role` one
+        role, `session` one session id. The index is first caught up with
+        the transcripts unless `sync=False`.
+        """
+        match = fts_query(query)
+        if match is None or limit <= 0:
+            return []
+        if sync:
+            self.sync()
+        if not self.path.exists():
+            return []
+        sql = [
+            "SELECT d.session, d.message, d.role, d.time,",
+            " snippet(passages, 0, char(2), char(3), '…', 16), bm25(passages) AS score",
+            " FROM passages JOIN docs d ON d.id = passages.rowid",
+            " WHERE passages MATCH ?",
+        ]
+        args: list[object] = [match]
+        if since is not None:
+            sql.append(" AND d.time >= ?")
+            args.append(format_time(since))
+        if role is not None:
+            sql.append(" AND d.role = ?")
+            args.append(role)
+        if session is not None:
+            sql.append(" AND d.session = ?")
+            args.append(session)
+        sql.append(" ORDER BY score, d.time DESC LIMIT ?")
+        args.append(limit)
+        with self._connection() as conn:
+            rows = conn.execute("".join(sql), args).fetchall()
+        return [_hit(*row) for row in rows]
+
+    # -- keeping current ----------------------------------------------------
+
+    def note(
+        self,
+        session_id: str,
+        *,
+        ident: tuple[int, int],
+        before: int,
+        after: int,
+        first: int,
+        messages: Sequence[Message],
+        times: Sequence[str],
+        total: int,
+    ) -> None:
+        """Index an event a session just wrote: messages from `first` on are new.
+
+        `before` and `after` are the transcript's length before and after
+        the event. When the index had not seen the transcript up to
+        `before` (a missed update, another writer), it catches up from the
+        file instead.
+        """
+        # A recording waits briefly for the index: a busy index is caught up
+        # later, while a stalled recording stalls the agent.
+        with self._connection(busy_ms=1000) as conn, _transaction(conn):
+            row = conn.execute(
+                "SELECT offset, ident FROM sources WHERE session = ?", (session_id,)
+            ).fetchone()
+            if row is None or row[0] != before or row[1] != _ident_text(ident):
+                self._sync_session(conn, session_id, self.store.path(session_id))
+                return
+            _replace(conn, session_id, first, messages, times)
+            conn.execute(
+                "UPDATE sources SET offset = ?, count = ? WHERE session = ?",
+                (after, total, session_id),
+            )
+
+    def sync(self) -> None:
+        """Catch the index up with every transcript, reading only what each one gained."""
+        paths = {p.name[: -len(".jsonl")]: p for p in self.store._transcripts()}
+        if not paths and not self.path.exists():
+            return
+        with self._connection() as conn:
+            known = dict(conn.execute("SELECT session, offset FROM sources").fetchall())
+            for gone in set(known) - set(paths):
+                with _transaction(conn):
+                    _forget(conn, gone)
+            for session_id, path in sorted(paths.items()):
+                try:
+                    size = path.stat().st_size
+                except OSError:
+                    continue
+                if known.get(session_id) == size:
+                    continue
+                try:
+                    with _transaction(conn):
+                        self._sync_session(conn, session_id, path)
+                except TranscriptError as exc:
+                    # One unreadable transcript must not hide every other session.
+                    log.warning("recall index: skipping session %s: %s", session_id, exc)
+
+    def reindex(self) -> int:
+        """Rebuild the index from the transcripts; returns how many messages it holds."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(f"{self.path}{suffix}")
+        self.sync()
+        if not self.path.exists():
+            return 0
+        with self._connection() as conn:
+            count: int = conn.execute("SELECT count(*) FROM docs").fetchone()[0]
+        return count
+
+    def forget(self, session_id: str) -> None:
+        """Drop a session from the index (it was removed)."""
+        if not self.path.exists():
+            return
+        with self._connection() as conn, _transaction(conn):
+            _forget(conn, session_id)
+
+    def close(self) -> None:
+        """Close the database connection (it reopens on next use)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # -- internals ----------------------------------------------------------
+
+    def _sync_session(self, conn: sqlite3.Connection, session_id: str, path: Path) -> None:
+        """Bring one session's rows up to date; the caller holds a write transaction."""
+        row = conn.execute(
+            "SELECT offset, count, ident FROM sources WHERE session = ?", (session_id,)
+        ).fetchone()
+        try:
+            with path.open("rb") as f:
+                stat = os.fstat(f.fileno())
+                ident = _ident_text((stat.st_dev, stat.st_ino))
+                if row is not None and row[2] == ident and 0 < row[0] <= stat.st_size:
+                    f.seek(row[0])
+                    data = f.read(stat.st_size - row[0])
+                    if self._apply_appends(conn, session_id, row[0], row[1], data):
+                        return
+        except FileNotFoundError:
+            _forget(conn, session_id)
+            return
+        except OSError as exc:
+            raise TranscriptError(
+                f"cannot read session file {path}: {exc.strerror or exc}"
+            ) from None
+        # A rewrite, a replaced file or a first sighting: index the whole session again.
+        loaded = self.store._load(path, images=False)
+        _forget(conn, session_id)
+        _replace(conn, session_id, 0, loaded.replay.messages, loaded.replay.times)
+        conn.execute(
+            "INSERT INTO sources(session, offset, count, ident) VALUES (?, ?, ?, ?)",
+            (session_id, loaded.end, len(loaded.replay.messages), _ident_text(loaded.ident)),
+        )
+
+    def _apply_appends(
+        self, conn: sqlite3.Connection, session_id: str, offset: int, count: int, data: bytes
+    ) -> bool:
+        """Index the append events in `data`; False when anything else is there."""
+        lines, covered = split_lines(data)
+        where = f"{self.store.path(session_id)} (after byte {offset}, counting lines from there)"
+        events: list[AnyEvent] = []
+        expected = count
+        for line_no, line in iter_events(lines, 1):
+            event = decode_event(line, where, line_no)
+            if event.event != "append" or event.start != expected:
+                return False
+            events.append(event)
+            expected = event.n
+        for event in events:
+            messages = [_message(m) for m in event.messages]
+            _replace(conn, session_id, event.start, messages, [event.time] * len(messages))
+            count = event.n
+        conn.execute(
+            "UPDATE sources SET offset = ?, count = ? WHERE session = ?",
+            (offset + covered, count, session_id),
+        )
+        return True
+
+    @contextlib.contextmanager
+    def _connection(self, busy_ms: int = 30000) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._conn is None:
+                self._conn = self._open()
+            try:
+                self._conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
+                yield self._conn
+            except sqlite3.DatabaseError as exc:
+                raise TranscriptError(
+                    f"recall index {self.path}: {exc} "
+                    "(if it is damaged, rebuild it with `carryall recall --reindex`)"
+                ) from None
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Owner-only, like the transcripts it copies text from (SQLite gives
+        # its -wal and -shm files the database file's permissions).
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        conn = sqlite3.connect(
+            self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            # The index is rebuilt from the transcripts, so it need not be
+            # synced on every commit; only the transcripts carry that cost.
+            conn.execute("PRAGMA synchronous=NORMAL")
+            with _transaction(conn):
+                conn.execute("CREATE TABLE IF NOT EXISTS info(key TEXT PRIMARY KEY, value TEXT)")
+                version = conn.execute("SELECT value FROM info WHERE key = 'schema'").fetchone()
+                if version is not None and version[0] != _SCHEMA_VERSION:
+                    for table in ("passages", "docs", "sources"):
+                        conn.execute(f"DROP TABLE IF EXISTS {table}")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS sources(session TEXT PRIMARY KEY, "
+                    "offset INTEGER NOT NULL, count INTEGER NOT NULL, ident TEXT NOT NULL)"
+                )
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS docs(id INTEGER PRIMARY KEY, "
+                    "session TEXT NOT NULL, message INTEGER NOT NULL, "
+                    "role TEXT NOT NULL, time TEXT NOT NULL)"
+                )
+                conn.execute("CREATE INDEX IF NOT EXISTS docs_by_session ON docs(session, message)")
+                conn.execute(
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS passages USING "
+                    "fts5(body, tokenize = 'porter unicode61 remove_diacritics 2')"
+                )
+                conn.execute(
+                    "INSERT OR REPLACE INTO info(key, value) VALUES ('schema', ?)",
+                    (_SCHEMA_VERSION,),
+                )
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise TranscriptError(
+                f"recall index {self.path}: {exc}; rebuild it with `carryall recall --reindex`"
+            ) from None
+        return conn
+
+
+@contextlib.contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _replace(
+    conn: sqlite3.Connection,
+    session_id: str,
+    first: int,
+    messages: Sequence[Message],
+    times: Sequence[str],
+) -> None:
+    """Drop a session's rows from message `first` on and index `messages` there."""
+    conn.execute(
+        "DELETE FROM passages WHERE rowid IN "
+        "(SELECT id FROM docs WHERE session = ? AND message >= ?)",
+        (session_id, first),
+    )
+    conn.execute("DELETE FROM docs WHERE session = ? AND message >= ?", (session_id, first))
+    if not messages:
+        return
+    base: int = conn.execute("SELECT coalesce(max(id), 0) FROM docs").fetchone()[0]
+    rows = [
+        (base + 1 + i, session_id, first + i, m.role, t)
+        for i, (m, t) in enumerate(zip(messages, times, strict=True))
+    ]
+    conn.executemany(
+        "INSERT INTO docs(id, session, message, role, time) VALUES (?, ?, ?, ?, ?)", rows
+    )
+    conn.executemany(
+        "INSERT INTO passages(rowid, body) VALUES (?, ?)",
+        [(base + 1 + i, searchable_text(m).translate(_MARKS)) for i, m in enumerate(messages)],
+    )
+
+
+def _forget(conn: sqlite3.Connection, session_id: str) -> None:
+    conn.execute(
+        "DELETE FROM passages WHERE rowid IN (SELECT id FROM docs WHERE session = ?)",
+        (session_id,),
+    )
+    conn.execute("DELETE FROM docs WHERE session = ?", (session_id,))
+    conn.execute("DELETE FROM sources WHERE session = ?", (session_id,))
+
+
+def _message(stored: Message | StoredMessage) -> Message:
+    """A decoded event message as a `Message` whose images are placeholders only."""
+    if isinstance(stored, Message):
+        return stored
+    content = tuple(
+        Image(b.media_type, "", b.source) if isinstance(b, StoredImage) else b
+        for b in stored.content
+    )
+    return Message(stored.role, content)
+
+
+def _hit(session: str, message: int, role: str, time: str, marked: str, score: float) -> Hit:
+    plain: list[str] = []
+    spans: list[tuple[int, int]] = []
+    length = 0
+    start = -1
+    for part in _split_marks(marked):
+        if part == _OPEN:
+            start = length
+        elif part == _CLOSE:
+            if start >= 0:
+                spans.append((start, length))
+            start = -1
+        else:
+            plain.append(part)
+            length += len(part)
+    return Hit(
+        session=session,
+        message=message,
+        role=role,
+        time=parse_time(time),
+        snippet="".join(plain),
+        matches=tuple(spans),
+        rank=score,
+    )
+
+
+def _split_marks(text: str) -> Iterator[str]:
+    chunk: list[str] = []
+    for ch in text:
+        if ch in (_OPEN, _CLOSE):
+            if chunk:
+                yield "".join(chunk)
+                chunk = []
+            yield ch
+        else:
+            chunk.append(ch)
+    if chunk:
+        yield "".join(chunk)
+
+
+def _ident_text(ident: tuple[int, int]) -> str:
+    return f"{ident[0]}:{ident[1]}"

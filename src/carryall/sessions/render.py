@@ -1,0 +1,397 @@
+"""Sessions as a person reads them: text, Markdown, JSON and self-contained HTML.
+
+Every reader here says `image_placeholder` where an image was; none prints
+base64, except HTML and JSON when the caller asks for images embedded.
+Pure functions over a session's meta and messages: the CLI and the TUI
+decide where the output goes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+from carryall.blocks import (
+    Block,
+    Image,
+    Message,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+    block_to_dict,
+)
+from carryall.carrier import Marker, marker_line
+from carryall.errors import CarrierError
+from carryall.sessions._transcript import SessionMeta, format_time
+
+__all__ = [
+    "EXPORT_KIND",
+    "Format",
+    "attachment_label",
+    "export_dict",
+    "render",
+    "render_html",
+    "render_json",
+    "render_markdown",
+    "render_message_text",
+    "render_text",
+    "searchable_text",
+]
+
+Format = Literal["text", "markdown", "json", "html"]
+
+EXPORT_KIND = "session-export"
+"""The `carryall` field of the JSON export, which `carryall sessions import` recognises."""
+
+
+def searchable_text(message: Message) -> str:
+    """Everything in a message a person might search for, as one text.
+
+    Text, thinking, tool calls (name and input), tool results, and each
+    image's placeholder: the recall index is built from this, so a search
+    finds a tool call by its arguments and an image by its file name.
+    """
+    parts: list[str] = []
+    for block in message.content:
+        if isinstance(block, Text | Thinking):
+            parts.append(block.text)
+        elif isinstance(block, ToolUse):
+            parts.append(f"{block.name} {_json(block.input)}")
+        elif isinstance(block, ToolResult):
+            parts.append(block.content)
+            parts.extend(attachment_label(marker) for marker in block.attachments)
+        else:
+            parts.append(block.placeholder())
+    return "\n".join(parts)
+
+
+def render(
+    fmt: Format,
+    meta: SessionMeta,
+    messages: Sequence[Message],
+    times: Sequence[datetime] | None = None,
+    *,
+    embed_images: bool = False,
+) -> str:
+    """A session in one of the reader formats (`embed_images` applies to HTML and JSON)."""
+    if fmt == "text":
+        return render_text(meta, messages, times)
+    if fmt == "markdown":
+        return render_markdown(meta, messages, times)
+    if fmt == "json":
+        return render_json(meta, messages, times, embed_images=embed_images)
+    if fmt == "html":
+        return render_html(meta, messages, times, embed_images=embed_images)
+    raise ValueError(f"unknown session format {fmt!r}")
+
+
+def attachment_label(marker: Marker) -> str:
+    """How a reader names a non-image attachment a tool result declared: its marker line."""
+    try:
+        return marker_line(marker)
+    except CarrierError:
+        # A target that cannot stand on one marker line is still named, quoted.
+        return f"[{marker.kind.name}:{marker.target!r}]"
+
+
+# -- text ----------------------------------------------------------------------
+
+
+def render_text(
+    meta: SessionMeta, messages: Sequence[Message], times: Sequence[datetime] | None = None
+) -> str:
+    """A session as plain text, one section per message."""
+    out = [f"Session {meta.id}"]
+    for label, value in _meta_rows(meta):
+        out.append(f"  {label + ':':<9} {value}")
+    if meta.system:
+        out.append("  system:")
+        out.extend(_indent(meta.system, "    "))
+    for index, message in enumerate(messages):
+        time = times[index] if times is not None and index < len(times) else None
+        out.append("")
+        out.append(render_message_text(index, message, time))
+    return "\n".join(out) + "\n"
+
+
+def render_message_text(index: int, message: Message, time: datetime | None = None) -> str:
+    """One message as plain text under a heading naming its index, role and time."""
+    lines = [_heading(index, message, [time] if time is not None else None, at=0)]
+    for block in message.content:
+        lines.extend(_text_block(block))
+    return "\n".join(lines)
+
+
+def _text_block(block: Block) -> list[str]:
+    if isinstance(block, Text):
+        return block.text.split("\n")
+    if isinstance(block, Thinking):
+        return ["(thinking)", *_indent(block.text, "  | ")]
+    if isinstance(block, ToolUse):
+        return [f"-> tool call {block.name} ({block.id}): {_json(block.input)}"]
+    if isinstance(block, ToolResult):
+        status = " (error)" if block.is_error else ""
+        return [
+            f"<- tool result for {block.tool_use_id}{status}:",
+            *_indent(block.content, "  "),
+            *(f"  attachment: {attachment_label(m)}" for m in block.attachments),
+        ]
+    return [block.placeholder()]
+
+
+# -- markdown ------------------------------------------------------------------
+
+
+def render_markdown(
+    meta: SessionMeta, messages: Sequence[Message], times: Sequence[datetime] | None = None
+) -> str:
+    """A session as Markdown: a heading per message, tool traffic in fenced blocks."""
+    out = [f"# {_md_inline(meta.title or 'Session ' + meta.id)}", ""]
+    out.extend(f"- **{label}:** {_md_code(value)}" for label, value in _meta_rows(meta))
+    if meta.system:
+        out += ["", "**System prompt:**", "", *_fence(meta.system)]
+    for index, message in enumerate(messages):
+        out += ["", f"## {_heading(index, message, times, rule=False)}"]
+        for block in message.content:
+            out += ["", *_markdown_block(block)]
+    return "\n".join(out) + "\n"
+
+
+def _markdown_block(block: Block) -> list[str]:
+    if isinstance(block, Text):
+        return [block.text]
+    if isinstance(block, Thinking):
+        return ["<details><summary>Thinking</summary>", "", *_fence(block.text), "", "</details>"]
+    if isinstance(block, ToolUse):
+        header = f"**Tool call** {_md_code(block.name)} ({_md_code(block.id)}):"
+        return [header, "", *_fence(json.dumps(block.input, indent=2, ensure_ascii=False), "json")]
+    if isinstance(block, ToolResult):
+        status = " (error)" if block.is_error else ""
+        return [
+            f"**Tool result** for {_md_code(block.tool_use_id)}{status}:",
+            "",
+            *_fence(block.content),
+        ]
+    # Verbatim: with no link definition in the page, `[image: ...]` stays text.
+    return [block.placeholder()]
+
+
+def _fence(text: str, lang: str = "") -> list[str]:
+    """A fenced code block whose fence is longer than any backtick run inside."""
+    fence = "`" * max(3, _longest_backtick_run(text) + 1)
+    return [fence + lang, *text.split("\n"), fence]
+
+
+def _md_code(text: str) -> str:
+    """Inline code that shows `text` literally, whatever backticks it holds."""
+    ticks = "`" * (_longest_backtick_run(text) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def _longest_backtick_run(text: str) -> int:
+    runs = re.findall(r"`+", text)
+    return max(map(len, runs), default=0)
+
+
+def _md_inline(text: str) -> str:
+    """One line of Markdown that shows `text` literally (no accidental links or emphasis)."""
+    return "".join("\\" + ch if ch in "\\`*_[]<>#|" else ch for ch in " ".join(text.split()))
+
+
+# -- JSON ----------------------------------------------------------------------
+
+
+def export_dict(
+    meta: SessionMeta,
+    messages: Sequence[Message],
+    times: Sequence[datetime] | None = None,
+    *,
+    embed_images: bool = False,
+) -> dict[str, Any]:
+    """A session's portable JSON form, which `carryall sessions import` reads back.
+
+    Blocks use carryall's JSON form. An image keeps its media type, source,
+    content hash and placeholder; its base64 `data` is there only with
+    `embed_images`, so the default export is readable and small.
+    """
+    session: dict[str, Any] = {
+        "id": meta.id,
+        "created": format_time(meta.created),
+        "backend": meta.backend,
+        "model": meta.model,
+        "cwd": meta.cwd,
+        "title": meta.title,
+        "turns": len(messages),
+    }
+    if meta.system is not None:
+        session["system"] = meta.system
+    out_messages = []
+    for index, message in enumerate(messages):
+        item: dict[str, Any] = {
+            "role": message.role,
+            "content": [_json_block(b, embed_images) for b in message.content],
+        }
+        if times is not None and index < len(times):
+            item["time"] = format_time(times[index])
+        out_messages.append(item)
+    return {"carryall": EXPORT_KIND, "format": 1, "session": session, "messages": out_messages}
+
+
+def render_json(
+    meta: SessionMeta,
+    messages: Sequence[Message],
+    times: Sequence[datetime] | None = None,
+    *,
+    embed_images: bool = False,
+) -> str:
+    """`export_dict` as indented JSON text."""
+    data = export_dict(meta, messages, times, embed_images=embed_images)
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def _json_block(block: Block, embed_images: bool) -> dict[str, Any]:
+    if not isinstance(block, Image):
+        return block_to_dict(block)
+    item: dict[str, Any] = {"type": "image", "media_type": block.media_type}
+    if block.source is not None:
+        item["source"] = block.source
+    if block.data:
+        item["sha256"] = hashlib.sha256(block.to_bytes()).hexdigest()
+    item["placeholder"] = block.placeholder()
+    if embed_images:
+        item["data"] = block.data
+    return item
+
+
+# -- HTML ----------------------------------------------------------------------
+
+_CSS = """
+body{font:15px/1.5 system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;color:#222}
+header{border-bottom:1px solid #ccc;margin-bottom:1rem}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:.1rem 1rem}dt{color:#666}dd{margin:0}
+section{border-left:4px solid #ccc;padding:.2rem .8rem;margin:1rem 0}
+section.user{border-color:#4a7}section.assistant{border-color:#47a}
+h2{font-size:.9rem;color:#555;margin:.2rem 0}
+.text{white-space:pre-wrap}
+pre{background:#f5f5f5;padding:.5rem;overflow-x:auto;white-space:pre-wrap}
+.error pre{background:#fbeaea}
+details{color:#555}
+figure{margin:.5rem 0}img{max-width:100%}figcaption,.image{color:#666;font-style:italic}
+""".strip()
+
+
+def render_html(
+    meta: SessionMeta,
+    messages: Sequence[Message],
+    times: Sequence[datetime] | None = None,
+    *,
+    embed_images: bool = False,
+) -> str:
+    """A session as one self-contained HTML page (inline style, no scripts, no fetches).
+
+    Images show as their placeholder, or inline as `data:` URIs with
+    `embed_images`, so the page never reaches outside itself either way.
+    """
+    e = html.escape
+    title = meta.title or f"Session {meta.id}"
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{e(title)}</title><style>{_CSS}</style></head><body>",
+        f"<header><h1>{e(title)}</h1><dl>",
+    ]
+    out.extend(f"<dt>{e(label)}</dt><dd>{e(value)}</dd>" for label, value in _meta_rows(meta))
+    if meta.system:
+        out.append(f"<dt>system</dt><dd><pre>{e(meta.system)}</pre></dd>")
+    out.append("</dl></header><main>")
+    for index, message in enumerate(messages):
+        out.append(f'<section class="{message.role}" id="m{index}">')
+        out.append(f"<h2>{e(_heading(index, message, times, rule=False))}</h2>")
+        out.extend(_html_block(block, embed_images) for block in message.content)
+        out.append("</section>")
+    out.append("</main></body></html>")
+    return "\n".join(out) + "\n"
+
+
+def _html_block(block: Block, embed_images: bool) -> str:
+    e = html.escape
+    if isinstance(block, Text):
+        return f'<div class="text">{e(block.text)}</div>'
+    if isinstance(block, Thinking):
+        return f"<details><summary>thinking</summary><pre>{e(block.text)}</pre></details>"
+    if isinstance(block, ToolUse):
+        body = json.dumps(block.input, indent=2, ensure_ascii=False)
+        return (
+            f'<div class="tool-call">tool call <code>{e(block.name)}</code> '
+            f"(<code>{e(block.id)}</code>)<pre>{e(body)}</pre></div>"
+        )
+    if isinstance(block, ToolResult):
+        cls = "tool-result error" if block.is_error else "tool-result"
+        status = " (error)" if block.is_error else ""
+        attached = "".join(
+            f'<p class="attachment">attachment: <code>{e(attachment_label(m))}</code></p>'
+            for m in block.attachments
+        )
+        return (
+            f'<div class="{cls}">tool result for <code>{e(block.tool_use_id)}</code>{status}'
+            f"<pre>{e(block.content)}</pre>{attached}</div>"
+        )
+    label = e(block.placeholder())
+    if embed_images and block.data:
+        return (
+            f'<figure><img src="{e(block.data_uri())}" alt="{label}">'
+            f"<figcaption>{label}</figcaption></figure>"
+        )
+    return f'<p class="image">{label}</p>'
+
+
+# -- shared --------------------------------------------------------------------
+
+
+def _meta_rows(meta: SessionMeta) -> list[tuple[str, str]]:
+    rows = [("title", meta.title or "(untitled)"), ("created", _local(meta.created))]
+    backend = " / ".join(p for p in (meta.backend, meta.model) if p)
+    if backend:
+        rows.append(("backend", backend))
+    if meta.cwd:
+        rows.append(("cwd", meta.cwd))
+    return rows
+
+
+def _heading(
+    index: int,
+    message: Message,
+    times: Sequence[datetime] | None,
+    *,
+    rule: bool = True,
+    at: int | None = None,
+) -> str:
+    role: str = message.role
+    if role == "user" and not message.is_plain_user_text():
+        role = "user (tool results)"
+    parts = [f"#{index}", role]
+    slot = index if at is None else at
+    if times is not None and slot < len(times):
+        parts.append(_local(times[slot]))
+    label = " · ".join(parts)
+    return f"── {label} ──" if rule else label
+
+
+def _local(moment: datetime) -> str:
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _indent(text: str, prefix: str) -> list[str]:
+    return [prefix + line for line in text.split("\n")]
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))

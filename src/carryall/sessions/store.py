@@ -1,0 +1,813 @@
+"""The session store: one append-only JSON Lines transcript per session.
+
+Layout under the store root (`$CARRYALL_HOME/sessions`, else the platform's
+user data folder):
+
+    <id>.jsonl          the transcript (see `_transcript` for the format)
+    blobs/ab/<sha256>   image bytes, stored once per content hash
+    locks/<id>.lock     the writer lock of each session
+    torn/               torn last lines moved aside by a repair, never deleted
+    recall.sqlite3      the full-text index (`carryall.sessions.recall`)
+
+Files are created readable by their owner only: transcripts hold whatever
+was said and whatever the tools read.
+
+Every event is one line written whole, with one `write` and an `fsync`,
+under a file lock, so two writers never interleave and an acknowledged event
+survives a crash. A crash mid-write can leave a torn last line: readers
+ignore it and the next writer moves it aside before writing. Appending never
+rereads or rewrites the file: a writer only reads what other writers added
+since it last looked.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import contextlib
+import errno
+import gc
+import hashlib
+import logging
+import os
+import re
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO, Literal
+
+import filelock
+import msgspec
+import platformdirs
+
+from carryall.blocks import Image, Message
+from carryall.errors import BlockError, TranscriptError
+from carryall.sessions._transcript import (
+    Event,
+    Header,
+    Replay,
+    SessionMeta,
+    StoredBlock,
+    StoredImage,
+    StoredMessage,
+    common_prefix,
+    decode_head,
+    decode_header,
+    encode_event,
+    encode_header,
+    has_image,
+    header_for,
+    iter_events,
+    now,
+    parse_time,
+    split_lines,
+    title_from,
+)
+
+if TYPE_CHECKING:
+    from carryall.sessions.recall import RecallIndex
+
+__all__ = ["Session", "SessionInfo", "SessionMeta", "Store", "default_root"]
+
+log = logging.getLogger("carryall.sessions")
+
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_SUFFIX = ".jsonl"
+
+
+def default_root() -> Path:
+    """Where sessions live: `$CARRYALL_HOME/sessions`, else the user data folder."""
+    home = os.environ.get("CARRYALL_HOME")
+    if home:
+        return Path(home).expanduser() / "sessions"
+    return Path(platformdirs.user_data_dir("carryall")) / "sessions"
+
+
+class SessionInfo(msgspec.Struct, frozen=True):
+    """One row of a sessions list: the meta, how many messages, when last written."""
+
+    meta: SessionMeta
+    turns: int
+    """Messages in the current history (each user or assistant message is a turn)."""
+    updated: datetime
+
+
+class Store:
+    """A folder of session transcripts, their image blobs and their recall index.
+
+    `Store()` uses `default_root()`; tests and tools pass their own root.
+    With `recall=True` (the default) every recorded event is also indexed
+    for `carryall recall`. The index is derived data: a failure to update
+    it never fails a recording, and a search first catches it up from the
+    files (so `recall=False` only moves the indexing cost to the next search).
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        recall: bool = True,
+        lock_timeout: float = 30.0,
+    ) -> None:
+        self.root = Path(root) if root is not None else default_root()
+        self.lock_timeout = lock_timeout
+        self._recall_enabled = recall
+        self._recall: RecallIndex | None = None
+        self._locks_ready = False
+
+    # -- sessions -----------------------------------------------------------
+
+    def create(
+        self,
+        *,
+        backend: str = "",
+        model: str = "",
+        cwd: str | os.PathLike[str] | None = None,
+        title: str | None = None,
+        system: str | None = None,
+    ) -> Session:
+        """Start a new, empty session and write its header.
+
+        `cwd` defaults to the current working directory; `title` defaults to
+        the first thing a person says once it is recorded.
+        """
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _failed(f"cannot create session folder {self.root}", exc) from None
+        created = datetime.now(UTC)
+        for _ in range(16):
+            session_id = f"{created:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+            path = self.path(session_id)
+            meta = SessionMeta(
+                id=session_id,
+                created=created,
+                backend=backend,
+                model=model,
+                cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
+                title=title,
+                system=system,
+            )
+            header = header_for(meta)
+            line = encode_header(header)
+            try:
+                _write_new(path, line)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise _failed(f"cannot create session file {path}", exc) from None
+            _fsync_dir(self.root)
+            replay = Replay(str(path), self._blob_loader(str(path)))
+            stat = os.stat(path)
+            return Session(self, path, header, replay, len(line), 1, (stat.st_dev, stat.st_ino))
+        raise TranscriptError(f"cannot pick a fresh session id in {self.root}")  # pragma: no cover
+
+    def open(self, session_id: str) -> Session:
+        """Open a session by id (or a unique prefix of one) with its current history loaded."""
+        path = self.path(self.resolve(session_id))
+        loaded = self._load(path)
+        return Session(
+            self, path, loaded.header, loaded.replay, loaded.end, loaded.lines, loaded.ident
+        )
+
+    def list(
+        self, *, on_error: Callable[[TranscriptError], None] | None = None
+    ) -> list[SessionInfo]:
+        """Every session, newest first.
+
+        Reads each transcript's header, first titled event and last line
+        only, so listing does not grow with transcript length. A transcript
+        that cannot be read is passed to `on_error` (and skipped), or raises
+        when no `on_error` is given.
+        """
+        infos: list[SessionInfo] = []
+        for path in self._transcripts():
+            try:
+                infos.append(self._summarize(path))
+            except TranscriptError as exc:
+                if on_error is None:
+                    raise
+                on_error(exc)
+        infos.sort(key=lambda info: (info.meta.created, info.meta.id), reverse=True)
+        return infos
+
+    def resolve(self, session_id: str) -> str:
+        """The full id of a session named by its id or by a unique prefix of it."""
+        if self.path(session_id).exists():
+            return session_id
+        names = sorted(p.name[: -len(_SUFFIX)] for p in self._transcripts())
+        matches = [m for m in names if m.startswith(session_id)]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise TranscriptError(f"no session {session_id!r} in {self.root}")
+        shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
+        raise TranscriptError(f"session id {session_id!r} is ambiguous: {shown}")
+
+    def remove(self, session_id: str) -> None:
+        """Delete a session's transcript and its index entries (image blobs are shared, kept)."""
+        full = self.resolve(session_id)
+        path = self.path(full)
+        with self._lock(full):
+            try:
+                path.unlink()
+            except OSError as exc:
+                raise _failed(f"cannot remove session file {path}", exc) from None
+            _fsync_dir(self.root)
+        with contextlib.suppress(OSError):
+            self._lock_path(full).unlink()
+        if self._recall_enabled:
+            try:
+                self.recall.forget(full)
+            except Exception as exc:  # derived data; the next sync drops it anyway
+                log.warning("recall index: could not forget session %s: %s", full, exc)
+
+    def path(self, session_id: str) -> Path:
+        """The transcript file of a session id (which need not exist)."""
+        if not _ID.fullmatch(session_id):
+            raise TranscriptError(f"{session_id!r} is not a session id")
+        return self.root / f"{session_id}{_SUFFIX}"
+
+    @property
+    def recall(self) -> RecallIndex:
+        """The full-text index over every session (`carryall recall`)."""
+        if self._recall is None:
+            from carryall.sessions.recall import RecallIndex
+
+            self._recall = RecallIndex(self)
+        return self._recall
+
+    # -- image blobs --------------------------------------------------------
+
+    def blob_path(self, sha256: str) -> Path:
+        """Where the image bytes with this content hash are kept."""
+        if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+            raise TranscriptError(f"{sha256!r} is not a sha256 content hash")
+        return self.root / "blobs" / sha256[:2] / sha256
+
+    def put_blob(self, data: bytes) -> str:
+        """Store image bytes once by content hash; returns the hash.
+
+        Written to a temporary name, synced and renamed, so a blob that
+        exists is whole and a transcript line never points at half an image.
+        """
+        sha = hashlib.sha256(data).hexdigest()
+        path = self.blob_path(sha)
+        if path.exists():
+            return sha
+        tmp = path.with_name(f".{sha}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_new(tmp, data)
+            os.replace(tmp, path)
+            _fsync_dir(path.parent)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise _failed(f"cannot store image blob {path}", exc) from None
+        return sha
+
+    def get_blob(self, sha256: str) -> bytes:
+        """The image bytes stored under a content hash, checked against it."""
+        path = self.blob_path(sha256)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise TranscriptError(f"image blob {sha256} is missing from {path.parent}") from None
+        except OSError as exc:
+            raise _failed(f"cannot read image blob {path}", exc) from None
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise TranscriptError(f"image blob {path} does not match its hash (damaged)")
+        return data
+
+    def _blob_loader(self, where: str) -> Callable[[StoredImage], Image]:
+        cache: dict[str, str] = {}
+
+        def load(stored: StoredImage) -> Image:
+            data = cache.get(stored.sha256)
+            if data is None:
+                try:
+                    raw = self.get_blob(stored.sha256)
+                except TranscriptError as exc:
+                    raise TranscriptError(f"{where}: {exc}") from None
+                data = cache[stored.sha256] = base64.b64encode(raw).decode("ascii")
+            try:
+                return Image(stored.media_type, data, stored.source)
+            except BlockError as exc:
+                raise TranscriptError(f"{where}: stored image {stored.sha256}: {exc}") from None
+
+        return load
+
+    # -- reading ------------------------------------------------------------
+
+    def _transcripts(self) -> builtins.list[Path]:
+        try:
+            return [p for p in self.root.iterdir() if p.name.endswith(_SUFFIX) and p.is_file()]
+        except FileNotFoundError:
+            return []
+
+    def _load(self, path: Path, *, images: bool = True, keep_versions: bool = False) -> _Loaded:
+        where = str(path)
+        try:
+            with path.open("rb") as f:
+                stat = os.fstat(f.fileno())
+                data = f.read()
+        except FileNotFoundError:
+            raise TranscriptError(f"no session file {path}") from None
+        except OSError as exc:
+            raise _failed(f"cannot read session file {path}", exc) from None
+        lines, end = split_lines(data)
+        if not lines:
+            raise TranscriptError(
+                f"{where}: no complete header line (the session was torn while being created)"
+            )
+        header = decode_header(lines[0], where)
+        loader = self._blob_loader(where) if images else _placeholder_image
+        replay = Replay(where, loader, keep_versions=keep_versions)
+        with _collector_paused():
+            for line_no, line in iter_events(lines[1:], 2):
+                replay.apply_line(line, line_no)
+        return _Loaded(header, replay, end, len(lines), (stat.st_dev, stat.st_ino))
+
+    def _summarize(self, path: Path) -> SessionInfo:
+        where = str(path)
+        try:
+            with path.open("rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                first = f.readline()
+                if not first.endswith(b"\n"):
+                    raise TranscriptError(
+                        f"{where}: no complete header line "
+                        "(the session was torn while being created)"
+                    )
+                header = decode_header(first[:-1], where)
+                title = header.title
+                line_no = 1
+                while title is None:
+                    line = f.readline()
+                    line_no += 1
+                    if not line.endswith(b"\n"):
+                        break
+                    if line.strip():
+                        title = decode_head(line, where, line_no).title
+                last = _last_line(f, size)
+        except OSError as exc:
+            raise _failed(f"cannot read session file {path}", exc) from None
+        turns, updated = 0, header.created
+        if last is not None and last[0] > 0:
+            head = decode_head(last[1], where, None)
+            turns, updated = head.n, parse_time(head.time)
+        return SessionInfo(meta=header.meta(title), turns=turns, updated=updated)
+
+    # -- locking ------------------------------------------------------------
+
+    def _lock_path(self, session_id: str) -> Path:
+        return self.root / "locks" / f"{session_id}.lock"
+
+    @contextlib.contextmanager
+    def _lock(self, session_id: str) -> Iterator[None]:
+        path = self._lock_path(session_id)
+        if not self._locks_ready:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise _failed(f"cannot create lock folder {path.parent}", exc) from None
+            self._locks_ready = True
+        lock = filelock.FileLock(path, timeout=self.lock_timeout)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            raise TranscriptError(
+                f"session {session_id}: another writer has held {path} "
+                f"for over {self.lock_timeout:g}s"
+            ) from None
+        except OSError as exc:
+            raise _failed(f"cannot lock session {session_id} ({path})", exc) from None
+        try:
+            yield
+        finally:
+            lock.release()
+
+
+@dataclass
+class _Loaded:
+    header: Header
+    replay: Replay
+    end: int
+    lines: int
+    ident: tuple[int, int]
+
+
+class Session:
+    """One recorded conversation: its meta and its history, appended as it grows.
+
+    The agent loop's use, which is kept stable:
+
+        session = Store().create(backend="anthropic", model="...", cwd=workdir)
+        history = session.messages()          # [] for a new session
+        while ...:
+            started = list(history)           # what the store holds now
+            ...run a turn (or a step), growing or compacting `history`...
+            session.record(started, history)  # "append" or "rewrite"
+
+    `started_from` is the history as it was last recorded (or loaded), not
+    as it was when the run began: recording twice from one `started` makes
+    the second a rewrite. A resumed run (`carryall chat --resume ID`) opens
+    the session with `Store().open(ID)` and continues the same way.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        path: Path,
+        header: Header,
+        replay: Replay,
+        end: int,
+        lines: int,
+        ident: tuple[int, int],
+    ) -> None:
+        self.store = store
+        self.path = path
+        self._header = header
+        self._replay = replay
+        self._end = end
+        self._lines = lines
+        self._ident = ident
+
+    @property
+    def id(self) -> str:
+        """The session id (also the transcript's file name)."""
+        return self._header.id
+
+    @property
+    def meta(self) -> SessionMeta:
+        """Id, creation time, backend, model, working directory, title, system prompt."""
+        return self._header.meta(self._replay.title)
+
+    def messages(self) -> list[Message]:
+        """The current history, as a new list the caller may change."""
+        return list(self._replay.messages)
+
+    def times(self) -> list[datetime]:
+        """When each message of the current history was recorded in its current form."""
+        return [parse_time(t) for t in self._replay.times]
+
+    def __len__(self) -> int:
+        return len(self._replay.messages)
+
+    def __repr__(self) -> str:
+        return f"<Session {self.id} {len(self)} messages>"
+
+    # -- recording ----------------------------------------------------------
+
+    def record(
+        self, started_from: Sequence[Message], left_behind: Sequence[Message]
+    ) -> Literal["append", "rewrite"]:
+        """Record what a run left behind, given the history it started from.
+
+        When `started_from` is what the store holds and is an unchanged
+        prefix of `left_behind` (compared by value), only the new tail is
+        appended. Otherwise the run trimmed, compacted or edited the history,
+        or another writer changed the store underneath it: the whole of
+        `left_behind` is written as one rewrite event, and every earlier
+        version stays recoverable through `versions()`. Nothing new to add
+        is an "append" that writes nothing.
+        """
+        started = started_from if isinstance(started_from, list) else list(started_from)
+        left = left_behind if isinstance(left_behind, list) else list(left_behind)
+        with self._writing():
+            stored = self._replay.messages
+            k = len(started)
+            if len(stored) == k and started == stored and _is_prefix(started, left):
+                tail = left[k:]
+                if tail:
+                    self._write_append(tail)
+                return "append"
+            self._write_rewrite(left)
+            return "rewrite"
+
+    def append(self, messages: Sequence[Message]) -> None:
+        """Append messages after whatever the store holds now (another writer's included)."""
+        tail = list(messages)
+        with self._writing():
+            if tail:
+                self._write_append(tail)
+
+    def refresh(self) -> None:
+        """Read events other writers added since this session was loaded."""
+        self._catch_up(repair=False)
+
+    def versions(self) -> list[list[Message]]:
+        """Every history this session has held, oldest first, the current one last.
+
+        Each rewrite replaces a history; the replaced one is still in the
+        transcript, and this is how it is recovered.
+        """
+        loaded = self.store._load(self.path, keep_versions=True)
+        return [*loaded.replay.versions, loaded.replay.messages]
+
+    # -- internals ----------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        with self.store._lock(self.id):
+            self._catch_up(repair=True)
+            yield
+
+    def _catch_up(self, *, repair: bool) -> None:
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            raise TranscriptError(
+                f"session {self.id}: transcript {self.path} is gone (removed?)"
+            ) from None
+        except OSError as exc:
+            raise _failed(f"cannot read session file {self.path}", exc) from None
+        if (stat.st_dev, stat.st_ino) != self._ident or stat.st_size < self._end:
+            self._reload()
+            stat = os.stat(self.path)
+        if stat.st_size == self._end:
+            return
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self._end)
+                data = f.read(stat.st_size - self._end)
+        except OSError as exc:
+            raise _failed(f"cannot read session file {self.path}", exc) from None
+        lines, covered = split_lines(data)
+        try:
+            for line_no, line in iter_events(lines, self._lines + 1):
+                self._replay.apply_line(line, line_no)
+        except TranscriptError:
+            # Some of the new events may be applied: read the whole file next time.
+            self._ident = (-1, -1)
+            raise
+        self._end += covered
+        self._lines += len(lines)
+        torn = data[covered:]
+        if torn and repair:
+            self._move_aside(torn)
+
+    def _reload(self) -> None:
+        loaded = self.store._load(self.path)
+        if loaded.header.id != self.id:
+            raise TranscriptError(
+                f"{self.path}: now holds session {loaded.header.id!r}, not {self.id!r}"
+            )
+        self._header = loaded.header
+        self._replay = loaded.replay
+        self._end = loaded.end
+        self._lines = loaded.lines
+        self._ident = loaded.ident
+
+    def _move_aside(self, torn: bytes) -> None:
+        """Keep a torn last line in `torn/` and cut it from the transcript.
+
+        Never deleted: a torn line is most likely half an event a crash
+        interrupted, but it is still bytes a person may want to look at.
+        """
+        folder = self.store.root / "torn"
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+        keep = folder / f"{self.id}.{self._end}.{stamp}.torn"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            _write_new(keep, torn)
+            _fsync_dir(folder)
+            fd = os.open(self.path, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, self._end)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise TranscriptError(
+                f"session {self.id}: cannot repair the torn last line of {self.path} "
+                f"(moving it to {keep}): {_reason(exc)}"
+            ) from None
+        log.warning("session %s: moved a torn last line (%d bytes) to %s", self.id, len(torn), keep)
+
+    def _write_append(self, tail: list[Message]) -> None:
+        start = len(self._replay.messages)
+        stored = [self._storable(m, start + i) for i, m in enumerate(tail)]
+        title = None if self._titled() else title_from(tail)
+        stamp = now()
+        line = encode_event(
+            Event("append", stamp, n=start + len(tail), start=start, title=title, messages=stored)
+        )
+        before = self._end
+        self._write_line(line)
+        self._replay.messages.extend(tail)
+        self._replay.times.extend([stamp] * len(tail))
+        self._after_write(title, stamp)
+        self._index(before, start, tail, [stamp] * len(tail))
+
+    def _write_rewrite(self, history: list[Message]) -> None:
+        stored = [self._storable(m, i) for i, m in enumerate(history)]
+        title = None if self._titled() else title_from(history)
+        stamp = now()
+        line = encode_event(Event("rewrite", stamp, n=len(history), title=title, messages=stored))
+        before = self._end
+        self._write_line(line)
+        keep = common_prefix(self._replay.messages, history)
+        times = self._replay.times[:keep] + [stamp] * (len(history) - keep)
+        self._replay.messages = list(history)
+        self._replay.times = times
+        self._after_write(title, stamp)
+        self._index(before, keep, history[keep:], times[keep:])
+
+    def _titled(self) -> bool:
+        return bool(self._header.title or self._replay.title)
+
+    def _after_write(self, title: str | None, stamp: str) -> None:
+        if title and not self._replay.title:
+            self._replay.title = title
+        self._replay.updated = stamp
+        self._replay.events += 1
+
+    def _storable(self, message: Message, index: int) -> Message | StoredMessage:
+        if not isinstance(message, Message):
+            raise TranscriptError(
+                f"session {self.id}: message {index} is a {type(message).__name__}, not a Message"
+            )
+        if not has_image(message):
+            return message
+        blocks: list[StoredBlock] = []
+        for block in message.content:
+            if isinstance(block, Image):
+                try:
+                    raw = block.to_bytes()
+                except BlockError as exc:
+                    raise TranscriptError(f"session {self.id}: message {index}: {exc}") from None
+                sha = self.store.put_blob(raw)
+                blocks.append(StoredImage(block.media_type, sha, block.source))
+            else:
+                blocks.append(block)
+        return StoredMessage(message.role, tuple(blocks))
+
+    def _write_line(self, line: bytes) -> None:
+        """Append one event line whole and sync it, or leave the file as it was."""
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        except FileNotFoundError:
+            raise TranscriptError(
+                f"session {self.id}: transcript {self.path} is gone (removed?)"
+            ) from None
+        except OSError as exc:
+            raise _failed(f"cannot open session file {self.path}", exc) from None
+        try:
+            try:
+                _write_whole(fd, line)
+                os.fsync(fd)
+            except OSError as exc:
+                # The event was not acknowledged, so no line of it may stay:
+                # cut back to the last whole event. Should even that fail, the
+                # partial line is a torn line that the next writer moves aside.
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, self._end)
+                    os.fsync(fd)
+                raise TranscriptError(
+                    f"session {self.id}: cannot write to {self.path}: {_reason(exc)}; "
+                    "the transcript keeps every earlier event"
+                ) from None
+        finally:
+            os.close(fd)
+        self._end += len(line)
+        self._lines += 1
+
+    def _index(self, before: int, first: int, messages: list[Message], times: list[str]) -> None:
+        if not self.store._recall_enabled:
+            return
+        try:
+            self.store.recall.note(
+                self.id,
+                ident=self._ident,
+                before=before,
+                after=self._end,
+                first=first,
+                messages=messages,
+                times=times,
+                total=len(self._replay.messages),
+            )
+        except Exception as exc:
+            # Derived data: the transcript is already safe, and the next
+            # search catches the index up from the files.
+            log.warning("recall index: could not index session %s: %s", self.id, exc)
+
+
+def _is_prefix(prefix: list[Message], whole: list[Message]) -> bool:
+    """Whether `whole` starts with `prefix`, compared by value, without copying either.
+
+    Appending must cost the same at 100 messages as at 100,000, and slicing
+    `whole` to compare touches every message. `prefix <= whole` walks both
+    lists in C comparing items with `==` (identity first) and, when no item
+    differs, is decided by length alone. When an item does differ, Python
+    asks whether it is `<=` the other: messages have no order, so that is
+    a TypeError, which here means "not a prefix".
+    """
+    if len(prefix) > len(whole):
+        return False
+    try:
+        return bool(prefix <= whole)
+    except TypeError:
+        return False
+
+
+def _placeholder_image(stored: StoredImage) -> Image:
+    """An image stand-in for readers that only need its placeholder (the recall index)."""
+    return Image(stored.media_type, "", stored.source)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector around a bulk load.
+
+    Loading a long transcript makes hundreds of thousands of objects that
+    all live on (messages hold no cycles); with the collector running, each
+    generation-2 pass rescans every one made so far, which costs a quarter
+    of the load at 100,000 messages.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _write_whole(fd: int, data: bytes) -> None:
+    """Write all of `data`: one `write` call, looped only if the kernel writes short."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[written:]
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Create a file that must not exist yet (owner-only), write it whole and sync it.
+
+    A failure leaves no file behind: a half-written one would look whole.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        _write_whole(fd, data)
+        os.fsync(fd)
+    except OSError:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise
+    os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    """Sync a folder so a new or renamed entry in it survives a crash."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _last_line(f: BinaryIO, size: int) -> tuple[int, bytes] | None:
+    """The offset and bytes of a file's last complete line, read backwards from its end.
+
+    Bytes after the last newline are a torn write and do not count.
+    """
+    block = 65536
+    pos = size
+    buf = b""
+    end = -1  # index in buf of the newline that ends the last complete line
+    start = -1  # index in buf of the newline before it
+    while pos > 0:
+        step = min(block, pos)
+        pos -= step
+        f.seek(pos)
+        chunk = f.read(step)
+        buf = chunk + buf
+        if end >= 0:
+            end += len(chunk)
+        else:
+            end = buf.rfind(b"\n")
+            if end < 0:
+                continue
+        start = buf.rfind(b"\n", 0, end)
+        if start >= 0:
+            break
+    if end < 0:
+        return None
+    return pos + start + 1, buf[start + 1 : end]
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def _failed(what: str, exc: OSError) -> TranscriptError:
+    """An I/O failure as one line: what was being done, where, and the system's reason."""
+    return TranscriptError(f"{what}: {_reason(exc)}")

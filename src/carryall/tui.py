@@ -1,0 +1,198 @@
+"""`carryall tui`: browse sessions in the terminal.
+
+Three parts: the sessions list (newest first), the transcript of the session
+under the cursor, and a recall search box whose hits open their session at
+the message that matched. Every image shows as its `image_placeholder`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import DataTable, Footer, Header, Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from carryall.errors import CarryallError
+from carryall.sessions import Hit, SessionInfo, Store, render_message_text, render_text
+
+__all__ = ["MessageView", "SessionsApp"]
+
+WINDOW = 400
+"""At most this many messages are shown at once: the window around the one asked for."""
+
+
+class MessageView(Static):
+    """One message of the transcript pane; `plain` is its text (what a test or a copy reads)."""
+
+    def __init__(self, plain: str, *, index: int | None = None, classes: str = "") -> None:
+        super().__init__(Text(plain), classes=classes)
+        self.plain = plain
+        self.index = index
+
+
+class SessionsApp(App[None]):
+    """The sessions browser: list, transcript and recall search."""
+
+    TITLE = "carryall sessions"
+    CSS = """
+    #left { width: 45%; min-width: 30; }
+    #sessions { height: 1fr; }
+    #hits { height: 1fr; display: none; }
+    #hits.shown { display: block; }
+    #transcript { width: 1fr; padding: 0 1; }
+    MessageView { margin-bottom: 1; }
+    MessageView.assistant { color: $text; }
+    MessageView.note { color: $text-muted; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "search", "Search"),
+        Binding("escape", "show_sessions", "Sessions"),
+        Binding("ctrl+r", "reload", "Reload"),
+        Binding("ctrl+q", "quit", "Quit"),
+    ]
+
+    def __init__(self, store: Store) -> None:
+        super().__init__()
+        self.store = store
+        self.infos: list[SessionInfo] = []
+        self.hits: list[Hit] = []
+        self.shown: str | None = None
+        """The id of the session in the transcript pane."""
+
+    def compose(self) -> ComposeResult:
+        """The search box and list on the left, the transcript on the right."""
+        yield Header()
+        with Horizontal():
+            with Vertical(id="left"):
+                yield Input(placeholder="recall: search every session, then enter", id="search")
+                yield DataTable(id="sessions", cursor_type="row", zebra_stripes=True)
+                yield OptionList(id="hits")
+            yield VerticalScroll(id="transcript")
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        """Fill the list and open the newest session."""
+        table = self.query_one("#sessions", DataTable)
+        table.add_columns("when", "turns", "title")
+        await self.action_reload()
+        table.focus()
+
+    # -- actions --------------------------------------------------------------
+
+    async def action_reload(self) -> None:
+        """Read the sessions list again (another run may have recorded since)."""
+        problems: list[CarryallError] = []
+        self.infos = self.store.list(on_error=problems.append)
+        table = self.query_one("#sessions", DataTable)
+        table.clear()
+        for info in self.infos:
+            table.add_row(
+                info.meta.created.astimezone().strftime("%Y-%m-%d %H:%M"),
+                str(info.turns),
+                Text(info.meta.title or info.meta.id),
+                key=info.meta.id,
+            )
+        for problem in problems:
+            self.notify(str(problem), severity="warning")
+        if not self.infos:
+            await self._show_note("No sessions yet. Runs are recorded here as they happen.")
+        elif self.shown is None:
+            await self.open_session(self.infos[0].meta.id)
+
+    def action_search(self) -> None:
+        """Move to the recall search box."""
+        self.query_one("#search", Input).focus()
+
+    def action_show_sessions(self) -> None:
+        """Leave the search hits and go back to the sessions list."""
+        self.query_one("#hits", OptionList).remove_class("shown")
+        self.query_one("#sessions", DataTable).focus()
+
+    # -- events ---------------------------------------------------------------
+
+    async def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """Open the session under the cursor."""
+        session_id = event.row_key.value
+        if session_id is not None and session_id != self.shown:
+            await self.open_session(session_id)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Search every session and list the hits."""
+        hits_list = self.query_one("#hits", OptionList)
+        hits_list.clear_options()
+        try:
+            self.hits = self.store.recall.search(event.value, limit=100)
+        except CarryallError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        if not self.hits:
+            self.notify(f"no matches for {event.value!r}")
+            return
+        for number, hit in enumerate(self.hits):
+            label = Text(f"{hit.session} #{hit.message} {hit.role}\n", style="bold")
+            start = len(label)
+            label.append(hit.snippet.replace("\n", " "))
+            for a, b in hit.matches:
+                label.stylize("reverse", start + a, start + b)
+            hits_list.add_option(Option(label, id=str(number)))
+        hits_list.add_class("shown")
+        hits_list.highlighted = 0
+        hits_list.focus()
+
+    async def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        """Open the session a hit is in, at the message that matched."""
+        if event.option.id is None:
+            return
+        hit = self.hits[int(event.option.id)]
+        await self.open_session(hit.session, hit.message)
+
+    # -- the transcript pane --------------------------------------------------
+
+    async def open_session(self, session_id: str, message: int | None = None) -> None:
+        """Show a session's transcript, scrolled to `message` when given."""
+        try:
+            session = self.store.open(session_id)
+        except CarryallError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.shown = session.id
+        self.sub_title = session.meta.title or session.id
+        messages = session.messages()
+        times = session.times()
+        if message is None:
+            first = max(0, len(messages) - WINDOW)
+        else:
+            first = max(0, min(message - WINDOW // 2, len(messages) - WINDOW))
+        last = min(len(messages), first + WINDOW)
+        views = [MessageView(render_text(session.meta, []).rstrip("\n"), classes="note")]
+        if first > 0:
+            views.append(
+                MessageView(
+                    f"… {first} earlier messages (carryall sessions show {session.id})",
+                    classes="note",
+                )
+            )
+        for index in range(first, last):
+            item = messages[index]
+            plain = render_message_text(index, item, times[index])
+            views.append(MessageView(plain, index=index, classes=item.role))
+        if last < len(messages):
+            views.append(MessageView(f"… {len(messages) - last} later messages", classes="note"))
+        pane = self.query_one("#transcript", VerticalScroll)
+        await pane.remove_children()
+        await pane.mount_all(views)
+        if message is not None:
+            target = next((v for v in views if v.index == message), None)
+            if target is not None:
+                self.call_after_refresh(pane.scroll_to_widget, target, animate=False, top=True)
+        else:
+            pane.scroll_home(animate=False)
+
+    async def _show_note(self, text: str) -> None:
+        pane = self.query_one("#transcript", VerticalScroll)
+        await pane.remove_children()
+        await pane.mount(MessageView(text, classes="note"))

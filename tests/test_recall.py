@@ -1,0 +1,225 @@
+"""Recall: full-text search over every session, kept current by recording."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from carryall.blocks import Image, Message, Text, Thinking, ToolResult, ToolUse
+from carryall.sessions import Store, fts_query
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 32
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(tmp_path / "sessions")
+
+
+def _tool_session(store: Store) -> str:
+    session = store.create(backend="fake", model="m")
+    session.record(
+        [],
+        [
+            Message.user(
+                "please check the zebra config", [Image.from_bytes("image/png", PNG, "giraffe.png")]
+            ),
+            Message.assistant(
+                [
+                    Thinking("pondering the walrus question"),
+                    Text("Looking now."),
+                    ToolUse("c1", "read_file", {"path": "settings/octopus.toml"}),
+                ]
+            ),
+            Message.tool_results([ToolResult("c1", "flamingo = true")]),
+        ],
+    )
+    return session.id
+
+
+def test_fts5_is_available() -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
+
+
+@pytest.mark.parametrize(
+    ("word", "message", "role"),
+    [
+        ("zebra", 0, "user"),  # text
+        ("giraffe.png", 0, "user"),  # an image, by its placeholder
+        ("walrus", 1, "assistant"),  # thinking
+        ("octopus", 1, "assistant"),  # a tool call's input
+        ("read_file", 1, "assistant"),  # a tool call's name
+        ("flamingo", 2, "user"),  # a tool result
+    ],
+)
+def test_everything_in_a_message_is_searchable(
+    store: Store, word: str, message: int, role: str
+) -> None:
+    session_id = _tool_session(store)
+    hits = store.recall.search(word)
+    assert [(h.session, h.message, h.role) for h in hits] == [(session_id, message, role)]
+
+
+def test_hit_has_snippet_with_match_spans_and_time(store: Store) -> None:
+    _tool_session(store)
+    before = datetime.now(UTC) - timedelta(minutes=1)
+    (hit,) = store.recall.search("zebra")
+    assert "zebra" in hit.snippet
+    assert [hit.snippet[a:b] for a, b in hit.matches] == ["zebra"]
+    assert hit.time >= before
+    (image_hit,) = store.recall.search("giraffe")
+    assert "[image: giraffe.png (image/png)]" in image_hit.snippet
+    assert "iVBOR" not in image_hit.snippet  # never base64
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "C++",
+        "123e4567-e89b-12d3-a456-426614174000",
+        '"',
+        'say "hi',
+        "AND",
+        "OR NOT",
+        "NEAR(a b)",
+        "col:value",
+        "*",
+        "^start",
+        "(unbalanced",
+        "a - b",
+        "{x}",
+        "'single'",
+    ],
+)
+def test_user_queries_are_never_fts_syntax(store: Store, query: str) -> None:
+    _tool_session(store)
+    store.recall.search(query)  # no sqlite3.OperationalError
+
+
+def test_uuid_and_cpp_find_what_they_say(store: Store) -> None:
+    session = store.create()
+    uid = "123e4567-e89b-12d3-a456-426614174000"
+    session.record([], [Message.user(f"request {uid} failed in C++ code")])
+    other = store.create()
+    other.record([], [Message.user("request 999 failed")])
+    assert [h.session for h in store.recall.search(uid)] == [session.id]
+    assert [h.session for h in store.recall.search("C++ failed")] == [session.id]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(query=st.text(max_size=30))
+def test_any_query_text_is_safe(store: Store, query: str) -> None:
+    if not store.recall.path.exists():
+        _tool_session(store)
+        store.recall.sync()
+    store.recall.search(query, sync=False)
+
+
+def test_fts_query_quotes_every_word() -> None:
+    assert fts_query('C++ say "hi"') == '"C++" "say" """hi"""'
+    assert fts_query("   ") is None
+
+
+def test_all_words_must_appear(store: Store) -> None:
+    session = store.create()
+    session.record([], [Message.user("alpha beta"), Message.assistant([Text("alpha only")])])
+    hits = store.recall.search("beta alpha")
+    assert [h.message for h in hits] == [0]
+
+
+def test_stemming_finds_word_forms(store: Store) -> None:
+    session = store.create()
+    session.record([], [Message.user("the tests were failing")])
+    assert len(store.recall.search("failed test")) == 1
+
+
+def test_better_matches_rank_first(store: Store) -> None:
+    session = store.create()
+    session.record(
+        [],
+        [
+            Message.user("kettle " + "filler words " * 30),
+            Message.assistant([Text("kettle kettle kettle")]),
+        ],
+    )
+    assert [h.message for h in store.recall.search("kettle")] == [1, 0]
+
+
+def test_filters_role_session_and_since(store: Store) -> None:
+    a = store.create()
+    a.record([], [Message.user("lantern one"), Message.assistant([Text("lantern two")])])
+    b = store.create()
+    b.record([], [Message.user("lantern three")])
+    assert {h.role for h in store.recall.search("lantern", role="assistant")} == {"assistant"}
+    assert {h.session for h in store.recall.search("lantern", session=b.id)} == {b.id}
+    future = datetime.now(UTC) + timedelta(hours=1)
+    assert store.recall.search("lantern", since=future) == []
+    past = datetime.now(UTC) - timedelta(hours=1)
+    assert len(store.recall.search("lantern", since=past)) == 3
+    assert len(store.recall.search("lantern", limit=2)) == 2
+
+
+def test_record_keeps_the_index_current_through_rewrites(store: Store) -> None:
+    session = store.create()
+    history = [Message.user("original pelican"), Message.assistant([Text("noted")])]
+    session.record([], history)
+    assert len(store.recall.search("pelican", sync=False)) == 1
+    edited = [Message.user("compacted summary about a heron")]
+    session.record(history, edited)
+    assert store.recall.search("pelican", sync=False) == []
+    assert [h.message for h in store.recall.search("heron", sync=False)] == [0]
+    session.record(edited, [*edited, Message.assistant([Text("and a stork")])])
+    assert [h.message for h in store.recall.search("stork", sync=False)] == [1]
+
+
+def test_sync_catches_up_with_writers_that_skipped_the_index(tmp_path: Path) -> None:
+    root = tmp_path / "sessions"
+    quiet = Store(root, recall=False)
+    session = quiet.create()
+    session.record([], [Message.user("marmot")])
+    reader = Store(root)
+    assert len(reader.recall.search("marmot")) == 1
+    history = session.messages()
+    session.record(history, [*history, Message.assistant([Text("badger")])])
+    assert [h.message for h in reader.recall.search("badger")] == [1]
+    session.record(session.messages(), [Message.user("only a vole now")])
+    assert reader.recall.search("marmot") == []
+    assert len(reader.recall.search("vole")) == 1
+
+
+def test_removed_sessions_leave_the_index(store: Store) -> None:
+    session_id = _tool_session(store)
+    store.remove(session_id)
+    assert store.recall.search("zebra") == []
+
+
+def test_reindex_rebuilds_from_the_transcripts(store: Store) -> None:
+    _tool_session(store)
+    store.recall.close()
+    store.recall.path.write_bytes(b"this is not a database")
+    count = store.recall.reindex()
+    assert count == 3
+    assert len(store.recall.search("zebra")) == 1
+
+
+def test_search_with_no_sessions_is_empty(tmp_path: Path) -> None:
+    assert Store(tmp_path / "none").recall.search("anything") == []
+
+
+def test_one_unreadable_transcript_does_not_hide_the_others(store: Store) -> None:
+    _tool_session(store)
+    broken = store.create()
+    broken.record([], [Message.user("zebra in a broken file")])
+    store.recall.close()
+    store.recall.path.unlink()
+    broken.path.write_bytes(broken.path.read_bytes().replace(b'"event"', b'"evnt"'))
+    hits = store.recall.search("zebra")
+    assert [h.message for h in hits] == [0] and hits[0].session != broken.id

@@ -1,0 +1,482 @@
+"""Recording sessions: append vs rewrite, recovery of earlier versions, the file format."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from carryall.blocks import Image, Message, Text, Thinking, ToolResult, ToolUse
+from carryall.carrier import Marker, MarkerKind
+from carryall.errors import TranscriptError
+from carryall.sessions import Store, default_root
+from carryall.sessions import store as store_module
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+
+
+def _user(text: str) -> Message:
+    return Message.user(text)
+
+
+def _assistant(text: str) -> Message:
+    return Message.assistant([Text(text)])
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    lines = path.read_bytes().split(b"\n")
+    return [json.loads(line) for line in lines[1:] if line]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(tmp_path / "sessions")
+
+
+def _rich_history() -> list[Message]:
+    return [
+        Message.user("look at this", [Image.from_bytes("image/png", PNG, "shot.png")]),
+        Message.assistant(
+            [
+                Thinking("the user wants a look", "c2lnbmF0dXJl"),
+                Text("Reading it."),
+                ToolUse("call_1", "read_file", {"path": "a.txt", "opts": [1, 2.5, None, True]}),
+                ToolUse("call_2", "view_image", "plain string input"),
+            ]
+        ),
+        Message.tool_results(
+            [
+                ToolResult(
+                    "call_1", "file body", attachments=(Marker(MarkerKind.AUDIO, "clip.mp3"),)
+                ),
+                ToolResult("call_2", "no such file", True),
+            ],
+            [Image.from_bytes("image/png", PNG, "tool.png")],
+        ),
+        Message.assistant([Thinking("unsigned, from another backend"), Text("done")]),
+    ]
+
+
+# -- append or rewrite -----------------------------------------------------------
+
+
+def test_unchanged_prefix_appends_only_the_tail(store: Store) -> None:
+    session = store.create(backend="fake", model="m")
+    first = [_user("hello")]
+    assert session.record([], first) == "append"
+    second = [*first, _assistant("hi"), _user("again")]
+    assert session.record(first, second) == "append"
+    events = _events(session.path)
+    assert [e["event"] for e in events] == ["append", "append"]
+    assert events[1]["start"] == 1
+    assert len(events[1]["messages"]) == 2
+    assert store.open(session.id).messages() == second
+
+
+def test_prefix_compares_by_value_not_identity(store: Store) -> None:
+    session = store.create()
+    session.record([], [_user("hello")])
+    # New but equal objects (as a reloaded history would have) still count as unchanged.
+    assert session.record([_user("hello")], [_user("hello"), _assistant("hi")]) == "append"
+
+
+def test_edit_of_an_earlier_message_is_a_rewrite(store: Store) -> None:
+    session = store.create()
+    history = [_user("hello"), _assistant("hi")]
+    session.record([], history)
+    edited = [_user("hello, edited"), _assistant("hi"), _user("next")]
+    assert session.record(history, edited) == "rewrite"
+    assert store.open(session.id).messages() == edited
+
+
+def test_truncation_is_a_rewrite(store: Store) -> None:
+    session = store.create()
+    history = [_user("a"), _assistant("b"), _user("c"), _assistant("d")]
+    session.record([], history)
+    assert session.record(history, history[:2]) == "rewrite"
+    assert store.open(session.id).messages() == history[:2]
+
+
+def test_reorder_is_a_rewrite(store: Store) -> None:
+    session = store.create()
+    history = [_user("a"), _assistant("b")]
+    session.record([], history)
+    assert session.record(history, [history[1], history[0]]) == "rewrite"
+
+
+def test_compaction_that_keeps_length_is_a_rewrite(store: Store) -> None:
+    session = store.create()
+    history = [_user("a"), _assistant("b"), _user("c")]
+    session.record([], history)
+    compacted = [_user("summary of a and b"), _assistant("ok"), _user("c")]
+    assert session.record(history, compacted) == "rewrite"
+
+
+def test_started_from_that_is_not_what_is_stored_is_a_rewrite(store: Store) -> None:
+    session = store.create()
+    session.record([], [_user("a")])
+    # The run claims to have started from a history the store never held.
+    assert session.record([_user("x")], [_user("x"), _assistant("y")]) == "rewrite"
+    assert store.open(session.id).messages() == [_user("x"), _assistant("y")]
+
+
+def test_nothing_new_writes_nothing(store: Store) -> None:
+    session = store.create()
+    history = [_user("a")]
+    session.record([], history)
+    size = session.path.stat().st_size
+    assert session.record(history, list(history)) == "append"
+    assert session.path.stat().st_size == size
+
+
+def test_store_changed_underneath_by_another_writer_is_a_rewrite(store: Store) -> None:
+    mine = store.create()
+    base = [_user("a")]
+    mine.record([], base)
+    theirs = store.open(mine.id)
+    theirs.record(base, [*base, _assistant("from the other writer")])
+    # `mine` still believes the store holds `base`; it must not append onto
+    # a history it has not seen.
+    left = [*base, _assistant("from me")]
+    assert mine.record(base, left) == "rewrite"
+    assert store.open(mine.id).messages() == left
+    versions = store.open(mine.id).versions()
+    assert [*base, _assistant("from the other writer")] in versions
+
+
+def test_writer_that_caught_up_appends_on_top_of_another_writer(store: Store) -> None:
+    mine = store.create()
+    mine.record([], [_user("a")])
+    theirs = store.open(mine.id)
+    theirs.append([_assistant("b")])
+    mine.refresh()
+    assert mine.messages() == [_user("a"), _assistant("b")]
+    started = mine.messages()
+    assert mine.record(started, [*started, _user("c")]) == "append"
+    assert store.open(mine.id).messages() == [_user("a"), _assistant("b"), _user("c")]
+
+
+def test_every_earlier_version_is_recoverable_after_rewrites(store: Store) -> None:
+    session = store.create()
+    v1 = [_user("a"), _assistant("b")]
+    v2 = [_user("a, edited")]
+    v3 = [_user("a, edited"), _assistant("c")]
+    v4 = [_user("summary")]
+    session.record([], v1)
+    session.record(v1, v2)
+    session.record(v2, v3)
+    session.record(v3, v4)
+    assert store.open(session.id).versions() == [v1, v3, v4]
+
+
+def test_rewrite_keeps_times_of_unchanged_messages(store: Store) -> None:
+    session = store.create()
+    history = [_user("a"), _assistant("b")]
+    session.record([], history)
+    before = session.times()
+    session.record(history, [history[0], _assistant("b, edited")])
+    after = store.open(session.id).times()
+    assert after[0] == before[0]
+    assert after[1] > before[1]
+
+
+# -- round trips and the file ----------------------------------------------------
+
+
+def test_every_block_type_round_trips(store: Store) -> None:
+    session = store.create()
+    history = _rich_history()
+    session.record([], history)
+    loaded = store.open(session.id).messages()
+    assert loaded == history
+    thinking = loaded[1].content[0]
+    assert isinstance(thinking, Thinking) and thinking.signature == "c2lnbmF0dXJl"
+
+
+def test_image_bytes_live_once_in_the_blob_folder_not_in_the_transcript(store: Store) -> None:
+    session = store.create()
+    session.record([], _rich_history())
+    text = session.path.read_text()
+    encoded = base64.b64encode(PNG).decode()
+    assert encoded[:40] not in text
+    sha = hashlib.sha256(PNG).hexdigest()
+    assert sha in text
+    blobs = [p for p in (store.root / "blobs").rglob("*") if p.is_file()]
+    assert [p.name for p in blobs] == [sha]  # two images, same bytes: one blob
+    assert blobs[0].read_bytes() == PNG
+    image_line = _events(session.path)[0]["messages"][0]["content"][1]
+    assert image_line == {
+        "type": "image",
+        "media_type": "image/png",
+        "sha256": sha,
+        "source": "shot.png",
+    }
+
+
+def test_missing_blob_is_a_clear_error(store: Store) -> None:
+    session = store.create()
+    session.record([], _rich_history())
+    for blob in (store.root / "blobs").rglob("*"):
+        if blob.is_file():
+            blob.unlink()
+    with pytest.raises(TranscriptError, match=r"image blob \w+ is missing"):
+        store.open(session.id)
+
+
+def test_damaged_blob_is_refused(store: Store) -> None:
+    session = store.create()
+    session.record([], _rich_history())
+    blob = next(p for p in (store.root / "blobs").rglob("*") if p.is_file())
+    blob.write_bytes(b"not the picture")
+    with pytest.raises(TranscriptError, match="does not match its hash"):
+        store.open(session.id)
+
+
+def test_header_names_format_and_meta(store: Store, tmp_path: Path) -> None:
+    session = store.create(backend="llama", model="smol", cwd=tmp_path, system="be brief")
+    header = json.loads(session.path.read_bytes().split(b"\n")[0])
+    assert header["carryall"] == "session"
+    assert header["format"] == 1
+    assert header["id"] == session.id
+    assert header["backend"] == "llama"
+    assert header["model"] == "smol"
+    assert header["cwd"] == str(tmp_path)
+    meta = store.open(session.id).meta
+    assert (meta.backend, meta.model, meta.cwd, meta.system) == (
+        "llama",
+        "smol",
+        str(tmp_path),
+        "be brief",
+    )
+    assert meta.created.tzinfo is not None
+
+
+def test_newer_format_is_refused_clearly(store: Store) -> None:
+    session = store.create()
+    lines = session.path.read_bytes().split(b"\n")
+    header = json.loads(lines[0])
+    header["format"] = 99
+    session.path.write_bytes(json.dumps(header).encode() + b"\n")
+    with pytest.raises(TranscriptError, match="format 99 was written by a newer carryall"):
+        store.open(session.id)
+
+
+def test_title_is_the_first_thing_a_person_said(store: Store) -> None:
+    session = store.create()
+    assert session.meta.title is None
+    session.record([], [_user("  Fix the\n flaky   test in CI  "), _assistant("ok")])
+    assert session.meta.title == "Fix the flaky test in CI"
+    session.record(session.messages(), [*session.messages(), _user("something else")])
+    assert store.open(session.id).meta.title == "Fix the flaky test in CI"
+
+
+def test_title_skips_tool_results_and_is_shortened(store: Store) -> None:
+    session = store.create()
+    results = Message.tool_results([ToolResult("c", "x")])
+    call = Message.assistant([ToolUse("c", "t", {})])
+    session.record([], [call, results, _user("word " * 40)])
+    title = store.open(session.id).meta.title
+    assert title is not None and title.startswith("word word") and len(title) <= 80
+
+
+def test_given_title_is_kept(store: Store) -> None:
+    session = store.create(title="Imported chat")
+    session.record([], [_user("hello")])
+    assert store.open(session.id).meta.title == "Imported chat"
+
+
+def test_torn_last_line_is_ignored_on_read_and_moved_aside_on_write(store: Store) -> None:
+    session = store.create()
+    session.record([], [_user("a")])
+    torn = b'{"event":"append","time":"2025-01-01T00:00:00.000000Z","n":2,"start":1,"mess'
+    with session.path.open("ab") as f:
+        f.write(torn)
+    reopened = store.open(session.id)
+    assert reopened.messages() == [_user("a")]
+    assert [info.turns for info in store.list()] == [1]
+    reopened.record([_user("a")], [_user("a"), _assistant("b")])
+    assert store.open(session.id).messages() == [_user("a"), _assistant("b")]
+    kept = list((store.root / "torn").iterdir())
+    assert len(kept) == 1 and kept[0].read_bytes() == torn
+    assert session.path.read_bytes().endswith(b"\n")
+
+
+def test_corrupt_middle_line_names_the_line(store: Store) -> None:
+    session = store.create()
+    session.record([], [_user("a")])
+    session.record([_user("a")], [_user("a"), _assistant("b")])
+    lines = session.path.read_bytes().split(b"\n")
+    lines[1] = b'{"event":"append","oops'
+    session.path.write_bytes(b"\n".join(lines))
+    with pytest.raises(TranscriptError, match=r"line 2: invalid event"):
+        store.open(session.id)
+
+
+def test_inconsistent_append_is_an_error(store: Store) -> None:
+    session = store.create()
+    session.record([], [_user("a")])
+    with session.path.open("ab") as f:
+        f.write(b'{"event":"append","time":"2025-01-01T00:00:00.000000Z","n":9,"start":7}\n')
+    with pytest.raises(TranscriptError, match="line 3: append starts at message 7"):
+        store.open(session.id)
+
+
+def test_non_message_is_refused_before_writing(store: Store) -> None:
+    session = store.create()
+    size = session.path.stat().st_size
+    with pytest.raises(TranscriptError, match="message 0 is a dict"):
+        session.record([], [{"role": "user", "content": "hi"}])  # type: ignore[list-item]
+    assert session.path.stat().st_size == size
+
+
+def test_append_reads_only_what_other_writers_added(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = store.create()
+    history = [_user("a")]
+    session.record([], history)
+
+    def no_full_reads(*args: object, **kwargs: object) -> object:
+        raise AssertionError("appending reread the whole transcript")
+
+    monkeypatch.setattr(Store, "_load", no_full_reads)
+    for i in range(5):
+        left = [*history, _assistant(f"b{i}")]
+        assert session.record(history, left) == "append"
+        history = left
+
+
+# -- the store -------------------------------------------------------------------
+
+
+def test_list_is_newest_first_with_turns_and_titles(store: Store) -> None:
+    old = store.create(backend="b1", model="m1")
+    old.record([], [_user("older"), _assistant("x")])
+    new = store.create(backend="b2", model="m2")
+    new.record([], [_user("newer")])
+    empty = store.create()
+    infos = store.list()
+    assert [i.meta.id for i in infos] == [empty.id, new.id, old.id]
+    assert [i.turns for i in infos] == [0, 1, 2]
+    assert [i.meta.title for i in infos] == [None, "newer", "older"]
+    assert infos[2].meta.backend == "b1"
+
+
+def test_list_reports_unreadable_sessions_without_failing(store: Store) -> None:
+    good = store.create()
+    bad = store.create()
+    bad.path.write_bytes(b"garbage\n")
+    problems: list[TranscriptError] = []
+    infos = store.list(on_error=problems.append)
+    assert [i.meta.id for i in infos] == [good.id]
+    assert len(problems) == 1 and str(bad.path) in str(problems[0])
+
+
+def test_open_by_unique_prefix_and_refuse_ambiguous(store: Store) -> None:
+    a = store.create()
+    b = store.create()
+    assert store.open(a.id[:-1]).id == a.id
+    assert store.open(b.id).id == b.id
+    common = a.id[:4]
+    with pytest.raises(TranscriptError, match="ambiguous"):
+        store.open(common)
+    with pytest.raises(TranscriptError, match="no session"):
+        store.open("nope")
+    with pytest.raises(TranscriptError, match="not a session id"):
+        store.open("../etc/passwd")
+
+
+def test_remove_deletes_the_transcript(store: Store) -> None:
+    session = store.create()
+    session.record([], [_user("bye")])
+    store.remove(session.id)
+    assert store.list() == []
+    with pytest.raises(TranscriptError):
+        session.record(session.messages(), [*session.messages(), _user("more")])
+
+
+def test_default_root_follows_carryall_home(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path))
+    assert default_root() == tmp_path / "sessions"
+    assert Store().root == tmp_path / "sessions"
+    monkeypatch.delenv("CARRYALL_HOME")
+    assert default_root().name == "sessions"
+    assert "carryall" in str(default_root())
+
+
+def test_missing_root_lists_nothing(tmp_path: Path) -> None:
+    assert Store(tmp_path / "never-made").list() == []
+
+
+# -- any history round-trips -----------------------------------------------------
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_text = st.text(max_size=60)
+_image = st.builds(
+    Image.from_bytes,
+    st.sampled_from(["image/png", "image/jpeg", "image/gif", "image/webp"]),
+    st.binary(min_size=1, max_size=64),
+    st.none() | st.text(min_size=1, max_size=20),
+)
+_user_block = st.one_of(st.builds(Text, _text), _image)
+_assistant_block = st.one_of(
+    st.builds(Text, _text),
+    st.builds(Thinking, _text, st.none() | st.text(min_size=1, max_size=30)),
+    st.builds(ToolUse, st.text(min_size=1, max_size=10), st.text(min_size=1, max_size=10), _json),
+)
+_message = st.one_of(
+    st.builds(Message, st.just("user"), st.lists(_user_block, min_size=1, max_size=3)),
+    st.builds(Message, st.just("assistant"), st.lists(_assistant_block, min_size=1, max_size=3)),
+    st.builds(
+        Message,
+        st.just("user"),
+        st.lists(st.builds(ToolResult, _text, _text, st.booleans()), min_size=1, max_size=2),
+    ),
+)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    first=st.lists(_message, max_size=4),
+    second=st.lists(_message, max_size=4),
+    cut=st.integers(0, 4),
+)
+def test_any_history_round_trips_through_record_and_open(
+    store: Store, first: list[Message], second: list[Message], cut: int
+) -> None:
+    session = store.create()
+    session.record([], first)
+    grown = [*first, *second]
+    session.record(first, grown)
+    trimmed = grown[cut:]
+    kind = session.record(grown, trimmed)
+    assert kind == ("append" if cut == 0 else "rewrite") or (trimmed == grown)
+    assert store.open(session.id).messages() == trimmed
+    # The file only ever holds whole JSON lines.
+    for line in session.path.read_bytes().split(b"\n")[:-1]:
+        msgspec.json.decode(line)
+
+
+def test_module_docstring_example_is_the_api() -> None:
+    # The agent loop relies on these names staying put.
+    assert callable(Store.create) and callable(Store.open) and callable(Store.list)
+    assert hasattr(store_module.Session, "record") and hasattr(store_module.Session, "messages")

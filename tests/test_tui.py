@@ -1,0 +1,99 @@
+"""`carryall tui`, driven by Textual's own test pilot (no pytest plugin needed)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from pathlib import Path
+
+from textual.widgets import DataTable, Input, OptionList
+
+from carryall.blocks import Image, Message, Text, image_placeholder
+from carryall.sessions import Store
+from carryall.tui import MessageView, SessionsApp
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
+
+
+def _store(tmp_path: Path) -> tuple[Store, str, str]:
+    store = Store(tmp_path / "sessions")
+    older = store.create(backend="fake", model="m")
+    older.record(
+        [],
+        [
+            Message.user("about the lighthouse", [Image.from_bytes("image/png", PNG, "beam.png")]),
+            Message.assistant([Text("the keeper waves")]),
+        ],
+    )
+    newer = store.create(backend="fake", model="m")
+    history = [Message.user("about the harbour")]
+    history += [
+        Message.assistant([Text(f"boat {i}")]) if i % 2 else Message.user(f"dock {i}")
+        for i in range(1, 41)
+    ]
+    newer.record([], history)
+    return store, older.id, newer.id
+
+
+def _texts(app: SessionsApp) -> list[str]:
+    return [view.plain for view in app.query(MessageView)]
+
+
+def test_browse_sessions_and_open_the_one_under_the_cursor(tmp_path: Path) -> None:
+    store, older, newer = _store(tmp_path)
+
+    async def drive() -> None:
+        app = SessionsApp(store)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            table = app.query_one("#sessions", DataTable)
+            assert table.row_count == 2
+            assert app.shown == newer  # newest first, opened at start
+            assert any("about the harbour" in t for t in _texts(app))
+            await pilot.press("down")
+            await pilot.pause()
+            assert app.shown == older
+            texts = "\n".join(_texts(app))
+            assert "the keeper waves" in texts
+            assert image_placeholder("image/png", "beam.png") in texts
+            assert base64.b64encode(PNG).decode()[:20] not in texts
+            await pilot.press("up")
+            await pilot.pause()
+            assert app.shown == newer
+
+    asyncio.run(drive())
+
+
+def test_recall_box_finds_and_opens_the_message(tmp_path: Path) -> None:
+    store, older, _ = _store(tmp_path)
+
+    async def drive() -> None:
+        app = SessionsApp(store)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("slash")
+            assert isinstance(app.focused, Input)
+            await pilot.press(*"keeper", "enter")
+            await pilot.pause()
+            hits = app.query_one("#hits", OptionList)
+            assert hits.option_count == 1
+            assert [(h.session, h.message) for h in app.hits] == [(older, 1)]
+            await pilot.press("enter")
+            await pilot.pause()
+            assert app.shown == older
+            assert any(v.index == 1 and "keeper" in v.plain for v in app.query(MessageView))
+            await pilot.press("escape")
+            assert isinstance(app.focused, DataTable)
+
+    asyncio.run(drive())
+
+
+def test_empty_store_says_so(tmp_path: Path) -> None:
+    async def drive() -> None:
+        app = SessionsApp(Store(tmp_path / "none"))
+        async with app.run_test() as pilot:
+            await pilot.pause()
+            assert app.shown is None
+            assert any("No sessions yet" in t for t in _texts(app))
+
+    asyncio.run(drive())
