@@ -1,0 +1,123 @@
+"""The user's config file: which backend and model to use when the command line names none.
+
+The file is `$CARRYALL_HOME/config.toml` when `CARRYALL_HOME` is set, else
+`config.toml` in the platform's user config folder. Every key is optional:
+
+```toml
+backend = "llama-server"          # the default backend
+model = "qwen3-4b"                # the default backend's model
+
+[backends.llama-server]
+base_url = "http://127.0.0.1:8080"
+
+[backends.openai]
+base_url = "https://openrouter.ai/api/v1"
+model = "some/model"
+native_tools = false              # describe tools in the prompt instead
+vision = false                    # render images as text lines
+```
+
+API keys are not read from here: they stay in the environment
+(`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`), where every other tool that uses
+them already looks, so a config file can be shared without leaking one.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Final
+
+import msgspec
+import platformdirs
+
+from carryall.errors import CarryallError
+
+__all__ = [
+    "BACKEND_NAMES",
+    "CONFIG_FILENAME",
+    "BackendSettings",
+    "Config",
+    "config_path",
+    "load_config",
+]
+
+BACKEND_NAMES: Final = ("anthropic", "openai", "llama-server", "local")
+"""Every backend `open_backend` knows, in the order the docs list them."""
+
+CONFIG_FILENAME: Final = "config.toml"
+
+
+class BackendSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One `[backends.NAME]` table: what to use for that backend when not told otherwise.
+
+    `vision` and `native_tools` override what carryall would assume of the
+    model (a server that cannot say, such as a plain OpenAI-compatible one).
+    """
+
+    model: str | None = None
+    base_url: str | None = None
+    vision: bool | None = None
+    native_tools: bool | None = None
+
+
+class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The whole config file; an absent file is the empty `Config()`.
+
+    `model` belongs to `backend`: a run that names another backend does not
+    inherit it, since a model name means nothing to a different provider.
+    """
+
+    backend: str | None = None
+    model: str | None = None
+    backends: dict[str, BackendSettings] = msgspec.field(default_factory=dict)
+
+    def settings(self, name: str) -> BackendSettings:
+        """The settings for backend `name`, with the top-level `model` when it is the default."""
+        own = self.backends.get(name, BackendSettings())
+        if own.model is None and self.model is not None and self.backend in (None, name):
+            return msgspec.structs.replace(own, model=self.model)
+        return own
+
+
+def config_path() -> Path:
+    """Where the config file is read from (it need not exist)."""
+    home = os.environ.get("CARRYALL_HOME")
+    if home:
+        return Path(home) / CONFIG_FILENAME
+    return Path(platformdirs.user_config_dir("carryall")) / CONFIG_FILENAME
+
+
+def load_config(path: Path | None = None) -> Config:
+    """Read the config file at `path` (default `config_path()`); empty when there is none.
+
+    A file that exists but cannot be read, is not TOML, has a key of the
+    wrong type, an unknown key or an unknown backend name is a
+    `CarryallError` naming the file and the key: a typo in a config file
+    that silently did nothing would send requests somewhere unintended.
+    """
+    path = config_path() if path is None else path
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return Config()
+    except OSError as exc:
+        raise CarryallError(f"config file {path}: cannot read it: {exc}") from exc
+    try:
+        table = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise CarryallError(f"config file {path}: not valid TOML: {exc}") from exc
+    try:
+        config = msgspec.convert(table, Config)
+    except msgspec.ValidationError as exc:
+        raise CarryallError(f"config file {path}: {exc}") from exc
+    known = ", ".join(BACKEND_NAMES)
+    if config.backend is not None and config.backend not in BACKEND_NAMES:
+        raise CarryallError(f"config file {path}: backend {config.backend!r} is not one of {known}")
+    for name in config.backends:
+        if name not in BACKEND_NAMES:
+            raise CarryallError(
+                f"config file {path}: [backends.{name}] names no backend; expected one of {known}"
+            )
+    return config
