@@ -1,9 +1,540 @@
-"""The `carryall` commands for agent (registered by `carryall.cli`)."""
+"""`carryall run` and `carryall chat`: the agent loop at a terminal.
+
+Assistant text streams to standard output as it arrives; everything around
+it (the spinner, tool calls and their results, notes and errors) goes to
+standard error, so `carryall run ... > answer.txt` keeps only the answer.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.status import Status
+
+from carryall.agent import (
+    DEFAULT_MAX_STEPS,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_TOOL_TIMEOUT,
+    Agent,
+    AgentEvent,
+    RequestStarted,
+    ResponseReceived,
+    StepLimitReached,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from carryall.blocks import Message, ToolUse
+from carryall.errors import CarryallError
+from carryall.tools import Tool
+from carryall.tools.builtin import BUILTIN_TOOL_NAMES, DEFAULT_TOOL_NAMES, builtin_tools
+
+if TYPE_CHECKING:
+    from carryall.backends import Backend
+    from carryall.sessions import Session
+
+__all__ = ["register"]
+
+_RESULT_LINES = 4
+_RESULT_WIDTH = 160
+_ARG_WIDTH = 60
+_DEFAULT_TOOLS = ",".join(DEFAULT_TOOL_NAMES)
+
+# -- shared options -------------------------------------------------------------
+
+BackendOption = Annotated[
+    str | None,
+    typer.Option(
+        "--backend",
+        "-b",
+        help=(
+            "Backend to talk to: anthropic, openai, llama-server or local (the embedded "
+            "llama-server). Default: the config file's `backend`, else anthropic if "
+            "ANTHROPIC_API_KEY is set, else openai if OPENAI_API_KEY is set, else local."
+        ),
+        show_default=False,
+    ),
+]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model", "-m", help="Model name (default: the backend's default).", show_default=False
+    ),
+]
+BaseUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url", help="Server URL, for a self-hosted or proxied backend.", show_default=False
+    ),
+]
+SystemOption = Annotated[
+    str | None,
+    typer.Option(
+        "--system",
+        "-s",
+        help="System prompt. Starting with @ reads it from a file (@prompt.txt).",
+        show_default=False,
+    ),
+]
+ToolsOption = Annotated[
+    str,
+    typer.Option(
+        "--tools",
+        "-t",
+        help=(
+            "Built-in tools to offer, comma-separated, from: "
+            f"{', '.join(BUILTIN_TOOL_NAMES)}; 'none' offers none. "
+            f"Default: {', '.join(DEFAULT_TOOL_NAMES)}."
+        ),
+        show_default=False,
+    ),
+]
+AllowWriteOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-write",
+        help="Also offer write_file (it can create and overwrite files in the workspace).",
+    ),
+]
+WorkspaceOption = Annotated[
+    Path,
+    typer.Option(
+        "--workspace",
+        "-w",
+        help="Directory the tools may read (and write with --allow-write); nothing outside it.",
+        file_okay=False,
+        dir_okay=True,
+        exists=True,
+    ),
+]
+MaxStepsOption = Annotated[
+    int,
+    typer.Option(
+        "--max-steps",
+        min=1,
+        help=(
+            "Tool rounds one turn may run; after the last, the model is asked to answer "
+            "without tools."
+        ),
+    ),
+]
+MaxTokensOption = Annotated[
+    int, typer.Option("--max-tokens", min=1, help="Output tokens asked for per request.")
+]
+ToolTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--tool-timeout", min=0.001, help="Seconds one tool call may run before it fails."
+    ),
+]
+NoVisionOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-vision",
+        help="Treat the model as unable to see: every image reaches it as a placeholder line.",
+    ),
+]
+NoRecordOption = Annotated[
+    bool, typer.Option("--no-record", help="Do not record this run as a session.")
+]
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the `carryall` app."""
+    """Add `run` and `chat` to the `carryall` app."""
+    app.command("run")(run)
+    app.command("chat")(chat)
+
+
+# -- commands ---------------------------------------------------------------------
+
+
+def run(
+    prompt: Annotated[
+        str,
+        typer.Argument(
+            help="What to ask. '-' reads the prompt from standard input.", show_default=False
+        ),
+    ],
+    backend: BackendOption = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    system: SystemOption = None,
+    tools: ToolsOption = _DEFAULT_TOOLS,
+    allow_write: AllowWriteOption = False,
+    workspace: WorkspaceOption = Path("."),
+    max_steps: MaxStepsOption = DEFAULT_MAX_STEPS,
+    max_tokens: MaxTokensOption = DEFAULT_MAX_TOKENS,
+    tool_timeout: ToolTimeoutOption = DEFAULT_TOOL_TIMEOUT,
+    no_vision: NoVisionOption = False,
+    no_record: NoRecordOption = False,
+) -> None:
+    """Run one prompt to the end of its turn, tools included, and print the answer.
+
+    The answer streams to standard output; tool calls, results and notes go
+    to standard error. Ctrl-C stops the turn (exit code 130), keeping
+    whatever whole messages it made in the recorded session.
+
+    Example: carryall run "Summarise notes.txt" --workspace ~/project
+    """
+    out, err = _consoles()
+    if prompt == "-":
+        prompt = sys.stdin.read()
+    if not prompt.strip():
+        _fail(err, "the prompt is empty")
+    setup = _Setup.of(locals())
+    with _opened(setup, out, err) as (agent, display):
+        try:
+            agent.send(prompt)
+        except KeyboardInterrupt:
+            display.finish()
+            err.print("[yellow]interrupted[/]: the turn was stopped; the history is intact")
+            raise typer.Exit(130) from None
+        except CarryallError as exc:
+            display.finish()
+            _fail(err, str(exc))
+        display.finish()
+
+
+def chat(
+    backend: BackendOption = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    system: SystemOption = None,
+    tools: ToolsOption = _DEFAULT_TOOLS,
+    allow_write: AllowWriteOption = False,
+    workspace: WorkspaceOption = Path("."),
+    max_steps: MaxStepsOption = DEFAULT_MAX_STEPS,
+    max_tokens: MaxTokensOption = DEFAULT_MAX_TOKENS,
+    tool_timeout: ToolTimeoutOption = DEFAULT_TOOL_TIMEOUT,
+    no_vision: NoVisionOption = False,
+    no_record: NoRecordOption = False,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume",
+            "-r",
+            help=(
+                "Continue a recorded session by id or unique prefix (see `carryall sessions "
+                "list`); its backend, model and system prompt apply unless given here."
+            ),
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Talk with a model interactively, one turn per line you type.
+
+    Ctrl-C stops the current turn and keeps the conversation; Ctrl-D, /exit
+    or /quit leaves. Every turn is recorded in one session unless --no-record.
+    """
+    out, err = _consoles()
+    setup = _Setup.of(locals())
+    with _opened(setup, out, err) as (agent, display):
+        err.print(
+            f"[dim]{escape(_backend_label(agent))} · "
+            f"tools: {escape(', '.join(agent.tools) or 'none')} · Ctrl-D or /exit to leave[/]"
+        )
+        if agent.messages:
+            err.print(f"[dim]resumed with {len(agent.messages)} message(s)[/]")
+        while True:
+            try:
+                line = out.input("[bold green]you>[/] ")
+            except EOFError:
+                out.print()
+                break
+            except KeyboardInterrupt:
+                out.print()
+                err.print("[dim](Ctrl-D or /exit to leave)[/]")
+                continue
+            text = line.strip()
+            if not text:
+                continue
+            if text in ("/exit", "/quit"):
+                break
+            try:
+                agent.send(text)
+            except KeyboardInterrupt:
+                display.finish()
+                err.print("[yellow]interrupted[/]: the turn was stopped; the conversation goes on")
+                continue
+            except CarryallError as exc:
+                display.finish()
+                err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+                continue
+            display.finish()
+
+
+# -- setup ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Setup:
+    """The options both commands share, gathered so opening them is one function."""
+
+    backend: str | None
+    model: str | None
+    base_url: str | None
+    system: str | None
+    tools: str
+    allow_write: bool
+    workspace: Path
+    max_steps: int
+    max_tokens: int
+    tool_timeout: float
+    no_vision: bool
+    no_record: bool
+    resume: str | None = None
+
+    @classmethod
+    def of(cls, options: dict[str, Any]) -> _Setup:
+        """The setup from a command's parameters (its `locals()`), one place for both."""
+        return cls(**{f.name: options[f.name] for f in fields(cls) if f.name in options})
+
+
+@contextmanager
+def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, _Display]]:
+    """Open the backend, the session and the agent; close the backend however it ends.
+
+    A failure to open any of them is one `error:` line and exit code 1.
+    """
+    backend: Backend | None = None
+    session: Session | None = None
+    try:
+        try:
+            system = _read_system(setup.system)
+            tools = _choose_tools(setup.tools, setup.workspace, setup.allow_write)
+            history: list[Message] | None = None
+            if setup.resume is not None:
+                session = _open_session(setup.resume)
+                history = session.messages()
+                setup = _resumed(setup, session)
+                system = system if setup.system is not None else session.meta.system
+            with err.status("[dim]starting the backend…[/]"):
+                backend = _open_backend(setup)
+            if session is None and not setup.no_record:
+                session = _create_session(backend, setup.workspace, system)
+        except CarryallError as exc:
+            _fail(err, str(exc))
+        except KeyboardInterrupt:
+            err.print("[yellow]interrupted[/]")
+            raise typer.Exit(130) from None
+        assert backend is not None  # _fail raised otherwise
+        display = _Display(out, err)
+        agent = Agent(
+            backend,
+            tools=tools,
+            system=system,
+            max_steps=setup.max_steps,
+            tool_timeout=setup.tool_timeout,
+            max_tokens=setup.max_tokens,
+            session=None if setup.no_record else session,
+            messages=history,
+            on_text=display.on_text,
+            on_event=display.on_event,
+        )
+        yield agent, display
+    finally:
+        if backend is not None:
+            backend.close()
+        if session is not None and not setup.no_record:
+            err.print(f"[dim]session {escape(session.id)}[/]")
+
+
+def _open_backend(setup: _Setup) -> Backend:
+    from carryall.backends import open_backend
+
+    return open_backend(
+        setup.backend,
+        model=setup.model,
+        base_url=setup.base_url,
+        no_vision=setup.no_vision,
+    )
+
+
+def _create_session(backend: Backend, workspace: Path, system: str | None) -> Session:
+    from carryall.sessions import Store
+
+    return Store().create(
+        backend=backend.name, model=backend.model, cwd=workspace.resolve(), system=system
+    )
+
+
+def _open_session(session_id: str) -> Session:
+    from carryall.sessions import Store
+
+    return Store().open(session_id)
+
+
+def _resumed(setup: _Setup, session: Session) -> _Setup:
+    """Continue on the session's backend and model unless the command line says otherwise."""
+    meta = session.meta
+    if setup.backend is not None or not meta.backend:
+        return setup
+    model = setup.model if setup.model is not None else (meta.model or None)
+    return replace(setup, backend=meta.backend, model=model)
+
+
+def _read_system(system: str | None) -> str | None:
+    if system is None or not system.startswith("@"):
+        return system
+    path = Path(system[1:]).expanduser()
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CarryallError(
+            f"cannot read the system prompt file {str(path)!r}: {exc.strerror}"
+        ) from None
+
+
+def _choose_tools(spec: str, workspace: Path, allow_write: bool) -> list[Tool]:
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if names == ["none"] or not names:
+        names = ["write_file"] if allow_write else []
+    elif allow_write and "write_file" not in names:
+        names.append("write_file")
+    if not names:
+        return []
+    return builtin_tools(workspace, allow_write=allow_write, names=names)
+
+
+def _backend_label(agent: Agent) -> str:
+    name = getattr(agent.backend, "name", "backend")
+    return f"{name} · {agent.backend.model}"
+
+
+# -- output -----------------------------------------------------------------------
+
+
+def _consoles() -> tuple[Console, Console]:
+    return Console(highlight=False, soft_wrap=True), Console(stderr=True, highlight=False)
+
+
+def _fail(err: Console, message: str) -> NoReturn:
+    err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    raise typer.Exit(1)
+
+
+class _Display:
+    """Turns the loop's text and events into terminal output.
+
+    The spinner runs while nothing is arriving (waiting for the first token,
+    or for tools) and stops before anything is printed, so it never tears a
+    line of streamed text.
+    """
+
+    def __init__(self, out: Console, err: Console) -> None:
+        self.out = out
+        self.err = err
+        self._status: Status | None = None
+        self._mid_line = False
+        self._streamed = False
+        self._running: set[str] = set()
+
+    # The loop's callbacks.
+
+    def on_text(self, chunk: str) -> None:
+        if not chunk:
+            return
+        self._stop_spinner()
+        self.out.print(chunk, end="", markup=False, highlight=False)
+        self._mid_line = not chunk.endswith("\n")
+        self._streamed = True
+
+    def on_event(self, event: AgentEvent) -> None:
+        if isinstance(event, RequestStarted):
+            self._streamed = False
+            self._spin("thinking…" if event.step == 1 else f"thinking… (step {event.step})")
+        elif isinstance(event, ResponseReceived):
+            self._stop_spinner()
+            if not self._streamed:
+                # A server that answered in one piece streamed nothing: the
+                # text is shown whole rather than lost.
+                self.on_text(event.response.message.text())
+            self._break_line()
+        elif isinstance(event, ToolCallStarted):
+            self._stop_spinner()
+            self._break_line()
+            self.err.print(f"[cyan]→[/] {escape(_call_line(event.call))}", soft_wrap=True)
+            self._running.add(event.call.id)
+            self._spin("running tools…")
+        elif isinstance(event, ToolCallFinished):
+            self._stop_spinner()
+            self._running.discard(event.call.id)
+            self._show_result(event)
+            if self._running:
+                self._spin("running tools…")
+        elif isinstance(event, StepLimitReached):
+            self._stop_spinner()
+            self._break_line()
+            self.err.print(
+                f"[yellow]step limit:[/] {event.max_steps} tool round(s) run; asking the model "
+                "to answer without tools (raise --max-steps to let it go on)"
+            )
+
+    def finish(self) -> None:
+        """End the turn's output: no spinner left running, the cursor on a fresh line."""
+        self._stop_spinner()
+        self._running.clear()
+        self._break_line()
+
+    # Helpers.
+
+    def _show_result(self, event: ToolCallFinished) -> None:
+        text = event.result.content
+        lines = text.splitlines() or [""]
+        shown = [_clip(line, _RESULT_WIDTH) for line in lines[:_RESULT_LINES]]
+        if len(lines) > _RESULT_LINES:
+            shown.append(f"… {len(lines) - _RESULT_LINES} more line(s)")
+        mark = "[red]✗[/]" if event.result.is_error else "[green]←[/]"
+        style = "red" if event.result.is_error else "dim"
+        first, *rest = shown
+        self.err.print(f"  {mark} [{style}]{escape(first)}[/]", soft_wrap=True)
+        for line in rest:
+            self.err.print(f"    [{style}]{escape(line)}[/]", soft_wrap=True)
+        for image in event.images:
+            self.err.print(f"    [magenta]{escape(image.placeholder())}[/]", soft_wrap=True)
+
+    def _spin(self, message: str) -> None:
+        self._stop_spinner()
+        if not self.err.is_terminal:
+            return
+        self._status = self.err.status(f"[dim]{escape(message)}[/]")
+        self._status.start()
+
+    def _stop_spinner(self) -> None:
+        if self._status is not None:
+            status, self._status = self._status, None
+            status.stop()
+
+    def _break_line(self) -> None:
+        if self._mid_line:
+            self.out.print()
+            self._mid_line = False
+
+
+def _call_line(call: ToolUse) -> str:
+    """A tool call in one line: `read_file(path="notes.txt")`."""
+    args: Any = call.input
+    if isinstance(args, dict):
+        inner = ", ".join(f"{k}={_clip(_json(v), _ARG_WIDTH)}" for k, v in args.items())
+    else:
+        inner = _clip(args if isinstance(args, str) else _json(args), _ARG_WIDTH)
+    return f"{call.name}({inner})"
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

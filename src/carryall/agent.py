@@ -1,0 +1,391 @@
+"""The agent loop: send the history, run the round's tools, repeat, keep the history whole.
+
+One turn is several steps: the history goes to the backend, the assistant's
+message is appended, the tool calls of that round run concurrently (each
+with its own timeout), and one user message carrying every result, then any
+images the tools made, is appended. The turn ends when the model stops
+calling tools; after `max_steps` rounds it is asked to answer without them,
+so a turn ends on the model's word rather than on a dangling round.
+
+The history is the thing worth protecting. A request that fails (or is
+interrupted) leaves it exactly as it was before that request, and a round
+whose tools are interrupted still answers every call, so whatever is left
+behind can be sent again and recorded as it stands.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol, TypeAlias
+
+import msgspec
+
+from carryall.backends import Backend
+from carryall.blocks import Image, Message, ToolResult, ToolUse
+from carryall.errors import CarryallError, ToolError
+from carryall.providers import Request, Response, ToolChoice
+from carryall.tools import Tool, ToolFunction, ToolOutput
+
+__all__ = [
+    "DEFAULT_MAX_STEPS",
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_TOOL_TIMEOUT",
+    "Agent",
+    "AgentEvent",
+    "Recorder",
+    "RequestStarted",
+    "ResponseReceived",
+    "StepLimitReached",
+    "ToolCallFinished",
+    "ToolCallStarted",
+]
+
+DEFAULT_MAX_STEPS = 20
+"""Tool rounds one turn may run before the model is asked to answer without tools."""
+
+DEFAULT_TOOL_TIMEOUT = 120.0
+"""Seconds one tool call may run before it is answered with a timeout error."""
+
+DEFAULT_MAX_TOKENS = 4096
+"""Output tokens asked for per request."""
+
+
+class Recorder(Protocol):
+    """Where a turn's history is recorded: a `carryall.sessions` session, or any lookalike."""
+
+    def messages(self) -> list[Message]: ...
+
+    def record(self, started_from: Sequence[Message], left_behind: Sequence[Message]) -> str: ...
+
+
+# -- events -------------------------------------------------------------------
+
+
+class RequestStarted(msgspec.Struct, frozen=True):
+    """A request is about to go out; `step` counts from 1 within the turn."""
+
+    step: int
+
+
+class ResponseReceived(msgspec.Struct, frozen=True):
+    """The backend answered step `step` whole; its message goes into the history next."""
+
+    step: int
+    response: Response
+
+
+class ToolCallStarted(msgspec.Struct, frozen=True):
+    """A tool call of the current round was handed to a worker."""
+
+    call: ToolUse
+
+
+class ToolCallFinished(msgspec.Struct, frozen=True):
+    """A tool call was answered (success, error, timeout or interruption)."""
+
+    call: ToolUse
+    result: ToolResult
+    images: tuple[Image, ...] = ()
+
+
+class StepLimitReached(msgspec.Struct, frozen=True):
+    """The turn has run `max_steps` tool rounds and the model is still calling tools.
+
+    With `wrapping_up`, one more request follows that asks the model to
+    answer without tools, so the turn ends on its word. Without, the turn
+    stops here; every call has been answered, so the history is valid and
+    `Agent.resume()` (or the next `send`) carries on from it.
+    """
+
+    max_steps: int
+    wrapping_up: bool = True
+
+
+AgentEvent: TypeAlias = (
+    RequestStarted | ResponseReceived | ToolCallStarted | ToolCallFinished | StepLimitReached
+)
+
+
+# -- the loop -----------------------------------------------------------------
+
+
+class Agent:
+    """A conversation with one backend and a set of tools.
+
+    `messages` is the history: a plain list you may read, and edit between
+    turns (a rewrite is recorded as one). `send(prompt)` runs one turn.
+    `on_text` receives assistant text as it streams; `on_event` receives
+    `AgentEvent`s (requests, tool calls, the step limit) for a display.
+    After `max_steps` tool rounds in one turn, the next request asks the
+    model to answer without tools (`tool_choice="none"`), so a turn ends on
+    the model's word; with `wrap_up=False` the turn stops after the last
+    round instead, every call answered.
+    With a `session`, the history is recorded after every turn, and after a
+    failed or interrupted one with whatever whole messages it left; when no
+    `messages` are given, the session's own history is the starting point.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        tools: Iterable[Tool | ToolFunction] = (),
+        system: str | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        tool_timeout: float = DEFAULT_TOOL_TIMEOUT,
+        session: Recorder | None = None,
+        on_text: Callable[[str], None] | None = None,
+        on_event: Callable[[AgentEvent], None] | None = None,
+        messages: Iterable[Message] | None = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        wrap_up: bool = True,
+    ) -> None:
+        if max_steps < 1:
+            raise CarryallError(f"agent max_steps must be at least 1, got {max_steps}")
+        if not tool_timeout > 0:
+            raise CarryallError(f"agent tool_timeout must be positive, got {tool_timeout}")
+        self.backend = backend
+        self.tools: dict[str, Tool] = {}
+        for item in tools:
+            t = item if isinstance(item, Tool) else Tool.from_function(item)
+            if t.name in self.tools:
+                raise ToolError(f"two tools are named {t.name!r}; tool names must be unique")
+            self.tools[t.name] = t
+        self.system = system
+        self.max_steps = max_steps
+        self.wrap_up = wrap_up
+        self.tool_timeout = tool_timeout
+        self.max_tokens = max_tokens
+        self.session = session
+        self.on_text = on_text
+        self.on_event = on_event
+        if messages is None and session is not None:
+            messages = session.messages()
+        self.messages: list[Message] = list(messages or ())
+        # What the session last recorded, so an edit between turns is seen
+        # as a rewrite rather than mistaken for an unchanged prefix.
+        self._recorded: list[Message] = list(self.messages)
+
+    # -- public ---------------------------------------------------------------
+
+    def send(self, prompt: str, images: Sequence[Image] = ()) -> Response:
+        """Run one turn for `prompt` (and any images) and return the last response.
+
+        Raises what the backend raised (a `ProviderError`), with the history
+        as it was before the failed request; when that was the turn's first
+        request, the prompt is withdrawn too, so the history is exactly what
+        it was before `send`. A `KeyboardInterrupt` stops the turn the same
+        way, after answering any running tool call as interrupted.
+        """
+        start = len(self.messages)
+        self.messages.append(Message.user(prompt, images))
+        return self._turn(rollback_to=start)
+
+    def resume(self) -> Response:
+        """Carry on a turn from the history as it stands, adding no prompt.
+
+        For a history that ends on a user message: after the step limit, or
+        after a request failed mid-turn and the completed steps were kept.
+        """
+        if not self.messages or self.messages[-1].role != "user":
+            raise CarryallError(
+                "nothing to resume: the history must end on a user message "
+                f"(it has {len(self.messages)} message(s))"
+            )
+        return self._turn(rollback_to=len(self.messages))
+
+    def request(self, *, tool_choice: ToolChoice | None = None) -> Request:
+        """The request the next step would send for the current history."""
+        return Request(
+            model=self.backend.model,
+            system=self.system,
+            messages=tuple(self.messages),
+            tools=tuple(t.spec for t in self.tools.values()),
+            max_tokens=self.max_tokens,
+            tool_choice=tool_choice,
+        )
+
+    # -- the turn -------------------------------------------------------------
+
+    def _turn(self, rollback_to: int) -> Response:
+        try:
+            response = self._steps(rollback_to)
+        except BaseException as exc:
+            self._record_after_failure(exc)
+            raise
+        self._record()
+        return response
+
+    def _steps(self, rollback_to: int) -> Response:
+        step = 0
+        rounds = 0
+        while True:
+            step += 1
+            before = len(self.messages)
+            # Past the limit, the tools stay described (the history is full
+            # of their calls) but the model is told to answer without them.
+            final = self.wrap_up and rounds >= self.max_steps
+            try:
+                if final:
+                    self._emit(StepLimitReached(self.max_steps, wrapping_up=True))
+                self._emit(RequestStarted(step))
+                request = self.request(tool_choice="none" if final else None)
+                response = self.backend.complete(request, on_text=self.on_text)
+                self._emit(ResponseReceived(step, response))
+            except BaseException:
+                # Nothing of a failed request may stay behind; on the turn's
+                # first request the prompt goes too, so the caller can simply
+                # send it again.
+                del self.messages[rollback_to if step == 1 else before :]
+                raise
+            if response.message.content:
+                # An empty assistant message would fail validation on the
+                # next request; with nothing said there is nothing to keep.
+                self.messages.append(response.message)
+            calls = response.message.tool_uses()
+            if final:
+                if calls:
+                    # A backend that ignored tool_choice: the calls are
+                    # answered, not run, so the history stays valid.
+                    note = f"not run: this turn reached its limit of {self.max_steps} tool rounds"
+                    self._append_results(calls, [ToolOutput(note, is_error=True)] * len(calls))
+                return response
+            if not calls and response.stop_reason != "pause_turn":
+                return response
+            if calls:
+                self._run_round(calls)
+            rounds += 1
+            if rounds >= self.max_steps and not self.wrap_up:
+                self._emit(StepLimitReached(self.max_steps, wrapping_up=False))
+                return response
+
+    def _run_round(self, calls: list[ToolUse]) -> None:
+        """Run every call of a round concurrently and append one message with all results.
+
+        Workers are daemon threads: a call that times out, or that is
+        abandoned by Ctrl-C, cannot be killed, but it must not keep the
+        process alive or hold up the answer to the calls that did finish.
+        """
+        futures: list[concurrent.futures.Future[ToolOutput]] = []
+        outputs: list[ToolOutput | None] = [None] * len(calls)
+        try:
+            for call in calls:
+                future: concurrent.futures.Future[ToolOutput] = concurrent.futures.Future()
+                futures.append(future)
+                self._emit(ToolCallStarted(call))
+                tool = self.tools.get(call.name)
+                if tool is None:
+                    future.set_exception(ToolError(self._unknown_tool(call.name)))
+                    continue
+                worker = threading.Thread(
+                    target=_run_call,
+                    args=(tool, call, future),
+                    name=f"carryall-tool-{call.name}",
+                    daemon=True,
+                )
+                worker.start()
+            index_of = {id(f): i for i, f in enumerate(futures)}
+            pending = set(futures)
+            deadline = time.monotonic() + self.tool_timeout
+            while pending:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                done, pending = concurrent.futures.wait(
+                    pending, timeout=remaining, return_when=concurrent.futures.FIRST_COMPLETED
+                )
+                for future in sorted(done, key=lambda f: index_of[id(f)]):
+                    i = index_of[id(future)]
+                    outputs[i] = _output_of(future)
+                    self._finished(calls[i], outputs[i])
+        except BaseException:
+            # Ctrl-C (or a failing display) mid-round: answer every call that
+            # has no result yet, so the history left behind stays valid.
+            for i, call in enumerate(calls):
+                if outputs[i] is None:
+                    outputs[i] = ToolOutput("interrupted before the tool finished", is_error=True)
+                    self._finished(call, outputs[i], quiet=True)
+            self._append_results(calls, outputs)
+            raise
+        for i, call in enumerate(calls):
+            if outputs[i] is None:
+                outputs[i] = ToolOutput(
+                    f"timed out after {_seconds(self.tool_timeout)}", is_error=True
+                )
+                self._finished(call, outputs[i])
+        self._append_results(calls, outputs)
+
+    def _append_results(self, calls: list[ToolUse], outputs: list[ToolOutput | None]) -> None:
+        results: list[ToolResult] = []
+        images: list[Image] = []
+        for call, output in zip(calls, outputs, strict=True):
+            assert output is not None  # every slot is filled before this is called
+            results.append(ToolResult(call.id, output.text, output.is_error))
+            images.extend(output.images)
+        self.messages.append(Message.tool_results(results, images))
+
+    def _finished(self, call: ToolUse, output: ToolOutput | None, *, quiet: bool = False) -> None:
+        if output is None:
+            return
+        event = ToolCallFinished(
+            call, ToolResult(call.id, output.text, output.is_error), output.images
+        )
+        if quiet:
+            # While unwinding from Ctrl-C a display error must not mask it.
+            with contextlib.suppress(Exception):
+                self._emit(event)
+        else:
+            self._emit(event)
+
+    def _unknown_tool(self, name: str) -> str:
+        available = ", ".join(self.tools) if self.tools else "none"
+        return f"unknown tool {name!r}; available tools: {available}"
+
+    def _emit(self, event: AgentEvent) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+    # -- recording ------------------------------------------------------------
+
+    def _record(self) -> None:
+        if self.session is None or self.messages == self._recorded:
+            return
+        left_behind = list(self.messages)
+        self.session.record(self._recorded, left_behind)
+        self._recorded = left_behind
+
+    def _record_after_failure(self, exc: BaseException) -> None:
+        try:
+            self._record()
+        except Exception as record_exc:
+            # The turn's own failure is what the caller must see; the
+            # recording failure rides along on it rather than replacing it.
+            exc.add_note(f"and recording the session failed too: {record_exc}")
+
+
+def _run_call(tool: Tool, call: ToolUse, future: concurrent.futures.Future[ToolOutput]) -> None:
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        future.set_result(tool.invoke(call.input))
+    except BaseException as exc:
+        future.set_exception(exc)
+
+
+def _output_of(future: concurrent.futures.Future[ToolOutput]) -> ToolOutput:
+    exc = future.exception()
+    if exc is None:
+        return future.result()
+    if isinstance(exc, ToolError):
+        return ToolOutput(str(exc), is_error=True)
+    detail = str(exc)
+    text = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+    return ToolOutput(text, is_error=True)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}s"

@@ -1,0 +1,218 @@
+"""The built-in tools: read, list and view files inside one workspace root, and write when allowed.
+
+Every path a model names is resolved (symlinks followed) and must land
+inside the workspace; anything else is refused with a message that says so,
+because a model that is told why can pick another path and one that is
+silently given nothing cannot. `view_image` is the tool that makes a picture:
+it hands an image file to the model, and the loop puts it after the round's
+results, where every backend can carry it (or, for a model with no eyes, its
+placeholder line).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from carryall.attachments import DEFAULT_MAX_IMAGE_BYTES, AttachmentPolicy, load_image
+from carryall.blocks import Image, image_media_type
+from carryall.errors import AttachmentError, ToolError
+from carryall.tools import Tool, ToolOutput
+
+__all__ = [
+    "BUILTIN_TOOL_NAMES",
+    "DEFAULT_TOOL_NAMES",
+    "MAX_IMAGE_BYTES",
+    "MAX_LIST_ENTRIES",
+    "MAX_READ_BYTES",
+    "builtin_tools",
+    "resolve_in_workspace",
+]
+
+BUILTIN_TOOL_NAMES: tuple[str, ...] = ("read_file", "list_dir", "view_image", "write_file")
+"""Every built-in tool, in the order they are offered."""
+
+DEFAULT_TOOL_NAMES: tuple[str, ...] = ("read_file", "list_dir", "view_image")
+"""The built-ins on by default: all but `write_file`, which must be asked for."""
+
+MAX_READ_BYTES = 100_000
+"""`read_file` returns at most this much of a file, and says when it cut."""
+
+MAX_LIST_ENTRIES = 500
+"""`list_dir` names at most this many entries, and says how many it left out."""
+
+MAX_IMAGE_BYTES = DEFAULT_MAX_IMAGE_BYTES
+"""`view_image` refuses a larger file before reading it (the attachment default, §4)."""
+
+
+def resolve_in_workspace(workspace: Path, path: str) -> Path:
+    """`path` resolved against `workspace`, refused unless it stays inside.
+
+    Symlinks are followed before the check, so a link pointing out of the
+    workspace is refused like the path it points to.
+    """
+    root = workspace.resolve()
+    if "\x00" in path:
+        raise ToolError(f"path {path!r} contains a NUL character")
+    candidate = Path(os.path.expanduser(path)) if path.startswith("~") else Path(path)
+    target = (candidate if candidate.is_absolute() else root / candidate).resolve()
+    if target != root and not target.is_relative_to(root):
+        raise ToolError(
+            f"path {path!r} is outside the workspace {str(root)!r}; "
+            "only files inside the workspace can be used"
+        )
+    return target
+
+
+def builtin_tools(
+    workspace: Path | str,
+    *,
+    allow_write: bool = False,
+    names: Iterable[str] | None = None,
+) -> list[Tool]:
+    """The built-in tools bound to `workspace`.
+
+    `names` picks which (default: `DEFAULT_TOOL_NAMES`, plus `write_file`
+    when `allow_write`); asking for `write_file` without `allow_write`, or
+    for a name that is not a built-in, is a `ToolError` naming it.
+    """
+    root = Path(workspace).resolve()
+    if not root.is_dir():
+        raise ToolError(f"workspace {str(root)!r} is not a directory")
+    if names is None:
+        wanted = list(DEFAULT_TOOL_NAMES) + (["write_file"] if allow_write else [])
+    else:
+        wanted = list(dict.fromkeys(names))
+    unknown = [n for n in wanted if n not in BUILTIN_TOOL_NAMES]
+    if unknown:
+        raise ToolError(
+            f"unknown built-in tool(s) {', '.join(unknown)}; "
+            f"the built-ins are {', '.join(BUILTIN_TOOL_NAMES)}"
+        )
+    if "write_file" in wanted and not allow_write:
+        raise ToolError("write_file changes files, so it must be enabled explicitly (allow_write)")
+    makers = {
+        "read_file": _read_file_tool,
+        "list_dir": _list_dir_tool,
+        "view_image": _view_image_tool,
+        "write_file": _write_file_tool,
+    }
+    return [makers[name](root) for name in BUILTIN_TOOL_NAMES if name in wanted]
+
+
+def _shown(root: Path, target: Path) -> str:
+    """A path as the model should name it: relative to the workspace."""
+    rel = target.relative_to(root)
+    return rel.as_posix() if rel.parts else "."
+
+
+def _read_file_tool(root: Path) -> Tool:
+    def read_file(path: str) -> str:
+        """Read a text file inside the workspace and return its contents.
+
+        Args:
+            path: The file to read, relative to the workspace root.
+        """
+        target = resolve_in_workspace(root, path)
+        if not target.exists():
+            raise ToolError(f"no such file: {path!r}")
+        if target.is_dir():
+            raise ToolError(f"{path!r} is a directory; use list_dir to see what is in it")
+        if not target.is_file():
+            raise ToolError(f"{path!r} is not a regular file")
+        size = target.stat().st_size
+        with target.open("rb") as fh:
+            data = fh.read(MAX_READ_BYTES)
+        if b"\x00" in data[:8192]:
+            hint = "; use view_image to look at it" if image_media_type(target) else ""
+            raise ToolError(f"{path!r} is a binary file, not text{hint}")
+        text = data.decode("utf-8", errors="replace")
+        if size > MAX_READ_BYTES:
+            text += f"\n[truncated: the file is {size} bytes; showing the first {MAX_READ_BYTES}]"
+        return text
+
+    return Tool.from_function(read_file)
+
+
+def _list_dir_tool(root: Path) -> Tool:
+    def list_dir(path: str = ".") -> str:
+        """List the files and directories in a directory inside the workspace.
+
+        Directories end with '/'; files show their size in bytes.
+
+        Args:
+            path: The directory to list, relative to the workspace root.
+        """
+        target = resolve_in_workspace(root, path)
+        if not target.exists():
+            raise ToolError(f"no such directory: {path!r}")
+        if not target.is_dir():
+            raise ToolError(f"{path!r} is a file, not a directory; use read_file to read it")
+        entries = sorted(target.iterdir(), key=lambda p: p.name)
+        lines: list[str] = []
+        for entry in entries[:MAX_LIST_ENTRIES]:
+            if entry.is_dir():
+                lines.append(f"{entry.name}/")
+            else:
+                try:
+                    size = entry.stat().st_size
+                except OSError:
+                    lines.append(entry.name)
+                else:
+                    lines.append(f"{entry.name} ({size} bytes)")
+        if len(entries) > MAX_LIST_ENTRIES:
+            lines.append(f"[{len(entries) - MAX_LIST_ENTRIES} more entries not shown]")
+        if not lines:
+            return f"{_shown(root, target)} is empty"
+        return "\n".join(lines)
+
+    return Tool.from_function(list_dir)
+
+
+def _load_image(root: Path, path: str) -> Image:
+    # Checked here first so a refusal reads the same as the other tools';
+    # the attachment loader then does the real checks (regular file, size
+    # cap before reading, extension agreeing with the magic bytes).
+    resolve_in_workspace(root, path)
+    policy = AttachmentPolicy(roots=[root], max_image_bytes=MAX_IMAGE_BYTES)
+    try:
+        return load_image(os.fspath(root / Path(path).expanduser()), policy)
+    except AttachmentError as exc:
+        raise ToolError(f"cannot view {path!r}: {exc.reason}") from None
+
+
+def _view_image_tool(root: Path) -> Tool:
+    def view_image(path: str) -> ToolOutput:
+        """Look at an image file (PNG, JPEG, GIF or WebP) inside the workspace.
+
+        The image is shown to you right after this tool's result.
+
+        Args:
+            path: The image file to view, relative to the workspace root.
+        """
+        image = _load_image(root, path)
+        return ToolOutput(f"Showing {image.source}", (image,))
+
+    return Tool.from_function(view_image)
+
+
+def _write_file_tool(root: Path) -> Tool:
+    def write_file(path: str, content: str) -> str:
+        """Write text to a file inside the workspace, creating or replacing it.
+
+        Missing parent directories are created.
+
+        Args:
+            path: The file to write, relative to the workspace root.
+            content: The complete new contents of the file.
+        """
+        target = resolve_in_workspace(root, path)
+        if target == root or target.is_dir():
+            raise ToolError(f"{path!r} is a directory; give a file path")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = content.encode("utf-8")
+        target.write_bytes(data)
+        return f"wrote {len(data)} bytes to {_shown(root, target)}"
+
+    return Tool.from_function(write_file)

@@ -1,0 +1,512 @@
+"""The agent loop against a scripted backend: loop logic only (real servers: test_e2e_local)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from carryall.agent import (
+    Agent,
+    AgentEvent,
+    RequestStarted,
+    ResponseReceived,
+    StepLimitReached,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from carryall.blocks import Image, Message, Text, ToolResult, ToolUse, validate_history
+from carryall.errors import CarryallError, ProviderError, ToolError
+from carryall.providers import Capabilities, Request, Response
+from carryall.tools import Tool, ToolOutput
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+
+Step = Response | BaseException | Callable[[Request], Response]
+
+
+class ScriptedBackend:
+    """A backend double that answers from a script and keeps every request it was sent."""
+
+    name = "scripted"
+
+    def __init__(self, *steps: Step, model: str = "scripted-1", vision: bool = True) -> None:
+        self.steps = list(steps)
+        self.model = model
+        self.capabilities = Capabilities(vision=vision)
+        self.requests: list[Request] = []
+        self.closed = False
+
+    def complete(self, request: Request, on_text: Callable[[str], None] | None = None) -> Response:
+        self.requests.append(request)
+        if not self.steps:
+            raise AssertionError("the script ran out: the loop made one request too many")
+        step = self.steps.pop(0)
+        if isinstance(step, BaseException):
+            raise step
+        response = step(request) if callable(step) else step
+        text = response.message.text()
+        if on_text is not None:
+            for i in range(0, len(text), 3):
+                on_text(text[i : i + 3])
+        return response
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def say(text: str) -> Response:
+    return Response(message=Message.assistant([Text(text)]), stop_reason="end_turn")
+
+
+def call(*uses: ToolUse, text: str = "") -> Response:
+    blocks = [Text(text)] if text else []
+    return Response(message=Message.assistant([*blocks, *uses]), stop_reason="tool_use")
+
+
+class Recorder:
+    def __init__(self, history: Sequence[Message] = ()) -> None:
+        self.calls: list[tuple[list[Message], list[Message]]] = []
+        self.history = list(history)
+
+    def messages(self) -> list[Message]:
+        return list(self.history)
+
+    def record(self, started_from: Sequence[Message], left_behind: Sequence[Message]) -> str:
+        self.calls.append((list(started_from), list(left_behind)))
+        return "append"
+
+
+def echo(text: str) -> str:
+    """Echo the text back."""
+    return text
+
+
+def boom() -> str:
+    """Always fails."""
+    raise ValueError("boom")
+
+
+# -- one turn ---------------------------------------------------------------------
+
+
+def test_plain_turn_appends_user_and_assistant_and_streams_text() -> None:
+    chunks: list[str] = []
+    agent = Agent(ScriptedBackend(say("hello there")), on_text=chunks.append)
+    response = agent.send("hi")
+    assert response.message.text() == "hello there"
+    assert agent.messages == [Message.user("hi"), Message.assistant([Text("hello there")])]
+    assert "".join(chunks) == "hello there" and len(chunks) > 1
+
+
+def test_request_carries_model_system_tools_and_max_tokens() -> None:
+    backend = ScriptedBackend(say("ok"))
+    Agent(backend, tools=[echo], system="be brief", max_tokens=77).send("hi")
+    request = backend.requests[0]
+    assert request.model == "scripted-1"
+    assert request.system == "be brief"
+    assert request.max_tokens == 77
+    assert [t.name for t in request.tools] == ["echo"]
+    assert request.tools[0].input_schema["required"] == ["text"]
+
+
+def test_prompt_images_ride_the_user_message_after_the_text() -> None:
+    image = Image.from_bytes("image/png", PNG, "a.png")
+    agent = Agent(ScriptedBackend(say("seen")))
+    agent.send("look", images=[image])
+    assert agent.messages[0] == Message("user", (Text("look"), image))
+
+
+def test_tool_round_then_final_answer() -> None:
+    backend = ScriptedBackend(
+        call(ToolUse("c1", "echo", {"text": "ping"}), text="let me check"), say("it said ping")
+    )
+    agent = Agent(backend, tools=[echo])
+    response = agent.send("echo ping")
+    assert response.message.text() == "it said ping"
+    assert [m.role for m in agent.messages] == ["user", "assistant", "user", "assistant"]
+    assert agent.messages[2] == Message.tool_results([ToolResult("c1", "ping")])
+    assert backend.requests[1].messages == tuple(agent.messages[:3])
+    validate_history(agent.messages)
+
+
+def test_results_keep_call_order_and_images_follow_all_results() -> None:
+    second_done = threading.Event()
+    image_a = Image.from_bytes("image/png", PNG, "a.png")
+    image_b = Image.from_bytes("image/png", PNG, "b.png")
+
+    def first() -> ToolOutput:
+        """Finishes last."""
+        second_done.wait(5)
+        return ToolOutput("first", (image_a,))
+
+    def second() -> tuple[str, list[Image]]:
+        """Finishes first."""
+        second_done.set()
+        return "second", [image_b]
+
+    agent = Agent(
+        ScriptedBackend(call(ToolUse("a", "first", {}), ToolUse("b", "second", {})), say("done")),
+        tools=[first, second],
+    )
+    agent.send("go")
+    assert agent.messages[2].content == (
+        ToolResult("a", "first"),
+        ToolResult("b", "second"),
+        image_a,
+        image_b,
+    )
+
+
+def test_a_rounds_calls_run_concurrently() -> None:
+    # Each call waits for the other at a barrier: run one after the other,
+    # the barrier times out and both results are errors.
+    barrier = threading.Barrier(2, timeout=10)
+
+    def meet(who: str) -> str:
+        """Meet the other call."""
+        barrier.wait()
+        return f"{who} met"
+
+    agent = Agent(
+        ScriptedBackend(
+            call(ToolUse("a", "meet", {"who": "a"}), ToolUse("b", "meet", {"who": "b"})),
+            say("done"),
+        ),
+        tools=[meet],
+    )
+    agent.send("go")
+    assert agent.messages[2].tool_results_in() == [
+        ToolResult("a", "a met"),
+        ToolResult("b", "b met"),
+    ]
+
+
+def test_a_slow_call_times_out_as_an_error_result_and_others_still_answer() -> None:
+    release = threading.Event()
+
+    def stuck() -> str:
+        """Never finishes in time."""
+        release.wait(30)
+        return "late"
+
+    try:
+        agent = Agent(
+            ScriptedBackend(
+                call(ToolUse("s", "stuck", {}), ToolUse("e", "echo", {"text": "quick"})),
+                say("done"),
+            ),
+            tools=[stuck, echo],
+            tool_timeout=1.0,
+        )
+        agent.send("go")
+    finally:
+        release.set()
+    assert agent.messages[2].tool_results_in() == [
+        ToolResult("s", "timed out after 1s", is_error=True),
+        ToolResult("e", "quick"),
+    ]
+
+
+# -- bad calls become error results ---------------------------------------------------
+
+
+def _one_round(tools: Sequence[Any], use: ToolUse) -> ToolResult:
+    agent = Agent(ScriptedBackend(call(use), say("ok")), tools=tools)
+    agent.send("go")
+    validate_history(agent.messages)
+    [result] = agent.messages[2].tool_results_in()
+    return result
+
+
+def test_unknown_tool_is_an_error_naming_the_available_tools() -> None:
+    result = _one_round([echo, boom], ToolUse("x", "shell", {"cmd": "ls"}))
+    assert result == ToolResult(
+        "x", "unknown tool 'shell'; available tools: echo, boom", is_error=True
+    )
+
+
+def test_unparsable_arguments_are_an_error_showing_what_came() -> None:
+    result = _one_round([echo], ToolUse("x", "echo", '{"text": "unterminated'))
+    assert result.is_error
+    assert result.content == (
+        "invalid arguments for echo: arguments must be a JSON object, "
+        'got string: {"text": "unterminated'
+    )
+
+
+def test_arguments_breaking_the_schema_are_an_error_listing_the_problems() -> None:
+    result = _one_round([echo], ToolUse("x", "echo", {"txt": "hi"}))
+    assert result.is_error
+    assert result.content == (
+        "invalid arguments for echo: text: required argument is missing; "
+        "txt: unknown argument (known arguments: text)"
+    )
+
+
+def test_a_raised_exception_is_an_error_naming_it() -> None:
+    result = _one_round([boom], ToolUse("x", "boom", {}))
+    assert result == ToolResult("x", "ValueError: boom", is_error=True)
+
+
+def test_a_bad_return_value_is_an_error() -> None:
+    def number() -> int:
+        """Returns the wrong type."""
+        return 3
+
+    result = _one_round([number], ToolUse("x", "number", {}))
+    assert result.is_error and "returned int" in result.content
+
+
+def test_duplicate_tool_names_are_refused() -> None:
+    with pytest.raises(ToolError, match="two tools are named 'echo'"):
+        Agent(ScriptedBackend(), tools=[echo, Tool.from_function(echo)])
+
+
+# -- step limit --------------------------------------------------------------------
+
+
+def test_after_the_step_limit_the_model_is_asked_to_answer_without_tools() -> None:
+    events: list[AgentEvent] = []
+    backend = ScriptedBackend(
+        call(ToolUse("c0", "echo", {"text": "0"})),
+        call(ToolUse("c1", "echo", {"text": "1"})),
+        say("here is what I found"),
+    )
+    agent = Agent(backend, tools=[echo], max_steps=2, on_event=events.append)
+    response = agent.send("loop forever")
+    assert response.message.text() == "here is what I found"
+    assert [r.tool_choice for r in backend.requests] == [None, None, "none"]
+    assert [t.name for t in backend.requests[2].tools] == ["echo"]
+    assert StepLimitReached(2, wrapping_up=True) in events
+    assert events.index(StepLimitReached(2)) < events.index(RequestStarted(3))
+    assert agent.messages[-1].role == "assistant"
+    validate_history(agent.messages)
+
+
+def test_calls_made_despite_tool_choice_none_are_answered_not_run() -> None:
+    ran: list[str] = []
+
+    def track(text: str) -> str:
+        """Track."""
+        ran.append(text)
+        return text
+
+    backend = ScriptedBackend(
+        call(ToolUse("c0", "track", {"text": "first"})),
+        call(ToolUse("c1", "track", {"text": "second"})),
+    )
+    agent = Agent(backend, tools=[track], max_steps=1)
+    agent.send("go")
+    assert ran == ["first"]
+    assert agent.messages[-1].tool_results_in() == [
+        ToolResult("c1", "not run: this turn reached its limit of 1 tool rounds", is_error=True)
+    ]
+    validate_history(agent.messages)
+
+
+def test_without_wrap_up_the_turn_stops_with_every_call_answered() -> None:
+    events: list[AgentEvent] = []
+    backend = ScriptedBackend(*(call(ToolUse(f"c{i}", "echo", {"text": str(i)})) for i in range(3)))
+    agent = Agent(backend, tools=[echo], max_steps=3, wrap_up=False, on_event=events.append)
+    response = agent.send("loop forever")
+    assert response.stop_reason == "tool_use"
+    assert len(backend.requests) == 3
+    assert events[-1] == StepLimitReached(3, wrapping_up=False)
+    assert agent.messages[-1].tool_results_in() == [ToolResult("c2", "2")]
+    validate_history(agent.messages)
+
+
+def test_resume_carries_on_after_the_step_limit() -> None:
+    backend = ScriptedBackend(call(ToolUse("c1", "echo", {"text": "x"})), say("finished"))
+    agent = Agent(backend, tools=[echo], max_steps=1, wrap_up=False)
+    agent.send("go")
+    assert agent.resume().message.text() == "finished"
+    assert backend.requests[1].messages == tuple(agent.messages[:3])
+
+
+def test_pause_turn_is_continued_without_a_prompt() -> None:
+    paused = Response(message=Message.assistant([Text("working")]), stop_reason="pause_turn")
+    backend = ScriptedBackend(paused, say("done"))
+    agent = Agent(backend)
+    assert agent.send("go").message.text() == "done"
+    assert backend.requests[1].messages[-1] == Message.assistant([Text("working")])
+
+
+def test_resume_needs_a_history_ending_on_a_user_message() -> None:
+    agent = Agent(ScriptedBackend(say("hi")))
+    agent.send("hello")
+    with pytest.raises(CarryallError, match="nothing to resume"):
+        agent.resume()
+
+
+def test_events_tell_the_story_of_a_turn() -> None:
+    events: list[AgentEvent] = []
+    agent = Agent(
+        ScriptedBackend(call(ToolUse("c1", "echo", {"text": "x"})), say("ok")),
+        tools=[echo],
+        on_event=events.append,
+    )
+    agent.send("go")
+    assert [type(e) for e in events] == [
+        RequestStarted,
+        ResponseReceived,
+        ToolCallStarted,
+        ToolCallFinished,
+        RequestStarted,
+        ResponseReceived,
+    ]
+    finished = events[3]
+    assert isinstance(finished, ToolCallFinished)
+    assert finished.result == ToolResult("c1", "x")
+
+
+# -- failures leave the history whole -------------------------------------------------
+
+
+def test_failed_first_request_leaves_the_history_as_before_send() -> None:
+    backend = ScriptedBackend(say("one"), ProviderError("server went away", status=503))
+    agent = Agent(backend)
+    agent.send("first")
+    before = list(agent.messages)
+    with pytest.raises(ProviderError, match="server went away"):
+        agent.send("second")
+    assert agent.messages == before
+
+
+def test_failed_later_request_keeps_the_completed_steps() -> None:
+    backend = ScriptedBackend(
+        call(ToolUse("c1", "echo", {"text": "x"})), ProviderError("overloaded"), say("back")
+    )
+    agent = Agent(backend, tools=[echo])
+    with pytest.raises(ProviderError):
+        agent.send("go")
+    assert [m.role for m in agent.messages] == ["user", "assistant", "user"]
+    validate_history(agent.messages)
+    assert agent.resume().message.text() == "back"
+
+
+def test_interrupted_request_leaves_the_history_as_before_send() -> None:
+    agent = Agent(ScriptedBackend(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        agent.send("hi")
+    assert agent.messages == []
+
+
+def test_interrupt_while_tools_run_answers_every_call() -> None:
+    release = threading.Event()
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def interrupt() -> str:
+        """Presses Ctrl-C, then hangs."""
+        signal.pthread_kill(main, signal.SIGINT)
+        release.wait(30)
+        return "never seen"
+
+    backend = ScriptedBackend(
+        call(ToolUse("i", "interrupt", {}), ToolUse("e", "echo", {"text": "fine"}))
+    )
+    agent = Agent(backend, tools=[interrupt, echo])
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            agent.send("go")
+    finally:
+        release.set()
+    validate_history(agent.messages)
+    results = {r.tool_use_id: r for r in agent.messages[-1].tool_results_in()}
+    assert results["i"] == ToolResult("i", "interrupted before the tool finished", is_error=True)
+    assert results["e"].content in ("fine", "interrupted before the tool finished")
+
+
+def test_empty_assistant_message_is_not_kept() -> None:
+    empty = Response(message=Message.assistant([]), stop_reason="end_turn")
+    agent = Agent(ScriptedBackend(empty))
+    agent.send("hi")
+    assert agent.messages == [Message.user("hi")]
+
+
+def test_a_broken_history_fails_before_any_request_and_is_left_alone() -> None:
+    dangling = [Message.user("hi"), Message.assistant([ToolUse("c1", "echo", {"text": "x"})])]
+    backend = ScriptedBackend(say("never"))
+
+    def complete(request: Request, on_text: Callable[[str], None] | None = None) -> Response:
+        validate_history(request.messages)
+        return ScriptedBackend.complete(backend, request, on_text)
+
+    backend.complete = complete  # type: ignore[method-assign]
+    agent = Agent(backend, messages=dangling)
+    with pytest.raises(CarryallError, match="message 2: tool call"):
+        agent.send("next")
+    assert agent.messages == dangling
+
+
+# -- recording ------------------------------------------------------------------------
+
+
+def test_each_turn_is_recorded_against_what_was_last_recorded() -> None:
+    session = Recorder()
+    agent = Agent(ScriptedBackend(say("a"), say("b")), session=session)
+    agent.send("one")
+    first = list(agent.messages)
+    agent.send("two")
+    assert session.calls == [([], first), (first, list(agent.messages))]
+
+
+def test_an_edit_between_turns_is_recorded_as_starting_from_the_old_history() -> None:
+    session = Recorder()
+    agent = Agent(ScriptedBackend(say("a"), say("b")), session=session)
+    agent.send("one")
+    recorded = list(agent.messages)
+    agent.messages.clear()
+    agent.send("two")
+    assert session.calls[1] == (recorded, [Message.user("two"), Message.assistant([Text("b")])])
+
+
+def test_a_failed_turn_records_the_whole_messages_it_left() -> None:
+    session = Recorder()
+    agent = Agent(
+        ScriptedBackend(call(ToolUse("c1", "echo", {"text": "x"})), ProviderError("gone")),
+        tools=[echo],
+        session=session,
+    )
+    with pytest.raises(ProviderError):
+        agent.send("go")
+    assert session.calls == [([], list(agent.messages))]
+    assert len(agent.messages) == 3
+
+
+def test_a_turn_that_changed_nothing_records_nothing() -> None:
+    session = Recorder()
+    agent = Agent(ScriptedBackend(ProviderError("down")), session=session)
+    with pytest.raises(ProviderError):
+        agent.send("go")
+    assert session.calls == []
+
+
+def test_the_sessions_history_is_the_starting_point() -> None:
+    earlier = [Message.user("before"), Message.assistant([Text("yes")])]
+    session = Recorder(earlier)
+    backend = ScriptedBackend(say("again"))
+    agent = Agent(backend, session=session)
+    agent.send("more")
+    assert backend.requests[0].messages[:2] == tuple(earlier)
+    assert session.calls[0][0] == earlier
+
+
+def test_a_recording_failure_rides_on_the_turns_own_error() -> None:
+    class Broken(Recorder):
+        def record(self, started_from: Sequence[Message], left_behind: Sequence[Message]) -> str:
+            raise OSError("disk full")
+
+    agent = Agent(
+        ScriptedBackend(call(ToolUse("c1", "echo", {"text": "x"})), ProviderError("gone")),
+        tools=[echo],
+        session=Broken(),
+    )
+    with pytest.raises(ProviderError) as info:
+        agent.send("go")
+    assert any("disk full" in note for note in info.value.__notes__)

@@ -1,0 +1,260 @@
+"""End to end against the real local llama-server (SmolLM2-135M): no mocks anywhere.
+
+The model is tiny, so nothing here asserts on its wording: each test gives
+it a prompt that makes a tool call very likely and then checks the shape of
+the history the loop left behind, and what actually went over the wire.
+Skipped only when the local backend is not installed (`carryall local
+install`); CI installs it.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from carryall import local
+from carryall.agent import Agent
+from carryall.backends import open_backend
+from carryall.blocks import Image, Message, ToolResult, validate_history
+from carryall.errors import ProviderError
+from carryall.sessions import Store
+from carryall.tools.builtin import builtin_tools
+
+_STATUS = local.status()
+
+pytestmark = [
+    pytest.mark.skipif(
+        not _STATUS.ready,
+        reason=(
+            "the local backend is not installed (server: "
+            f"{_STATUS.server_installed}, model: {_STATUS.model_installed}); "
+            "run `carryall local install`"
+        ),
+    ),
+    pytest.mark.timeout(600),
+]
+
+PNG_1X1 = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+MAX_TOKENS = 256
+"""Room for a few calls' JSON; a tiny model often repeats a call several times."""
+
+MAX_STEPS = 2
+"""Tool rounds per turn: a second chance after a wrong path, then a wrap-up answer."""
+
+ATTEMPTS = 3
+"""Fresh tries for the model to call the tool at all.
+
+Whether a 135M model calls a tool is its choice, about nine times in ten
+with these prompts; what is under test is what the loop does once it has.
+"""
+
+
+def _assert_complete_rounds(messages: list[Message], tool: str) -> None:
+    """A valid history: rounds of `tool` only, every call answered, then the model's answer."""
+    validate_history(messages)
+    assert messages[0].is_plain_user_text()
+    assert messages[1].role == "assistant" and messages[1].tool_uses(), messages[1]
+    for asked, answer in zip(messages[1::2], messages[2::2], strict=False):
+        calls = asked.tool_uses()
+        assert calls and {c.name for c in calls} <= {tool}, asked
+        assert [r.tool_use_id for r in answer.tool_results_in()] == [c.id for c in calls]
+    assert messages[-1].role == "assistant" and not messages[-1].tool_uses()
+
+
+def _used_tool(messages: list[Message]) -> bool:
+    return len(messages) > 1 and bool(messages[1].tool_uses())
+
+
+# -- carryall run ------------------------------------------------------------------------
+
+
+def test_carryall_run_with_builtin_tools_completes_a_tool_round(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("The secret word is PINEAPPLE.\n")
+    env = {
+        **os.environ,
+        "CARRYALL_HOME": str(tmp_path / "home"),
+        "CARRYALL_CACHE_DIR": str(_STATUS.cache_root),
+        "NO_COLOR": "1",
+    }
+    env.pop("ANTHROPIC_API_KEY", None)
+    env.pop("OPENAI_API_KEY", None)
+    store = Store(tmp_path / "home" / "sessions")
+    seen: set[str] = set()
+    for _ in range(ATTEMPTS):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "carryall",
+                "run",
+                "Use the read_file tool to read notes.txt",
+                "--backend",
+                "local",
+                "--tools",
+                "read_file",
+                "--max-steps",
+                str(MAX_STEPS),
+                "--max-tokens",
+                str(MAX_TOKENS),
+                "--workspace",
+                str(workspace),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        [newest] = [info for info in store.list() if info.meta.id not in seen]
+        seen.add(newest.meta.id)
+        messages = store.open(newest.meta.id).messages()
+        if _used_tool(messages):
+            break
+    assert "→ read_file(" in done.stderr
+    assert newest.meta.backend == "local"
+    assert messages[0] == Message.user("Use the read_file tool to read notes.txt")
+    _assert_complete_rounds(messages, "read_file")
+
+
+# -- a tool's image on a model without vision ------------------------------------------------
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Relays every request to the real server and keeps the bodies it saw."""
+
+    upstream: str = ""
+    bodies: list[bytes] = []  # noqa: RUF012 - set per server by _recording_proxy
+
+    def do_GET(self) -> None:
+        self._relay(b"")
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.bodies.append(body)
+        self._relay(body)
+
+    def _relay(self, body: bytes) -> None:
+        target = urlsplit(self.upstream)
+        conn = http.client.HTTPConnection(target.hostname, target.port, timeout=300)
+        # Without `Connection: close` llama-server keeps the streamed answer's
+        # connection open, and a read to the end would wait for the timeout.
+        headers = {
+            "Content-Type": self.headers.get("Content-Type", "application/json"),
+            "Connection": "close",
+        }
+        conn.request(self.command, self.path, body=body or None, headers=headers)
+        answer = conn.getresponse()
+        data = answer.read()
+        conn.close()
+        self.send_response(answer.status)
+        self.send_header("Content-Type", answer.getheader("Content-Type", "application/json"))
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def recording_proxy() -> Iterator[tuple[str, list[bytes]]]:
+    """A loopback proxy in front of the shared local server: what the loop really sent."""
+    server = local.get_local_server()
+    bodies: list[bytes] = []
+    handler = type("Handler", (_Recorder,), {"upstream": server.base_url, "bodies": bodies})
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{proxy.server_address[1]}", bodies
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+
+
+def test_tool_image_reaches_a_model_without_vision_as_its_placeholder(
+    tmp_path: Path, recording_proxy: tuple[str, list[bytes]]
+) -> None:
+    url, bodies = recording_proxy
+    (tmp_path / "dot.png").write_bytes(PNG_1X1)
+    backend = open_backend("llama-server", base_url=url, max_retries=0)
+    try:
+        assert backend.capabilities.vision is False
+        for _ in range(ATTEMPTS):
+            bodies.clear()
+            agent = Agent(
+                backend,
+                tools=builtin_tools(tmp_path, names=["view_image"]),
+                max_steps=MAX_STEPS,
+                max_tokens=MAX_TOKENS,
+            )
+            agent.send('Call the view_image tool with path "dot.png".')
+            if any(m.images() for m in agent.messages):
+                break
+    finally:
+        backend.close()
+    _assert_complete_rounds(agent.messages, "view_image")
+    [carrying] = [m for m in agent.messages if m.images()][:1]
+    n = len(carrying.tool_results_in())
+    assert n and all(isinstance(b, ToolResult) for b in carrying.content[:n])
+    images = carrying.content[n:]
+    assert all(isinstance(b, Image) for b in images), carrying.content
+    assert Image.from_bytes("image/png", PNG_1X1, "dot.png") in images
+
+    # The request that carried the round: the placeholder line went out, the
+    # pixels did not (a server without a projector answers an image with a
+    # 500, so the final answer existing says the same from the other side).
+    sent = [json.dumps(json.loads(b)) for b in bodies]
+    assert len(sent) == (len(agent.messages) + 1) // 2
+    assert any("[image: dot.png (image/png)]" in wire for wire in sent)
+    for wire in sent:
+        assert "image_url" not in wire and base64.b64encode(PNG_1X1).decode() not in wire
+
+
+# -- a server killed mid-stream --------------------------------------------------------------
+
+
+def test_server_killed_mid_stream_is_a_clear_error_and_the_history_is_intact() -> None:
+    with local.LocalServer() as server:
+        url = server.base_url
+        backend = open_backend("llama-server", base_url=url, max_retries=1, retry_delay=0.1)
+        try:
+            agent = Agent(backend, max_tokens=128)
+            agent.send("Say hello.")
+            before = list(agent.messages)
+            streamed: list[str] = []
+
+            def kill_on_first_text(chunk: str) -> None:
+                if not streamed and server.pid is not None:
+                    os.kill(server.pid, signal.SIGKILL)
+                streamed.append(chunk)
+
+            agent.on_text = kill_on_first_text
+            with pytest.raises(ProviderError) as info:
+                agent.send("Write a long story about a cat who learns to fly.")
+        finally:
+            backend.close()
+        assert streamed, "the answer never started streaming, so nothing was killed mid-stream"
+        assert not server.is_running
+    assert agent.messages == before
+    validate_history(agent.messages)
+    # One line that says which server failed, not a traceback.
+    message = str(info.value)
+    assert "\n" not in message
+    assert url in message
