@@ -412,8 +412,9 @@ class FakeLocalServer:
         self.checks = 0
         self.failures = failures
         self.capabilities = Capabilities(vision=False, native_tools=True, thinking=False)
-        self.model_id = "/models/SmolLM2-135M-Instruct.Q4_1.gguf"
-        self.props = {"model_alias": self.model_id, "model_path": self.model_id}
+        path = "/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+        self.props = {"model_alias": path, "model_path": path}
+        self.model_id = carryall.local.model_from_props(self.props)
 
     @property
     def base_url(self) -> str:

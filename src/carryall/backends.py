@@ -48,6 +48,7 @@ import msgspec
 
 from carryall.config import BACKEND_NAMES, BackendSettings, Config, load_config
 from carryall.errors import LocalBackendError, ProviderError
+from carryall.local import capabilities_from_props, model_from_props
 from carryall.providers import Capabilities, Request, Response
 
 if TYPE_CHECKING:
@@ -201,39 +202,6 @@ def read_props(root: str, *, timeout: float = 10.0) -> dict[str, Any]:
     if not isinstance(props, dict):
         raise ProviderError(f"llama-server at {root}: {url} did not answer a JSON object")
     return props
-
-
-def capabilities_from_props(props: Mapping[str, Any]) -> Capabilities:
-    """What the model a llama-server serves can do, from its `/props`.
-
-    Vision only when `modalities.vision` is true (without a projector an
-    image is a 500), native tools only when the chat template says
-    `supports_tools`; anything missing or of the wrong type reads as "no",
-    the answer that degrades to text instead of failing. llama-server
-    returns no reasoning a codec can sign, so `thinking` is False.
-    """
-    modalities = props.get("modalities")
-    template = props.get("chat_template_caps")
-    return Capabilities(
-        vision=isinstance(modalities, Mapping) and modalities.get("vision") is True,
-        native_tools=isinstance(template, Mapping) and template.get("supports_tools") is True,
-        thinking=False,
-    )
-
-
-def model_from_props(props: Mapping[str, Any]) -> str | None:
-    """The served model's name: its alias, else its file name without the folders.
-
-    A server started without `--alias` reports its model path as the alias;
-    that reads as the file name too, not as a path to someone's home folder.
-    """
-    alias = props.get("model_alias")
-    path = props.get("model_path")
-    if isinstance(alias, str) and alias and alias != path:
-        return alias
-    if isinstance(path, str) and path:
-        return path.replace("\\", "/").rsplit("/", 1)[-1]
-    return None
 
 
 # -- codecs ------------------------------------------------------------------------
@@ -933,7 +901,7 @@ def _open_local(
     return OpenAIBackend(
         name="local",
         dialect="llama-server",
-        model=model or model_from_props(server.props) or server.model_id,
+        model=model or server.model_id,
         base_url=f"{server.base_url.rstrip('/')}/v1",
         api_key=api_key,
         capabilities=_capabilities(server.capabilities, settings, no_vision),

@@ -27,7 +27,7 @@ import tarfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -55,12 +55,14 @@ __all__ = [
     "LocalStatus",
     "ProgressCallback",
     "cache_root",
+    "capabilities_from_props",
     "get_local_server",
     "install",
     "install_model",
     "install_server",
     "local_paths",
     "missing_build_tools",
+    "model_from_props",
     "shutdown_local_server",
     "status",
 ]
@@ -771,6 +773,39 @@ def _free_port(host: str) -> int:
         return port
 
 
+def capabilities_from_props(props: Mapping[str, Any]) -> Capabilities:
+    """What the model a llama-server serves can do, from its `/props`.
+
+    Vision only when `modalities.vision` is true (without a projector an
+    image is a 500), native tools only when the chat template says
+    `supports_tools`; anything missing or of the wrong type reads as "no",
+    the answer that degrades to text instead of failing. llama-server
+    returns no reasoning a codec can sign, so `thinking` is False.
+    """
+    modalities = props.get("modalities")
+    template = props.get("chat_template_caps")
+    return Capabilities(
+        vision=isinstance(modalities, Mapping) and modalities.get("vision") is True,
+        native_tools=isinstance(template, Mapping) and template.get("supports_tools") is True,
+        thinking=False,
+    )
+
+
+def model_from_props(props: Mapping[str, Any]) -> str | None:
+    """The served model's name: its alias, else its file name without the folders.
+
+    A server started without `--alias` reports its model path as the alias;
+    that reads as the file name too, not as a path to someone's home folder.
+    """
+    alias = props.get("model_alias")
+    path = props.get("model_path")
+    if isinstance(alias, str) and alias and alias != path:
+        return alias
+    if isinstance(path, str) and path:
+        return path.replace("\\", "/").rsplit("/", 1)[-1]
+    return None
+
+
 class LocalServer:
     """One `llama-server` process on a loopback port, serving the bundled model.
 
@@ -866,18 +901,12 @@ class LocalServer:
         template's `supports_tools`; llama-server returns no reasoning the
         codecs can sign, so `thinking` is False.
         """
-        props = self.props
-        modalities = props.get("modalities")
-        caps = props.get("chat_template_caps")
-        vision = isinstance(modalities, dict) and modalities.get("vision") is True
-        tools = isinstance(caps, dict) and caps.get("supports_tools") is True
-        return Capabilities(vision=vision, native_tools=tools, thinking=False)
+        return capabilities_from_props(self.props)
 
     @property
     def model_id(self) -> str:
-        """The model name the server puts in its answers (`model_alias` in `/props`)."""
-        alias = self.props.get("model_alias")
-        return alias if isinstance(alias, str) else self.model.name
+        """The served model's name (`model_from_props`), else the model file's name."""
+        return model_from_props(self.props) or self.model.name
 
     def start(self) -> str:
         """Start the server (a no-op when running) and return its base URL.
