@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from carryall import local
@@ -40,19 +40,19 @@ def server() -> Iterator[local.LocalServer]:
 
 
 @pytest.fixture(scope="module")
-def http(server: local.LocalServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, timeout=300.0, trust_env=False) as client:
+def http(server: local.LocalServer) -> Iterator[httpx2.Client]:
+    with httpx2.Client(base_url=server.base_url, timeout=300.0, trust_env=False) as client:
         yield client
 
 
-def _post(http: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any]:
+def _post(http: httpx2.Client, path: str, body: dict[str, Any]) -> dict[str, Any]:
     reply = http.post(path, json=body)
     assert reply.status_code == 200, f"{path} refused the request: {reply.text[:500]}"
     data: dict[str, Any] = reply.json()
     return data
 
 
-def _stream(http: httpx.Client, path: str, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _stream(http: httpx2.Client, path: str, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     with http.stream("POST", path, json=body) as reply:
         assert reply.status_code == 200, reply.read()[:500]
         for line in reply.iter_lines():
@@ -77,7 +77,7 @@ def test_server_reports_no_vision_and_no_native_tools(server: local.LocalServer)
 @pytest.mark.parametrize("name", sorted(GOLDENS))
 @pytest.mark.parametrize("dialect", ["openai", "llama-server"])
 def test_goldens_accepted_by_chat_completions(
-    http: httpx.Client, server: local.LocalServer, name: str, dialect: openai_codec.Dialect
+    http: httpx2.Client, server: local.LocalServer, name: str, dialect: openai_codec.Dialect
 ) -> None:
     request = Request(model="local", messages=GOLDENS[name], tools=TOOLS, max_tokens=MAX_TOKENS)
     body = openai_codec.encode_request(request, server.capabilities, dialect)
@@ -93,7 +93,7 @@ def test_goldens_accepted_by_chat_completions(
 
 @pytest.mark.parametrize("name", sorted(GOLDENS))
 def test_goldens_accepted_by_anthropic_messages(
-    http: httpx.Client, server: local.LocalServer, name: str
+    http: httpx2.Client, server: local.LocalServer, name: str
 ) -> None:
     request = Request(model="local", messages=GOLDENS[name], tools=TOOLS, max_tokens=MAX_TOKENS)
     body = anthropic_codec.encode_request(request, server.capabilities)
@@ -104,7 +104,7 @@ def test_goldens_accepted_by_anthropic_messages(
     assert response.stop_reason in {"end_turn", "max_tokens", "tool_use"}
 
 
-def test_image_sent_anyway_is_refused(http: httpx.Client, server: local.LocalServer) -> None:
+def test_image_sent_anyway_is_refused(http: httpx2.Client, server: local.LocalServer) -> None:
     request = Request(model="local", messages=GOLDENS["image_from_user"], max_tokens=MAX_TOKENS)
     body = openai_codec.encode_request(request, Capabilities(vision=True), "llama-server")
     reply = http.post("/v1/chat/completions", json=body)
@@ -113,7 +113,7 @@ def test_image_sent_anyway_is_refused(http: httpx.Client, server: local.LocalSer
 
 
 def test_streamed_and_plain_answers_decode_to_the_same_blocks(
-    http: httpx.Client, server: local.LocalServer
+    http: httpx2.Client, server: local.LocalServer
 ) -> None:
     request = Request(model="local", messages=[Message.user("Say hello.")], max_tokens=MAX_TOKENS)
     body = _greedy(openai_codec.encode_request(request, server.capabilities, "llama-server"))
@@ -126,7 +126,7 @@ def test_streamed_and_plain_answers_decode_to_the_same_blocks(
 
 
 def test_streamed_and_plain_answers_agree_on_anthropic_dialect(
-    http: httpx.Client, server: local.LocalServer
+    http: httpx2.Client, server: local.LocalServer
 ) -> None:
     request = Request(model="local", messages=[Message.user("Say hello.")], max_tokens=MAX_TOKENS)
     body = _greedy(anthropic_codec.encode_request(request, server.capabilities))
@@ -138,7 +138,7 @@ def test_streamed_and_plain_answers_agree_on_anthropic_dialect(
 
 
 def _constrained_turn(
-    http: httpx.Client, server: local.LocalServer, messages: list[Message]
+    http: httpx2.Client, server: local.LocalServer, messages: list[Message]
 ) -> Response:
     request = Request(model="local", messages=messages, tools=TOOLS, max_tokens=128)
     body = _greedy(
@@ -151,7 +151,7 @@ def _constrained_turn(
 
 
 def test_constrained_prompt_mode_makes_a_valid_tool_call_and_completes_a_round(
-    http: httpx.Client, server: local.LocalServer
+    http: httpx2.Client, server: local.LocalServer
 ) -> None:
     history = [Message.user("Use the read_file tool to read the file notes.txt.")]
     first = _constrained_turn(http, server, history)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import platformdirs
 import pytest
 
@@ -291,13 +291,13 @@ def server() -> Iterator[LocalServer]:
 
 
 @pytest.fixture(scope="module")
-def client(server: LocalServer) -> Iterator[httpx.Client]:
+def client(server: LocalServer) -> Iterator[httpx2.Client]:
     # Generous: a 135M model on two busy cores can take a few seconds per answer.
-    with httpx.Client(base_url=server.base_url, timeout=180.0, trust_env=False) as http:
+    with httpx2.Client(base_url=server.base_url, timeout=180.0, trust_env=False) as http:
         yield http
 
 
-def test_server_answers_health(client: httpx.Client) -> None:
+def test_server_answers_health(client: httpx2.Client) -> None:
     assert client.get("/health").status_code == 200
 
 
@@ -311,7 +311,7 @@ def test_server_listens_on_loopback_only(server: LocalServer) -> None:
     assert server.base_url.startswith("http://127.0.0.1:")
 
 
-def test_chat_completion_answers(client: httpx.Client) -> None:
+def test_chat_completion_answers(client: httpx2.Client) -> None:
     answer = client.post(
         "/v1/chat/completions",
         json={"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8},
@@ -325,7 +325,7 @@ def test_chat_completion_answers(client: httpx.Client) -> None:
     assert choice["finish_reason"] in ("stop", "length")
 
 
-def test_messages_endpoint_answers_in_anthropic_dialect(client: httpx.Client) -> None:
+def test_messages_endpoint_answers_in_anthropic_dialect(client: httpx2.Client) -> None:
     answer = client.post(
         "/v1/messages",
         json={
@@ -343,7 +343,7 @@ def test_messages_endpoint_answers_in_anthropic_dialect(client: httpx.Client) ->
     assert body["usage"]["input_tokens"] > 0
 
 
-def test_image_part_is_refused(client: httpx.Client) -> None:
+def test_image_part_is_refused(client: httpx2.Client) -> None:
     answer = client.post(
         "/v1/chat/completions",
         json={
@@ -406,7 +406,7 @@ def test_crashed_server_restarts_once_then_reports() -> None:
         assert own.ensure_running() == first_url
         assert own.restarts == 1
         assert own.pid != first_pid
-        with httpx.Client(trust_env=False, timeout=30) as http:
+        with httpx2.Client(trust_env=False, timeout=30) as http:
             assert http.get(f"{first_url}/health").status_code == 200
         _kill(own)
         with pytest.raises(LocalBackendError, match=r"crashed again \(killed by SIGKILL\)"):

@@ -39,7 +39,7 @@ import urllib.parse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import httpx
+import httpx2
 import msgspec
 
 from carryall.blocks import IMAGE_MEDIA_TYPES, Block, Image, Message, Text, image_media_type
@@ -371,8 +371,8 @@ def _load_remote(target: str, policy: AttachmentPolicy) -> Image:
     try:
         # The host is read by the same parser that will connect, so a URL
         # the two would read differently (`http://a@b/`) cannot slip through.
-        url = httpx.URL(target)
-    except (httpx.InvalidURL, ValueError, TypeError):
+        url = httpx2.URL(target)
+    except (httpx2.InvalidURL, ValueError, TypeError):
         raise AttachmentError(target, "not a valid URL") from None
     host = url.host.lower()
     if url.scheme not in ("http", "https") or not host:
@@ -384,7 +384,7 @@ def _load_remote(target: str, policy: AttachmentPolicy) -> Image:
     deadline = time.monotonic() + policy.fetch_timeout
     try:
         with (
-            httpx.Client(
+            httpx2.Client(
                 timeout=policy.fetch_timeout, follow_redirects=False, trust_env=False
             ) as client,
             client.stream(
@@ -420,7 +420,7 @@ def _load_remote(target: str, policy: AttachmentPolicy) -> Image:
                         target, f"the fetch took longer than {policy.fetch_timeout:g} s"
                     )
                 chunks.append(chunk)
-    except httpx.HTTPError as exc:
+    except httpx2.HTTPError as exc:
         raise AttachmentError(target, f"the fetch failed ({type(exc).__name__}: {exc})") from None
     data = b"".join(chunks)
     if not data:
@@ -430,7 +430,7 @@ def _load_remote(target: str, policy: AttachmentPolicy) -> Image:
     return Image.from_bytes(media_type, data, name or None)
 
 
-def _remote_media_type(target: str, url: httpx.URL, header: str | None) -> str:
+def _remote_media_type(target: str, url: httpx2.URL, header: str | None) -> str:
     declared = (header or "").split(";", 1)[0].strip().lower()
     if declared in IMAGE_MEDIA_TYPES:
         return declared

@@ -178,20 +178,20 @@ def read_props(root: str, *, timeout: float = 10.0) -> dict[str, Any]:
     A server that cannot be reached, answers an error or answers something
     that is not a JSON object is a `ProviderError` naming the URL.
     """
-    import httpx
+    import httpx2
 
     url = f"{root}/props"
     try:
-        answer = httpx.get(url, timeout=timeout)
+        answer = httpx2.get(url, timeout=timeout)
         answer.raise_for_status()
         props = answer.json()
-    except httpx.HTTPStatusError as exc:
+    except httpx2.HTTPStatusError as exc:
         raise ProviderError(
             f"llama-server at {root}: {url} answered HTTP {exc.response.status_code}; "
             "is this a llama-server?",
             status=exc.response.status_code,
         ) from exc
-    except httpx.HTTPError as exc:
+    except httpx2.HTTPError as exc:
         raise ProviderError(
             f"llama-server at {root}: cannot read {url}: {exc or type(exc).__name__}",
             kind="connection_error",

@@ -34,7 +34,7 @@ from types import TracebackType
 from typing import Any, Literal, TypeAlias
 
 import filelock
-import httpx
+import httpx2
 import platformdirs
 
 from carryall.errors import LocalBackendError
@@ -1073,7 +1073,7 @@ class LocalServer:
         url = f"http://{_HOST}:{port}"
         deadline = time.monotonic() + self.startup_timeout
         # trust_env=False: a proxy from the environment must never see loopback traffic.
-        with httpx.Client(base_url=url, timeout=5.0, trust_env=False) as client:
+        with httpx2.Client(base_url=url, timeout=5.0, trust_env=False) as client:
             while True:
                 code = process.poll()
                 if code is not None:
@@ -1088,7 +1088,7 @@ class LocalServer:
                 try:
                     if client.get("/health").status_code == 200:
                         break
-                except httpx.TransportError:
+                except httpx2.TransportError:
                     pass  # not listening yet
                 if time.monotonic() > deadline:
                     raise LocalBackendError(
@@ -1100,7 +1100,7 @@ class LocalServer:
                 answer = client.get("/props")
                 answer.raise_for_status()
                 props = answer.json()
-            except (httpx.HTTPError, ValueError) as exc:
+            except (httpx2.HTTPError, ValueError) as exc:
                 raise LocalBackendError(f"cannot read {url}/props: {exc}") from exc
         if not isinstance(props, dict):
             raise LocalBackendError(f"{url}/props did not answer a JSON object")
