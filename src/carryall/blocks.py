@@ -338,34 +338,35 @@ def validate_history(messages: Sequence[Message]) -> None:
                 else:
                     raise HistoryError(index, "a tool result may only ride a user message")
             continue
-        answered: set[str] = set()
+        expected, pending = pending, {}
         for block in content:
             kind = type(block)
             if kind is Text or kind is Image:
                 continue
             if kind is ToolResult:
-                result: ToolResult = block  # type: ignore[assignment]
-                call_id = result.tool_use_id
-                if call_id in answered:
-                    raise HistoryError(index, f"tool call {call_id!r} is answered twice")
-                if call_id not in pending:
-                    raise HistoryError(
-                        index,
-                        f"tool result for {call_id!r} answers no call "
-                        "in the previous assistant message",
-                    )
-                answered.add(call_id)
+                call_id = block.tool_use_id  # type: ignore[union-attr]
+                if expected.pop(call_id, None) is None:
+                    raise HistoryError(index, _unexpected_result(messages, index, call_id))
             elif kind is ToolUse:
                 raise HistoryError(index, "a tool call may only ride an assistant message")
             else:
                 raise HistoryError(index, "thinking may only ride an assistant message")
-        if pending:
-            missing = {k: v for k, v in pending.items() if k not in answered}
-            if missing:
-                raise HistoryError(index, f"tool call(s) {_names(missing)} are not answered here")
-            pending = {}
+        if expected:
+            raise HistoryError(index, f"tool call(s) {_names(expected)} are not answered here")
     if pending:
         raise HistoryError(len(messages) - 1, f"tool call(s) {_names(pending)} are never answered")
+
+
+def _unexpected_result(messages: Sequence[Message], index: int, call_id: str) -> str:
+    # The error path may be slow: find out why this result was not expected.
+    previous = messages[index - 1] if index > 0 else None
+    if (
+        previous is not None
+        and previous.role == "assistant"
+        and any(use.id == call_id for use in previous.tool_uses())
+    ):
+        return f"tool call {call_id!r} is answered twice"
+    return f"tool result for {call_id!r} answers no call in the previous assistant message"
 
 
 def _names(calls: dict[str, str]) -> str:
