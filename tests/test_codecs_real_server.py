@@ -17,7 +17,10 @@ import httpx2
 import pytest
 
 from carryall import local
+from carryall.backends import open_backend
 from carryall.blocks import Message, ToolResult, ToolUse, validate_history
+from carryall.config import BackendSettings, Config
+from carryall.errors import ProviderError
 from carryall.providers import Capabilities, Request, Response
 from carryall.providers import anthropic as anthropic_codec
 from carryall.providers import openai as openai_codec
@@ -110,6 +113,24 @@ def test_image_sent_anyway_is_refused(http: httpx2.Client, server: local.LocalSe
     reply = http.post("/v1/chat/completions", json=body)
     assert reply.status_code >= 400
     assert "image input is not supported" in reply.text
+
+
+def test_image_sent_anyway_is_a_clear_provider_error_from_the_backend(
+    server: local.LocalServer,
+) -> None:
+    # A config that claims vision the server does not have: the request goes
+    # out with the image, the server refuses it, and the backend says why.
+    config = Config(backends={"llama-server": BackendSettings(vision=True, native_tools=True)})
+    backend = open_backend("llama-server", base_url=server.base_url, config=config, max_retries=0)
+    try:
+        assert backend.capabilities.vision is True
+        request = Request(model="", messages=GOLDENS["image_from_user"], max_tokens=MAX_TOKENS)
+        with pytest.raises(ProviderError) as caught:
+            backend.complete(request)
+    finally:
+        backend.close()
+    assert "image input is not supported" in str(caught.value)
+    assert caught.value.status is not None and caught.value.status >= 400
 
 
 def test_streamed_and_plain_answers_decode_to_the_same_blocks(
