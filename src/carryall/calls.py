@@ -46,6 +46,7 @@ __all__ = [
     "call_id",
     "describe_tools",
     "is_call_fence",
+    "load_json",
     "parse_results_body",
     "parse_tool_calls",
     "read_name",
@@ -252,7 +253,12 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _load(text: str) -> tuple[bool, Any]:
+def load_json(text: str) -> tuple[bool, Any]:
+    """`(True, value)` when `text` is JSON every wire can carry again, else `(False, None)`.
+
+    The one reading of model-written JSON (tool arguments, constrained
+    answers) for every codec; it never raises.
+    """
     try:
         # NaN and Infinity are Python's extension, not JSON: arguments holding
         # them could not be sent on any wire again.
@@ -273,7 +279,7 @@ def _arguments(obj: Mapping[str, Any]) -> tuple[bool, Any]:
         return True, {}
     if isinstance(value, str):
         # OpenAI-style models write arguments as a JSON string.
-        ok, decoded = _load(value)
+        ok, decoded = load_json(value)
         if ok and isinstance(decoded, dict):
             return True, decoded
         return False, None
@@ -285,14 +291,14 @@ def read_name(raw: str) -> str:
     match = _NAME_RE.search(raw)
     if match is None:
         return ""
-    ok, name = _load(f'"{match.group(1)}"')
+    ok, name = load_json(f'"{match.group(1)}"')
     return name if ok and isinstance(name, str) else ""
 
 
 def _call_objects(raw: str) -> list[tuple[str, Any] | str] | None:
     """The calls a JSON call body holds: (name, arguments) for each good one, the
     raw text for each bad one; None when the body is not JSON at all."""
-    ok, value = _load(raw)
+    ok, value = load_json(raw)
     if not ok:
         return None
     items = value if isinstance(value, list) and value else [value]
@@ -317,7 +323,7 @@ def _dump(value: Any, fallback: str) -> str:
 
 def _is_call_object(raw: str) -> bool:
     """Whether a fenced ```json block is a call rather than JSON the model is showing."""
-    ok, value = _load(raw)
+    ok, value = load_json(raw)
     return (
         ok
         and isinstance(value, dict)
@@ -495,7 +501,7 @@ def _field(value: str) -> str:
 def _unfield(token: str) -> str | None:
     if not token.startswith('"'):
         return token
-    ok, value = _load(token)
+    ok, value = load_json(token)
     return value if ok and isinstance(value, str) else None
 
 

@@ -126,6 +126,7 @@ from carryall.blocks import (
     image_media_type,
     image_placeholder,
 )
+from carryall.calls import load_json
 from carryall.errors import BlockError, HistoryError, ProviderError
 from carryall.providers._common import prepare_messages
 from carryall.providers._types import (
@@ -382,16 +383,8 @@ def _parse_arguments(raw: str) -> tuple[Any, bool]:
     """The arguments as JSON, or the raw text and True when they are not JSON."""
     if not raw.strip():
         return {}, False
-    try:
-        return json.loads(raw, parse_constant=_reject_constant), False
-    except (ValueError, RecursionError):
-        # RecursionError: deeply nested arrays are valid JSON that Python
-        # cannot hold; to the loop they are as unusable as broken JSON.
-        return raw, True
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    ok, value = load_json(raw)
+    return (value, False) if ok else (raw, True)
 
 
 def _assistant_blocks(

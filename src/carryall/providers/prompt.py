@@ -63,6 +63,7 @@ from carryall.calls import (
     call_id,
     describe_tools,
     is_call_fence,
+    load_json,
     parse_tool_calls,
     read_name,
     render_assistant,
@@ -327,18 +328,10 @@ def _with_calls(inner: Response, salt: str, constrained: bool) -> Response:
     )
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _read_constrained(content: str, salt: str) -> tuple[str, list[ToolUse], int]:
     """The text and calls of a constrained answer."""
     stripped = content.strip()
-    try:
-        value: Any = json.loads(stripped, parse_constant=_reject_constant)
-        ok = True
-    except (ValueError, RecursionError):
-        value, ok = None, False
+    ok, value = load_json(stripped)
     if ok and isinstance(value, dict) and ("tool_calls" in value or "response" in value):
         response = value.get("response")
         text = response if isinstance(response, str) else ""
