@@ -15,20 +15,14 @@ SDK types take any string there).
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
-from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from openai.types.chat.completion_create_params import (
-    CompletionCreateParamsNonStreaming,
-    CompletionCreateParamsStreaming,
-)
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from carryall.blocks import (
     IMAGE_MEDIA_TYPES,
@@ -60,64 +54,13 @@ from tests.goldens import (
     SIGNED_THINKING,
     TOOLS,
 )
+from tests.sdk_openai import NON_STREAMING, check_openai_request
 
 DIALECTS: tuple[Dialect, ...] = ("openai", "llama-server")
 VISION = Capabilities()
 BLIND = Capabilities(vision=False)
 
 # -- the SDK check ----------------------------------------------------------------
-
-_NON_STREAMING = TypeAdapter(CompletionCreateParamsNonStreaming)
-_STREAMING = TypeAdapter(CompletionCreateParamsStreaming)
-LLAMA_EXTRA_KEYS = ("chat_template_kwargs",)
-LLAMA_EXTRA_MESSAGE_KEYS = ("reasoning_content",)
-
-
-def _materialize(value: Any) -> Any:
-    """The validated value with every lazy iterator consumed (which validates its items)."""
-    if isinstance(value, Mapping):
-        return {key: _materialize(item) for key, item in value.items()}
-    if isinstance(value, str | bytes | int | float | bool) or value is None:
-        return value
-    if isinstance(value, list | tuple | Iterator):
-        # pydantic's ValidatorIterator validates each item as it is drawn.
-        return [_materialize(item) for item in value]
-    raise AssertionError(f"unexpected validated value {type(value).__name__}")
-
-
-def _without_extras(body: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in body.items() if k not in LLAMA_EXTRA_KEYS}
-    out["messages"] = [
-        {k: v for k, v in m.items() if k not in LLAMA_EXTRA_MESSAGE_KEYS}
-        if m.get("role") == "assistant"
-        else m
-        for m in body["messages"]
-    ]
-    return out
-
-
-def _check_images(body: Mapping[str, Any]) -> None:
-    for message in body["messages"]:
-        content = message.get("content")
-        if not isinstance(content, list):
-            continue
-        for part in content:
-            if part.get("type") != "image_url":
-                continue
-            url = part["image_url"]["url"]
-            head, sep, payload = url.partition(",")
-            assert sep and head.startswith("data:") and head.endswith(";base64"), url[:40]
-            assert head[5:-7] in IMAGE_MEDIA_TYPES, f"media type {head[5:-7]!r} not allowlisted"
-            base64.b64decode(payload, validate=True)
-
-
-def check_openai_request(body: Mapping[str, Any], *, streaming: bool = False) -> None:
-    """Fail unless the body is a request the official SDK's type accepts, fully checked."""
-    plain = _without_extras(body)
-    adapter = _STREAMING if streaming else _NON_STREAMING
-    validated = _materialize(adapter.validate_python(plain))
-    assert validated == plain, "the SDK type dropped or changed something: an unknown key?"
-    _check_images(plain)
 
 
 def test_check_rejects_a_tiff_image() -> None:
@@ -154,7 +97,7 @@ def test_check_rejects_a_bad_tool_message(tool_message: dict[str, Any]) -> None:
 def test_unconsumed_sdk_validation_would_pass_a_bad_tool_message() -> None:
     # Why the check consumes every iterator: without it pydantic passes this.
     body = {"model": "m", "messages": [{"role": "tool", "content": [{"type": "image_url"}]}]}
-    _NON_STREAMING.validate_python(body)
+    NON_STREAMING.validate_python(body)
     with pytest.raises(ValidationError):
         check_openai_request(body)
 

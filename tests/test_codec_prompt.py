@@ -17,8 +17,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
-from pydantic import TypeAdapter
 
 from carryall.blocks import Message, Text, Thinking, ToolResult, ToolUse
 from carryall.calls import parse_results_body, parse_tool_calls
@@ -34,6 +32,7 @@ from carryall.providers.prompt import (
     response_schema,
 )
 from tests.goldens import GOLDENS, PARALLEL_ROUND_WITH_IMAGE, SIGNED_THINKING, TOOLS, PNG_1x1
+from tests.sdk_openai import check_openai_request
 
 VISION = Capabilities(vision=True, native_tools=False)
 BLIND = Capabilities(vision=False, native_tools=False)
@@ -41,26 +40,9 @@ DIALECTS: tuple[Dialect, ...] = ("openai", "llama-server")
 
 # -- the SDK check ----------------------------------------------------------------
 
-_SDK = TypeAdapter(CompletionCreateParamsNonStreaming)
-
-
-def _materialize(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {key: _materialize(item) for key, item in value.items()}
-    if isinstance(value, str | bytes | int | float | bool) or value is None:
-        return value
-    if isinstance(value, list | tuple | Iterator):
-        # pydantic's ValidatorIterator validates each item as it is drawn.
-        return [_materialize(item) for item in value]
-    raise AssertionError(f"unexpected validated value {type(value).__name__}")
-
 
 def check_sdk(body: Mapping[str, Any]) -> None:
-    plain = {k: v for k, v in body.items() if k != "chat_template_kwargs"}
-    plain["messages"] = [
-        {k: v for k, v in m.items() if k != "reasoning_content"} for m in body["messages"]
-    ]
-    assert _materialize(_SDK.validate_python(plain)) == plain
+    check_openai_request(body)
 
 
 def request(history: list[Message], **options: Any) -> Request:

@@ -1,0 +1,72 @@
+"""The OpenAI SDK check every OpenAI-wire test shares (see test_codec_openai's docstring).
+
+A request passes only if the official SDK's own type accepts it with every
+lazily validated iterable consumed, nothing dropped, and every image a
+`data:` URL of an allowlisted media type.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from openai.types.chat.completion_create_params import (
+    CompletionCreateParamsNonStreaming,
+    CompletionCreateParamsStreaming,
+)
+from pydantic import TypeAdapter
+
+from carryall.blocks import IMAGE_MEDIA_TYPES
+
+NON_STREAMING = TypeAdapter(CompletionCreateParamsNonStreaming)
+STREAMING = TypeAdapter(CompletionCreateParamsStreaming)
+LLAMA_EXTRA_KEYS = ("chat_template_kwargs",)
+LLAMA_EXTRA_MESSAGE_KEYS = ("reasoning_content",)
+
+
+def _materialize(value: Any) -> Any:
+    """The validated value with every lazy iterator consumed (which validates its items)."""
+    if isinstance(value, Mapping):
+        return {key: _materialize(item) for key, item in value.items()}
+    if isinstance(value, str | bytes | int | float | bool) or value is None:
+        return value
+    if isinstance(value, list | tuple | Iterator):
+        # pydantic's ValidatorIterator validates each item as it is drawn.
+        return [_materialize(item) for item in value]
+    raise AssertionError(f"unexpected validated value {type(value).__name__}")
+
+
+def _without_extras(body: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in body.items() if k not in LLAMA_EXTRA_KEYS}
+    out["messages"] = [
+        {k: v for k, v in m.items() if k not in LLAMA_EXTRA_MESSAGE_KEYS}
+        if m.get("role") == "assistant"
+        else m
+        for m in body["messages"]
+    ]
+    return out
+
+
+def _check_images(body: Mapping[str, Any]) -> None:
+    for message in body["messages"]:
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            if part.get("type") != "image_url":
+                continue
+            url = part["image_url"]["url"]
+            head, sep, payload = url.partition(",")
+            assert sep and head.startswith("data:") and head.endswith(";base64"), url[:40]
+            assert head[5:-7] in IMAGE_MEDIA_TYPES, f"media type {head[5:-7]!r} not allowlisted"
+            base64.b64decode(payload, validate=True)
+
+
+def check_openai_request(body: Mapping[str, Any], *, streaming: bool = False) -> None:
+    """Fail unless the body is a request the official SDK's type accepts, fully checked."""
+    plain = _without_extras(body)
+    adapter = STREAMING if streaming else NON_STREAMING
+    validated = _materialize(adapter.validate_python(plain))
+    assert validated == plain, "the SDK type dropped or changed something: an unknown key?"
+    _check_images(plain)
