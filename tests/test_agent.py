@@ -510,3 +510,27 @@ def test_a_recording_failure_rides_on_the_turns_own_error() -> None:
     with pytest.raises(ProviderError) as info:
         agent.send("go")
     assert any("disk full" in note for note in info.value.__notes__)
+
+
+def test_every_round_is_recorded_as_it_lands() -> None:
+    lengths: list[int] = []
+
+    class Log(Recorder):
+        def record(self, started_from: Sequence[Message], left_behind: Sequence[Message]) -> str:
+            lengths.append(len(left_behind))
+            return "append"
+
+    agent = Agent(
+        ScriptedBackend(
+            call(ToolUse("c1", "echo", {"text": "a"})),
+            call(ToolUse("c2", "echo", {"text": "b"})),
+            ProviderError("gone"),
+        ),
+        tools=[echo],
+        session=Log(),
+    )
+    with pytest.raises(ProviderError):
+        agent.send("go")
+    # Both whole rounds were recorded before the third request failed.
+    assert lengths[:2] == [3, 5]
+    assert len(agent.messages) == 5

@@ -124,7 +124,7 @@ class Agent:
     model to answer without tools (`tool_choice="none"`), so a turn ends on
     the model's word; with `wrap_up=False` the turn stops after the last
     round instead, every call answered.
-    With a `session`, the history is recorded after every turn, and after a
+    With a `session`, the history is recorded after every tool round and every turn, and after a
     failed or interrupted one with whatever whole messages it left; when no
     `messages` are given, the session's own history is the starting point.
     """
@@ -258,6 +258,12 @@ class Agent:
                 return response
             if calls:
                 self._run_round(calls)
+                # Each whole round is recorded as it lands, so a process
+                # killed in a long turn loses at most the step under way. A
+                # failure here is not the turn's: the record at the turn's
+                # end tries again and reports it.
+                with contextlib.suppress(Exception):
+                    self._record()
             rounds += 1
             if rounds >= self.max_steps and not self.wrap_up:
                 self._emit(StepLimitReached(self.max_steps, wrapping_up=False))
