@@ -44,7 +44,12 @@ def server() -> Iterator[local.LocalServer]:
 
 @pytest.fixture(scope="module")
 def http(server: local.LocalServer) -> Iterator[httpx2.Client]:
-    with httpx2.Client(base_url=server.base_url, timeout=300.0, trust_env=False) as client:
+    # No keep-alive: llama-server closes idle connections after a few
+    # seconds, and a request racing that close fails without an answer.
+    no_reuse = httpx2.Limits(max_keepalive_connections=0)
+    with httpx2.Client(
+        base_url=server.base_url, timeout=300.0, trust_env=False, limits=no_reuse
+    ) as client:
         yield client
 
 

@@ -293,7 +293,12 @@ def server() -> Iterator[LocalServer]:
 @pytest.fixture(scope="module")
 def client(server: LocalServer) -> Iterator[httpx2.Client]:
     # Generous: a 135M model on two busy cores can take a few seconds per answer.
-    with httpx2.Client(base_url=server.base_url, timeout=180.0, trust_env=False) as http:
+    # No keep-alive: llama-server closes idle connections after a few
+    # seconds, and a request racing that close fails without an answer.
+    no_reuse = httpx2.Limits(max_keepalive_connections=0)
+    with httpx2.Client(
+        base_url=server.base_url, timeout=180.0, trust_env=False, limits=no_reuse
+    ) as http:
         yield http
 
 
