@@ -269,6 +269,16 @@ def test_import_of_bad_file_is_one_clear_line(home: Path, app: typer.Typer, tmp_
     assert Store().list() == []
 
 
+def test_import_of_json_nested_too_deep_is_one_clear_line(
+    home: Path, app: typer.Typer, tmp_path: Path
+) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000)
+    code, _, err = _run(app, "sessions", "import", str(path))
+    assert code == 1 and "nested too deeply" in err and str(path) in err
+    assert Store().list() == []
+
+
 def test_rm_asks_first(home: Path, app: typer.Typer) -> None:
     session_id = _session(home)
     code, _, _ = _run(app, "sessions", "rm", session_id, input="n\n")

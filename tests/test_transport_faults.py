@@ -559,6 +559,18 @@ def test_event_that_is_not_json_is_a_clear_error_not_retried(flavor: Flavor) -> 
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
+def test_event_nested_deeper_than_python_holds_is_a_clear_error(flavor: Flavor) -> None:
+    deep = "data: " + "[" * 100_000 + "\n\n"
+    if flavor.name == "anthropic":
+        deep = "event: message_start\n" + deep
+    with (
+        served([Reply(sse=deep)]) as server,
+        pytest.raises(ProviderError, match="stream event 1 is not JSON"),
+    ):
+        flavor.open(server.url).complete(hello())
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
 def test_json_answer_to_a_stream_request_is_decoded_whole(flavor: Flavor) -> None:
     with served([Reply(body=flavor.ok_json)]) as server:
         response = flavor.open(server.url).complete(hello())

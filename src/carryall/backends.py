@@ -446,7 +446,7 @@ class _SdkBackend:
                 continue
             try:
                 payload = json.loads(sse.data)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 raise ProviderError(f"stream event {count} is not JSON: {_clip(sse.data)}") from exc
             yield self._event_payload(sse.event, payload)
 
@@ -457,7 +457,8 @@ class _SdkBackend:
             data = json.loads(raw.http_response.read())
         except (httpx2.HTTPError, httpx2.StreamError) as exc:
             raise self._dropped(exc) from exc
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
+            # RecursionError: JSON nested deeper than Python can hold.
             raise ProviderError(f"{self._where}: the answer is not JSON") from exc
         if not isinstance(data, Mapping):
             raise ProviderError(f"{self._where}: the answer is not a JSON object: {_clip(data)}")

@@ -94,6 +94,8 @@ def read_messages_file(
         raise TranscriptError(f"cannot read {where}: {exc.strerror or exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TranscriptError(f"{where} is not JSON: {exc}") from None
+    except RecursionError:
+        raise TranscriptError(f"{where}: JSON nested too deeply to read") from None
     chosen: Dialect = detect_dialect(data) if dialect == "auto" else dialect
     if chosen == "carryall":
         return _read_export(data, where, blob)
