@@ -319,6 +319,20 @@ def test_corrupt_middle_line_names_the_line(store: Store) -> None:
         store.open(session.id)
 
 
+def test_line_nested_deeper_than_python_holds_names_the_line(store: Store) -> None:
+    session = store.create()
+    session.record([], [_user("a")])
+    deep = b"[" * 100_000 + b"]" * 100_000
+    line = (
+        b'{"event":"append","time":"2026-11-29T00:00:00Z","n":1,"messages":[{"role":"assistant",'
+        b'"content":[{"type":"tool_use","id":"a","name":"b","input":' + deep + b"}]}]}\n"
+    )
+    with session.path.open("ab") as out:
+        out.write(line)
+    with pytest.raises(TranscriptError, match=r"line 3: invalid event"):
+        store.open(session.id)
+
+
 def test_inconsistent_append_is_an_error(store: Store) -> None:
     session = store.create()
     session.record([], [_user("a")])

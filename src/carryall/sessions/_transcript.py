@@ -193,7 +193,7 @@ def decode_header(line: bytes, where: str) -> Header:
     """Decode line 1, refusing a file that is not a transcript or is newer than this reader."""
     try:
         probe = _probe_decoder.decode(line)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
         raise TranscriptError(f"{where} line 1: not a session header: {exc}") from None
     if probe.carryall != MAGIC:
         raise TranscriptError(f"{where} line 1: not a carryall session header")
@@ -206,7 +206,7 @@ def decode_header(line: bytes, where: str) -> Header:
         raise TranscriptError(f"{where} line 1: invalid transcript format {probe.format}")
     try:
         return _header_decoder.decode(line)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
         raise TranscriptError(f"{where} line 1: invalid session header: {exc}") from None
 
 
@@ -218,8 +218,9 @@ def decode_event(line: bytes, where: str, line_no: int) -> AnyEvent:
         if b'"image"' not in line:
             return _plain_decoder.decode(line)
         return _event_decoder.decode(line)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        # msgspec reports a block's own validation (`BlockError`) as a ValidationError.
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+        # msgspec reports a block's own validation (`BlockError`) as a
+        # ValidationError; RecursionError is JSON nested deeper than Python holds.
         raise TranscriptError(f"{where} line {line_no}: invalid event: {exc}") from None
 
 
@@ -227,7 +228,7 @@ def decode_head(line: bytes, where: str, line_no: int | None) -> EventHead:
     """Decode an event's head only (kind, time, length, title); `None` means the last line."""
     try:
         return _head_decoder.decode(line)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         place = "last line" if line_no is None else f"line {line_no}"
         raise TranscriptError(f"{where} {place}: invalid event: {exc}") from None
 
