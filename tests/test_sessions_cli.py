@@ -360,3 +360,40 @@ def test_readers_keep_hostile_text_inert(home: Path, app: typer.Typer) -> None:
     _, markdown, _ = _run(app, "sessions", "show", session.id, "-f", "markdown")
     # The result's own backtick runs sit inside a longer fence.
     assert "`````\n```\nnot the end of the block\n````\n`````" in markdown
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "openai"])
+def test_export_as_wire_messages_imports_back(
+    home: Path, app: typer.Typer, tmp_path: Path, dialect: str
+) -> None:
+    session_id = _session(home)
+    out = tmp_path / f"{dialect}.json"
+    code, _, err = _run(app, "sessions", "export", session_id, "-f", dialect, "-o", str(out))
+    assert code == 0, err
+    document = json.loads(out.read_text())
+    assert isinstance(document["messages"], list)
+    code, _, err = _run(app, "sessions", "import", str(out))
+    assert code == 0, err
+    original = Store().open(session_id).messages()
+    imported = next(i for i in Store().list() if i.meta.id != session_id)
+    back = Store().open(imported.meta.id).messages()
+    # What the wire does not carry: an image's file name, and (on OpenAI)
+    # thinking; everything else comes back as it was.
+    expected = [
+        Message(
+            m.role,
+            [
+                Image(b.media_type, b.data) if isinstance(b, Image) else b
+                for b in m.content
+                if dialect == "anthropic" or not isinstance(b, Thinking)
+            ],
+        )
+        for m in original
+    ]
+    if dialect == "anthropic":
+        # Unsigned thinking stays off the Anthropic wire too.
+        expected = [
+            Message(m.role, [b for b in m.content if not isinstance(b, Thinking) or b.signature])
+            for m in expected
+        ]
+    assert back == expected

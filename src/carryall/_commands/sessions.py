@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
@@ -43,6 +43,17 @@ class ShowFormat(StrEnum):
     markdown = "markdown"
     json = "json"
     html = "html"
+
+
+class ExportFormat(StrEnum):
+    """How `sessions export` writes a session: a reading format, or a wire dialect's messages."""
+
+    text = "text"
+    markdown = "markdown"
+    json = "json"
+    html = "html"
+    openai = "openai"
+    anthropic = "anthropic"
 
 
 class ImportFormat(StrEnum):
@@ -88,6 +99,33 @@ def _render(session_id: str, fmt: ShowFormat, embed_images: bool) -> tuple[str, 
     session = _store().open(session_id)
     messages, times = session.messages(), session.times()
     return session.id, render(fmt.value, session.meta, messages, times, embed_images=embed_images)
+
+
+def _wire_export(session_id: str, dialect: str) -> tuple[str, str]:
+    """A session as an OpenAI or Anthropic messages document, through the request codecs."""
+    from carryall.providers import Capabilities, Request
+    from carryall.providers import anthropic as anthropic_codec
+    from carryall.providers import openai as openai_codec
+
+    session = _store().open(session_id)
+    request = Request(
+        model=session.meta.model or "",
+        system=session.meta.system,
+        messages=tuple(session.messages()),
+        max_images=sys.maxsize,
+    )
+    # Every image and every tool round goes out: the export is the whole
+    # history, not what one model could take.
+    caps = Capabilities(vision=True, native_tools=True, thinking=True)
+    document: dict[str, Any]
+    if dialect == "anthropic":
+        body = anthropic_codec.encode_request(request, caps)
+        document = {"messages": body["messages"]}
+        if "system" in body:
+            document = {"system": body["system"], **document}
+    else:
+        document = {"messages": openai_codec.encode_request(request, caps)["messages"]}
+    return session.id, json.dumps(document, ensure_ascii=False, indent=2) + "\n"
 
 
 # -- sessions list / show / export / import / rm ------------------------------
@@ -174,8 +212,14 @@ def export(
         typer.Option("--output", "-o", help="Write to this file instead of standard output."),
     ] = None,
     fmt: Annotated[
-        ShowFormat, typer.Option("--format", "-f", help="Output format.")
-    ] = ShowFormat.json,
+        ExportFormat,
+        typer.Option(
+            "--format",
+            "-f",
+            help="Output format: a reading format, or `openai` / `anthropic` for that "
+            "API's messages array (with the system prompt), to continue elsewhere.",
+        ),
+    ] = ExportFormat.json,
     embed_images: Annotated[
         bool,
         typer.Option(
@@ -188,8 +232,14 @@ def export(
 
     Without --embed-images an image is written as its placeholder and
     content hash; importing on this machine restores it from the store.
+    The `openai` and `anthropic` formats are the messages those APIs take
+    (images always embedded, as the wire carries them), written by the same
+    codecs that send requests; `sessions import` reads them back too.
     """
-    full_id, out = _render(session_id, fmt, embed_images)
+    if fmt in (ExportFormat.openai, ExportFormat.anthropic):
+        full_id, out = _wire_export(session_id, fmt.value)
+    else:
+        full_id, out = _render(session_id, ShowFormat(fmt.value), embed_images)
     if output is None or str(output) == "-":
         sys.stdout.write(out)
         return
