@@ -371,3 +371,27 @@ def test_local_backend_not_installed_says_how_to_install(
     [line] = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]
     assert "carryall local install" in line
     assert "Traceback" not in result.stderr
+
+
+def test_run_hands_over_an_image_named_with_image(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path
+) -> None:
+    opened = script(monkeypatch, say("A dot."))
+    result = invoke(
+        "run", "what is this?", "-i", str(workspace / "dot.png"), "--no-record", "-t", "none"
+    )
+    assert result.exit_code == 0, result.stderr
+    assert opened.backend is not None
+    first = opened.backend.requests[0].messages[0]
+    assert first.text() == "what is this?"
+    assert [(i.media_type, i.source, i.to_bytes()) for i in first.images()] == [
+        ("image/png", "dot.png", PNG_1X1)
+    ]
+
+
+def test_run_refuses_a_named_file_that_is_not_an_image(home: Path, tmp_path: Path) -> None:
+    fake = tmp_path / "fake.png"
+    fake.write_text("#!/bin/sh\necho not an image\n")
+    result = invoke("run", "x", "--image", str(fake), "--no-record")
+    assert result.exit_code == 1
+    assert "fake.png" in result.stderr and "not a PNG" in result.stderr

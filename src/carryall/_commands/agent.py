@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -32,8 +32,9 @@ from carryall.agent import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from carryall.blocks import Message, ToolUse
-from carryall.errors import CarryallError
+from carryall.attachments import AttachmentPolicy, load_image
+from carryall.blocks import Image, Message, ToolUse
+from carryall.errors import AttachmentError, CarryallError
 from carryall.tools import Tool
 from carryall.tools.builtin import BUILTIN_TOOL_NAMES, DEFAULT_TOOL_NAMES, builtin_tools
 
@@ -142,6 +143,15 @@ NoVisionOption = Annotated[
         help="Treat the model as unable to see: every image reaches it as a placeholder line.",
     ),
 ]
+ImageOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--image",
+        "-i",
+        help="An image file (PNG, JPEG, GIF or WebP) to hand over with the prompt; repeatable.",
+        show_default=False,
+    ),
+]
 NoRecordOption = Annotated[
     bool, typer.Option("--no-record", help="Do not record this run as a session.")
 ]
@@ -175,6 +185,7 @@ def run(
     tool_timeout: ToolTimeoutOption = DEFAULT_TOOL_TIMEOUT,
     no_vision: NoVisionOption = False,
     no_record: NoRecordOption = False,
+    image: ImageOption = None,
 ) -> None:
     """Run one prompt to the end of its turn, tools included, and print the answer.
 
@@ -189,10 +200,11 @@ def run(
         prompt = sys.stdin.read()
     if not prompt.strip():
         _fail(err, "the prompt is empty")
+    images = _load_images(image or [], err)
     setup = _Setup.of(locals())
     with _opened(setup, out, err) as (agent, display):
         try:
-            agent.send(prompt)
+            agent.send(prompt, images)
         except KeyboardInterrupt:
             display.finish()
             err.print("[yellow]interrupted[/]: the turn was stopped; the history is intact")
@@ -414,6 +426,21 @@ def _backend_label(agent: Agent) -> str:
 
 def _consoles() -> tuple[Console, Console]:
     return Console(highlight=False, soft_wrap=True), Console(stderr=True, highlight=False)
+
+
+def _load_images(paths: Sequence[Path], err: Console) -> list[Image]:
+    """The images a person named on the command line, checked like any attachment.
+
+    Naming a file is the permission to read it, so its own folder is the
+    allowed root; the size cap, extension and magic-byte checks still apply.
+    """
+    images: list[Image] = []
+    for path in paths:
+        try:
+            images.append(load_image(str(path), AttachmentPolicy(roots=[path.parent])))
+        except AttachmentError as exc:
+            _fail(err, str(exc))
+    return images
 
 
 def _fail(err: Console, message: str) -> NoReturn:
