@@ -40,6 +40,7 @@ __all__ = [
     "is_tool_result_carrier",
     "marker_line",
     "native_attachments",
+    "native_envelope",
     "parse_marker_line",
     "parse_native_tool_carrier",
     "parse_prompt_tool_carrier",
@@ -179,15 +180,25 @@ def render_native_attachments(markers: Iterable[Marker]) -> list[dict[str, str]]
     return [{"kind": m.kind.value, "target": m.target} for m in markers]
 
 
-def _load_envelope(content: str) -> dict[str, Any] | None:
+def native_envelope(content: str) -> dict[str, Any] | None:
+    """The JSON object a `tool` message's content holds, or None when it holds none.
+
+    The one reading of a native envelope's JSON, for the grammar and for the
+    readers of its other fields (the call id, the error flag).
+    """
     try:
         value = json.loads(content)
     except (ValueError, RecursionError):
         # RecursionError: deeply nested hostile JSON must read as "not an
         # envelope", never as a crash.
         return None
-    if isinstance(value, dict) and isinstance(value.get("content"), str):
-        return value
+    return value if isinstance(value, dict) else None
+
+
+def _load_envelope(content: str) -> dict[str, Any] | None:
+    envelope = native_envelope(content)
+    if envelope is not None and isinstance(envelope.get("content"), str):
+        return envelope
     return None
 
 

@@ -40,6 +40,7 @@ import msgspec
 from carryall.attachments import AttachmentPolicy, load_failure_note, load_image
 from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
 from carryall.calls import (
+    load_json,
     parse_results_body,
     render_assistant,
     render_results_body,
@@ -52,6 +53,7 @@ from carryall.carrier import (
     classify,
     marker_line,
     native_attachments,
+    native_envelope,
     render_native_attachments,
     render_native_tool_carrier,
     render_prompt_tool_carrier,
@@ -412,9 +414,8 @@ def _call_from_flat(call: Any, index: int, position: int) -> ToolUse:
     if not isinstance(call_id, str) or not isinstance(name, str):
         raise CarrierError(f"flat message {index}: tool call {position} lacks a string id and name")
     if isinstance(arguments, str):
-        try:
-            value: Any = json.loads(arguments)
-        except (ValueError, RecursionError):
+        ok, value = load_json(arguments)
+        if not ok:
             value = arguments
     else:
         value = {} if arguments is None else arguments
@@ -467,7 +468,7 @@ def _round_from_flat(
         if parts.kind is CarrierKind.PROMPT:
             results.extend(_prompt_results(parts.text, parts.declared, calls))
         else:
-            envelope = _envelope(content) if parts.declared or role == "tool" else None
+            envelope = native_envelope(content)
             call_id = envelope.get("tool_call_id") if envelope is not None else None
             if not isinstance(call_id, str):
                 call_id = calls[position].id if position < len(calls) else ""
@@ -495,14 +496,6 @@ def _round_from_flat(
                 (*last.attachments, *others),
             )
     return [*results, *images]
-
-
-def _envelope(content: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(content)
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _prompt_results(body: str, declared: bool, calls: Sequence[ToolUse]) -> list[ToolResult]:
