@@ -145,6 +145,7 @@ __all__ = [
     "decode_messages",
     "decode_response",
     "decode_stream",
+    "encode_prepared",
     "encode_request",
     "stream_body",
 ]
@@ -182,12 +183,25 @@ def encode_request(
     same histories. The body shares the tool schemas and strings of the
     request rather than copying them: treat it as read-only.
     """
+    return encode_prepared(request, prepare_messages(request, caps), caps, dialect)
+
+
+def encode_prepared(
+    request: Request,
+    messages: Sequence[Message],
+    caps: Capabilities,
+    dialect: Dialect = "openai",
+) -> dict[str, Any]:
+    """`encode_request` for messages already through `prepare_messages`.
+
+    For prompt mode, which prepares the history itself before rewriting it
+    as plain messages: checking it a second time would be the same work again.
+    """
     if dialect not in _DIALECTS:
         raise ProviderError(
             f"unknown OpenAI-style dialect {dialect!r}: expected one of {', '.join(_DIALECTS)}"
         )
     llama = dialect == "llama-server"
-    messages = prepare_messages(request, caps)
     if llama and messages and messages[-1].role == "assistant":
         raise HistoryError(
             len(messages) - 1,

@@ -130,7 +130,7 @@ def encode_request(
     inner = msgspec.structs.replace(
         request, messages=tuple(plain), system=system, tools=(), tool_choice=None
     )
-    body = openai_codec.encode_request(inner, caps, dialect)
+    body = openai_codec.encode_prepared(inner, inner.messages, caps, dialect)
     if constrained:
         body["response_format"] = response_format(request.tools, request.tool_choice)
     return body
