@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import copy
 import json
+import pickle
 from typing import Any
 
 import msgspec
@@ -11,8 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from carryall import blocks as blocks_module
 from carryall.blocks import (
     Block,
+    HistorySurvey,
     Image,
     Message,
     Text,
@@ -25,6 +29,7 @@ from carryall.blocks import (
     image_placeholder,
     messages_from_dicts,
     messages_to_dicts,
+    survey_history,
     validate_history,
 )
 from carryall.carrier import Marker, MarkerKind
@@ -282,3 +287,142 @@ def test_messages_are_msgspec_json_encodable() -> None:
     # Session recording encodes messages with msgspec directly.
     message = Message.tool_results([ToolResult("a", "b")], [Image("image/png", "AA", "s.png")])
     assert msgspec.json.decode(msgspec.json.encode(message), type=Message) == message
+
+
+# -- survey_history: what the check notes on its way ---------------------------------
+
+AUDIO = (Marker(MarkerKind.AUDIO, "a.wav"),)
+
+
+def test_survey_counts_images_and_names_every_irregular_message() -> None:
+    history = [
+        Message.user("look", [Image("image/png", "AA")]),  # 0: an image
+        Message.assistant([Text("fine"), ToolUse("a", "f", {"p": 1})]),  # 1
+        Message.tool_results([ToolResult("a", "ok")]),  # 2
+        Message.assistant([Thinking("hm", "sig"), ToolUse("b", "f", {})]),  # 3: thinking
+        Message("user", (Text("first"), ToolResult("b", "ok"))),  # 4: a result after text
+        Message.assistant([ToolUse("c", "f", "not json")]),  # 5: input not an object
+        Message.tool_results([ToolResult("c", "")]),  # 6: an empty result
+        Message.assistant([ToolUse("d", "f", {})]),  # 7
+        Message.tool_results([ToolResult("d", "ok", attachments=AUDIO)]),  # 8: an attachment
+        Message.assistant([Text(" \n")]),  # 9: blank text
+        Message.user("bye", [Image("image/gif", "AA"), Image("image/png", "AA")]),  # 10
+    ]
+    assert survey_history(history) == HistorySurvey(3, [0, 3, 4, 5, 6, 8, 9, 10])
+
+
+def _outcome(check: Any, history: Any) -> Any:
+    try:
+        return check(history)
+    except HistoryError as exc:
+        return ("refused", exc.index, str(exc))
+
+
+def test_a_valid_history_is_surveyed_from_the_shapes_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    history = [
+        Message.user("go"),
+        Message.assistant([Text("two"), ToolUse("a", "f", {}), ToolUse("b", "g", [1])]),
+        Message.tool_results(
+            [ToolResult("b", "2"), ToolResult("a", "1")], [Image("image/png", "A")]
+        ),
+        Message.assistant([Thinking("t"), Text("done")]),
+    ]
+    expected = blocks_module._survey_blocks(history)
+
+    def no_second_look(messages: Any) -> HistorySurvey:
+        raise AssertionError("a valid history should not need the block-by-block look")
+
+    monkeypatch.setattr(blocks_module, "_survey_blocks", no_second_look)
+    assert survey_history(history) == expected == HistorySurvey(1, [1, 2, 3])
+
+
+def test_a_message_copied_without_post_init_still_knows_its_shape() -> None:
+    call = Message.assistant([ToolUse("a", "f", {})])
+    answer = Message.tool_results([ToolResult("a", "ok")], [Image("image/png", "AA")])
+    copies = [
+        copy.copy(answer),
+        copy.deepcopy(answer),
+        pickle.loads(pickle.dumps(answer)),
+        msgspec.json.decode(msgspec.json.encode(answer), type=Message),
+        msgspec.structs.replace(answer, content=answer.content),
+    ]
+    for again in copies:
+        assert survey_history([Message.user("go"), call, again]) == HistorySurvey(1, [2])
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        copy.copy(answer).nope  # noqa: B018
+
+
+def test_the_shape_is_not_part_of_the_value() -> None:
+    message = Message.assistant([Text("hi"), ToolUse("a", "f", {"k": 1})])
+    assert json.loads(msgspec.json.encode(message)) == message.to_dict()
+    assert set(msgspec.to_builtins(message)) == {"role", "content"}
+    assert message == copy.copy(message)
+    assert "_shape" not in repr(message)
+
+
+ids = st.sampled_from(["a", "b", "c", ""])
+any_block = st.one_of(
+    st.builds(Text, st.sampled_from(["hi", "", "  ", "x\n"])),
+    st.builds(Thinking, st.sampled_from(["t", ""]), st.none() | st.just("sig")),
+    st.builds(ToolUse, ids, st.just("f"), st.sampled_from([{}, {"k": 1}, "raw", [1]])),
+    st.builds(
+        ToolResult, ids, st.sampled_from(["ok", ""]), st.booleans(), st.sampled_from([(), AUDIO])
+    ),
+    st.builds(Image, st.sampled_from(["image/png", "image/gif"]), st.just("AA")),
+)
+stray = st.one_of(
+    st.builds(Message, st.sampled_from(["user", "assistant"]), st.lists(any_block, max_size=3)),
+    st.sampled_from([None, "a string", {"role": "user", "content": []}]),
+)
+
+
+@st.composite
+def rough_histories(draw: st.DrawFn) -> list[Any]:
+    """Histories built valid round by round, then sometimes knocked out of true."""
+    history: list[Any] = []
+    calls = 0
+    for _ in range(draw(st.integers(0, 5))):
+        history.append(
+            Message("user", draw(st.lists(any_block.filter(_user_kind), min_size=1, max_size=2)))
+        )
+        called: list[str] = []
+        blocks: list[Block] = draw(st.lists(any_block.filter(_talk_kind), max_size=2))
+        for _ in range(draw(st.integers(0, 3))):
+            calls += 1
+            called.append(f"call_{calls}")
+            blocks.append(ToolUse(called[-1], "f", draw(st.sampled_from([{}, {"k": 1}, "raw"]))))
+        history.append(Message("assistant", blocks or [Text("ok")]))
+        if called:
+            results = [
+                ToolResult(
+                    i,
+                    draw(st.sampled_from(["ok", ""])),
+                    attachments=draw(st.sampled_from([(), AUDIO])),
+                )
+                for i in draw(st.permutations(called))
+            ]
+            extras = draw(st.lists(any_block.filter(_user_kind), max_size=2))
+            at = draw(st.integers(0, len(results)))
+            history.append(Message("user", [*results[:at], *extras, *results[at:]]))
+    for _ in range(draw(st.integers(0, 2))):
+        where = draw(st.integers(0, len(history)))
+        if draw(st.booleans()) and history:
+            history[min(where, len(history) - 1)] = draw(stray)
+        else:
+            history.insert(where, draw(stray))
+    return history
+
+
+def _user_kind(block: Block) -> bool:
+    return isinstance(block, Text | Image)
+
+
+def _talk_kind(block: Block) -> bool:
+    return isinstance(block, Text | Thinking)
+
+
+@given(history=rough_histories())
+def test_the_survey_from_shapes_agrees_with_the_block_by_block_look(history: list[Any]) -> None:
+    assert _outcome(survey_history, history) == _outcome(blocks_module._survey_blocks, history)

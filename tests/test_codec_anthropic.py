@@ -21,8 +21,11 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
+from carryall.carrier import Marker, MarkerKind
 from carryall.errors import HistoryError, ProviderError
 from carryall.providers import Capabilities, Request
+from carryall.providers import anthropic as anthropic_codec
+from carryall.providers._common import prepare
 from carryall.providers.anthropic import (
     INVALID_JSON_KEY,
     REDACTED_PREFIX,
@@ -83,6 +86,11 @@ def encode(messages: list[Message], caps: Capabilities = VISION, **options: Any)
     wire = encode_request(Request(model="claude-test", messages=tuple(messages), **options), caps)
     sdk_check(wire)
     return wire
+
+
+def as_sent(value: Any) -> Any:
+    """What goes on the wire: a message the history holds canonically has a tuple for content."""
+    return json.loads(json.dumps(value))
 
 
 def _base(**extra: Any) -> dict[str, Any]:
@@ -196,7 +204,7 @@ WIRE_TOOLS = [
 
 def test_golden_parallel_round_with_image() -> None:
     wire = encode(PARALLEL_ROUND_WITH_IMAGE, tools=TOOLS, system="Be brief.")
-    assert wire == {
+    assert as_sent(wire) == {
         "model": "claude-test",
         "max_tokens": 4096,
         "system": "Be brief.",
@@ -234,7 +242,7 @@ def test_golden_parallel_round_on_a_blind_model() -> None:
 
 def test_golden_error_result() -> None:
     wire = encode(ERROR_RESULT, tools=TOOLS)
-    assert wire["messages"] == [
+    assert as_sent(wire["messages"]) == [
         {"role": "user", "content": [{"type": "text", "text": "Read missing.txt."}]},
         {
             "role": "assistant",
@@ -266,7 +274,7 @@ def test_golden_error_result() -> None:
 def test_golden_signed_thinking_goes_back_signed_and_unsigned_stays_off() -> None:
     wire = encode(SIGNED_THINKING, THINKER, tools=TOOLS, thinking=True)
     assert wire["thinking"] == {"type": "enabled", "budget_tokens": 2048}
-    assert wire["messages"] == [
+    assert as_sent(wire["messages"]) == [
         {"role": "user", "content": [{"type": "text", "text": "What is 2+2? Check with a tool."}]},
         {
             "role": "assistant",
@@ -324,7 +332,7 @@ def test_golden_image_from_user_with_and_without_eyes() -> None:
 
 def test_golden_history_ending_in_a_tool_round() -> None:
     wire = encode(ENDS_IN_TOOL_ROUND, tools=TOOLS)
-    assert wire["messages"][-1] == {
+    assert as_sent(wire["messages"][-1]) == {
         "role": "user",
         "content": [
             {"type": "tool_result", "tool_use_id": "call_r", "content": "line one\nline two\n"}
@@ -371,7 +379,7 @@ def test_blank_text_and_emptied_messages_are_left_off() -> None:
         Message("user", (Text(""), Text("again"), Text("\t "))),
     ]
     wire = encode(history)
-    assert wire["messages"] == [
+    assert as_sent(wire["messages"]) == [
         {"role": "user", "content": [{"type": "text", "text": "hi"}]},
         {"role": "user", "content": [{"type": "text", "text": "again"}]},
     ]
@@ -875,3 +883,80 @@ wire_blocks = st.fixed_dictionaries(
 def test_arbitrary_history_json_imports_or_fails_clearly(messages: Any, system: Any) -> None:
     with contextlib.suppress(ProviderError):
         decode_messages(messages, system=system)
+
+
+# -- canonical messages: converted in one step, the same as written block by block ---------
+
+loose_assistant = st.one_of(
+    st.builds(Text, st.sampled_from(["", " \n", "ok", "two words"])),
+    st.builds(Thinking, st.text(max_size=5), st.none() | signatures),
+    st.builds(redacted_thinking, st.text(max_size=5)),
+)
+loose_user = st.one_of(st.builds(Text, st.sampled_from(["", "\t", "next", "hi"])), images)
+loose_inputs = st.one_of(tool_inputs, st.sampled_from(['{"path": "no', [1, 2], 7, None]))
+AUDIO = (Marker(MarkerKind.AUDIO, "a.wav"),)
+
+
+@st.composite
+def loose_histories(draw: st.DrawFn) -> list[Message]:
+    """Valid histories with all the wire rewrites: blanks, thinking, odd inputs, late results."""
+    history: list[Message] = []
+    calls = 0
+    for _ in range(draw(st.integers(1, 4))):
+        history.append(Message("user", draw(st.lists(loose_user, min_size=1, max_size=2))))
+        blocks: list[Block] = draw(st.lists(loose_assistant, max_size=2))
+        called: list[str] = []
+        for _ in range(draw(st.integers(0, 2))):
+            calls += 1
+            called.append(f"toolu_{calls}")
+            blocks.append(ToolUse(called[-1], "t", draw(loose_inputs)))
+        history.append(Message("assistant", blocks or [Text("ok")]))
+        if called:
+            results: list[Block] = [
+                ToolResult(
+                    call,
+                    draw(st.sampled_from(["", "done"])),
+                    draw(st.booleans()),
+                    draw(st.sampled_from([(), AUDIO])),
+                )
+                for call in draw(st.permutations(called))
+            ]
+            extras = draw(st.lists(loose_user, max_size=2))
+            at = draw(st.integers(0, len(results)))
+            history.append(Message("user", (*results[:at], *extras, *results[at:])))
+    return history
+
+
+@settings(max_examples=200, deadline=None)
+@given(history=loose_histories(), caps=st.sampled_from([VISION, BLIND]))
+def test_canonical_messages_go_out_as_if_written_block_by_block(
+    history: list[Message], caps: Capabilities
+) -> None:
+    request = Request(model="m", messages=tuple(history), max_images=2)
+    one_by_one = [anthropic_codec._encode_message(m) for m in prepare(request, caps).messages]
+    wire = encode_request(request, caps)
+    sdk_check(wire)
+    assert as_sent(wire["messages"]) == as_sent([m for m in one_by_one if m is not None])
+
+
+def test_a_tool_input_msgspec_will_not_convert_goes_by_reference() -> None:
+    # Not JSON, so a serializer will refuse it later; the encoder itself neither
+    # crashes nor drops the call.
+    class Opaque:
+        pass
+
+    deep: Any = []
+    for _ in range(100_000):
+        deep = [deep]
+    for odd in ({"thing": Opaque()}, {"deep": deep}):
+        history = [
+            Message.user("go"),
+            Message.assistant([ToolUse("a", "t", odd)]),
+            Message.tool_results([ToolResult("a", "ok")]),
+        ]
+        wire = encode_request(Request(model="m", messages=tuple(history)), VISION)
+        assert wire["messages"][1]["content"][0]["input"] is odd
+        assert wire["messages"][2] == {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "a", "content": "ok"}],
+        }

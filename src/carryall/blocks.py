@@ -14,7 +14,7 @@ import binascii
 import os
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, TypeAlias
 
 import msgspec
 
@@ -24,6 +24,7 @@ from carryall.errors import BlockError, HistoryError
 __all__ = [
     "IMAGE_MEDIA_TYPES",
     "Block",
+    "HistorySurvey",
     "Image",
     "Message",
     "Role",
@@ -37,6 +38,7 @@ __all__ = [
     "image_placeholder",
     "messages_from_dicts",
     "messages_to_dicts",
+    "survey_history",
     "validate_history",
 ]
 
@@ -191,11 +193,93 @@ def image_media_type(path: str | os.PathLike[str]) -> str | None:
     return _EXTENSION_MEDIA_TYPES.get(ext.lower())
 
 
-class Message(msgspec.Struct, frozen=True):
+class _Shape(msgspec.Struct, frozen=True, gc=False):
+    """What checking a history needs to know of one message taken alone."""
+
+    ids: tuple[str, ...]
+    """The ids an assistant message calls, or a user message answers, in order."""
+    images: int
+    """How many images ride the message."""
+    sound: bool
+    """Whether the message passes every check that needs no other message."""
+    canonical: bool
+    """Whether its JSON form is canonical (`survey_history`)."""
+    regular: bool
+    """Sound and canonical: the one question asked of most messages."""
+
+
+_PLAIN = _Shape((), 0, True, True, True)
+_BLANK = _Shape((), 0, True, False, False)
+
+
+def _shape_of(role: str, content: tuple[Any, ...]) -> _Shape:
+    # Every message made or loaded comes through here once, so the commonest
+    # contents (one text, one result) take a short way.
+    if len(content) == 1:
+        block = content[0]
+        kind = type(block)
+        if kind is Text:
+            text = block.text
+            return _BLANK if not text or text.isspace() else _PLAIN
+        if kind is ToolResult and role == "user":
+            canonical = bool(block.content) and not block.attachments
+            return _Shape((block.tool_use_id,), 0, True, canonical, canonical)
+    ids: list[str] = []
+    images = 0
+    sound = bool(content)
+    canonical = True
+    if role == "assistant":
+        for block in content:
+            kind = type(block)
+            if kind is Text:
+                text = block.text
+                if not text or text.isspace():
+                    canonical = False
+            elif kind is ToolUse:
+                ids.append(block.id)
+                if type(block.input) is not dict:
+                    canonical = False
+            elif kind is Thinking:
+                canonical = False
+            else:
+                sound = False
+        if "" in ids or (len(ids) > 1 and len(set(ids)) < len(ids)):
+            sound = False
+    else:
+        ahead = True  # nothing but results so far
+        for block in content:
+            kind = type(block)
+            if kind is ToolResult:
+                ids.append(block.tool_use_id)
+                if not ahead or not block.content or block.attachments:
+                    canonical = False
+            elif kind is Text:
+                ahead = False
+                text = block.text
+                if not text or text.isspace():
+                    canonical = False
+            elif kind is Image:
+                images += 1
+                ahead = canonical = False
+            else:
+                sound = False
+    if not ids and not images and sound and canonical:
+        return _PLAIN
+    return _Shape(tuple(ids), images, sound, canonical, sound and canonical)
+
+
+class Message(msgspec.Struct, frozen=True, dict=True):
     """A role and its blocks. The system prompt is the request's, not the history's."""
 
     role: Role
     content: tuple[Block, ...]
+
+    # Worked out once, when the message is made, and never part of its value,
+    # JSON form or equality. A message is immutable and goes out again with
+    # every request of the conversation it belongs to, so the check before
+    # each request (`survey_history`) fits the messages' shapes together
+    # rather than looking at every block of the history again.
+    _shape: ClassVar[_Shape]
 
     def __post_init__(self) -> None:
         if not isinstance(self.content, tuple):
@@ -204,6 +288,16 @@ class Message(msgspec.Struct, frozen=True):
             msgspec.structs.force_setattr(self, "content", tuple(self.content))
         if self.role not in ("user", "assistant"):
             raise BlockError(f"message role must be 'user' or 'assistant', not {self.role!r}")
+        self.__dict__["_shape"] = _shape_of(self.role, self.content)
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            # A copy made without `__post_init__` (`copy.copy`) works its shape out now.
+            if name != "_shape":
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            shape = self.__dict__["_shape"] = _shape_of(self.role, self.content)
+            return shape
 
     # -- builders -----------------------------------------------------------
 
@@ -307,15 +401,79 @@ def validate_history(messages: Sequence[Message]) -> None:
     outside a user message, and no message is empty. One validator, so every
     encoder refuses the same histories before any request is sent.
     """
+    survey_history(messages)
+
+
+class HistorySurvey(NamedTuple):
+    """What `survey_history` noticed on its way through a history it passed."""
+
+    images: int
+    """How many images the history holds."""
+    irregular: list[int]
+    """The indices of the messages whose JSON form is not canonical, in order."""
+
+
+def survey_history(messages: Sequence[Message]) -> HistorySurvey:
+    """`validate_history`, plus what every encoder asks of the history next.
+
+    The check already looks at every block, so it notes on the way what the
+    encoders would otherwise walk the whole history again to learn: how many
+    images there are (the image limit and a model with no eyes), and which
+    messages are *irregular*. A message is canonical when its JSON form
+    (`Message.to_dict`) has nothing a wire would drop, reorder or rename: no
+    blank text, tool results ahead of everything else and never empty, no
+    non-image attachments, tool inputs that are objects, no thinking and no
+    image. That is the form the Anthropic Messages API takes as it is, so its
+    encoder converts canonical messages in one step and rewrites only the
+    irregular ones.
+
+    Each message knows its own shape from when it was made, so this fits
+    the shapes together rather than looking at every block again; anything
+    out of place is looked at again block by block, which words the error.
+    """
+    pending: tuple[str, ...] = ()
+    images = 0
+    irregular: list[int] = []
+    for index, message in enumerate(messages):
+        if type(message) is not Message:
+            break
+        shape = message._shape
+        if shape is _PLAIN:  # canonical, calling and answering nothing
+            if pending:
+                break
+            continue
+        if message.role == "assistant":
+            if pending:
+                break
+            pending = shape.ids
+        else:
+            ids = shape.ids
+            if ids != pending and (len(ids) != len(pending) or set(ids) != set(pending)):
+                break
+            pending = ()
+        if not shape.regular:
+            if not shape.sound:
+                break
+            irregular.append(index)
+            images += shape.images  # an image makes a message irregular
+    else:
+        if not pending:
+            return HistorySurvey(images, irregular)
+    return _survey_blocks(messages)
+
+
+def _survey_blocks(messages: Sequence[Message]) -> HistorySurvey:
+    # The reference, block by block: it words every error, and what the fast
+    # fit of shapes above is tested against.
     pending: dict[str, str] = {}
+    images = 0
+    irregular: list[int] = []
     for index, message in enumerate(messages):
         if type(message) is not Message:
             raise HistoryError(index, f"expected a Message, got {type(message).__name__}")
         content = message.content
         if not content:
             raise HistoryError(index, "message has no content blocks")
-        # Dispatch on the exact type: this runs over whole histories before
-        # every request, and a plain text block must cost one comparison.
         if message.role == "assistant":
             if pending:
                 raise HistoryError(
@@ -323,38 +481,45 @@ def validate_history(messages: Sequence[Message]) -> None:
                     f"tool call(s) {_names(pending)} not answered in the next user message",
                 )
             for block in content:
-                kind = type(block)
-                if kind is Text or kind is Thinking:
-                    continue
-                if kind is ToolUse:
-                    use: ToolUse = block  # type: ignore[assignment]
-                    if not use.id:
+                if isinstance(block, ToolUse):
+                    if not block.id:
                         raise HistoryError(index, "a tool call has an empty id")
-                    if use.id in pending:
-                        raise HistoryError(index, f"tool call id {use.id!r} is used twice")
-                    pending[use.id] = use.name
-                elif kind is Image:
+                    if block.id in pending:
+                        raise HistoryError(index, f"tool call id {block.id!r} is used twice")
+                    pending[block.id] = block.name
+                elif isinstance(block, Image):
                     raise HistoryError(index, "an image may only ride a user message")
-                else:
+                elif isinstance(block, ToolResult):
                     raise HistoryError(index, "a tool result may only ride a user message")
-            continue
-        expected, pending = pending, {}
-        for block in content:
-            kind = type(block)
-            if kind is Text or kind is Image:
-                continue
-            if kind is ToolResult:
-                call_id = block.tool_use_id  # type: ignore[union-attr]
-                if expected.pop(call_id, None) is None:
-                    raise HistoryError(index, _unexpected_result(messages, index, call_id))
-            elif kind is ToolUse:
-                raise HistoryError(index, "a tool call may only ride an assistant message")
-            else:
-                raise HistoryError(index, "thinking may only ride an assistant message")
-        if expected:
-            raise HistoryError(index, f"tool call(s) {_names(expected)} are not answered here")
+        else:
+            expected, pending = pending, {}
+            for block in content:
+                if isinstance(block, ToolResult):
+                    if expected.pop(block.tool_use_id, None) is None:
+                        raise HistoryError(
+                            index, _unexpected_result(messages, index, block.tool_use_id)
+                        )
+                elif isinstance(block, ToolUse):
+                    raise HistoryError(index, "a tool call may only ride an assistant message")
+                elif isinstance(block, Thinking):
+                    raise HistoryError(index, "thinking may only ride an assistant message")
+            if expected:
+                raise HistoryError(index, f"tool call(s) {_names(expected)} are not answered here")
+        shape = message._shape
+        if not shape.sound:
+            # A block of no known type: the checks above name the known ones.
+            raise HistoryError(index, f"a content block is not a block: {_stranger(content)}")
+        if not shape.regular:
+            irregular.append(index)
+            images += shape.images
     if pending:
         raise HistoryError(len(messages) - 1, f"tool call(s) {_names(pending)} are never answered")
+    return HistorySurvey(images, irregular)
+
+
+def _stranger(content: tuple[Any, ...]) -> str:
+    known = (Text, Thinking, ToolUse, ToolResult, Image)
+    return next(type(b).__name__ for b in content if type(b) not in known)
 
 
 def _unexpected_result(messages: Sequence[Message], index: int, call_id: str) -> str:

@@ -60,9 +60,11 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+import msgspec
+
 from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
 from carryall.errors import BlockError, ProviderError
-from carryall.providers._common import prepare_messages
+from carryall.providers._common import prepare
 from carryall.providers._types import Capabilities, Request, Response, StopReason, Usage
 
 __all__ = [
@@ -136,10 +138,15 @@ def encode_request(request: Request, caps: Capabilities) -> dict[str, Any]:
     """The Messages API body for `request`, for a model that can do what `caps` says.
 
     The history is validated and the image limit applied first
-    (`prepare_messages`), so a broken history fails here, before anything is
-    sent. Image data and tool schemas are referenced, not copied.
+    (`prepare`), so a broken history fails here, before anything is sent.
+    Image data and tool schemas are referenced, not copied. A canonical
+    message (`blocks.survey_history`) comes out of msgspec's conversion of
+    the block model, with its content as a tuple and its tool inputs as
+    copies; the messages this wire needs rewritten have lists. Both are JSON
+    arrays to every serializer and to the SDK; the body is for sending, and
+    a caller who edits it should copy it first.
     """
-    messages = prepare_messages(request, caps)
+    messages, irregular = prepare(request, caps)
     wire: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens}
     if request.system:
         if request.cache_prompt:
@@ -148,7 +155,7 @@ def encode_request(request: Request, caps: Capabilities) -> dict[str, Any]:
             ]
         else:
             wire["system"] = request.system
-    wire["messages"] = _encode_messages(messages)
+    wire["messages"] = _encode_messages(messages, irregular)
     if request.tools:
         tools: list[dict[str, Any]] = [
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
@@ -183,77 +190,62 @@ def _thinking_budget(request: Request) -> int:
     return max(MIN_THINKING_BUDGET, request.max_tokens // 2)
 
 
-def _encode_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    # One loop, type-identity dispatch, the common blocks built inline: this
-    # runs over every block of every request, and the benchmark holds it to a
-    # small multiple of serialising the result.
-    out: list[dict[str, Any]] = []
-    append = out.append
-    for message in messages:
-        content: list[dict[str, Any]] = []
-        if message.role == "user":
-            # Results go to the front, after any results before them; the
-            # rest keep their order behind.
-            results = 0
-            for block in message.content:
-                if type(block) is Text:
-                    text = block.text
-                    if text and not text.isspace():
-                        content.append({"type": "text", "text": text})
-                elif type(block) is ToolResult:
-                    result: dict[str, Any] = {
-                        "type": "tool_result",
-                        "tool_use_id": block.tool_use_id,
-                    }
-                    if block.content:
-                        result["content"] = block.content
-                    if block.is_error:
-                        result["is_error"] = True
-                    content.insert(results, result)
-                    results += 1
-                elif type(block) is Image:
-                    content.append(
-                        {
-                            "type": "image",
-                            "source": {
-                                "type": "base64",
-                                "media_type": block.media_type,
-                                "data": block.data,
-                            },
-                        }
-                    )
-        else:
-            for block in message.content:
-                if type(block) is Text:
-                    text = block.text
-                    if text and not text.isspace():
-                        content.append({"type": "text", "text": text})
-                elif type(block) is ToolUse:
-                    content.append(
-                        {
-                            "type": "tool_use",
-                            "id": block.id,
-                            "name": block.name,
-                            "input": _wire_input(block.input),
-                        }
-                    )
-                elif type(block) is Thinking:
-                    if not block.signature:
-                        continue
-                    data = redacted_data(block)
-                    if data is not None:
-                        content.append({"type": "redacted_thinking", "data": data})
-                    else:
-                        content.append(
-                            {
-                                "type": "thinking",
-                                "thinking": block.text,
-                                "signature": block.signature,
-                            }
-                        )
-        if content:
-            append({"role": message.role, "content": content})
-    return out
+def _encode_messages(messages: list[Message], irregular: list[int]) -> list[dict[str, Any]]:
+    # The block model's JSON form was drawn after this wire, so a canonical
+    # message (`survey_history`) is converted as it is, by msgspec, in one
+    # call over the whole history: this runs on every request, and the
+    # benchmark holds it to a small multiple of serialising the result. Only
+    # the irregular messages are written block by block.
+    try:
+        out: list[dict[str, Any] | None] = msgspec.to_builtins(messages)
+    except (TypeError, ValueError, RecursionError):
+        # A tool input holding what msgspec will not convert goes by
+        # reference, as the block-by-block path always sends it.
+        out = [_encode_message(m) for m in messages]
+        return [m for m in out if m is not None]
+    emptied = False
+    for index in irregular:
+        encoded = out[index] = _encode_message(messages[index])
+        emptied = emptied or encoded is None
+    if emptied:
+        return [m for m in out if m is not None]
+    return out  # type: ignore[return-value]
+
+
+def _encode_message(message: Message) -> dict[str, Any] | None:
+    """One message block by block; None when nothing in it may go on this wire."""
+    # The history is valid, so each block is one its role may hold. Results
+    # go to the front, after any results before them; the rest keep their
+    # order behind.
+    content: list[dict[str, Any]] = []
+    results = 0
+    for block in message.content:
+        if isinstance(block, Text):
+            if block.text and not block.text.isspace():
+                content.append({"type": "text", "text": block.text})
+        elif isinstance(block, ToolResult):
+            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.tool_use_id}
+            if block.content:
+                result["content"] = block.content
+            if block.is_error:
+                result["is_error"] = True
+            content.insert(results, result)
+            results += 1
+        elif isinstance(block, Image):
+            source = {"type": "base64", "media_type": block.media_type, "data": block.data}
+            content.append({"type": "image", "source": source})
+        elif isinstance(block, ToolUse):
+            tool_use = {"type": "tool_use", "id": block.id, "name": block.name}
+            content.append({**tool_use, "input": _wire_input(block.input)})
+        elif block.signature:  # thinking: only signed thinking goes back
+            data = redacted_data(block)
+            if data is not None:
+                content.append({"type": "redacted_thinking", "data": data})
+            else:
+                content.append(
+                    {"type": "thinking", "thinking": block.text, "signature": block.signature}
+                )
+    return {"role": message.role, "content": content} if content else None
 
 
 def _wire_input(value: Any) -> dict[str, Any]:
