@@ -34,7 +34,7 @@ text only: 5x and 5x) are printed as met or missed, never asserted; "slower"
 is read against carryall, the stricter of the two readings. Peers are
 benchmark-only dependencies (the `bench` extra), never runtime ones.
 
-    .venv/bin/python benchmarks/encode.py [--rounds 15] [--processes 3]
+    .venv/bin/python benchmarks/encode.py [--rounds 15] [--processes 5]
 """
 
 from __future__ import annotations
@@ -495,7 +495,7 @@ def main() -> None:
         "--rounds", type=int, default=15, help="runs per process, for each contender and the floor"
     )
     parser.add_argument(
-        "--processes", type=int, default=3, help="fresh processes to repeat it all in"
+        "--processes", type=int, default=5, help="fresh processes to repeat it all in"
     )
     parser.add_argument("--worker", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
