@@ -416,10 +416,9 @@ class HistorySurvey(NamedTuple):
 def survey_history(messages: Sequence[Message]) -> HistorySurvey:
     """`validate_history`, plus what every encoder asks of the history next.
 
-    The check already looks at every block, so it notes on the way what the
-    encoders would otherwise walk the whole history again to learn: how many
-    images there are (the image limit and a model with no eyes), and which
-    messages are *irregular*. A message is canonical when its JSON form
+    It notes on its way what the encoders would otherwise walk the whole
+    history again to learn: how many images there are (the image limit and a
+    model with no eyes), and which messages are *irregular*. A message is canonical when its JSON form
     (`Message.to_dict`) has nothing a wire would drop, reorder or rename: no
     blank text, tool results ahead of everything else and never empty, no
     non-image attachments, tool inputs that are objects, no thinking and no
