@@ -418,13 +418,13 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
 
     It notes on its way what the encoders would otherwise walk the whole
     history again to learn: how many images there are (the image limit and a
-    model with no eyes), and which messages are *irregular*. A message is canonical when its JSON form
-    (`Message.to_dict`) has nothing a wire would drop, reorder or rename: no
-    blank text, tool results ahead of everything else and never empty, no
-    non-image attachments, tool inputs that are objects, no thinking and no
-    image. That is the form the Anthropic Messages API takes as it is, so its
-    encoder converts canonical messages in one step and rewrites only the
-    irregular ones.
+    model with no eyes), and which messages are *irregular*. A message is
+    canonical when its JSON form (`Message.to_dict`) has nothing a wire would
+    drop, reorder or rename: no blank text, tool results ahead of everything
+    else and never empty, no non-image attachments, tool inputs that are
+    objects, no thinking and no image. That is the form the Anthropic
+    Messages API takes as it is, so its encoder converts canonical messages
+    in one step and rewrites only the irregular ones.
 
     Each message knows its own shape from when it was made, so this fits
     the shapes together rather than looking at every block again; anything
