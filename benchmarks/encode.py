@@ -403,7 +403,8 @@ def measure(work: Workload, rounds: int) -> dict[str, dict[str, Any]]:
 
     def time_it(name: str, run: Callable[[], bytes], **extra: Any) -> None:
         body = run()
-        got[name] = {"seconds": best_of(rounds, run), "shape": shape(body), **extra}
+        seconds = best_of(rounds, run)
+        got[name] = {"seconds": seconds, "shape": shape(body), "bytes": len(body), **extra}
 
     tasks = conversation(work.messages, work.images, seed=4)
     start = time.perf_counter()
@@ -419,7 +420,7 @@ def measure(work: Workload, rounds: int) -> dict[str, dict[str, Any]]:
 
     request = Request(model=MODEL, messages=tuple(native), system=SYSTEM, tools=TOOLS)
     finished = encode_request(request, Capabilities())
-    time_it(FLOOR, functools.partial(orjson.dumps, finished), bytes=len(orjson.dumps(finished)))
+    time_it(FLOOR, functools.partial(orjson.dumps, finished))
     del request, finished
     time_it("carryall", carryall_encoder(native), build_ms=built, shape_ms=shapes)
     openai = openai_history(tasks, native)

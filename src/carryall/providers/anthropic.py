@@ -196,15 +196,16 @@ def _encode_messages(messages: list[Message], irregular: list[int]) -> list[dict
     # call over the whole history: this runs on every request, and the
     # benchmark holds it to a small multiple of serialising the result. Only
     # the irregular messages are written block by block.
+    rewrite: Iterable[int] = irregular
     try:
         out: list[dict[str, Any] | None] = msgspec.to_builtins(messages)
     except (TypeError, ValueError, RecursionError):
-        # A tool input holding what msgspec will not convert goes by
-        # reference, as the block-by-block path always sends it.
-        out = [_encode_message(m) for m in messages]
-        return [m for m in out if m is not None]
+        # A tool input holding what msgspec will not convert: every message
+        # is written block by block, which sends tool inputs by reference.
+        out = [None] * len(messages)
+        rewrite = range(len(messages))
     emptied = False
-    for index in irregular:
+    for index in rewrite:
         encoded = out[index] = _encode_message(messages[index])
         emptied = emptied or encoded is None
     if emptied:
@@ -235,8 +236,14 @@ def _encode_message(message: Message) -> dict[str, Any] | None:
             source = {"type": "base64", "media_type": block.media_type, "data": block.data}
             content.append({"type": "image", "source": source})
         elif isinstance(block, ToolUse):
-            tool_use = {"type": "tool_use", "id": block.id, "name": block.name}
-            content.append({**tool_use, "input": _wire_input(block.input)})
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": block.id,
+                    "name": block.name,
+                    "input": _wire_input(block.input),
+                }
+            )
         elif block.signature:  # thinking: only signed thinking goes back
             data = redacted_data(block)
             if data is not None:
