@@ -42,7 +42,15 @@ from dataclasses import dataclass
 import httpx2
 import msgspec
 
-from carryall.blocks import IMAGE_MEDIA_TYPES, Block, Image, Message, Text, image_media_type
+from carryall.blocks import (
+    IMAGE_MEDIA_TYPES,
+    Block,
+    Image,
+    Message,
+    Text,
+    apply_image_limit,
+    image_media_type,
+)
 from carryall.carrier import Marker, MarkerKind, classify, rebuild_carrier
 from carryall.errors import AttachmentError
 
@@ -514,38 +522,3 @@ def lift(
 
 
 # -- the per-request image limit ----------------------------------------------
-
-
-def apply_image_limit(messages: Sequence[Message], max_images: int) -> list[Message]:
-    """Keep the newest `max_images` images of a history; older ones become placeholder text.
-
-    One function, used by every encoder, so every backend drops the same
-    images and says the same thing where they were (`image_placeholder`).
-    A negative limit counts as zero. Messages without a replaced image are
-    returned as the same objects.
-    """
-    # Counted by exact type over user turns only (images ride nowhere else):
-    # this runs before every request on the whole history.
-    total = 0
-    for m in messages:
-        if m.role == "user":
-            for b in m.content:
-                if type(b) is Image:
-                    total += 1
-    excess = total - max(max_images, 0)
-    if excess <= 0:
-        return list(messages)
-    out: list[Message] = []
-    for message in messages:
-        if excess <= 0 or not any(isinstance(b, Image) for b in message.content):
-            out.append(message)
-            continue
-        blocks: list[Block] = []
-        for block in message.content:
-            if isinstance(block, Image) and excess > 0:
-                blocks.append(Text(block.placeholder()))
-                excess -= 1
-            else:
-                blocks.append(block)
-        out.append(Message(message.role, tuple(blocks)))
-    return out

@@ -24,14 +24,13 @@ them already looks, so a config file can be shared without leaking one.
 
 from __future__ import annotations
 
-import os
 import tomllib
 from pathlib import Path
 from typing import Final
 
 import msgspec
-import platformdirs
 
+from carryall import paths
 from carryall.errors import CarryallError
 
 __all__ = [
@@ -83,10 +82,7 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 def config_path() -> Path:
     """Where the config file is read from (it need not exist)."""
-    home = os.environ.get("CARRYALL_HOME")
-    if home:
-        return Path(home) / CONFIG_FILENAME
-    return Path(platformdirs.user_config_dir("carryall")) / CONFIG_FILENAME
+    return paths.config_dir() / CONFIG_FILENAME
 
 
 def load_config(path: Path | None = None) -> Config:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from carryall.attachments import apply_image_limit
-from carryall.blocks import Image, Message, Text, survey_history
+from carryall.blocks import Image, Message, Text, apply_image_limit, survey_history
 from carryall.providers._types import Capabilities, Request
 
 __all__ = ["Prepared", "prepare", "prepare_messages"]

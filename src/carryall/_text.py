@@ -1,0 +1,57 @@
+"""Small text rules every reader, error and printer shares: shortening and naming JSON types.
+
+One home, so an error message, a CLI line and a reader shorten the same way
+and call a JSON value by the same name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+__all__ = ["json_type", "json_type_phrase", "shorten"]
+
+_PHRASES: Final = {
+    "null": "null",
+    "boolean": "a boolean",
+    "integer": "a number",
+    "number": "a number",
+    "string": "a string",
+    "array": "an array",
+    "object": "an object",
+}
+
+
+def shorten(text: str, limit: int, *, ellipsis: str = "...") -> str:
+    """`text` if it fits in `limit` characters, else its start and `ellipsis`, `limit` in all."""
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - len(ellipsis), 0)] + ellipsis
+
+
+def json_type(value: Any) -> str:
+    """The JSON Schema type name of a decoded JSON value, else its Python type's name.
+
+    `bool` is tested before `int` because it is one in Python and never in JSON.
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
+
+
+def json_type_phrase(value: Any) -> str:
+    """How an error sentence names a JSON value's type: "a string", "an object", "null"."""
+    name = json_type(value)
+    return _PHRASES.get(name, name)

@@ -1,0 +1,58 @@
+"""Where carryall keeps things: the config, data and cache folders, read in one place.
+
+`$CARRYALL_HOME` moves the config file and the sessions; `$CARRYALL_CACHE_DIR`
+moves the local backend's cache. Every variable is read here, with `~`
+expanded the same way, so two modules can never disagree on a folder.
+Without them the platform's own folders are used (`platformdirs`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+
+import platformdirs
+
+__all__ = ["APP_NAME", "cache_dir", "config_dir", "home", "sessions_dir"]
+
+APP_NAME: Final = "carryall"
+
+
+def _variable(name: str) -> Path | None:
+    value = os.environ.get(name)
+    return Path(value).expanduser() if value else None
+
+
+def home() -> Path | None:
+    """`$CARRYALL_HOME`, with `~` expanded, or None when it is not set (or empty)."""
+    return _variable("CARRYALL_HOME")
+
+
+def config_dir() -> Path:
+    """The folder of `config.toml`: `$CARRYALL_HOME`, else the platform config folder."""
+    return home() or Path(platformdirs.user_config_dir(APP_NAME))
+
+
+def sessions_dir() -> Path:
+    """Where sessions live: `$CARRYALL_HOME/sessions`, else the platform data folder's."""
+    root = home()
+    if root is not None:
+        return root / "sessions"
+    return Path(platformdirs.user_data_dir(APP_NAME)) / "sessions"
+
+
+def cache_dir() -> Path:
+    """The local backend's build, model and logs.
+
+    `$CARRYALL_CACHE_DIR` wins, then `$CARRYALL_HOME/cache`, then the
+    platform's user cache folder, so tests and CI can point a whole install
+    somewhere disposable with one variable.
+    """
+    explicit = _variable("CARRYALL_CACHE_DIR")
+    if explicit is not None:
+        return explicit
+    root = home()
+    if root is not None:
+        return root / "cache"
+    return Path(platformdirs.user_cache_dir(APP_NAME))
