@@ -34,7 +34,7 @@ from pathlib import Path
 
 from carryall.blocks import Message, Text, ToolResult, ToolUse
 from carryall.sessions import SessionMeta, Store
-from carryall.sessions._transcript import Event, encode_event, encode_header, header_for, now
+from carryall.sessions._transcript import Event, encode_event, encode_header, now
 
 _SENTENCE = (
     "the build failed again because the cache key changed when the lockfile moved "
@@ -76,7 +76,7 @@ def _write_bulk(store: Store, messages: list[Message]) -> str:
     meta = SessionMeta(id=session_id, created=datetime.now(UTC), backend="bench", model="m")
     stamp = now()
     with store.path(session_id).open("wb") as f:
-        f.write(encode_header(header_for(meta)))
+        f.write(encode_header(meta))
         for index, message in enumerate(messages):
             event = Event("append", stamp, n=index + 1, start=index, messages=[message])
             f.write(encode_event(event))

@@ -31,7 +31,6 @@ from carryall.attachments import (
     AttachmentPolicy,
     apply_image_limit,
     lift,
-    load_failure_note,
     load_image,
 )
 from carryall.blocks import Image, Message, Text, ToolResult, ToolUse
@@ -39,6 +38,7 @@ from carryall.carrier import (
     Marker,
     MarkerKind,
     classify,
+    load_failure_note,
     render_native_tool_carrier,
     render_prompt_tool_carrier,
 )

@@ -21,16 +21,14 @@ from carryall.backends import (
     AnthropicBackend,
     OpenAIBackend,
     ServerSentEvent,
-    capabilities_from_props,
     default_backend_name,
     iter_sse,
-    model_from_props,
     open_backend,
-    read_props,
 )
 from carryall.blocks import Image, Message, Text, ToolUse
 from carryall.config import BackendSettings, Config, config_path, load_config
 from carryall.errors import CarryallError, LocalBackendError, ProviderError
+from carryall.llama_server import capabilities_from_props, model_from_props, read_props
 from carryall.providers import Capabilities, Request, ToolSpec
 from carryall.providers import anthropic as anthropic_codec
 from carryall.providers import openai as openai_codec
@@ -414,7 +412,7 @@ class FakeLocalServer:
         self.capabilities = Capabilities(vision=False, native_tools=True, thinking=False)
         path = "/models/SmolLM2-135M-Instruct.Q4_1.gguf"
         self.props = {"model_alias": path, "model_path": path}
-        self.model_id = carryall.local.model_from_props(self.props)
+        self.model_id = model_from_props(self.props)
 
     @property
     def base_url(self) -> str:

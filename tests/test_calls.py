@@ -1,4 +1,7 @@
-"""The prompt-mode calling convention and the results body (`carryall.calls`)."""
+"""The prompt-mode grammars: the calling convention and the results body.
+
+`carryall.providers.calling_convention` and `carryall.providers.results_body`.
+"""
 
 from __future__ import annotations
 
@@ -10,19 +13,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from carryall.blocks import ToolResult, ToolUse
-from carryall.calls import (
+from carryall.providers import ToolSpec
+from carryall.providers.calling_convention import (
     CALL_CLOSE,
     CALL_OPEN,
     describe_tools,
     is_call_fence,
-    parse_results_body,
     parse_tool_calls,
     render_assistant,
     render_call_json,
-    render_results_body,
     render_tool_calls,
 )
-from carryall.providers import ToolSpec
+from carryall.providers.results_body import parse_results_body, render_results_body
 from tests.goldens import TOOLS
 
 # -- strategies ------------------------------------------------------------------

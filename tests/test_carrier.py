@@ -19,6 +19,7 @@ from carryall.carrier import (
     image_refs,
     is_prompt_tool_carrier,
     is_tool_result_carrier,
+    load_declared_images,
     marker_line,
     native_attachments,
     parse_marker_line,
@@ -29,7 +30,7 @@ from carryall.carrier import (
     render_native_tool_carrier,
     render_prompt_tool_carrier,
 )
-from carryall.errors import CarrierError, CarryallError
+from carryall.errors import AttachmentError, CarrierError, CarryallError
 
 IMG = Marker(MarkerKind.IMAGE, "shot.png")
 AUD = Marker(MarkerKind.AUDIO, "clip.wav")
@@ -509,3 +510,33 @@ def test_parsing_is_linear_on_large_input() -> None:
     elapsed = time.perf_counter() - start
     assert parts is not None and parts.declared and len(parts.attachments) == 1
     assert elapsed < 5.0  # a quadratic parser would take minutes here
+
+
+# -- lifting declared images ---------------------------------------------------------
+
+
+def test_declared_images_load_in_order_each_target_once_and_refusals_become_notes() -> None:
+    asked: list[str] = []
+
+    def load(target: str) -> str:
+        asked.append(target)
+        if target == "bad.png":
+            raise AttachmentError(target, "refused")
+        return f"image of {target}"
+
+    audio = Marker(MarkerKind.AUDIO, "a.wav")
+    markers = [IMG, audio, Marker(MarkerKind.IMAGE, "bad.png"), IMG]
+    loaded = load_declared_images(markers, load)
+    assert asked == ["shot.png", "bad.png"]
+    assert loaded.images == ["image of shot.png", "image of shot.png"]
+    assert loaded.kept == [IMG, audio, IMG]
+    assert loaded.notes == ["[attachment not loaded: bad.png: refused]"]
+
+
+def test_declared_images_over_the_limit_are_the_oldest_and_never_loaded() -> None:
+    markers = [Marker(MarkerKind.IMAGE, f"{n}.png") for n in range(3)]
+    loaded = load_declared_images(markers, lambda target: target, max_images=2)
+    assert loaded.images == ["1.png", "2.png"]
+    assert loaded.notes == [
+        "[attachment not loaded: 0.png: over the limit of 2 images per request]"
+    ]

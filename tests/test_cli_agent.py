@@ -360,12 +360,12 @@ def test_chat_resume_continues_a_recorded_session(
 def test_local_backend_not_installed_says_how_to_install(
     monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path, tmp_path: Path
 ) -> None:
-    from carryall import local
+    from carryall.local import server as local_server
 
     # A fresh, empty cache and no shared server from an earlier test: the
     # real open_backend must find nothing to start.
     monkeypatch.setenv("CARRYALL_CACHE_DIR", str(tmp_path / "empty-cache"))
-    monkeypatch.setattr(local, "_singleton", None)
+    monkeypatch.setattr(local_server, "_singleton", None)
     result = invoke("run", "hi", "--backend", "local", "-w", str(workspace), "--no-record")
     assert result.exit_code == 1
     [line] = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]

@@ -36,10 +36,9 @@ from carryall.blocks import (
 )
 from carryall.carrier import Marker, MarkerKind
 from carryall.errors import BlockError, HistoryError, ProviderError
-from carryall.providers import Capabilities, Request, ToolSpec
+from carryall.providers import Capabilities, Dialect, Request, ToolSpec
 from carryall.providers.openai import (
     ERROR_PREFIX,
-    Dialect,
     decode_messages,
     decode_response,
     encode_request,

@@ -19,18 +19,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from carryall.blocks import Message, Text, Thinking, ToolResult, ToolUse
-from carryall.calls import parse_results_body, parse_tool_calls
 from carryall.carrier import Marker, MarkerKind, parse_prompt_tool_carrier
 from carryall.errors import HistoryError, ProviderError
-from carryall.providers import Capabilities, Request, Response, ToolSpec
+from carryall.providers import Capabilities, Dialect, Request, Response, ToolSpec
+from carryall.providers.calling_convention import parse_tool_calls
 from carryall.providers.prompt import (
     SCHEMA_NAME,
-    Dialect,
     StreamDecoder,
     decode_response,
     encode_request,
     response_schema,
 )
+from carryall.providers.results_body import parse_results_body
 from tests.goldens import GOLDENS, PARALLEL_ROUND_WITH_IMAGE, SIGNED_THINKING, TOOLS, PNG_1x1
 from tests.sdk_openai import check_openai_request
 

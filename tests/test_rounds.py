@@ -168,6 +168,23 @@ def test_failed_image_load_is_named_in_a_note() -> None:
     )
 
 
+def test_a_target_declared_twice_in_one_carrier_is_loaded_once() -> None:
+    asked: list[str] = []
+
+    def loader(target: str) -> Image:
+        asked.append(target)
+        return data_uri_loader(target)
+
+    history = [
+        Message.user("go"),
+        Message.assistant([ToolUse("c1", "f", {})]),
+        Message("user", (ToolResult("c1", "ok"), SHOT, SHOT)),
+    ]
+    _, back = from_flat(to_flat(history), load_image=loader)
+    assert back == history
+    assert len(asked) == 1
+
+
 def test_openai_style_function_calls_are_read() -> None:
     flat = [
         {"role": "user", "content": "go"},

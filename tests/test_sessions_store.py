@@ -360,7 +360,7 @@ def test_append_reads_only_what_other_writers_added(
     def no_full_reads(*args: object, **kwargs: object) -> object:
         raise AssertionError("appending reread the whole transcript")
 
-    monkeypatch.setattr(Store, "_load", no_full_reads)
+    monkeypatch.setattr(Store, "load", no_full_reads)
     for i in range(5):
         left = [*history, _assistant(f"b{i}")]
         assert session.record(history, left) == "append"

@@ -1,4 +1,15 @@
-"""carryall: keep a tool-using conversation whole on every backend."""
+"""carryall: keep a tool-using conversation whole on every backend.
+
+The names the README's tour uses, from one place:
+
+    from carryall import Agent, Message, Store, open_backend, tool
+
+The block model and the errors load with the package; the agent loop, the
+backends, the tools and the session store load on first use (PEP 562), so
+`import carryall` costs only what a reader of blocks needs.
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from carryall.blocks import (
     Block,
@@ -23,10 +34,40 @@ from carryall.errors import (
     TranscriptError,
 )
 
+if TYPE_CHECKING:
+    from carryall.agent import Agent
+    from carryall.backends import Backend, open_backend
+    from carryall.sessions import Session, Store
+    from carryall.tools import Tool, tool
+
 __version__ = "0.1.0"
 
+_LAZY = {
+    "Agent": "carryall.agent",
+    "Backend": "carryall.backends",
+    "open_backend": "carryall.backends",
+    "Session": "carryall.sessions",
+    "Store": "carryall.sessions",
+    "Tool": "carryall.tools",
+    "tool": "carryall.tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'carryall' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
+    "Agent",
     "AttachmentError",
+    "Backend",
     "Block",
     "BlockError",
     "CarrierError",
@@ -36,13 +77,18 @@ __all__ = [
     "Message",
     "ProviderError",
     "Role",
+    "Session",
+    "Store",
     "Text",
     "Thinking",
+    "Tool",
     "ToolResult",
     "ToolUse",
     "TranscriptError",
     "__version__",
     "image_media_type",
     "image_placeholder",
+    "open_backend",
+    "tool",
     "validate_history",
 ]

@@ -24,11 +24,11 @@ from typing import Protocol, TypeAlias
 
 import msgspec
 
-from carryall.backends import Backend
 from carryall.blocks import Image, Message, ToolResult, ToolUse
 from carryall.errors import CarryallError, ToolError
 from carryall.providers import Request, Response, ToolChoice
 from carryall.tools import Tool, ToolFunction, ToolOutput
+from carryall.transport import Backend
 
 __all__ = [
     "DEFAULT_MAX_STEPS",

@@ -19,7 +19,8 @@ allowed by the caller's `AttachmentPolicy`. So:
 - a remote `http(s)` URL is fetched only when its host is on the policy's
   allowlist (the host as the HTTP client itself parses it), without
   redirects or compression, under a timeout and a total deadline, with the
-  cap enforced while streaming.
+  cap enforced while streaming. The HTTP client is imported on that path
+  only: loading a file or a `data:` URI never loads it.
 
 Out of scope: hard links (a hard link inside a root is the file it names;
 making one needs write access to the root and, on Linux, ownership of the
@@ -36,23 +37,23 @@ import re
 import stat
 import time
 import urllib.parse
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import httpx2
 import msgspec
 
 from carryall.blocks import (
     IMAGE_MEDIA_TYPES,
-    Block,
     Image,
-    Message,
-    Text,
     apply_image_limit,
     image_media_type,
 )
-from carryall.carrier import Marker, MarkerKind, classify, rebuild_carrier
+from carryall.carrier import classify, load_declared_images, rebuild_carrier
 from carryall.errors import AttachmentError
+
+if TYPE_CHECKING:
+    import httpx2
 
 __all__ = [
     "DEFAULT_FETCH_TIMEOUT",
@@ -61,7 +62,6 @@ __all__ = [
     "AttachmentPolicy",
     "apply_image_limit",
     "lift",
-    "load_failure_note",
     "load_image",
 ]
 
@@ -76,8 +76,6 @@ DEFAULT_FETCH_TIMEOUT = 10.0
 
 _SNIFF_BYTES = 12
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_NOTE_TARGET_CHARS = 120
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
@@ -376,6 +374,10 @@ def _os_reason(exc: OSError) -> str:
 
 
 def _load_remote(target: str, policy: AttachmentPolicy) -> Image:
+    # Imported here: the HTTP client costs every other caller its import
+    # time, and only an allowed remote fetch needs it.
+    import httpx2
+
     try:
         # The host is read by the same parser that will connect, so a URL
         # the two would read differently (`http://a@b/`) cannot slip through.
@@ -454,71 +456,31 @@ def _remote_media_type(target: str, url: httpx2.URL, header: str | None) -> str:
 # -- lifting -------------------------------------------------------------------
 
 
-def load_failure_note(target: str, reason: str) -> str:
-    """The one line appended to a carrier body for a declared image that was not loaded.
-
-    `[attachment not loaded: <target>: <reason>]`, kept to one line (control
-    characters become spaces, a long target is shortened) so it can neither
-    break the body's lines nor be mistaken for anything but a note.
-    """
-    shown = (
-        target if len(target) <= _NOTE_TARGET_CHARS else target[: _NOTE_TARGET_CHARS - 3] + "..."
-    )
-    return _CONTROL.sub(" ", f"[attachment not loaded: {shown}: {reason}]")
-
-
 def lift(
     role: str, content: str, policy: AttachmentPolicy | None = None
 ) -> tuple[str, list[Image]]:
     """Load a carrier's declared images: `(content, images)`.
 
     The message is opened through `classify`; each declared `IMAGE`
-    attachment is loaded in order. A target that fails is removed from the
-    declaration and named, with its reason, in a note appended to the body
-    (`rebuild_carrier`); non-image attachments are kept and never loaded.
-    At most `policy.max_images` images are loaded from one message, the last
-    declared (the newest, as `apply_image_limit` keeps them); earlier ones
-    are noted as over the limit. Ordinary messages, legacy carriers and
-    carriers whose images all load come back unchanged.
+    attachment is loaded in order, each target once (`load_declared_images`,
+    the lifting the flat histories share). A target that fails is removed
+    from the declaration and named, with its reason, in a note appended to
+    the body (`rebuild_carrier`); non-image attachments are kept and never
+    loaded. At most `policy.max_images` images are loaded from one message,
+    the last declared (the newest, as `apply_image_limit` keeps them);
+    earlier ones are noted as over the limit. Ordinary messages, legacy
+    carriers and carriers whose images all load come back unchanged.
     """
     policy = policy if policy is not None else AttachmentPolicy()
     parts = classify(role, content)
     if parts is None or not parts.declared:
         return content, []
-    image_indexes = [i for i, m in enumerate(parts.attachments) if m.kind is MarkerKind.IMAGE]
-    if not image_indexes:
-        return content, []
-    over_limit = set(image_indexes[: max(len(image_indexes) - policy.max_images, 0)])
-    kept: list[Marker] = []
-    images: list[Image] = []
-    notes: list[str] = []
-    loaded: dict[str, Image | AttachmentError] = {}
-    for index, marker in enumerate(parts.attachments):
-        if marker.kind is not MarkerKind.IMAGE:
-            kept.append(marker)
-            continue
-        if index in over_limit:
-            reason = f"over the limit of {policy.max_images} images per request"
-            notes.append(load_failure_note(marker.target, reason))
-            continue
-        outcome = loaded.get(marker.target)
-        if outcome is None:
-            try:
-                outcome = load_image(marker.target, policy)
-            except AttachmentError as exc:
-                outcome = exc
-            loaded[marker.target] = outcome
-        if isinstance(outcome, AttachmentError):
-            notes.append(load_failure_note(marker.target, outcome.reason))
-            continue
-        kept.append(marker)
-        images.append(outcome)
-    if not notes:
-        return content, images
+    loaded = load_declared_images(
+        parts.attachments, lambda target: load_image(target, policy), policy.max_images
+    )
+    if not loaded.notes:
+        return content, loaded.images
     body = parts.text
     sep = "" if not body or body.endswith("\n") else "\n"
-    noted = msgspec.structs.replace(parts, text=body + sep + "\n".join(notes))
-    return rebuild_carrier(role, content, noted, kept), images
-
-
-# -- the per-request image limit ----------------------------------------------
+    noted = msgspec.structs.replace(parts, text=body + sep + "\n".join(loaded.notes))
+    return rebuild_carrier(role, content, noted, loaded.kept), loaded.images

@@ -14,7 +14,7 @@ import binascii
 import os
 import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, TypeAlias
+from typing import Any, Literal, NamedTuple, TypeAlias
 
 import msgspec
 
@@ -79,8 +79,19 @@ class Thinking(
     signature: str | None = None
 
 
-class ToolUse(msgspec.Struct, frozen=True, tag="tool_use", tag_field="type", omit_defaults=True):
+class ToolUse(
+    msgspec.Struct, frozen=True, gc=False, tag="tool_use", tag_field="type", omit_defaults=True
+):
     """A tool call the assistant made. `input` is any JSON value."""
+
+    # gc=False although `input` is usually a dict: the collector only has to
+    # see the objects a reference cycle can run through, and none runs
+    # through a tool call. Its input is a JSON value (dicts, lists and
+    # scalars, decoded or built by a tool's caller) that never points back at
+    # a block or a message; a cycle inside the input itself stays wholly
+    # among tracked containers, so the collector still frees it once the
+    # call lets go. Only an input edited to hold its own `ToolUse` would leak
+    # (never crash), and no JSON value can.
 
     id: str
     name: str
@@ -194,93 +205,16 @@ def image_media_type(path: str | os.PathLike[str]) -> str | None:
     return _EXTENSION_MEDIA_TYPES.get(ext.lower())
 
 
-class _Shape(msgspec.Struct, frozen=True, gc=False):
-    """What checking a history needs to know of one message taken alone."""
-
-    ids: tuple[str, ...]
-    """The ids an assistant message calls, or a user message answers, in order."""
-    images: int
-    """How many images ride the message."""
-    sound: bool
-    """Whether the message passes every check that needs no other message."""
-    canonical: bool
-    """Whether its JSON form is canonical (`survey_history`)."""
-    regular: bool
-    """Sound and canonical: the one question asked of most messages."""
-
-
-_PLAIN = _Shape((), 0, True, True, True)
-_BLANK = _Shape((), 0, True, False, False)
-
-
-def _shape_of(role: str, content: tuple[Any, ...]) -> _Shape:
-    # Every message made or loaded comes through here once, so the commonest
-    # contents (one text, one result) take a short way.
-    if len(content) == 1:
-        block = content[0]
-        kind = type(block)
-        if kind is Text:
-            text = block.text
-            return _BLANK if not text or text.isspace() else _PLAIN
-        if kind is ToolResult and role == "user":
-            canonical = bool(block.content) and not block.attachments
-            return _Shape((block.tool_use_id,), 0, True, canonical, canonical)
-    ids: list[str] = []
-    images = 0
-    sound = bool(content)
-    canonical = True
-    if role == "assistant":
-        for block in content:
-            kind = type(block)
-            if kind is Text:
-                text = block.text
-                if not text or text.isspace():
-                    canonical = False
-            elif kind is ToolUse:
-                ids.append(block.id)
-                if type(block.input) is not dict:
-                    canonical = False
-            elif kind is Thinking:
-                canonical = False
-            else:
-                sound = False
-        if "" in ids or (len(ids) > 1 and len(set(ids)) < len(ids)):
-            sound = False
-    else:
-        ahead = True  # nothing but results so far
-        for block in content:
-            kind = type(block)
-            if kind is ToolResult:
-                ids.append(block.tool_use_id)
-                if not ahead or not block.content or block.attachments:
-                    canonical = False
-            elif kind is Text:
-                ahead = False
-                text = block.text
-                if not text or text.isspace():
-                    canonical = False
-            elif kind is Image:
-                images += 1
-                ahead = canonical = False
-            else:
-                sound = False
-    if not ids and not images and sound and canonical:
-        return _PLAIN
-    return _Shape(tuple(ids), images, sound, canonical, sound and canonical)
-
-
-class Message(msgspec.Struct, frozen=True, dict=True):
+class Message(msgspec.Struct, frozen=True, gc=False):
     """A role and its blocks. The system prompt is the request's, not the history's."""
 
+    # gc=False like every block: a message holds a tuple of blocks and
+    # nothing holds a message back, so no cycle runs through one, and a long
+    # history of them costs the collector nothing to walk (loading one
+    # needs no pause). A message keeps no state beyond its two fields;
+    # what checking it needs, `survey_history` reads from the blocks.
     role: Role
     content: tuple[Block, ...]
-
-    # Worked out once, when the message is made, and never part of its value,
-    # JSON form or equality. A message is immutable and goes out again with
-    # every request of the conversation it belongs to, so the check before
-    # each request (`survey_history`) fits the messages' shapes together
-    # rather than looking at every block of the history again.
-    _shape: ClassVar[_Shape]
 
     def __post_init__(self) -> None:
         if not isinstance(self.content, tuple):
@@ -289,16 +223,6 @@ class Message(msgspec.Struct, frozen=True, dict=True):
             msgspec.structs.force_setattr(self, "content", tuple(self.content))
         if self.role not in ("user", "assistant"):
             raise BlockError(f"message role must be 'user' or 'assistant', not {self.role!r}")
-        self.__dict__["_shape"] = _shape_of(self.role, self.content)
-
-    if not TYPE_CHECKING:
-
-        def __getattr__(self, name: str) -> Any:
-            # A copy made without `__post_init__` (`copy.copy`) works its shape out now.
-            if name != "_shape":
-                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-            shape = self.__dict__["_shape"] = _shape_of(self.role, self.content)
-            return shape
 
     # -- builders -----------------------------------------------------------
 
@@ -427,93 +351,104 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
     Messages API takes as it is, so its encoder converts canonical messages
     in one step and rewrites only the irregular ones.
 
-    Each message knows its own shape from when it was made, so this fits
-    the shapes together rather than looking at every block again; anything
-    out of place is looked at again block by block, which words the error.
+    One walk, block by block, that both words every error and takes the
+    survey: this runs before every request on the whole history, so blocks
+    are told apart by exact type, and a subclass of a block type counts as
+    no block at all, as the encoders would treat it.
     """
-    pending: tuple[str, ...] = ()
-    images = 0
-    irregular: list[int] = []
-    for index, message in enumerate(messages):
-        if type(message) is not Message:
-            break
-        shape = message._shape
-        if shape is _PLAIN:  # canonical, calling and answering nothing
-            if pending:
-                break
-            continue
-        if message.role == "assistant":
-            if pending:
-                break
-            pending = shape.ids
-        else:
-            ids = shape.ids
-            if ids != pending and (len(ids) != len(pending) or set(ids) != set(pending)):
-                break
-            pending = ()
-        if not shape.regular:
-            if not shape.sound:
-                break
-            irregular.append(index)
-            images += shape.images  # an image makes a message irregular
-    else:
-        if not pending:
-            return HistorySurvey(images, irregular)
-    return _survey_blocks(messages)
-
-
-def _survey_blocks(messages: Sequence[Message]) -> HistorySurvey:
-    # The reference, block by block: it words every error, and what the fast
-    # fit of shapes above is tested against.
-    pending: dict[str, str] = {}
+    calls: dict[str, ToolUse] = {}  # by id: what the next user message must answer
     images = 0
     irregular: list[int] = []
     for index, message in enumerate(messages):
         if type(message) is not Message:
             raise HistoryError(index, f"expected a Message, got {type(message).__name__}")
-        content = message.content
-        if not content:
+        # Any: blocks are told apart through `kind`, which mypy cannot follow.
+        content: tuple[Any, ...] = message.content
+        if len(content) == 1:
+            # The commonest messages, a text or a round's one result, take a short way.
+            block = content[0]
+            kind = type(block)
+            if kind is Text and not calls:
+                text = block.text
+                if not text or text.isspace():
+                    irregular.append(index)
+                continue
+            if (
+                kind is ToolResult
+                and len(calls) == 1
+                and block.tool_use_id in calls
+                and message.role == "user"
+            ):
+                calls.clear()
+                if not block.content or block.attachments:
+                    irregular.append(index)
+                continue
+        elif not content:
             raise HistoryError(index, "message has no content blocks")
+        canonical = True
+        stranger = False  # worded after the checks that name the known blocks
         if message.role == "assistant":
-            if pending:
+            if calls:
                 raise HistoryError(
                     index - 1,
-                    f"tool call(s) {_names(pending)} not answered in the next user message",
+                    f"tool call(s) {_names(calls)} not answered in the next user message",
                 )
             for block in content:
-                if isinstance(block, ToolUse):
-                    if not block.id:
+                kind = type(block)
+                if kind is Text:
+                    text = block.text
+                    if not text or text.isspace():
+                        canonical = False
+                elif kind is ToolUse:
+                    call_id = block.id
+                    if not call_id:
                         raise HistoryError(index, "a tool call has an empty id")
-                    if block.id in pending:
-                        raise HistoryError(index, f"tool call id {block.id!r} is used twice")
-                    pending[block.id] = block.name
-                elif isinstance(block, Image):
+                    if call_id in calls:
+                        raise HistoryError(index, f"tool call id {call_id!r} is used twice")
+                    calls[call_id] = block
+                    if type(block.input) is not dict:
+                        canonical = False
+                elif kind is Thinking:
+                    canonical = False
+                elif kind is Image:
                     raise HistoryError(index, "an image may only ride a user message")
-                elif isinstance(block, ToolResult):
+                elif kind is ToolResult:
                     raise HistoryError(index, "a tool result may only ride a user message")
+                else:
+                    stranger = True
         else:
-            expected, pending = pending, {}
+            ahead = True  # nothing but results so far
             for block in content:
-                if isinstance(block, ToolResult):
-                    if expected.pop(block.tool_use_id, None) is None:
+                kind = type(block)
+                if kind is ToolResult:
+                    if calls.pop(block.tool_use_id, None) is None:
                         raise HistoryError(
                             index, _unexpected_result(messages, index, block.tool_use_id)
                         )
-                elif isinstance(block, ToolUse):
+                    if not ahead or not block.content or block.attachments:
+                        canonical = False
+                elif kind is Text:
+                    ahead = False
+                    text = block.text
+                    if not text or text.isspace():
+                        canonical = False
+                elif kind is Image:
+                    images += 1
+                    ahead = canonical = False
+                elif kind is ToolUse:
                     raise HistoryError(index, "a tool call may only ride an assistant message")
-                elif isinstance(block, Thinking):
+                elif kind is Thinking:
                     raise HistoryError(index, "thinking may only ride an assistant message")
-            if expected:
-                raise HistoryError(index, f"tool call(s) {_names(expected)} are not answered here")
-        shape = message._shape
-        if not shape.sound:
-            # A block of no known type: the checks above name the known ones.
+                else:
+                    stranger = True
+            if calls:
+                raise HistoryError(index, f"tool call(s) {_names(calls)} are not answered here")
+        if stranger:
             raise HistoryError(index, f"a content block is not a block: {_stranger(content)}")
-        if not shape.regular:
+        if not canonical:
             irregular.append(index)
-            images += shape.images
-    if pending:
-        raise HistoryError(len(messages) - 1, f"tool call(s) {_names(pending)} are never answered")
+    if calls:
+        raise HistoryError(len(messages) - 1, f"tool call(s) {_names(calls)} are never answered")
     return HistorySurvey(images, irregular)
 
 
@@ -534,8 +469,8 @@ def _unexpected_result(messages: Sequence[Message], index: int, call_id: str) ->
     return f"tool result for {call_id!r} answers no call in the previous assistant message"
 
 
-def _names(calls: dict[str, str]) -> str:
-    return ", ".join(f"{name} ({call_id})" for call_id, name in calls.items())
+def _names(calls: dict[str, ToolUse]) -> str:
+    return ", ".join(f"{use.name} ({call_id})" for call_id, use in calls.items())
 
 
 def apply_image_limit(messages: Sequence[Message], max_images: int) -> list[Message]:

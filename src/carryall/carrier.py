@@ -14,6 +14,12 @@ has to trust, carrier body text: a marker-looking line inside the body is
 body, because the attachments were already counted at the position only the
 runtime writes. A carrier without the array key or the count line is legacy:
 it parses as zero attachments and its body stays untouched text.
+
+Which declared images get loaded, and how a refusal is named in the body, is
+decided here too (`load_declared_images`, `load_failure_note`), with the
+loader handed in: the grammar stays pure, and the one edge that reads files
+(`carryall.attachments`) and the flat histories (`carryall.rounds`) lift
+through the same function.
 """
 
 from __future__ import annotations
@@ -21,23 +27,27 @@ from __future__ import annotations
 import enum
 import json
 import re
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import msgspec
 
-from carryall.errors import CarrierError
+from carryall._text import shorten
+from carryall.errors import AttachmentError, CarrierError, CarryallError
 
 __all__ = [
     "TOOL_RESULTS_PREFIX",
     "CarrierKind",
     "CarrierParts",
+    "LoadedImages",
     "Marker",
     "MarkerKind",
     "classify",
     "image_refs",
     "is_prompt_tool_carrier",
     "is_tool_result_carrier",
+    "load_declared_images",
+    "load_failure_note",
     "marker_line",
     "native_attachments",
     "native_envelope",
@@ -56,6 +66,10 @@ so every span selector that keys on this prefix keeps working."""
 _COUNT_PREFIX = "[Tool attachments: "
 _COUNT_RE = re.compile(r"\[Tool attachments: ([0-9]+)\]", re.ASCII)
 _PROMPT_DETECT = re.compile(r"\s*" + re.escape(TOOL_RESULTS_PREFIX))
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_NOTE_TARGET_CHARS = 120
+
+_ImageT = TypeVar("_ImageT")
 
 
 class MarkerKind(enum.Enum):
@@ -372,3 +386,79 @@ def rebuild_carrier(role: str, content: str, parts: CarrierParts, markers: Seque
     if current is None or not current.declared:
         return content
     return render_prompt_tool_carrier(parts.text, markers)
+
+
+# -- lifting declared images -----------------------------------------------------
+
+
+class LoadedImages(NamedTuple, Generic[_ImageT]):
+    """What lifting one carrier's declaration gave: `load_declared_images`.
+
+    `kept` is the declaration left (the other kinds, and the images that
+    loaded, in order), `images` the loaded images in declaration order,
+    `notes` one `load_failure_note` line per image that was not loaded.
+    """
+
+    kept: list[Marker]
+    images: list[_ImageT]
+    notes: list[str]
+
+
+def load_failure_note(target: str, reason: str) -> str:
+    """The one line appended to a carrier body for a declared image that was not loaded.
+
+    `[attachment not loaded: <target>: <reason>]`, kept to one line (control
+    characters become spaces, a long target is shortened) so it can neither
+    break the body's lines nor be mistaken for anything but a note.
+    """
+    shown = shorten(target, _NOTE_TARGET_CHARS)
+    return _CONTROL.sub(" ", f"[attachment not loaded: {shown}: {reason}]")
+
+
+def load_declared_images(
+    markers: Sequence[Marker], load: Callable[[str], _ImageT], max_images: int | None = None
+) -> LoadedImages[_ImageT]:
+    """Load the declared `IMAGE` markers of one carrier, in order, each target once.
+
+    The one lifting: `load` is the caller's loader (the attachments loader
+    and its policy, or a flat-history reader's own) and raises a
+    `CarryallError`, `OSError` or `ValueError` to refuse; a refused image is
+    named, with the reason, in a note and left out of `kept`. Other kinds
+    are kept and never loaded. With `max_images`, at most that many are
+    loaded, the last declared (the newest, as `apply_image_limit` keeps
+    them); earlier ones are noted as over the limit. Only markers are ever
+    looked at: a carrier's body is never read for targets.
+    """
+    image_indexes = [i for i, m in enumerate(markers) if m.kind is MarkerKind.IMAGE]
+    excess = 0 if max_images is None else max(len(image_indexes) - max_images, 0)
+    over_limit = set(image_indexes[:excess])
+    kept: list[Marker] = []
+    images: list[_ImageT] = []
+    notes: list[str] = []
+    # A target declared twice is loaded once: the same bytes, and the same refusal.
+    loaded: dict[str, tuple[_ImageT | None, str]] = {}
+    for index, marker in enumerate(markers):
+        if marker.kind is not MarkerKind.IMAGE:
+            kept.append(marker)
+            continue
+        if index in over_limit:
+            reason = f"over the limit of {max_images} images per request"
+            notes.append(load_failure_note(marker.target, reason))
+            continue
+        outcome = loaded.get(marker.target)
+        if outcome is None:
+            outcome = loaded[marker.target] = _load_one(marker.target, load)
+        image, reason = outcome
+        if image is None:
+            notes.append(load_failure_note(marker.target, reason))
+            continue
+        kept.append(marker)
+        images.append(image)
+    return LoadedImages(kept, images, notes)
+
+
+def _load_one(target: str, load: Callable[[str], _ImageT]) -> tuple[_ImageT | None, str]:
+    try:
+        return load(target), ""
+    except (CarryallError, OSError, ValueError) as exc:
+        return None, exc.reason if isinstance(exc, AttachmentError) else str(exc)

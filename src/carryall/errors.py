@@ -6,6 +6,8 @@ and the reason, so a person reading one line knows what to fix.
 
 from __future__ import annotations
 
+from carryall._text import shorten
+
 __all__ = [
     "AttachmentError",
     "BlockError",
@@ -46,7 +48,7 @@ class AttachmentError(CarryallError):
     def __init__(self, target: str, reason: str) -> None:
         self.target = target
         self.reason = reason
-        shown = target if len(target) <= 120 else target[:117] + "..."
+        shown = shorten(target, 120)
         super().__init__(f"attachment {shown!r}: {reason}")
 
 

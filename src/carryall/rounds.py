@@ -13,13 +13,22 @@ writes):
 
 - assistant `tool_calls`: `[{"id", "name", "arguments"}]` (arguments as a
   JSON string), written in both modes; in prompt mode the content also holds
-  the calls in the calling convention (`carryall.calls`), which is what the
-  model wrote and reads;
+  the calls in the calling convention
+  (`carryall.providers.calling_convention`), which is what the model wrote
+  and reads;
 - assistant `thinking`: `[{"text", "signature"?}]`;
 - user `attachments`: images a person handed over in a plain user turn, in
   the native attachments-array shape;
 - user `round_text: true`: the text blocks of a tool-results message, written
   right after that round's carriers, and folded back into it on reading.
+
+Images are lifted back by the one lifting every carrier reader uses
+(`carryall.carrier.load_declared_images`: declared markers only, each target
+once, at most the policy's count per carrier). This module is core and does
+no I/O of its own: the image loader is a parameter, and only when none is
+given is the attachments loader (`carryall.attachments`, the edge that reads
+files) imported, at call time, so importing the flat-history grammar never
+loads a file reader or an HTTP client.
 
 Normalizations (what a round trip through the flat form does not keep): the
 text blocks of one message are joined into one; an assistant message's
@@ -30,6 +39,7 @@ non-image attachments gather on its last result (one carrier holds them all).
 
 from __future__ import annotations
 
+import functools
 import json
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
@@ -37,20 +47,15 @@ from typing import Any
 
 import msgspec
 
-from carryall.attachments import AttachmentPolicy, load_failure_note, load_image
+from carryall._json import load_json
 from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
-from carryall.calls import (
-    load_json,
-    parse_results_body,
-    render_assistant,
-    render_results_body,
-    render_tool_calls,
-)
 from carryall.carrier import (
     CarrierKind,
+    LoadedImages,
     Marker,
     MarkerKind,
     classify,
+    load_declared_images,
     marker_line,
     native_attachments,
     native_envelope,
@@ -58,7 +63,9 @@ from carryall.carrier import (
     render_native_tool_carrier,
     render_prompt_tool_carrier,
 )
-from carryall.errors import AttachmentError, CarrierError, CarryallError
+from carryall.errors import CarrierError
+from carryall.providers.calling_convention import render_assistant, render_tool_calls
+from carryall.providers.results_body import parse_results_body, render_results_body
 
 __all__ = [
     "FlatMessage",
@@ -310,8 +317,30 @@ def _user_to_flat(message: Message) -> FlatMessage:
 # -- flat to blocks ------------------------------------------------------------
 
 
-def _default_loader(target: str) -> Image:
-    return load_image(target, AttachmentPolicy())
+class _Lifter:
+    """Lifts the declared images of each carrier one `from_flat` call reads: loader and limit."""
+
+    def __init__(self, load_image: ImageLoader | None) -> None:
+        self._limit: int | None = None
+        if load_image is None:
+            # The edge, imported only when it is the loader (see the module docstring).
+            from carryall.attachments import AttachmentPolicy
+            from carryall.attachments import load_image as load
+
+            policy = AttachmentPolicy()
+            self._limit = policy.max_images
+            load_image = functools.partial(load, policy=policy)
+        self._load = load_image
+
+    def lift(self, markers: Sequence[Marker]) -> LoadedImages[Image]:
+        return load_declared_images(markers, self._named, self._limit)
+
+    def _named(self, target: str) -> Image:
+        # The loader sees the target without the name parameter, so a loader
+        # that knows only plain data: URIs still loads it; the name is put back.
+        plain, name = _split_name(target)
+        image = self._load(plain)
+        return image if name is None else Image(image.media_type, image.data, name)
 
 
 def from_flat(
@@ -320,13 +349,16 @@ def from_flat(
     """Read a flat history back into blocks: `(system, messages)`.
 
     Declared image attachments are lifted (through `load_image`, by default
-    the attachments loader with its default policy) into `Image` blocks after
-    the round's results; a target that fails to load is named, with the
-    reason, in a note on its result. Legacy carrier bodies stay text, and
-    non-image attachments stay declared on their result so that writing the
-    history out again gives them back at the fixed position.
+    the attachments loader with its default policy and that policy's limit
+    per carrier) into `Image` blocks after the round's results; a target
+    that fails to load is named, with the reason, in a note on its result.
+    A target declared twice in one carrier is loaded once. A loader given
+    here is the caller's whole policy: no image limit is added to it. Legacy
+    carrier bodies stay text, and non-image attachments stay declared on
+    their result so that writing the history out again gives them back at
+    the fixed position.
     """
-    loader = load_image or _default_loader
+    lifter = _Lifter(load_image)
     system_parts: list[str] = []
     messages: list[Message] = []
     index = 0
@@ -349,7 +381,7 @@ def from_flat(
         # due: a person who starts a message with "[Tool results]" said it.
         if role == "tool" or (role == "user" and calls and classify("user", content) is not None):
             end = index + 1 if role == "user" else _tool_run_end(flat, index)
-            blocks = _round_from_flat(flat[index:end], calls, loader)
+            blocks = _round_from_flat(flat[index:end], calls, lifter)
             if end < len(flat) and flat[end].get("round_text") is True:
                 extra = flat[end].get("content")
                 if isinstance(extra, str) and extra:
@@ -361,7 +393,7 @@ def from_flat(
             index = end
             continue
         if role == "user":
-            messages.append(_user_from_flat(entry, content, loader))
+            messages.append(_user_from_flat(entry, content, lifter))
             index += 1
             continue
         raise CarrierError(f"flat message {index}: unknown role {role!r}")
@@ -422,39 +454,18 @@ def _call_from_flat(call: Any, index: int, position: int) -> ToolUse:
     return ToolUse(call_id, name, value)
 
 
-def _user_from_flat(entry: Mapping[str, Any], content: str, loader: ImageLoader) -> Message:
+def _user_from_flat(entry: Mapping[str, Any], content: str, lifter: _Lifter) -> Message:
     blocks: list[Block] = []
-    images: list[Image] = []
-    notes: list[str] = []
-    markers = native_attachments(entry.get("attachments")) or ()
-    for marker in markers:
-        if marker.kind is MarkerKind.IMAGE:
-            image, note = _load(marker.target, loader)
-            if image is not None:
-                images.append(image)
-            else:
-                notes.append(note)
-    text = _with_notes(content, notes)
-    if text or not images:
+    loaded = lifter.lift(native_attachments(entry.get("attachments")) or ())
+    text = _with_notes(content, loaded.notes)
+    if text or not loaded.images:
         blocks.append(Text(text))
-    blocks.extend(images)
+    blocks.extend(loaded.images)
     return Message("user", tuple(blocks))
 
 
-def _load(target: str, loader: ImageLoader) -> tuple[Image | None, str]:
-    plain, name = _split_name(target)
-    try:
-        image = loader(plain)
-    except (CarryallError, OSError, ValueError) as exc:
-        reason = exc.reason if isinstance(exc, AttachmentError) else str(exc)
-        return None, load_failure_note(target, reason)
-    if name is not None:
-        image = Image(image.media_type, image.data, name)
-    return image, ""
-
-
 def _round_from_flat(
-    entries: Sequence[Mapping[str, Any]], calls: Sequence[ToolUse], loader: ImageLoader
+    entries: Sequence[Mapping[str, Any]], calls: Sequence[ToolUse], lifter: _Lifter
 ) -> list[Block]:
     results: list[ToolResult] = []
     images: list[Image] = []
@@ -476,17 +487,10 @@ def _round_from_flat(
             results.append(ToolResult(call_id, parts.text, is_error))
         if not parts.declared:
             continue
-        others: list[Marker] = []
-        notes: list[str] = []
-        for marker in parts.attachments:
-            if marker.kind is not MarkerKind.IMAGE:
-                others.append(marker)
-                continue
-            image, note = _load(marker.target, loader)
-            if image is not None:
-                images.append(image)
-            else:
-                notes.append(note)
+        loaded = lifter.lift(parts.attachments)
+        images.extend(loaded.images)
+        others = [m for m in loaded.kept if m.kind is not MarkerKind.IMAGE]
+        notes = loaded.notes
         if others or notes:
             last = results[-1]
             results[-1] = ToolResult(

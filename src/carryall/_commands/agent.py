@@ -13,13 +13,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
+from carryall._commands._output import fail, print_error
+from carryall._text import shorten
 from carryall.agent import (
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_TOKENS,
@@ -199,7 +201,7 @@ def run(
     if prompt == "-":
         prompt = sys.stdin.read()
     if not prompt.strip():
-        _fail(err, "the prompt is empty")
+        fail("the prompt is empty", console=err)
     images = _load_images(image or [], err)
     setup = _Setup.of(locals())
     with _opened(setup, out, err) as (agent, display):
@@ -211,7 +213,7 @@ def run(
             raise typer.Exit(130) from None
         except CarryallError as exc:
             display.finish()
-            _fail(err, str(exc))
+            fail(str(exc), console=err)
         display.finish()
 
 
@@ -278,7 +280,7 @@ def chat(
                 continue
             except CarryallError as exc:
                 display.finish()
-                err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+                print_error(str(exc), err)
                 continue
             display.finish()
 
@@ -333,11 +335,11 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
             if session is None and not setup.no_record:
                 session = _create_session(backend, setup.workspace, system)
         except CarryallError as exc:
-            _fail(err, str(exc))
+            fail(str(exc), console=err)
         except KeyboardInterrupt:
             err.print("[yellow]interrupted[/]")
             raise typer.Exit(130) from None
-        assert backend is not None  # _fail raised otherwise
+        assert backend is not None  # fail raised otherwise
         display = _Display(out, err)
         agent = Agent(
             backend,
@@ -439,13 +441,8 @@ def _load_images(paths: Sequence[Path], err: Console) -> list[Image]:
         try:
             images.append(load_image(str(path), AttachmentPolicy(roots=[path.parent])))
         except AttachmentError as exc:
-            _fail(err, str(exc))
+            fail(str(exc), console=err)
     return images
-
-
-def _fail(err: Console, message: str) -> NoReturn:
-    err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
-    raise typer.Exit(1)
 
 
 class _Display:
@@ -516,7 +513,7 @@ class _Display:
     def _show_result(self, event: ToolCallFinished) -> None:
         text = event.result.content
         lines = text.splitlines() or [""]
-        shown = [_clip(line, _RESULT_WIDTH) for line in lines[:_RESULT_LINES]]
+        shown = [shorten(line, _RESULT_WIDTH, ellipsis="…") for line in lines[:_RESULT_LINES]]
         if len(lines) > _RESULT_LINES:
             shown.append(f"… {len(lines) - _RESULT_LINES} more line(s)")
         mark = "[red]✗[/]" if event.result.is_error else "[green]←[/]"
@@ -550,9 +547,11 @@ def _call_line(call: ToolUse) -> str:
     """A tool call in one line: `read_file(path="notes.txt")`."""
     args: Any = call.input
     if isinstance(args, dict):
-        inner = ", ".join(f"{k}={_clip(_json(v), _ARG_WIDTH)}" for k, v in args.items())
+        inner = ", ".join(
+            f"{k}={shorten(_json(v), _ARG_WIDTH, ellipsis='…')}" for k, v in args.items()
+        )
     else:
-        inner = _clip(args if isinstance(args, str) else _json(args), _ARG_WIDTH)
+        inner = shorten(args if isinstance(args, str) else _json(args), _ARG_WIDTH, ellipsis="…")
     return f"{call.name}({inner})"
 
 
@@ -561,7 +560,3 @@ def _json(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         return repr(value)
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"

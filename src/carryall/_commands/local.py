@@ -19,7 +19,9 @@ from rich.progress import (
 from rich.table import Column
 
 from carryall import local
+from carryall._commands._output import fail
 from carryall.errors import LocalBackendError
+from carryall.local._pins import SERVER_CONTEXT
 
 _STEP_TITLES: dict[str, str] = {
     "check-tools": "Check build tools",
@@ -51,16 +53,6 @@ def register(app: typer.Typer) -> None:
     group.command("status")(status)
     group.command("serve")(serve)
     app.add_typer(group)
-
-
-def _fail(error: LocalBackendError) -> typer.Exit:
-    """Print the error's first line (and any log tail under it) and give the exit to raise."""
-    console = Console(stderr=True, highlight=False)
-    first, _, rest = str(error).partition("\n")
-    console.print(f"[bold red]error:[/] {first}", soft_wrap=True)
-    if rest:
-        console.print(rest, style="dim", soft_wrap=True, markup=False)
-    return typer.Exit(1)
 
 
 def install(
@@ -111,7 +103,7 @@ def install(
             result = local.install(progress=show, jobs=jobs)
         except LocalBackendError as error:
             bar.stop()
-            raise _fail(error) from None
+            fail(str(error))
     _print_status(console, result)
 
 
@@ -155,7 +147,7 @@ def serve(
     ] = None,
     context: Annotated[
         int, typer.Option("--context", "-c", help="Context window in tokens.")
-    ] = 4096,
+    ] = SERVER_CONTEXT,
 ) -> None:
     """Run the local llama-server in the foreground until Ctrl-C.
 
@@ -184,7 +176,7 @@ def serve(
                 console.print("[yellow]llama-server stopped unexpectedly; restarting once[/]")
             server.ensure_running()
     except LocalBackendError as error:
-        raise _fail(error) from None
+        fail(str(error))
     except KeyboardInterrupt:
         console.print("stopping llama-server")
     finally:

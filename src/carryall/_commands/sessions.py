@@ -2,12 +2,14 @@
 
 Every reader here says `image_placeholder` where an image was and never
 prints base64 unless asked to embed images. Errors are one line on stderr
-and a non-zero exit.
+and a non-zero exit (`_output.fail`, as every command says them). Whole
+histories in wire formats go in and out through `carryall.interchange`.
 """
 
 from __future__ import annotations
 
 import functools
+import io
 import json
 import re
 import sys
@@ -15,13 +17,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
 
+from carryall._commands._output import fail
 from carryall.errors import CarryallError
 
 if TYPE_CHECKING:
+    from carryall.interchange import WireFormat
     from carryall.sessions import Store
 
 P = ParamSpec("P")
@@ -46,7 +50,7 @@ class ShowFormat(StrEnum):
 
 
 class ExportFormat(StrEnum):
-    """How `sessions export` writes a session: a reading format, or a wire dialect's messages."""
+    """How `sessions export` writes a session: a reading format, or a wire's messages."""
 
     text = "text"
     markdown = "markdown"
@@ -57,7 +61,7 @@ class ExportFormat(StrEnum):
 
 
 class ImportFormat(StrEnum):
-    """Which messages dialect `sessions import` reads."""
+    """Which history format `sessions import` reads (`carryall.interchange.HistoryFormat`)."""
 
     auto = "auto"
     openai = "openai"
@@ -80,8 +84,7 @@ def _clear_errors(func: Callable[P, R]) -> Callable[P, R]:
         try:
             return func(*args, **kwargs)
         except CarryallError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
+            fail(str(exc))
 
     return wrapper
 
@@ -101,31 +104,14 @@ def _render(session_id: str, fmt: ShowFormat, embed_images: bool) -> tuple[str, 
     return session.id, render(fmt.value, session.meta, messages, times, embed_images=embed_images)
 
 
-def _wire_export(session_id: str, dialect: str) -> tuple[str, str]:
-    """A session as an OpenAI or Anthropic messages document, through the request codecs."""
-    from carryall.providers import Capabilities, Request
-    from carryall.providers import anthropic as anthropic_codec
-    from carryall.providers import openai as openai_codec
+def _wire_export(session_id: str, fmt: WireFormat) -> tuple[str, str]:
+    """A session's full id and its history as an OpenAI or Anthropic messages file."""
+    from carryall.interchange import export_messages
 
     session = _store().open(session_id)
-    request = Request(
-        model=session.meta.model or "",
-        system=session.meta.system,
-        messages=tuple(session.messages()),
-        max_images=sys.maxsize,
-    )
-    # Every image and every tool round goes out: the export is the whole
-    # history, not what one model could take.
-    caps = Capabilities(vision=True, native_tools=True, thinking=True)
-    document: dict[str, Any]
-    if dialect == "anthropic":
-        body = anthropic_codec.encode_request(request, caps)
-        document = {"messages": body["messages"]}
-        if "system" in body:
-            document = {"system": body["system"], **document}
-    else:
-        document = {"messages": openai_codec.encode_request(request, caps)["messages"]}
-    return session.id, json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+    meta = session.meta
+    text = export_messages(fmt, session.messages(), system=meta.system, model=meta.model)
+    return session.id, text
 
 
 # -- sessions list / show / export / import / rm ------------------------------
@@ -169,21 +155,30 @@ def list_sessions(
     if not infos:
         typer.echo("no sessions yet", err=True)
         return
-    table = [
-        (
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="")
+    for name in ("ID", "WHEN", "BACKEND/MODEL"):
+        table.add_column(name, no_wrap=True)
+    table.add_column("TURNS", justify="right", no_wrap=True)
+    table.add_column("TITLE", no_wrap=True)
+    for info in infos:
+        cells = (
             info.meta.id,
             _when(info.meta.created),
             "/".join(p for p in (info.meta.backend, info.meta.model) if p) or "-",
             str(info.turns),
             info.meta.title or "(untitled)",
         )
-        for info in infos
-    ]
-    header = ("ID", "WHEN", "BACKEND/MODEL", "TURNS", "TITLE")
-    widths = [max(len(row[i]) for row in (header, *table)) for i in range(4)]
-    for row in (header, *table):
-        cells = [row[i].ljust(widths[i]) if i != 3 else row[i].rjust(widths[i]) for i in range(4)]
-        typer.echo("  ".join([*cells, row[4]]))
+        # Text, not markup: a title is whatever a person typed, brackets included.
+        table.add_row(*(Text(cell) for cell in cells))
+    # Wide enough never to cut or wrap a cell: the list is read by scripts too.
+    console = Console(file=io.StringIO(), width=1 << 16, highlight=False, emoji=False)
+    console.print(table)
+    rendered = console.file.getvalue()  # type: ignore[attr-defined]
+    typer.echo("\n".join(line.rstrip() for line in rendered.splitlines()))
 
 
 @_clear_errors
@@ -236,8 +231,10 @@ def export(
     (images always embedded, as the wire carries them), written by the same
     codecs that send requests; `sessions import` reads them back too.
     """
-    if fmt in (ExportFormat.openai, ExportFormat.anthropic):
-        full_id, out = _wire_export(session_id, fmt.value)
+    if fmt == ExportFormat.openai:
+        full_id, out = _wire_export(session_id, "openai")
+    elif fmt == ExportFormat.anthropic:
+        full_id, out = _wire_export(session_id, "anthropic")
     else:
         full_id, out = _render(session_id, ShowFormat(fmt.value), embed_images)
     if output is None or str(output) == "-":
@@ -246,8 +243,7 @@ def export(
     try:
         output.write_text(out, encoding="utf-8")
     except OSError as exc:
-        typer.echo(f"error: cannot write {output}: {exc.strerror or exc}", err=True)
-        raise typer.Exit(1) from None
+        fail(f"cannot write {output}: {exc.strerror or exc}")
     typer.echo(f"exported session {full_id} to {output}", err=True)
 
 
@@ -260,12 +256,12 @@ def import_file(
             help="A JSON messages file: a list, or an object with `messages` (and `system`).",
         ),
     ],
-    dialect: Annotated[
+    fmt: Annotated[
         ImportFormat,
-        typer.Option("--format", "-f", help="The file's dialect (auto detects it)."),
+        typer.Option("--format", "-f", help="The file's format (auto detects it)."),
     ] = ImportFormat.auto,
     backend: Annotated[
-        str | None, typer.Option(help="Backend to record (default: the dialect).")
+        str | None, typer.Option(help="Backend to record (default: the format).")
     ] = None,
     model: Annotated[str | None, typer.Option(help="Model to record.")] = None,
     title: Annotated[
@@ -273,7 +269,7 @@ def import_file(
     ] = None,
 ) -> None:
     """Import an OpenAI or Anthropic messages JSON file (or a carryall export) as a session."""
-    from carryall.sessions.imports import read_messages_file
+    from carryall.interchange import read_messages_file
 
     store = _store()
 
@@ -284,9 +280,9 @@ def import_file(
             return None
         return data
 
-    imported = read_messages_file(file, dialect.value, blob=blob)
+    imported = read_messages_file(file, fmt.value, blob=blob)
     session = store.create(
-        backend=backend or imported.backend or imported.dialect,
+        backend=backend or imported.backend or imported.format,
         model=model or imported.model,
         title=title or imported.title,
         system=imported.system,
@@ -294,7 +290,7 @@ def import_file(
     session.record([], imported.messages)
     typer.echo(session.id)
     typer.echo(
-        f"imported {len(imported.messages)} messages ({imported.dialect}) "
+        f"imported {len(imported.messages)} messages ({imported.format}) "
         f"from {file} as session {session.id}",
         err=True,
     )
@@ -364,8 +360,7 @@ def recall(
         if not words.strip():
             return
     if not words.strip():
-        typer.echo("error: give words to search for (or --reindex)", err=True)
-        raise typer.Exit(2)
+        fail("give words to search for (or --reindex)", 2)
     hits = store.recall.search(
         words,
         since=_since(since) if since else None,

@@ -1,12 +1,16 @@
 """Wire dialects: one pure codec per backend, plus prompt mode.
 
 Each codec turns a `Request` into the JSON its wire takes and that wire's
-JSON (or stream events) back into a `Response`. No network and no files
-here: transport is a separate seam (`carryall.transport`).
+JSON (or stream events) back into a `Response`. Prompt mode writes and reads
+tool rounds as text under two grammars of its own, each in the module named
+for it: `calling_convention` (the calls) and `results_body` (their results).
+No network and no files here: transport is a separate seam
+(`carryall.transport`).
 """
 
 from carryall.providers._types import (
     Capabilities,
+    Dialect,
     Effort,
     Request,
     Response,
@@ -18,6 +22,7 @@ from carryall.providers._types import (
 
 __all__ = [
     "Capabilities",
+    "Dialect",
     "Effort",
     "Request",
     "Response",

@@ -10,6 +10,7 @@ from carryall.blocks import Message
 
 __all__ = [
     "Capabilities",
+    "Dialect",
     "Effort",
     "Request",
     "Response",
@@ -24,6 +25,8 @@ StopReason: TypeAlias = Literal[
 ]
 ToolChoice: TypeAlias = Literal["auto", "none", "required"]
 Effort: TypeAlias = Literal["low", "medium", "high"]
+Dialect: TypeAlias = Literal["openai", "llama-server"]
+"""The two dialects of the OpenAI Chat Completions wire: OpenAI's own and llama-server's."""
 
 
 class ToolSpec(msgspec.Struct, frozen=True):

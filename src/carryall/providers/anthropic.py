@@ -62,6 +62,7 @@ from typing import Any, Final
 
 import msgspec
 
+from carryall._text import json_type_phrase, shorten
 from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
 from carryall.errors import BlockError, ProviderError
 from carryall.providers._common import prepare
@@ -271,21 +272,7 @@ def _wire_input(value: Any) -> dict[str, Any]:
 
 
 def _kind(value: Any) -> str:
-    if value is _MISSING:
-        return "nothing"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, list | tuple):
-        return "an array"
-    return type(value).__name__
+    return "nothing" if value is _MISSING else json_type_phrase(value)
 
 
 def _bad(where: str, expected: str, value: Any) -> ProviderError:
@@ -393,8 +380,7 @@ def _response_block(raw: Any, where: str) -> Block:
 
 def _unknown_block(kind: Any, where: str) -> ProviderError:
     if isinstance(kind, str):
-        shown = kind if len(kind) <= 60 else kind[:57] + "..."
-        return ProviderError(f"Anthropic {where}: unknown block type {shown!r}")
+        return ProviderError(f"Anthropic {where}: unknown block type {shorten(kind, 60)!r}")
     return _bad(f"{where}.type", "a block type string", kind)
 
 
@@ -410,10 +396,14 @@ def decode_response(data: Mapping[str, Any]) -> Response:
     if kind == "error":
         raise _error(body, "error response")
     if kind is not None and kind != "message":
-        raise ProviderError(f"Anthropic response: expected type 'message', got {kind!r:.60}")
+        raise ProviderError(
+            f"Anthropic response: expected type 'message', got {shorten(repr(kind), 60)}"
+        )
     role = body.get("role")
     if role is not None and role != "assistant":
-        raise ProviderError(f"Anthropic response: expected role 'assistant', got {role!r:.60}")
+        raise ProviderError(
+            f"Anthropic response: expected role 'assistant', got {shorten(repr(role), 60)}"
+        )
     content = _array(body.get("content", _MISSING), "response.content")
     blocks = [_response_block(b, f"response.content[{i}]") for i, b in enumerate(content)]
     usage = _usage(body.get("usage"), "response.usage", {})
@@ -488,7 +478,7 @@ def decode_messages(
 
 
 def _kind_or(value: Any) -> str:
-    return repr(value)[:60] if isinstance(value, str) else _kind(value)
+    return shorten(repr(value), 60) if isinstance(value, str) else _kind(value)
 
 
 def _system_parts(value: Any, where: str) -> list[str]:
@@ -628,7 +618,7 @@ class StreamDecoder:
         kind = data.get("type")
         if not isinstance(kind, str):
             raise _bad(f"{where}.type", "an event type string", kind)
-        where = f"{where} ({kind:.40})"
+        where = f"{where} ({shorten(kind, 40)})"
         if kind == "ping":
             return ""
         if kind == "error":

@@ -111,9 +111,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal, TypeAlias
+from typing import Any, get_args
 from urllib.parse import urlsplit
 
+from carryall._json import load_json
+from carryall._text import shorten
 from carryall.blocks import (
     IMAGE_MEDIA_TYPES,
     Block,
@@ -126,11 +128,11 @@ from carryall.blocks import (
     image_media_type,
     image_placeholder,
 )
-from carryall.calls import load_json
 from carryall.errors import BlockError, HistoryError, ProviderError
 from carryall.providers._common import prepare_messages
 from carryall.providers._types import (
     Capabilities,
+    Dialect,
     Request,
     Response,
     StopReason,
@@ -150,12 +152,10 @@ __all__ = [
     "stream_body",
 ]
 
-Dialect: TypeAlias = Literal["openai", "llama-server"]
-
 ERROR_PREFIX = "Error: "
 """How a `role: "tool"` message says its result is an error; `decode_messages` undoes it."""
 
-_DIALECTS = ("openai", "llama-server")
+_DIALECTS: tuple[str, ...] = get_args(Dialect)
 _TOOL_CHOICES = ("auto", "none", "required")
 _STOP_REASONS: dict[str, StopReason] = {
     "stop": "end_turn",
@@ -457,7 +457,7 @@ def _raise_wire_error(obj: Mapping[str, Any], where: str) -> None:
     if error is None:
         return
     if isinstance(error, str):
-        raise ProviderError(f"{where}: the server reported an error: {_clip(error)}")
+        raise ProviderError(f"{where}: the server reported an error: {shorten(error, 300)}")
     if not isinstance(error, Mapping):
         raise ProviderError(f"{where}: the server reported an error: {_shown(error)}")
     message = error.get("message")
@@ -466,7 +466,7 @@ def _raise_wire_error(obj: Mapping[str, Any], where: str) -> None:
     status = code if isinstance(code, int) and not isinstance(code, bool) else None
     if not isinstance(kind, str) and isinstance(code, str):
         kind = code
-    text = _clip(message) if isinstance(message, str) and message else _shown(error)
+    text = shorten(message, 300) if isinstance(message, str) and message else _shown(error)
     raise ProviderError(
         f"{where}: the server reported an error: {text}",
         status=status,
@@ -593,26 +593,13 @@ class StreamDecoder:
         kind = fragment.get("type")
         if kind is not None and kind != "function":
             raise ProviderError(f"{where}: tool call type {_shown(kind)} is not 'function'")
-        call_id = _optional_str(fragment, "id", where)
-        if call_id:
-            if call.id is None:
-                call.id = call_id
-            elif call.id != call_id:
-                raise ProviderError(
-                    f"{where}: tool call {index} changed its id from {call.id!r} to {call_id!r}"
-                )
+        call.id = _settled(call.id, _optional_str(fragment, "id", where), "id", index, where)
         function_raw = fragment.get("function")
         if function_raw is None:
             return
         function = _mapping(function_raw, f"{where}.function")
         name = _optional_str(function, "name", f"{where}.function")
-        if name:
-            if call.name is None:
-                call.name = name
-            elif call.name != name:
-                raise ProviderError(
-                    f"{where}: tool call {index} changed its name from {call.name!r} to {name!r}"
-                )
+        call.name = _settled(call.name, name, "name", index, where)
         arguments = _optional_str(function, "arguments", f"{where}.function")
         if arguments:
             call.arguments.append(arguments)
@@ -652,6 +639,17 @@ class StreamDecoder:
             refusal=refusal or None,
             malformed_tool_args=malformed,
         )
+
+
+def _settled(current: str | None, new: str | None, what: str, index: int, where: str) -> str | None:
+    """A streamed call's id or name: set by the first fragment that has one, then never changed."""
+    if not new:
+        return current
+    if current is not None and current != new:
+        raise ProviderError(
+            f"{where}: tool call {index} changed its {what} from {current!r} to {new!r}"
+        )
+    return new
 
 
 def decode_stream(chunks: Iterable[Mapping[str, Any] | str]) -> Response:
@@ -760,7 +758,7 @@ def _import_image(raw: Any, where: str) -> Text | Image:
         return Text(image_placeholder(media_type, url))
     match = _DATA_URL.match(url)
     if match is None:
-        raise BlockError(f"{where}: not a base64 data: URL ({_clip(url, 60)})")
+        raise BlockError(f"{where}: not a base64 data: URL ({shorten(url, 60)})")
     media_type = match.group(1).lower()
     if media_type not in IMAGE_MEDIA_TYPES:
         return Text(image_placeholder(media_type or "image"))
@@ -881,19 +879,19 @@ def _optional_str(obj: Mapping[str, Any], key: str, where: str) -> str | None:
 
 
 def _shown(value: Any) -> str:
-    """A short rendering of a bad wire value for an error message: type and a prefix."""
+    """A short rendering of a bad wire value for an error message: Python type and a prefix.
+
+    Named by the decoded value's Python type (`int 1`, `list`), the wording
+    these errors have always had.
+    """
     if value is None:
         return "null"
     if isinstance(value, str):
-        return repr(_clip(value, 40))
+        return repr(shorten(value, 40))
     if isinstance(value, bool | int | float):
         try:
             shown = repr(value)
         except ValueError:  # an int too long to print
             shown = "..."
-        return f"{type(value).__name__} {_clip(shown, 40)}"
+        return f"{type(value).__name__} {shorten(shown, 40)}"
     return type(value).__name__
-
-
-def _clip(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."

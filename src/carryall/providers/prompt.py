@@ -1,16 +1,17 @@
 """Prompt mode: tool calling for a backend or model that has none, on the OpenAI wire.
 
 The tools are described in the system prompt under the one calling
-convention (`carryall.calls`); the request carries no `tools` and no
-`tool_choice`, and every message is a plain role/content message:
+convention (`carryall.providers.calling_convention`); the request carries
+no `tools` and no `tool_choice`, and every message is a plain role/content
+message:
 
 - an assistant turn is its text followed by its calls written in the
   convention (`render_assistant`); its thinking goes back as
   `reasoning_content` on llama-server and is dropped on the openai dialect;
 - a tool round is ONE user message: a prompt carrier
   (`carryall.carrier.render_prompt_tool_carrier`) whose body holds every
-  result of the round (`render_results_body`), then the round's other text,
-  then its images. For a model that can see, the carrier declares each
+  result of the round (`carryall.providers.results_body`), then the
+  round's other text, then its images. For a model that can see, the carrier declares each
   image with an `[IMAGE:<name>]` marker line, the name being the image's
   `source` (or `image-N`, its place in the round, when the source cannot
   stand on a marker line, repeats, or is a `data:` URI: a picture's bytes
@@ -52,41 +53,39 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
+import jiter
 import msgspec
 
+from carryall._json import load_json
 from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
-from carryall.calls import (
+from carryall.carrier import Marker, MarkerKind, marker_line, render_prompt_tool_carrier
+from carryall.errors import CarrierError, HistoryError, ProviderError
+from carryall.providers import openai as openai_codec
+from carryall.providers._common import prepare_messages
+from carryall.providers._types import Capabilities, Dialect, Request, Response, ToolSpec
+from carryall.providers.calling_convention import (
     CALL_FENCE_LABELS,
     CALL_OPEN,
     call_id,
     describe_tools,
     is_call_fence,
-    load_json,
     parse_tool_calls,
     read_name,
     render_assistant,
-    render_results_body,
     reply_digest,
 )
-from carryall.carrier import Marker, MarkerKind, marker_line, render_prompt_tool_carrier
-from carryall.errors import CarrierError, HistoryError, ProviderError
-from carryall.providers import openai as openai_codec
-from carryall.providers._common import prepare_messages
-from carryall.providers._types import Capabilities, Request, Response, ToolSpec
+from carryall.providers.results_body import render_results_body
 
 __all__ = [
     "SCHEMA_NAME",
-    "Dialect",
     "StreamDecoder",
     "decode_response",
     "encode_request",
     "response_format",
     "response_schema",
 ]
-
-Dialect: TypeAlias = Literal["openai", "llama-server"]
 
 SCHEMA_NAME = "tool_calls_or_response"
 """The `json_schema.name` of the constrained response format."""
@@ -526,19 +525,23 @@ class _ResponseText:
     """Reads the `response` string of a constrained answer as it arrives.
 
     The answer must start `{"response": "` (whitespace allowed between the
-    tokens); then each piece of the string is decoded as soon as it is
-    whole (an escape split across chunks waits for its end).
+    tokens); the string after it is decoded by jiter's partial mode, which
+    gives back every character that is whole so far, so an escape split
+    across chunks waits for its end. Only the string text since the last
+    point where it decoded whole is read again, so a long answer streams in
+    linear time. An escape JSON does not have (or a lone surrogate) ends the
+    reading; the text decoded before it stands.
     """
 
     _HEAD = '{"response":"'
     _SPACE_BEFORE = frozenset({0, 1, 11, 12})  # head positions where whitespace may come first
-    _RUN = re.compile(r'[^"\\]+')
 
     def __init__(self) -> None:
         self._at = 0  # position in _HEAD; len(_HEAD) once inside the string
         self.failed = False
         self.done = False
-        self._pending = ""
+        self._raw = ""  # string text since the last point it decoded whole
+        self._shown = 0  # characters of that text's decoding already given out
         self._out: list[str] = []
 
     @property
@@ -554,8 +557,6 @@ class _ResponseText:
         """Take more answer text; return the response text it completed."""
         if self.failed or self.done:
             return ""
-        text = self._pending + text
-        self._pending = ""
         pos = 0
         while not self.started:
             if self._at in self._SPACE_BEFORE:
@@ -568,55 +569,43 @@ class _ResponseText:
                 return ""
             pos += 1
             self._at += 1
-        return self._string(text, pos)
+        return self._string(text[pos:])
 
-    def _string(self, text: str, pos: int) -> str:
-        out: list[str] = []
-        while pos < len(text):
-            run = self._RUN.match(text, pos)
-            if run is not None:
-                out.append(run.group())
-                pos = run.end()
-                continue
-            if text[pos] == '"':
-                self.done = True
-                break
-            escape, size = self._escape(text, pos)
-            if size == 0:
-                self._pending = text[pos:]
-                break
-            if escape is None:
-                self.failed = True
-                break
-            out.append(escape)
-            pos += size
-        self._out.extend(out)
-        return "".join(out)
-
-    @staticmethod
-    def _escape(text: str, pos: int) -> tuple[str | None, int]:
-        """The escape at `pos` decoded and its length; length 0 when it is incomplete."""
-        if pos + 1 >= len(text):
-            return None, 0
-        size = 6 if text[pos + 1] == "u" else 2
-        if pos + size > len(text):
-            return None, 0
+    def _string(self, text: str) -> str:
+        # A model writing JSON by hand puts raw line breaks and tabs in its
+        # strings; JSON wants them escaped, and the text they meant is plain.
+        raw = self._raw + _RAW_CONTROL.sub(_escape_control, text)
+        data = b'"' + raw.encode("utf-8", "surrogatepass")
         try:
-            decoded: str = json.loads('"' + text[pos : pos + size] + '"')
+            # Whole and still open: the common case, and a point to restart from.
+            decoded: str = jiter.from_json(data + b'"')
+            whole = True
         except ValueError:
-            return None, size
-        if size == 6 and "\ud800" <= decoded <= "\udbff":
-            # A high surrogate wants its low half, if one follows.
-            if pos + 12 > len(text):
-                return None, 0
-            pair = text[pos : pos + 12]
+            whole = False
             try:
-                joined: str = json.loads('"' + pair + '"')
+                # Closed inside this text ("on" mode ignores what follows).
+                decoded = jiter.from_json(data, partial_mode="on")
+                self.done = True
             except ValueError:
-                return decoded, size
-            if len(joined) == 1:
-                return joined, 12
-        return decoded, size
+                try:
+                    decoded = jiter.from_json(data, partial_mode="trailing-strings")
+                except ValueError:
+                    self.failed = True
+                    return ""
+        new = decoded[self._shown :]
+        self._out.append(new)
+        if whole:
+            self._raw, self._shown = "", 0
+        else:
+            self._raw, self._shown = raw, len(decoded)
+        return new
+
+
+_RAW_CONTROL = re.compile(r"[\x00-\x1f]")
+
+
+def _escape_control(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 class _ResponseGate:

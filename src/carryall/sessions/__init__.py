@@ -5,9 +5,15 @@ session = store.create(backend="anthropic", model="...", cwd=".")
 session.record(started_from, left_behind)         # "append" or "rewrite"
 store.open(session.id).messages()                 # the history to continue
 store.recall.search("flaky test")                 # ranked hits across sessions
+
+`Store` is a `SessionStore` (the transcripts, which know no index) with its
+`RecallIndex` subscribed as a `StoreListener`; other derived data listens
+the same way (`SessionStore(listeners=[...])`). Importing and exporting
+whole histories in wire formats is `carryall.interchange`.
 """
 
 from carryall.sessions._transcript import FORMAT_VERSION, SessionMeta
+from carryall.sessions.indexed import Store
 from carryall.sessions.recall import Hit, RecallIndex, fts_query
 from carryall.sessions.render import (
     export_dict,
@@ -19,16 +25,26 @@ from carryall.sessions.render import (
     render_text,
     searchable_text,
 )
-from carryall.sessions.store import Session, SessionInfo, Store, default_root
+from carryall.sessions.store import (
+    Recorded,
+    Session,
+    SessionInfo,
+    SessionStore,
+    StoreListener,
+    default_root,
+)
 
 __all__ = [
     "FORMAT_VERSION",
     "Hit",
     "RecallIndex",
+    "Recorded",
     "Session",
     "SessionInfo",
     "SessionMeta",
+    "SessionStore",
     "Store",
+    "StoreListener",
     "default_root",
     "export_dict",
     "fts_query",

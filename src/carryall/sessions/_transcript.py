@@ -27,6 +27,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
+from carryall._text import shorten
 from carryall.blocks import Image, Message, Text, Thinking, ToolResult, ToolUse
 from carryall.errors import TranscriptError
 
@@ -42,7 +43,8 @@ class SessionMeta(msgspec.Struct, frozen=True, omit_defaults=True):
 
     `title` is the first thing a person said (or what `create` was given);
     `system` is the system prompt a run used, kept so a resumed run can use
-    it again.
+    it again. The header line is this meta behind the file kind and format
+    (`encode_header`), so the two never drift apart.
     """
 
     id: str
@@ -52,32 +54,6 @@ class SessionMeta(msgspec.Struct, frozen=True, omit_defaults=True):
     cwd: str = ""
     title: str | None = None
     system: str | None = None
-
-
-class Header(msgspec.Struct, frozen=True, omit_defaults=True):
-    """Line 1 of a transcript: the file kind, the format version and the meta."""
-
-    carryall: str
-    format: int
-    id: str
-    created: datetime
-    backend: str = ""
-    model: str = ""
-    cwd: str = ""
-    title: str | None = None
-    system: str | None = None
-
-    def meta(self, title: str | None = None) -> SessionMeta:
-        """The session meta this header describes, with a title learned later."""
-        return SessionMeta(
-            id=self.id,
-            created=self.created,
-            backend=self.backend,
-            model=self.model,
-            cwd=self.cwd,
-            title=self.title or title,
-            system=self.system,
-        )
 
 
 class _HeaderProbe(msgspec.Struct):
@@ -134,7 +110,7 @@ class EventHead(msgspec.Struct, frozen=True):
 
 
 _probe_decoder = msgspec.json.Decoder(_HeaderProbe)
-_header_decoder = msgspec.json.Decoder(Header)
+_header_decoder = msgspec.json.Decoder(SessionMeta)
 _event_decoder = msgspec.json.Decoder(Event[StoredMessage])
 _plain_decoder = msgspec.json.Decoder(Event[Message])
 _head_decoder = msgspec.json.Decoder(EventHead)
@@ -161,24 +137,17 @@ def parse_time(text: str) -> datetime:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
 
 
-def header_for(meta: SessionMeta) -> Header:
-    """The header line a new session with this meta gets."""
-    return Header(
-        carryall=MAGIC,
-        format=FORMAT_VERSION,
-        id=meta.id,
-        created=meta.created,
-        backend=meta.backend,
-        model=meta.model,
-        cwd=meta.cwd,
-        title=meta.title,
-        system=meta.system,
-    )
+def encode_header(meta: SessionMeta) -> bytes:
+    """Line 1 of a new transcript, newline included: the file kind, the format, then the meta."""
+    fields = msgspec.to_builtins(meta)
+    return _encoder.encode({"carryall": MAGIC, "format": FORMAT_VERSION, **fields}) + b"\n"
 
 
-def encode_header(header: Header) -> bytes:
-    """Line 1 of a new transcript, newline included."""
-    return _encoder.encode(header) + b"\n"
+def with_title(meta: SessionMeta, title: str | None) -> SessionMeta:
+    """The meta with a title learned from the events, unless the header already had one."""
+    if meta.title or not title:
+        return meta
+    return msgspec.structs.replace(meta, title=title)
 
 
 def encode_event(event: Event[Any]) -> bytes:
@@ -189,7 +158,7 @@ def encode_event(event: Event[Any]) -> bytes:
         raise TranscriptError(f"a message cannot be written as JSON: {exc}") from None
 
 
-def decode_header(line: bytes, where: str) -> Header:
+def decode_header(line: bytes, where: str) -> SessionMeta:
     """Decode line 1, refusing a file that is not a transcript or is newer than this reader."""
     try:
         probe = _probe_decoder.decode(line)
@@ -256,18 +225,54 @@ def title_from(messages: Iterable[Message]) -> str | None:
         if message.is_plain_user_text():
             text = " ".join(message.text().split())
             if text:
-                return text if len(text) <= 80 else text[:79].rstrip() + "…"
+                return shorten(text, 80, ellipsis="…")
     return None
 
 
 def common_prefix(old: Sequence[Message], new: Sequence[Message]) -> int:
-    """How many leading messages two histories share (by value)."""
+    """How many leading messages two histories share (by value).
+
+    Appending must cost the same at 100 messages as at 100,000, and the
+    common case is that `old` is all of `new`'s start. `old <= new` decides
+    that in C: it compares items with `==` (identity first) and, when none
+    differs, by length alone. When an item does differ Python asks whether
+    it is `<=` the other; messages have no order, so that is a TypeError,
+    and only then are the messages walked one by one.
+    """
+    if len(old) <= len(new):
+        try:
+            if old <= new:  # type: ignore[operator]
+                return len(old)
+        except TypeError:
+            pass
     count = 0
     for a, b in zip(old, new, strict=False):
         if a is not b and a != b:
             break
         count += 1
     return count
+
+
+def image_stand_in(stored: StoredImage) -> Image:
+    """An image without its bytes, for readers that only need its placeholder.
+
+    The recall index reads every transcript; reading every image blob to
+    say `[image: name (type)]` would cost it the blob folder for nothing.
+    """
+    return Image(stored.media_type, "", stored.source)
+
+
+def restore(stored: Message | StoredMessage, load_image: BlobLoader) -> Message:
+    """A decoded event message as a `Message`, each stored image given to `load_image`."""
+    if isinstance(stored, Message):
+        return stored
+    if any(type(block) is StoredImage for block in stored.content):
+        content = tuple(
+            load_image(block) if isinstance(block, StoredImage) else block
+            for block in stored.content
+        )
+        return Message(stored.role, content)
+    return Message(stored.role, stored.content)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -303,14 +308,9 @@ class Replay:
                     f"{self.where} line {line_no}: append starts at message {event.start} "
                     f"but the history before it holds {len(self.messages)}"
                 )
-            self.messages.extend(new)
-            self.times.extend([event.time] * len(new))
+            self.append(new, event.time)
         elif event.event == "rewrite":
-            keep = common_prefix(self.messages, new)
-            if self.keep_versions:
-                self.versions.append(self.messages)
-            self.times = self.times[:keep] + [event.time] * (len(new) - keep)
-            self.messages = new
+            self.rewrite(new, event.time)
         else:
             raise TranscriptError(
                 f"{self.where} line {line_no}: unknown event {event.event!r} "
@@ -326,22 +326,29 @@ class Replay:
         self.updated = event.time
         self.events += 1
 
+    def append(self, tail: list[Message], time: str) -> None:
+        """Add messages recorded at `time` after the history."""
+        self.messages.extend(tail)
+        self.times.extend([time] * len(tail))
+
+    def rewrite(self, history: list[Message], time: str) -> int:
+        """Replace the history with one recorded at `time`; returns how many messages stood.
+
+        The messages it starts with unchanged keep their times.
+        """
+        keep = common_prefix(self.messages, history)
+        if self.keep_versions:
+            self.versions.append(self.messages)
+        self.times = self.times[:keep] + [time] * (len(history) - keep)
+        self.messages = history
+        return keep
+
     def _restore(self, event: AnyEvent) -> list[Message]:
         messages = event.messages
         if not messages or isinstance(messages[0], Message):
             # One decoder per line, so a line's messages are all of one kind.
             return messages  # type: ignore[return-value]
-        out: list[Message] = []
-        for stored in messages:
-            if any(type(block) is StoredImage for block in stored.content):
-                content = tuple(
-                    self.load_image(block) if isinstance(block, StoredImage) else block
-                    for block in stored.content
-                )
-                out.append(Message(stored.role, content))
-            else:
-                out.append(Message(stored.role, stored.content))  # type: ignore[arg-type]
-        return out
+        return [restore(stored, self.load_image) for stored in messages]
 
 
 def iter_events(lines: Sequence[bytes], first_line_no: int) -> Iterator[tuple[int, bytes]]:

@@ -2,10 +2,14 @@
 
 An SQLite FTS5 index (`recall.sqlite3` under the store root) holds one row
 per message: its text, thinking, tool calls (name and input), tool results
-and image placeholders. It is derived data. `Session.record` keeps it
-current as events are written, and `sync` catches it up from the
+and image placeholders. It is derived data. Subscribed to a store as a
+`StoreListener` (as `carryall.sessions.Store` does), it is kept current as
+events are written and sessions removed; `sync` catches it up from the
 transcripts themselves (another machine's files, a failed update, a deleted
-index), reading only what each transcript gained since it was last indexed.
+index, a writer that had no index listening), reading only what each
+transcript gained since it was last indexed. It reads the store only
+through its public methods (`transcripts`, `load`, `path`); the store never
+imports this module.
 
 A person's query is never FTS5 syntax: every word is quoted as an FTS5
 string, so `C++`, a UUID or a stray quote searches for those words instead
@@ -24,26 +28,23 @@ import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import msgspec
 
-from carryall.blocks import Image, Message
+from carryall.blocks import Message
 from carryall.errors import TranscriptError
 from carryall.sessions._transcript import (
     AnyEvent,
-    StoredImage,
-    StoredMessage,
     decode_event,
     format_time,
+    image_stand_in,
     iter_events,
     parse_time,
+    restore,
     split_lines,
 )
 from carryall.sessions.render import searchable_text
-
-if TYPE_CHECKING:
-    from carryall.sessions.store import Store
+from carryall.sessions.store import Recorded, SessionStore
 
 __all__ = ["Hit", "RecallIndex", "fts_query"]
 
@@ -86,9 +87,9 @@ def fts_query(query: str) -> str | None:
 
 
 class RecallIndex:
-    """The full-text index of one store's sessions."""
+    """The full-text index of one store's sessions; a `StoreListener` of that store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: SessionStore) -> None:
         self.store = store
         self.path = store.root / "recall.sqlite3"
         self._conn: sqlite3.Connection | None = None
@@ -143,43 +144,38 @@ class RecallIndex:
 
     # -- keeping current ----------------------------------------------------
 
-    def note(
-        self,
-        session_id: str,
-        *,
-        ident: tuple[int, int],
-        before: int,
-        after: int,
-        first: int,
-        messages: Sequence[Message],
-        times: Sequence[str],
-        total: int,
-    ) -> None:
-        """Index an event a session just wrote: messages from `first` on are new.
+    def on_record(self, recorded: Recorded, /) -> None:
+        """Index an event a session just wrote: its messages from `recorded.first` on are new.
 
-        `before` and `after` are the transcript's length before and after
-        the event. When the index had not seen the transcript up to
-        `before` (a missed update, another writer), it catches up from the
-        file instead.
+        When the index had not seen the transcript up to `recorded.before`
+        (a missed update, another writer), it catches up from the file instead.
         """
+        session_id = recorded.session_id
         # A recording waits briefly for the index: a busy index is caught up
         # later, while a stalled recording stalls the agent.
         with self._connection(busy_ms=1000) as conn, _transaction(conn):
             row = conn.execute(
                 "SELECT offset, ident FROM sources WHERE session = ?", (session_id,)
             ).fetchone()
-            if row is None or row[0] != before or row[1] != _ident_text(ident):
+            if row is None or row[0] != recorded.before or row[1] != _ident_text(recorded.ident):
                 self._sync_session(conn, session_id, self.store.path(session_id))
                 return
-            _replace(conn, session_id, first, messages, times)
+            _replace(conn, session_id, recorded.first, recorded.messages, recorded.times)
             conn.execute(
                 "UPDATE sources SET offset = ?, count = ? WHERE session = ?",
-                (after, total, session_id),
+                (recorded.after, recorded.total, session_id),
             )
+
+    def on_remove(self, session_id: str, /) -> None:
+        """Drop a session from the index (its transcript was removed)."""
+        if not self.path.exists():
+            return
+        with self._connection() as conn, _transaction(conn):
+            _forget(conn, session_id)
 
     def sync(self) -> None:
         """Catch the index up with every transcript, reading only what each one gained."""
-        paths = {p.name[: -len(".jsonl")]: p for p in self.store._transcripts()}
+        paths = self.store.transcripts()
         if not paths and not self.path.exists():
             return
         with self._connection() as conn:
@@ -217,13 +213,6 @@ class RecallIndex:
             count: int = conn.execute("SELECT count(*) FROM docs").fetchone()[0]
         return count
 
-    def forget(self, session_id: str) -> None:
-        """Drop a session from the index (it was removed)."""
-        if not self.path.exists():
-            return
-        with self._connection() as conn, _transaction(conn):
-            _forget(conn, session_id)
-
     def close(self) -> None:
         """Close the database connection (it reopens on next use)."""
         with self._lock:
@@ -255,7 +244,7 @@ class RecallIndex:
                 f"cannot read session file {path}: {exc.strerror or exc}"
             ) from None
         # A rewrite, a replaced file or a first sighting: index the whole session again.
-        loaded = self.store._load(path, images=False)
+        loaded = self.store.load(path, images=False)
         _forget(conn, session_id)
         _replace(conn, session_id, 0, loaded.replay.messages, loaded.replay.times)
         conn.execute(
@@ -278,7 +267,7 @@ class RecallIndex:
             events.append(event)
             expected = event.n
         for event in events:
-            messages = [_message(m) for m in event.messages]
+            messages = [restore(m, image_stand_in) for m in event.messages]
             _replace(conn, session_id, event.start, messages, [event.time] * len(messages))
             count = event.n
         conn.execute(
@@ -397,17 +386,6 @@ def _forget(conn: sqlite3.Connection, session_id: str) -> None:
     )
     conn.execute("DELETE FROM docs WHERE session = ?", (session_id,))
     conn.execute("DELETE FROM sources WHERE session = ?", (session_id,))
-
-
-def _message(stored: Message | StoredMessage) -> Message:
-    """A decoded event message as a `Message` whose images are placeholders only."""
-    if isinstance(stored, Message):
-        return stored
-    content = tuple(
-        Image(b.media_type, "", b.source) if isinstance(b, StoredImage) else b
-        for b in stored.content
-    )
-    return Message(stored.role, content)
 
 
 def _hit(session: str, message: int, role: str, time: str, marked: str, score: float) -> Hit:

@@ -7,7 +7,14 @@ user data folder):
     blobs/ab/<sha256>   image bytes, stored once per content hash
     locks/<id>.lock     the writer lock of each session
     torn/               torn last lines moved aside by a repair, never deleted
-    recall.sqlite3      the full-text index (`carryall.sessions.recall`)
+    recall.sqlite3      the full-text index (kept by `carryall.sessions.recall`)
+
+The store does not know that index. It tells the listeners it was given what
+it wrote (`StoreListener.on_record`, with a `Recorded`) and what it removed
+(`on_remove`); the recall index is one such listener, subscribed by
+`carryall.sessions.Store`. A listener keeps derived data, so its failure is
+logged and never fails a write. What a listener may need to catch up by
+itself is public: `transcripts()` and `load(path, images=False)`.
 
 Files are created readable by their owner only: transcripts hold whatever
 was said and whatever the tools read.
@@ -26,27 +33,25 @@ import base64
 import builtins
 import contextlib
 import errno
-import gc
 import hashlib
 import logging
 import os
 import re
 import secrets
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Literal
+from typing import BinaryIO, Literal, Protocol
 
 import filelock
 import msgspec
-import platformdirs
 
+from carryall import paths
 from carryall.blocks import Image, Message
 from carryall.errors import BlockError, TranscriptError
 from carryall.sessions._transcript import (
     Event,
-    Header,
     Replay,
     SessionMeta,
     StoredBlock,
@@ -58,18 +63,25 @@ from carryall.sessions._transcript import (
     encode_event,
     encode_header,
     has_image,
-    header_for,
+    image_stand_in,
     iter_events,
     now,
     parse_time,
     split_lines,
     title_from,
+    with_title,
 )
 
-if TYPE_CHECKING:
-    from carryall.sessions.recall import RecallIndex
-
-__all__ = ["Session", "SessionInfo", "SessionMeta", "Store", "default_root"]
+__all__ = [
+    "Loaded",
+    "Recorded",
+    "Session",
+    "SessionInfo",
+    "SessionMeta",
+    "SessionStore",
+    "StoreListener",
+    "default_root",
+]
 
 log = logging.getLogger("carryall.sessions")
 
@@ -78,11 +90,8 @@ _SUFFIX = ".jsonl"
 
 
 def default_root() -> Path:
-    """Where sessions live: `$CARRYALL_HOME/sessions`, else the user data folder."""
-    home = os.environ.get("CARRYALL_HOME")
-    if home:
-        return Path(home).expanduser() / "sessions"
-    return Path(platformdirs.user_data_dir("carryall")) / "sessions"
+    """Where a store lives unless it is given a root: `carryall.paths.sessions_dir()`."""
+    return paths.sessions_dir()
 
 
 class SessionInfo(msgspec.Struct, frozen=True):
@@ -94,27 +103,77 @@ class SessionInfo(msgspec.Struct, frozen=True):
     updated: datetime
 
 
-class Store:
-    """A folder of session transcripts, their image blobs and their recall index.
+@dataclass(frozen=True)
+class Recorded:
+    """What one event a session wrote did to its history, as a listener hears it."""
 
-    `Store()` uses `default_root()`; tests and tools pass their own root.
-    With `recall=True` (the default) every recorded event is also indexed
-    for `carryall recall`. The index is derived data: a failure to update
-    it never fails a recording, and a search first catches it up from the
-    files (so `recall=False` only moves the indexing cost to the next search).
+    session_id: str
+    ident: tuple[int, int]
+    """The transcript file's (device, inode): a replaced file is a different one."""
+    before: int
+    """The transcript's length in bytes before the event."""
+    after: int
+    """Its length after the event."""
+    first: int
+    """The index of the first message the event added or changed; earlier ones stand."""
+    messages: Sequence[Message]
+    """The history from `first` on, as it now is."""
+    times: Sequence[str]
+    """When each of `messages` was recorded in its current form (transcript time text)."""
+    total: int
+    """How many messages the history holds after the event."""
+
+
+class StoreListener(Protocol):
+    """Something that keeps data derived from the transcripts (the recall index).
+
+    Called after the event is safely on disk, under the session's writer
+    lock. An exception it raises is logged and never fails the write, so a
+    listener must be able to catch up from the files by itself.
+    """
+
+    def on_record(self, recorded: Recorded, /) -> None:
+        """A session wrote an event: `recorded` says what changed."""
+
+    def on_remove(self, session_id: str, /) -> None:
+        """A session's transcript was deleted."""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A transcript read whole: its meta, the replayed history, and where reading stopped."""
+
+    meta: SessionMeta
+    replay: Replay
+    """The history (`replay.messages`, `replay.times`), title and, if asked, old versions."""
+    end: int
+    """The byte length of the complete lines read (a torn last line is not counted)."""
+    lines: int
+    """How many complete lines that is."""
+    ident: tuple[int, int]
+    """The file's (device, inode) when it was read."""
+
+
+class SessionStore:
+    """A folder of session transcripts and their image blobs, telling listeners what it writes.
+
+    `SessionStore()` uses `default_root()`; tests and tools pass their own
+    root. `listeners` hear every event written and every session removed
+    (see `StoreListener`); `carryall.sessions.Store` is this store with its
+    recall index listening.
     """
 
     def __init__(
         self,
         root: str | os.PathLike[str] | None = None,
         *,
-        recall: bool = True,
+        listeners: Iterable[StoreListener] = (),
         lock_timeout: float = 30.0,
     ) -> None:
         self.root = Path(root) if root is not None else default_root()
         self.lock_timeout = lock_timeout
-        self._recall_enabled = recall
-        self._recall: RecallIndex | None = None
+        self.listeners: builtins.list[StoreListener] = builtins.list(listeners)
+        """Told of every write and removal, in order; append to subscribe."""
         self._locks_ready = False
 
     # -- sessions -----------------------------------------------------------
@@ -150,8 +209,7 @@ class Store:
                 title=title,
                 system=system,
             )
-            header = header_for(meta)
-            line = encode_header(header)
+            line = encode_header(meta)
             try:
                 _write_new(path, line)
             except FileExistsError:
@@ -161,15 +219,15 @@ class Store:
             _fsync_dir(self.root)
             replay = Replay(str(path), self._blob_loader(str(path)))
             stat = os.stat(path)
-            return Session(self, path, header, replay, len(line), 1, (stat.st_dev, stat.st_ino))
+            return Session(self, path, meta, replay, len(line), 1, (stat.st_dev, stat.st_ino))
         raise TranscriptError(f"cannot pick a fresh session id in {self.root}")  # pragma: no cover
 
     def open(self, session_id: str) -> Session:
         """Open a session by id (or a unique prefix of one) with its current history loaded."""
         path = self.path(self.resolve(session_id))
-        loaded = self._load(path)
+        loaded = self.load(path)
         return Session(
-            self, path, loaded.header, loaded.replay, loaded.end, loaded.lines, loaded.ident
+            self, path, loaded.meta, loaded.replay, loaded.end, loaded.lines, loaded.ident
         )
 
     def list(
@@ -183,7 +241,7 @@ class Store:
         when no `on_error` is given.
         """
         infos: list[SessionInfo] = []
-        for path in self._transcripts():
+        for path in self.transcripts().values():
             try:
                 infos.append(self._summarize(path))
             except TranscriptError as exc:
@@ -197,7 +255,7 @@ class Store:
         """The full id of a session named by its id or by a unique prefix of it."""
         if self.path(session_id).exists():
             return session_id
-        names = sorted(p.name[: -len(_SUFFIX)] for p in self._transcripts())
+        names = sorted(self.transcripts())
         matches = [m for m in names if m.startswith(session_id)]
         if len(matches) == 1:
             return matches[0]
@@ -218,11 +276,11 @@ class Store:
             _fsync_dir(self.root)
         with contextlib.suppress(OSError):
             self._lock_path(full).unlink()
-        if self._recall_enabled:
+        for listener in self.listeners:
             try:
-                self.recall.forget(full)
-            except Exception as exc:  # derived data; the next sync drops it anyway
-                log.warning("recall index: could not forget session %s: %s", full, exc)
+                listener.on_remove(full)
+            except Exception as exc:  # derived data; it catches up from the files
+                log.warning("%s could not drop session %s: %s", _name(listener), full, exc)
 
     def path(self, session_id: str) -> Path:
         """The transcript file of a session id (which need not exist)."""
@@ -230,14 +288,47 @@ class Store:
             raise TranscriptError(f"{session_id!r} is not a session id")
         return self.root / f"{session_id}{_SUFFIX}"
 
-    @property
-    def recall(self) -> RecallIndex:
-        """The full-text index over every session (`carryall recall`)."""
-        if self._recall is None:
-            from carryall.sessions.recall import RecallIndex
+    def transcripts(self) -> dict[str, Path]:
+        """Every transcript file in the store, by session id (its name without `.jsonl`)."""
+        try:
+            return {
+                p.name[: -len(_SUFFIX)]: p
+                for p in self.root.iterdir()
+                if p.name.endswith(_SUFFIX) and p.is_file()
+            }
+        except FileNotFoundError:
+            return {}
 
-            self._recall = RecallIndex(self)
-        return self._recall
+    def load(self, path: Path, *, images: bool = True, keep_versions: bool = False) -> Loaded:
+        """Read one transcript whole and replay its events.
+
+        With `images=False` no image blob is read: each image comes back as
+        its stand-in (`image_stand_in`: media type and source, no bytes),
+        which is all a reader of placeholders needs. `keep_versions` keeps
+        every history a rewrite replaced.
+        """
+        where = str(path)
+        try:
+            with path.open("rb") as f:
+                stat = os.fstat(f.fileno())
+                data = f.read()
+        except FileNotFoundError:
+            raise TranscriptError(f"no session file {path}") from None
+        except OSError as exc:
+            raise _failed(f"cannot read session file {path}", exc) from None
+        lines, end = split_lines(data)
+        if not lines:
+            raise TranscriptError(
+                f"{where}: no complete header line (the session was torn while being created)"
+            )
+        meta = decode_header(lines[0], where)
+        loader = self._blob_loader(where) if images else image_stand_in
+        replay = Replay(where, loader, keep_versions=keep_versions)
+        # No pause of the collector: blocks and messages are untracked
+        # (gc=False), so a long load gives it nothing to rescan.
+        for line_no, line in iter_events(lines[1:], 2):
+            replay.apply_line(line, line_no)
+        return Loaded(meta, replay, end, len(lines), (stat.st_dev, stat.st_ino))
 
     # -- image blobs --------------------------------------------------------
 
@@ -302,35 +393,6 @@ class Store:
 
     # -- reading ------------------------------------------------------------
 
-    def _transcripts(self) -> builtins.list[Path]:
-        try:
-            return [p for p in self.root.iterdir() if p.name.endswith(_SUFFIX) and p.is_file()]
-        except FileNotFoundError:
-            return []
-
-    def _load(self, path: Path, *, images: bool = True, keep_versions: bool = False) -> _Loaded:
-        where = str(path)
-        try:
-            with path.open("rb") as f:
-                stat = os.fstat(f.fileno())
-                data = f.read()
-        except FileNotFoundError:
-            raise TranscriptError(f"no session file {path}") from None
-        except OSError as exc:
-            raise _failed(f"cannot read session file {path}", exc) from None
-        lines, end = split_lines(data)
-        if not lines:
-            raise TranscriptError(
-                f"{where}: no complete header line (the session was torn while being created)"
-            )
-        header = decode_header(lines[0], where)
-        loader = self._blob_loader(where) if images else _placeholder_image
-        replay = Replay(where, loader, keep_versions=keep_versions)
-        with _collector_paused():
-            for line_no, line in iter_events(lines[1:], 2):
-                replay.apply_line(line, line_no)
-        return _Loaded(header, replay, end, len(lines), (stat.st_dev, stat.st_ino))
-
     def _summarize(self, path: Path) -> SessionInfo:
         where = str(path)
         try:
@@ -342,8 +404,8 @@ class Store:
                         f"{where}: no complete header line "
                         "(the session was torn while being created)"
                     )
-                header = decode_header(first[:-1], where)
-                title = header.title
+                meta = decode_header(first[:-1], where)
+                title = meta.title
                 line_no = 1
                 while title is None:
                     line = f.readline()
@@ -355,11 +417,11 @@ class Store:
                 last = _last_line(f, size)
         except OSError as exc:
             raise _failed(f"cannot read session file {path}", exc) from None
-        turns, updated = 0, header.created
+        turns, updated = 0, meta.created
         if last is not None and last[0] > 0:
             head = decode_head(last[1], where, None)
             turns, updated = head.n, parse_time(head.time)
-        return SessionInfo(meta=header.meta(title), turns=turns, updated=updated)
+        return SessionInfo(meta=with_title(meta, title), turns=turns, updated=updated)
 
     # -- locking ------------------------------------------------------------
 
@@ -391,15 +453,6 @@ class Store:
             lock.release()
 
 
-@dataclass
-class _Loaded:
-    header: Header
-    replay: Replay
-    end: int
-    lines: int
-    ident: tuple[int, int]
-
-
 class Session:
     """One recorded conversation: its meta and its history, appended as it grows.
 
@@ -420,9 +473,9 @@ class Session:
 
     def __init__(
         self,
-        store: Store,
+        store: SessionStore,
         path: Path,
-        header: Header,
+        meta: SessionMeta,
         replay: Replay,
         end: int,
         lines: int,
@@ -430,7 +483,7 @@ class Session:
     ) -> None:
         self.store = store
         self.path = path
-        self._header = header
+        self._meta = meta
         self._replay = replay
         self._end = end
         self._lines = lines
@@ -439,12 +492,12 @@ class Session:
     @property
     def id(self) -> str:
         """The session id (also the transcript's file name)."""
-        return self._header.id
+        return self._meta.id
 
     @property
     def meta(self) -> SessionMeta:
         """Id, creation time, backend, model, working directory, title, system prompt."""
-        return self._header.meta(self._replay.title)
+        return with_title(self._meta, self._replay.title)
 
     def messages(self) -> list[Message]:
         """The current history, as a new list the caller may change."""
@@ -480,7 +533,7 @@ class Session:
         with self._writing():
             stored = self._replay.messages
             k = len(started)
-            if len(stored) == k and started == stored and _is_prefix(started, left):
+            if len(stored) == k and started == stored and common_prefix(started, left) == k:
                 tail = left[k:]
                 if tail:
                     self._write_append(tail)
@@ -505,7 +558,7 @@ class Session:
         Each rewrite replaces a history; the replaced one is still in the
         transcript, and this is how it is recovered.
         """
-        loaded = self.store._load(self.path, keep_versions=True)
+        loaded = self.store.load(self.path, keep_versions=True)
         return [*loaded.replay.versions, loaded.replay.messages]
 
     # -- internals ----------------------------------------------------------
@@ -551,12 +604,12 @@ class Session:
             self._move_aside(torn)
 
     def _reload(self) -> None:
-        loaded = self.store._load(self.path)
-        if loaded.header.id != self.id:
+        loaded = self.store.load(self.path)
+        if loaded.meta.id != self.id:
             raise TranscriptError(
-                f"{self.path}: now holds session {loaded.header.id!r}, not {self.id!r}"
+                f"{self.path}: now holds session {loaded.meta.id!r}, not {self.id!r}"
             )
-        self._header = loaded.header
+        self._meta = loaded.meta
         self._replay = loaded.replay
         self._end = loaded.end
         self._lines = loaded.lines
@@ -598,10 +651,9 @@ class Session:
         )
         before = self._end
         self._write_line(line)
-        self._replay.messages.extend(tail)
-        self._replay.times.extend([stamp] * len(tail))
+        self._replay.append(tail, stamp)
         self._after_write(title, stamp)
-        self._index(before, start, tail, [stamp] * len(tail))
+        self._publish(before, start, tail, [stamp] * len(tail))
 
     def _write_rewrite(self, history: list[Message]) -> None:
         stored = [self._storable(m, i) for i, m in enumerate(history)]
@@ -610,15 +662,12 @@ class Session:
         line = encode_event(Event("rewrite", stamp, n=len(history), title=title, messages=stored))
         before = self._end
         self._write_line(line)
-        keep = common_prefix(self._replay.messages, history)
-        times = self._replay.times[:keep] + [stamp] * (len(history) - keep)
-        self._replay.messages = list(history)
-        self._replay.times = times
+        keep = self._replay.rewrite(list(history), stamp)
         self._after_write(title, stamp)
-        self._index(before, keep, history[keep:], times[keep:])
+        self._publish(before, keep, history[keep:], self._replay.times[keep:])
 
     def _titled(self) -> bool:
-        return bool(self._header.title or self._replay.title)
+        return bool(self._meta.title or self._replay.title)
 
     def _after_write(self, title: str | None, stamp: str) -> None:
         if title and not self._replay.title:
@@ -676,65 +725,26 @@ class Session:
         self._end += len(line)
         self._lines += 1
 
-    def _index(self, before: int, first: int, messages: list[Message], times: list[str]) -> None:
-        if not self.store._recall_enabled:
+    def _publish(self, before: int, first: int, messages: list[Message], times: list[str]) -> None:
+        if not self.store.listeners:
             return
-        try:
-            self.store.recall.note(
-                self.id,
-                ident=self._ident,
-                before=before,
-                after=self._end,
-                first=first,
-                messages=messages,
-                times=times,
-                total=len(self._replay.messages),
-            )
-        except Exception as exc:
-            # Derived data: the transcript is already safe, and the next
-            # search catches the index up from the files.
-            log.warning("recall index: could not index session %s: %s", self.id, exc)
-
-
-def _is_prefix(prefix: list[Message], whole: list[Message]) -> bool:
-    """Whether `whole` starts with `prefix`, compared by value, without copying either.
-
-    Appending must cost the same at 100 messages as at 100,000, and slicing
-    `whole` to compare touches every message. `prefix <= whole` walks both
-    lists in C comparing items with `==` (identity first) and, when no item
-    differs, is decided by length alone. When an item does differ, Python
-    asks whether it is `<=` the other: messages have no order, so that is
-    a TypeError, which here means "not a prefix".
-    """
-    if len(prefix) > len(whole):
-        return False
-    try:
-        return bool(prefix <= whole)
-    except TypeError:
-        return False
-
-
-def _placeholder_image(stored: StoredImage) -> Image:
-    """An image stand-in for readers that only need its placeholder (the recall index)."""
-    return Image(stored.media_type, "", stored.source)
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector around a bulk load.
-
-    Loading a long transcript makes hundreds of thousands of objects that
-    all live on (messages hold no cycles); with the collector running, each
-    generation-2 pass rescans every one made so far, which costs a quarter
-    of the load at 100,000 messages.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+        recorded = Recorded(
+            session_id=self.id,
+            ident=self._ident,
+            before=before,
+            after=self._end,
+            first=first,
+            messages=messages,
+            times=times,
+            total=len(self._replay.messages),
+        )
+        for listener in self.store.listeners:
+            try:
+                listener.on_record(recorded)
+            except Exception as exc:
+                # Derived data: the transcript is already safe, and the
+                # listener catches up from the files.
+                log.warning("%s could not take in session %s: %s", _name(listener), self.id, exc)
 
 
 def _write_whole(fd: int, data: bytes) -> None:
@@ -802,6 +812,11 @@ def _last_line(f: BinaryIO, size: int) -> tuple[int, bytes] | None:
     if end < 0:
         return None
     return pos + start + 1, buf[start + 1 : end]
+
+
+def _name(listener: StoreListener) -> str:
+    """A listener as a log line names it: its class (`RecallIndex`)."""
+    return type(listener).__name__
 
 
 def _reason(exc: OSError) -> str:

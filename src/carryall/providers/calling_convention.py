@@ -1,4 +1,4 @@
-"""The one calling convention for models without native tool calling, and the results body.
+"""The one calling convention for models without native tool calling.
 
 Prompt mode describes the tools in the system prompt and asks the model to
 call one by writing a block in its reply::
@@ -7,10 +7,10 @@ call one by writing a block in its reply::
     {"name": "read_file", "arguments": {"path": "notes.txt"}}
     </tool_call>
 
-One convention, written and read here only, so the provider codec, the flat
-histories of `carryall.rounds` and every transcript agree on what a call
-looked like. The tags are the ones Hermes- and Qwen-style chat templates
-already train models on.
+One convention, written and read here only, so the prompt codec
+(`carryall.providers.prompt`), the flat histories of `carryall.rounds` and
+every transcript agree on what a call looked like. The tags are the ones
+Hermes- and Qwen-style chat templates already train models on.
 
 Reading is forgiving about where a call sits (inside a code fence, several
 in one turn, a fenced ```json object instead of tags) but never about what
@@ -18,11 +18,8 @@ it says: a call that does not parse is not dropped, it becomes a `ToolUse`
 whose `input` is the raw text, counted as malformed, so the agent loop
 answers it with an error result the model can read and correct.
 
-The results of a round go back in one prompt carrier (`carryall.carrier`)
-whose body is `render_results_body`: one section per result, each headed by
-a fixed one-line header that carries the section's length, so the reader
-(`parse_results_body`) never searches result text for a boundary and a
-header-looking line inside a result stays result text.
+The results of a round go back by the other prompt-mode grammar, the
+results body (`carryall.providers.results_body`).
 """
 
 from __future__ import annotations
@@ -35,7 +32,8 @@ from typing import Any
 
 import msgspec
 
-from carryall.blocks import ToolResult, ToolUse
+from carryall._json import load_json
+from carryall.blocks import ToolUse
 from carryall.providers._types import ToolSpec
 
 __all__ = [
@@ -46,13 +44,10 @@ __all__ = [
     "call_id",
     "describe_tools",
     "is_call_fence",
-    "load_json",
-    "parse_results_body",
     "parse_tool_calls",
     "read_name",
     "render_assistant",
     "render_call_json",
-    "render_results_body",
     "render_tool_calls",
     "reply_digest",
 ]
@@ -247,25 +242,6 @@ def _strip_fence(body: str) -> str:
     if len(tail) >= 3 and tail.strip("`") == "":
         body = body[: max(last, 0)]
     return body.strip()
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def load_json(text: str) -> tuple[bool, Any]:
-    """`(True, value)` when `text` is JSON every wire can carry again, else `(False, None)`.
-
-    The one reading of model-written JSON (tool arguments, constrained
-    answers) for every codec; it never raises.
-    """
-    try:
-        # NaN and Infinity are Python's extension, not JSON: arguments holding
-        # them could not be sent on any wire again.
-        return True, json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
-        # RecursionError: deeply nested hostile JSON is a malformed call, not a crash.
-        return False, None
 
 
 def _arguments(obj: Mapping[str, Any]) -> tuple[bool, Any]:
@@ -479,97 +455,3 @@ def _prose(text: str, spans: Sequence[tuple[int, int]]) -> str:
         return text.strip()
     pieces = [text[a:b].strip() for a, b in _gaps(0, len(text), spans)]
     return "\n\n".join(p for p in pieces if p)
-
-
-# -- the results body ----------------------------------------------------------
-
-_BARE = re.compile(r"[A-Za-z0-9_.:\-]+", re.ASCII)
-_FIELD = r'(?:[A-Za-z0-9_.:\-]+|"(?:[^"\\\n]|\\.)*")'
-_HEADER = re.compile(
-    rf"\[Result ([1-9][0-9]*)/([1-9][0-9]*) tool=({_FIELD}) id=({_FIELD}) (ok|error) "
-    r"chars=(0|[1-9][0-9]*)\]",
-    re.ASCII,
-)
-
-
-def _field(value: str) -> str:
-    if _BARE.fullmatch(value):
-        return value
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _unfield(token: str) -> str | None:
-    if not token.startswith('"'):
-        return token
-    ok, value = load_json(token)
-    return value if ok and isinstance(value, str) else None
-
-
-def render_results_body(results: Sequence[ToolResult], names: Mapping[str, str]) -> str:
-    """The body of a prompt carrier: every result of one round, one section each.
-
-    A section is a header line, `[Result 1/2 tool=read_file id=call_1 ok
-    chars=8]` (`error` for an error result; a name or id outside
-    `[A-Za-z0-9_.:-]` is written as a JSON string), then exactly that many
-    characters of verbatim result text. Sections are separated by one blank
-    line. `names` maps call ids to tool names; a missing one is "".
-    """
-    total = len(results)
-    sections = []
-    for index, result in enumerate(results, start=1):
-        status = "error" if result.is_error else "ok"
-        name = names.get(result.tool_use_id, "")
-        header = (
-            f"[Result {index}/{total} tool={_field(name)} id={_field(result.tool_use_id)} "
-            f"{status} chars={len(result.content)}]"
-        )
-        sections.append(f"{header}\n{result.content}")
-    return "\n\n".join(sections)
-
-
-def parse_results_body(body: str) -> list[ToolResult] | None:
-    """Read a `render_results_body` body back into results, or None when it is not one.
-
-    Strict: each header must be exactly the next in sequence, each section
-    exactly as long as its header says, sections separated by exactly one
-    blank line, nothing after the last. Result text is taken by length and
-    never searched, so a header-looking line inside a result stays result
-    text; anything else (a legacy body, a damaged one) is None and the caller
-    keeps the body whole as text. An empty body is an empty round.
-    """
-    if not body:
-        return []
-    results: list[ToolResult] = []
-    pos = 0
-    total: int | None = None
-    while True:
-        end = body.find("\n", pos)
-        if end < 0:
-            return None
-        match = _HEADER.fullmatch(body, pos, end)
-        if match is None:
-            return None
-        index_s, total_s, name, call, status, length_s = match.groups()
-        remaining = len(body) - end - 1
-        # Counts come from text: compare by digits before converting, so a
-        # hostile count costs nothing (and never trips int()'s digit limit).
-        width = len(str(len(body)))
-        if max(len(index_s), len(total_s), len(length_s)) > width:
-            return None
-        if int(length_s) > remaining:
-            return None
-        if total is None:
-            total = int(total_s)
-        if int(total_s) != total or int(index_s) != len(results) + 1:
-            return None
-        call_id_value = _unfield(call)
-        if call_id_value is None or _unfield(name) is None:
-            return None
-        start = end + 1
-        stop = start + int(length_s)
-        results.append(ToolResult(call_id_value, body[start:stop], status == "error"))
-        if len(results) == total:
-            return results if stop == len(body) else None
-        if body[stop : stop + 2] != "\n\n":
-            return None
-        pos = stop + 2

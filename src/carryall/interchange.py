@@ -1,18 +1,23 @@
-"""Reading a messages file someone already holds into a history to record.
+"""Whole histories in and out of files: OpenAI and Anthropic messages, and carryall's export.
 
-Three shapes are read: an OpenAI-style `messages` array, an Anthropic-style
-one (each a bare list, or an object with `messages` and an optional
-`system`), and carryall's own session export. The wire dialects go through
-the codecs' importers (`carryall.providers.openai.decode_messages` and
-`carryall.providers.anthropic.decode_messages`), so a file reads the same
-way a response on that wire would.
+Reading takes three shapes: an OpenAI-style `messages` array, an
+Anthropic-style one (each a bare list, or an object with `messages` and an
+optional `system`), and carryall's own session export
+(`carryall.sessions.render.export_dict`). Writing gives the two wire shapes
+(carryall's export is a reader format, written by `sessions.render`).
+
+Both directions go through the provider codecs: a file is read by the
+codecs' importers (`decode_messages`) and written by their request encoders
+(`encode_request`), so a file reads and writes the way a request or
+response on that wire would. `carryall sessions import` and `carryall
+sessions export -f openai|anthropic` are this module and the store.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,11 +25,28 @@ import msgspec
 
 from carryall.blocks import Image, Message, image_placeholder, messages_from_dicts
 from carryall.errors import BlockError, TranscriptError
+from carryall.providers import Capabilities, Request
+from carryall.providers import anthropic as anthropic_codec
+from carryall.providers import openai as openai_codec
 from carryall.sessions.render import EXPORT_KIND
 
-__all__ = ["Dialect", "Imported", "detect_dialect", "read_messages_file"]
+__all__ = [
+    "HistoryFormat",
+    "Imported",
+    "WireFormat",
+    "detect_format",
+    "export_messages",
+    "read_messages_file",
+]
 
-Dialect = Literal["openai", "anthropic", "carryall"]
+WireFormat = Literal["openai", "anthropic"]
+"""Which API's messages a file holds (not a codec's `Dialect`, which is a variant of one wire)."""
+
+HistoryFormat = Literal["openai", "anthropic", "carryall"]
+"""The shapes of a whole-history file this module reads: a wire's messages, or carryall's export."""
+
+BlobReader = Callable[[str], bytes | None]
+"""From a content hash to the image bytes stored under it, or None when they are not there."""
 
 _OPENAI_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
 _ANTHROPIC_PARTS = frozenset(
@@ -33,9 +55,9 @@ _ANTHROPIC_PARTS = frozenset(
 
 
 class Imported(msgspec.Struct, frozen=True):
-    """What a messages file held: its dialect, system prompt and history (and any meta)."""
+    """What a messages file held: its format, system prompt and history (and any meta)."""
 
-    dialect: Dialect
+    format: HistoryFormat
     system: str | None
     messages: list[Message]
     title: str | None = None
@@ -43,7 +65,10 @@ class Imported(msgspec.Struct, frozen=True):
     model: str = ""
 
 
-def detect_dialect(data: Any) -> Dialect:
+# -- reading ----------------------------------------------------------------------
+
+
+def detect_format(data: Any) -> HistoryFormat:
     """Which shape a parsed messages file has.
 
     carryall's export names itself. A `tool` or `system` role, a
@@ -76,16 +101,15 @@ def detect_dialect(data: Any) -> Dialect:
 
 def read_messages_file(
     path: str | Path,
-    dialect: Dialect | Literal["auto"] = "auto",
+    fmt: HistoryFormat | Literal["auto"] = "auto",
     *,
-    blob: Any = None,
+    blob: BlobReader | None = None,
 ) -> Imported:
     """Read a messages file (see the module notes) into a history.
 
-    `blob`, a callable from a content hash to image bytes or None, lets a
-    carryall export made without embedded images get them back from a
-    store that still holds them; an image it cannot find becomes its
-    placeholder text, so nothing is silently dropped.
+    `blob` lets a carryall export made without embedded images get them
+    back from a store that still holds them; an image it cannot find
+    becomes its placeholder text, so nothing is silently dropped.
     """
     where = str(path)
     try:
@@ -96,7 +120,7 @@ def read_messages_file(
         raise TranscriptError(f"{where} is not JSON: {exc}") from None
     except RecursionError:
         raise TranscriptError(f"{where}: JSON nested too deeply to read") from None
-    chosen: Dialect = detect_dialect(data) if dialect == "auto" else dialect
+    chosen: HistoryFormat = detect_format(data) if fmt == "auto" else fmt
     if chosen == "carryall":
         return _read_export(data, where, blob)
     messages = _messages_of(data)
@@ -105,19 +129,14 @@ def read_messages_file(
             f"{where}: expected a list of messages or an object with a `messages` list"
         )
     system = data.get("system") if isinstance(data, Mapping) else None
-    try:
-        codec = importlib.import_module(f"carryall.providers.{chosen}")
-    except ImportError as exc:
-        raise TranscriptError(
-            f"cannot import {where}: the {chosen} codec is not available ({exc})"
-        ) from None
+    codec = anthropic_codec if chosen == "anthropic" else openai_codec
     try:
         found_system, history = codec.decode_messages(messages, system=system)
     except Exception as exc:  # the codecs raise BlockError or ProviderError, both named
         raise TranscriptError(f"{where} as {chosen} messages: {exc}") from None
     model = data.get("model") if isinstance(data, Mapping) else None
     return Imported(
-        dialect=chosen,
+        format=chosen,
         system=found_system,
         messages=list(history),
         model=model if isinstance(model, str) else "",
@@ -134,7 +153,7 @@ def _messages_of(data: Any) -> Sequence[Any]:
     return []
 
 
-def _read_export(data: Any, where: str, blob: Any) -> Imported:
+def _read_export(data: Any, where: str, blob: BlobReader | None) -> Imported:
     if not isinstance(data, Mapping) or not isinstance(data.get("messages"), list):
         raise TranscriptError(f"{where}: a carryall export needs a `messages` list")
     if data.get("format", 1) != 1:
@@ -156,7 +175,7 @@ def _read_export(data: Any, where: str, blob: Any) -> Imported:
     system = session.get("system")
     title = session.get("title")
     return Imported(
-        dialect="carryall",
+        format="carryall",
         system=system if isinstance(system, str) else None,
         messages=messages,
         title=title if isinstance(title, str) else None,
@@ -165,7 +184,7 @@ def _read_export(data: Any, where: str, blob: Any) -> Imported:
     )
 
 
-def _export_block(raw: Any, blob: Any) -> Any:
+def _export_block(raw: Any, blob: BlobReader | None) -> Any:
     """An exported block in carryall's JSON form, its image data restored where possible."""
     if not isinstance(raw, Mapping) or raw.get("type") != "image":
         return raw
@@ -186,3 +205,34 @@ def _export_block(raw: Any, blob: Any) -> Any:
             return {"type": "image", "media_type": media_type, "data": image.data, "source": source}
     # No bytes to restore: keep the honest line a reader would have shown.
     return {"type": "text", "text": image_placeholder(str(media_type), source)}
+
+
+# -- writing ----------------------------------------------------------------------
+
+
+def export_messages(
+    fmt: WireFormat,
+    messages: Sequence[Message],
+    *,
+    system: str | None = None,
+    model: str = "",
+) -> str:
+    """A history as an OpenAI or Anthropic messages file (JSON text), through the request codecs.
+
+    The file is `{"messages": [...]}`, with Anthropic's top-level `system`
+    when there is one (OpenAI carries it as the first message), which
+    `read_messages_file` reads back.
+    """
+    request = Request(model=model, system=system, messages=tuple(messages), max_images=sys.maxsize)
+    # Every image and every tool round goes out: the export is the whole
+    # history, not what one model could take.
+    caps = Capabilities(vision=True, native_tools=True, thinking=True)
+    document: dict[str, Any]
+    if fmt == "anthropic":
+        body = anthropic_codec.encode_request(request, caps)
+        document = {"messages": body["messages"]}
+        if "system" in body:
+            document = {"system": body["system"], **document}
+    else:
+        document = {"messages": openai_codec.encode_request(request, caps)["messages"]}
+    return json.dumps(document, ensure_ascii=False, indent=2) + "\n"

@@ -1,0 +1,130 @@
+"""A wire codec as one value: what a transport needs to speak one dialect.
+
+A transport sends JSON and reads JSON or server-sent events; which dialect
+that JSON is in, and what a finished stream looks like on that wire, is the
+codec's business. `Codec` bundles those answers so a backend is built from a
+codec value instead of choosing one through hooks, and so the transport never
+imports a codec module itself. Pure, like the codecs: no network, no files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from carryall.providers import Capabilities, Dialect, Request, Response
+from carryall.providers import anthropic as anthropic_wire
+from carryall.providers import openai as openai_wire
+from carryall.providers import prompt as prompt_mode
+
+__all__ = ["Codec", "StreamDecoder", "anthropic_codec", "openai_codec"]
+
+
+class StreamDecoder(Protocol):
+    """Reads one streamed answer, event by event, into one `Response`."""
+
+    def feed(self, event: Any, /) -> str:
+        """Take one event's JSON payload (or `[DONE]`); return the text it made visible."""
+        ...
+
+    def response(self) -> Response:
+        """The whole answer; a `ProviderError` when the stream never finished it."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Codec:
+    """One dialect bound to a model's capabilities: the request body out, the answer back.
+
+    `encode`, `decode` and `stream_decoder` are the codec proper.
+    `stream_body` turns a body into one that asks for a stream. `event_payload`
+    is what the decoder is fed for an event of a given name. `completes` says
+    an event finished the answer (what may follow is bookkeeping, such as a
+    usage chunk), and `ends` that nothing follows it, so reading stops there
+    instead of waiting for the server to close the connection.
+    """
+
+    encode: Callable[[Request], dict[str, Any]]
+    decode: Callable[[Mapping[str, Any]], Response]
+    stream_decoder: Callable[[], StreamDecoder]
+    stream_body: Callable[[dict[str, Any]], dict[str, Any]]
+    event_payload: Callable[[str | None, Any], Any]
+    completes: Callable[[Any], bool]
+    ends: Callable[[Any], bool]
+
+
+def anthropic_codec(caps: Capabilities) -> Codec:
+    """The Messages API codec for a model with `caps`."""
+    return Codec(
+        encode=lambda request: anthropic_wire.encode_request(request, caps),
+        decode=anthropic_wire.decode_response,
+        stream_decoder=anthropic_wire.StreamDecoder,
+        stream_body=dict,  # the SDK's `stream=True` is the whole difference
+        event_payload=_as_sent,
+        completes=_message_stop,
+        ends=_message_stop,
+    )
+
+
+def openai_codec(caps: Capabilities, dialect: Dialect) -> Codec:
+    """The Chat Completions codec: native tool calls if the model has them, else prompt mode.
+
+    Prompt mode is constrained by a JSON schema on llama-server, which
+    enforces one; a plain OpenAI-compatible server may not, so there the
+    calls are read out of free text. Both speak the same wire, so they share
+    what a stream looks like.
+    """
+    if caps.native_tools:
+        return Codec(
+            encode=lambda request: openai_wire.encode_request(request, caps, dialect),
+            decode=openai_wire.decode_response,
+            stream_decoder=openai_wire.StreamDecoder,
+            stream_body=openai_wire.stream_body,
+            event_payload=_bare_error_wrapped,
+            completes=_chunk_finishes,
+            ends=_done,
+        )
+    constrained = dialect == "llama-server"
+    return Codec(
+        encode=lambda request: prompt_mode.encode_request(
+            request, caps, dialect=dialect, constrained=constrained
+        ),
+        decode=lambda data: prompt_mode.decode_response(data, constrained=constrained),
+        stream_decoder=lambda: prompt_mode.StreamDecoder(constrained),
+        stream_body=openai_wire.stream_body,
+        event_payload=_bare_error_wrapped,
+        completes=_chunk_finishes,
+        ends=_done,
+    )
+
+
+def _as_sent(event: str | None, payload: Any) -> Any:
+    return payload
+
+
+def _message_stop(payload: Any) -> bool:
+    return isinstance(payload, Mapping) and payload.get("type") == "message_stop"
+
+
+def _bare_error_wrapped(event: str | None, payload: Any) -> Any:
+    # Some servers name an error event and put the error object bare in it.
+    if event == "error" and isinstance(payload, Mapping) and "error" not in payload:
+        return {"error": dict(payload)}
+    return payload
+
+
+def _chunk_finishes(payload: Any) -> bool:
+    if _done(payload):
+        return True
+    if not isinstance(payload, Mapping):
+        return False
+    choices = payload.get("choices")
+    return isinstance(choices, list) and any(
+        isinstance(c, Mapping) and c.get("finish_reason") is not None for c in choices
+    )
+
+
+def _done(payload: Any) -> bool:
+    # The usage chunk comes after the finish_reason: read on to `[DONE]`.
+    return isinstance(payload, str) and payload == "[DONE]"

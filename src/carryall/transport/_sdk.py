@@ -1,0 +1,230 @@
+"""What both SDK transports do alike: one attempt, read as a stream or whole, through a codec.
+
+Both official SDKs are made by the same generator, so sending a body and
+reading the raw answer is the same code for both: a `create` resource
+(`messages`, `chat.completions`) with `with_streaming_response` and
+`with_raw_response`. What differs between the wires is the `Codec` value a
+backend is built with; what differs between the SDKs is its `SdkErrors`
+value and how its client is made, which is the subclass's constructor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
+from typing import Any, Final
+
+import msgspec
+
+from carryall.errors import ProviderError
+from carryall.providers import Capabilities, Request, Response
+from carryall.providers.codec import Codec
+from carryall.transport._errors import (
+    RETRYABLE_KINDS,
+    Broken,
+    SdkErrors,
+    dropped,
+    opening_errors,
+    placed,
+    sdk_failure,
+    send_whole,
+    shown,
+)
+from carryall.transport.sse import iter_sse
+
+__all__ = ["SdkBackend"]
+
+# Arguments of the SDKs' `create` that are not body fields.
+_NOT_BODY: Final = frozenset(
+    {"self", "extra_headers", "extra_query", "extra_body", "timeout", "stream"}
+    | {"user_profile_id", "workspace_id"}  # Anthropic sends these two as headers
+)
+_END: Final = object()
+
+
+class SdkBackend:
+    """A backend that sends one codec's JSON through one SDK client's `create` resource.
+
+    `complete` returns a whole `Response` or raises `ProviderError`, never
+    something in between: the caller appends the answer only once it has
+    it, so a failed request leaves the history exactly as it was.
+    """
+
+    name: str
+    model: str
+    capabilities: Capabilities
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: str,
+        capabilities: Capabilities,
+        codec: Codec,
+        errors: SdkErrors,
+        client: Any,
+        resource: Callable[[Any], Any],
+        timeout: float,
+        max_retries: int,
+        retry_delay: float,
+        stream: bool,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.capabilities = capabilities
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.retry_delay = retry_delay
+        self.stream = stream
+        self._codec = codec
+        self._errors = errors
+        self._client = client
+        self._resource = resource
+        self._body_fields = frozenset(inspect.signature(resource(client).create).parameters)
+        self._body_fields -= _NOT_BODY
+
+    @property
+    def base_url(self) -> str:
+        """The URL the SDK sends to."""
+        return str(self._client.base_url).rstrip("/")
+
+    def complete(self, request: Request, on_text: Callable[[str], None] | None = None) -> Response:
+        """Send `request` and return the whole answer, or raise `ProviderError`.
+
+        An empty `request.model` is filled with this backend's model. A broken
+        history is refused by the codec (`HistoryError`) before anything is
+        sent. A stream that breaks off is sent again whole, at most
+        `max_retries` times, with doubling pauses from `retry_delay`.
+        """
+        if not request.model:
+            request = msgspec.structs.replace(request, model=self.model)
+        body = self._codec.encode(request)
+        return send_whole(
+            lambda: self._attempt(body, on_text),
+            max_retries=self.max_retries,
+            retry_delay=self.retry_delay,
+        )
+
+    def close(self) -> None:
+        """Close the SDK client's connection pool."""
+        with contextlib.suppress(Exception):
+            self._client.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} {self.model!r} at {self.base_url}>"
+
+    # One attempt ----------------------------------------------------------------
+
+    def _attempt(self, body: dict[str, Any], on_text: Callable[[str], None] | None) -> Response:
+        """Send `body` once; `Broken` when the answer broke off after it began."""
+        create = self._resource(self._client)
+        if not self.stream:
+            try:
+                raw = create.with_raw_response.create(**self._split(body))
+            except opening_errors(self._errors) as exc:
+                raise sdk_failure(self._where, exc, self._errors, self.timeout) from exc
+            return self._decode_whole(raw)
+        stack = contextlib.ExitStack()
+        try:
+            opening: AbstractContextManager[Any] = create.with_streaming_response.create(
+                **self._split(self._codec.stream_body(body)), stream=True
+            )
+            raw = stack.enter_context(opening)
+        except opening_errors(self._errors) as exc:
+            raise sdk_failure(self._where, exc, self._errors, self.timeout) from exc
+        with stack:
+            if "text/event-stream" not in raw.http_response.headers.get("content-type", ""):
+                # A server that ignored `stream` and answered in one piece.
+                return self._decode_whole(raw)
+            return self._read_stream(raw, on_text)
+
+    def _read_stream(self, raw: Any, on_text: Callable[[str], None] | None) -> Response:
+        import httpx2
+
+        codec = self._codec
+        decoder = codec.stream_decoder()
+        events = self._payloads(raw)
+        finished = False
+        while True:
+            try:
+                payload = next(events, _END)
+                if payload is _END:
+                    break
+                text = decoder.feed(payload)
+            except ProviderError as exc:
+                error = placed(self._where, exc)
+                if error.retryable or error.kind in RETRYABLE_KINDS:
+                    raise Broken(error) from exc
+                raise error from exc
+            except (httpx2.HTTPError, httpx2.StreamError, self._errors.base) as exc:
+                if finished:
+                    break  # only trailing bookkeeping (a usage chunk) was lost
+                raise Broken(dropped(self._where, exc, self.timeout)) from exc
+            finished = finished or codec.completes(payload)
+            # Outside the try: an error raised by the caller's callback is the
+            # caller's, not a transport failure to retry.
+            if text and on_text is not None:
+                on_text(text)
+            if codec.ends(payload):
+                break
+        if not finished:
+            raise Broken(
+                ProviderError(
+                    f"{self._where}: the stream ended before the answer was complete",
+                    kind="truncated",
+                    retryable=True,
+                )
+            )
+        try:
+            return decoder.response()
+        except ProviderError as exc:
+            raise placed(self._where, exc) from exc
+
+    def _payloads(self, raw: Any) -> Iterator[Any]:
+        """The JSON payload of each event (or the `[DONE]` marker, as a string)."""
+        for count, sse in enumerate(iter_sse(raw.iter_lines()), 1):
+            if sse.data.strip() == "[DONE]":
+                yield "[DONE]"
+                continue
+            try:
+                payload = json.loads(sse.data)
+            except (ValueError, RecursionError) as exc:
+                raise ProviderError(f"stream event {count} is not JSON: {shown(sse.data)}") from exc
+            yield self._codec.event_payload(sse.event, payload)
+
+    def _decode_whole(self, raw: Any) -> Response:
+        import httpx2
+
+        try:
+            data = json.loads(raw.http_response.read())
+        except (httpx2.HTTPError, httpx2.StreamError) as exc:
+            raise dropped(self._where, exc, self.timeout) from exc
+        except (ValueError, RecursionError) as exc:
+            # RecursionError: JSON nested deeper than Python can hold.
+            raise ProviderError(f"{self._where}: the answer is not JSON") from exc
+        if not isinstance(data, Mapping):
+            raise ProviderError(f"{self._where}: the answer is not a JSON object: {shown(data)}")
+        try:
+            return self._codec.decode(data)
+        except ProviderError as exc:
+            raise placed(self._where, exc) from exc
+
+    @property
+    def _where(self) -> str:
+        return f"{self.name} at {self.base_url} (model {self.model})"
+
+    def _split(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """`create` keyword arguments for `body`: typed fields by name, the rest in `extra_body`.
+
+        The SDKs' `create` takes only the fields they know; a field the wire
+        takes but the SDK does not (llama-server's `chat_template_kwargs`, a
+        field newer than the SDK) still goes out verbatim this way.
+        """
+        known = {k: v for k, v in body.items() if k in self._body_fields}
+        extra = {k: v for k, v in body.items() if k not in self._body_fields and k != "stream"}
+        if extra:
+            known["extra_body"] = extra
+        return known

@@ -1,0 +1,58 @@
+"""The Anthropic Messages API through the official `anthropic` SDK.
+
+The SDK is imported when a backend is made, not with this module, so a
+program that never talks to Anthropic never loads it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from carryall.providers import Capabilities
+from carryall.providers.codec import anthropic_codec
+from carryall.transport import RETRY_DELAY
+from carryall.transport._errors import SdkErrors, anthropic_status
+from carryall.transport._sdk import SdkBackend
+
+__all__ = ["ANTHROPIC_CAPABILITIES", "AnthropicBackend"]
+
+ANTHROPIC_CAPABILITIES: Final = Capabilities(vision=True, native_tools=True, thinking=True)
+"""What carryall assumes of an Anthropic model: current Claude models see, call tools and think."""
+
+
+class AnthropicBackend(SdkBackend):
+    """The Anthropic Messages API through the `anthropic` SDK (or a server speaking it)."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        api_key: str,
+        base_url: str | None = None,
+        capabilities: Capabilities = ANTHROPIC_CAPABILITIES,
+        timeout: float = 600.0,
+        max_retries: int = 3,
+        retry_delay: float = RETRY_DELAY,
+        stream: bool = True,
+    ) -> None:
+        import anthropic
+
+        super().__init__(
+            name="anthropic",
+            model=model,
+            capabilities=capabilities,
+            codec=anthropic_codec(capabilities),
+            errors=SdkErrors(anthropic, anthropic.AnthropicError, anthropic_status),
+            client=anthropic.Anthropic(
+                api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
+            ),
+            resource=_messages,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+            stream=stream,
+        )
+
+
+def _messages(client: Any) -> Any:
+    return client.messages

@@ -1,0 +1,119 @@
+"""Chat Completions through the official `openai` SDK: OpenAI, any compatible server, llama-server.
+
+The SDK is imported when a backend is made, not with this module. The
+`local` backend is this transport too, following the embedded server
+(`carryall.local.LocalServer`) wherever it runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from carryall.errors import LocalBackendError, ProviderError
+from carryall.providers import Capabilities, Dialect, Response
+from carryall.providers.codec import openai_codec
+from carryall.transport import NO_KEY, RETRY_DELAY
+from carryall.transport._errors import SdkErrors, openai_status
+from carryall.transport._sdk import SdkBackend
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from carryall.local import LocalServer
+
+__all__ = ["OPENAI_CAPABILITIES", "OpenAIBackend"]
+
+OPENAI_CAPABILITIES: Final = Capabilities(vision=True, native_tools=True, thinking=False)
+"""What carryall assumes of an OpenAI-compatible model (thinking stays off that wire).
+
+A server that cannot see or call tools is told so in the config file
+(`vision = false`, `native_tools = false` under `[backends.openai]`).
+"""
+
+
+class OpenAIBackend(SdkBackend):
+    """Chat Completions through the `openai` SDK: OpenAI, any compatible server, llama-server.
+
+    `dialect` picks the OpenAI or the llama-server flavour of the codec;
+    without native tool calls (`capabilities.native_tools`) the prompt-mode
+    codec is used instead. `server`, for the `local` backend, is a
+    `carryall.local.LocalServer` made sure to be running before each attempt.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        name: str = "openai",
+        dialect: Dialect = "openai",
+        capabilities: Capabilities = OPENAI_CAPABILITIES,
+        timeout: float = 600.0,
+        max_retries: int = 3,
+        retry_delay: float = RETRY_DELAY,
+        stream: bool = True,
+        server: LocalServer | None = None,
+    ) -> None:
+        import openai
+
+        self._api_key = api_key or NO_KEY
+        self._server = server
+        super().__init__(
+            name=name,
+            model=model,
+            capabilities=capabilities,
+            codec=openai_codec(capabilities, dialect),
+            errors=SdkErrors(openai, openai.OpenAIError, openai_status),
+            client=self._new_client(base_url, timeout, max_retries),
+            resource=_chat_completions,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+            stream=stream,
+        )
+
+    def served_model(self) -> str | None:
+        """The one model the server lists at `/models`; None when it lists several, or none.
+
+        A self-hosted OpenAI-compatible server (vLLM, LM Studio, llama-server)
+        usually serves one model and refuses any other name, so its own answer
+        beats a default that names a hosted model.
+        """
+        import httpx2
+
+        try:
+            page = self._client.with_options(max_retries=0, timeout=10.0).models.list()
+            ids = [getattr(entry, "id", None) for entry in page.data]
+        except (self._errors.base, httpx2.HTTPError, TypeError, AttributeError):
+            return None
+        return ids[0] if len(ids) == 1 and isinstance(ids[0], str) and ids[0] else None
+
+    def _attempt(self, body: dict[str, Any], on_text: Callable[[str], None] | None) -> Response:
+        self._follow_server()
+        return super()._attempt(body, on_text)
+
+    def _follow_server(self) -> None:
+        """Make sure the local server runs, and send to wherever it now listens."""
+        if self._server is None:
+            return
+        try:
+            root = self._server.ensure_running()
+        except LocalBackendError as exc:
+            raise ProviderError(f"local backend: {exc}", kind="local_backend") from exc
+        url = f"{root.rstrip('/')}/v1"
+        if url != self.base_url:
+            # Restarted on another port: a new client, the old pool points nowhere.
+            self.close()
+            self._client = self._new_client(url, self.timeout, self.max_retries)
+
+    def _new_client(self, base_url: str | None, timeout: float, max_retries: int) -> Any:
+        import openai
+
+        return openai.OpenAI(
+            api_key=self._api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
+        )
+
+
+def _chat_completions(client: Any) -> Any:
+    return client.chat.completions

@@ -1,0 +1,257 @@
+"""The shape of the package: a pure core that loads no edge, and imports that run one way.
+
+Two checks, both about what is imported rather than what is done:
+
+- Each core module (blocks, carriers, flat rounds, every module of
+  `carryall.providers`, the shared text and JSON rules) is imported in a
+  fresh interpreter, and none of the modules that do I/O (HTTP clients, the
+  SDKs, subprocesses, SQLite, the event loop, archives, file locks) may be
+  loaded afterwards. A fresh interpreter because this one has long loaded
+  them all; one per module because each must be clean on its own.
+- The import graph of the whole package, read from the source with `ast`,
+  has no cycle (see `test_the_import_graph_has_no_cycle` for what counts).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import pkgutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import carryall
+import carryall.providers
+
+PACKAGE = Path(carryall.__file__).parent
+
+IO_MODULES = (
+    "httpx2",
+    "httpx",
+    "anthropic",
+    "openai",
+    "subprocess",
+    "sqlite3",
+    "asyncio",
+    "tarfile",
+    "filelock",
+)
+"""What the core may never load: each one means the network, a process, a database or files."""
+
+CORE = (
+    "carryall.blocks",
+    "carryall.carrier",
+    "carryall.rounds",
+    "carryall._json",
+    "carryall._text",
+    *sorted(
+        f"carryall.providers.{info.name}"
+        for info in pkgutil.iter_modules(carryall.providers.__path__)
+    ),
+)
+"""The core: every codec and grammar under `carryall.providers` (found, not listed, so a new
+codec is checked the day it lands), and the modules they stand on."""
+
+
+def loaded_after_import(module: str, candidates: tuple[str, ...]) -> list[str]:
+    """Which of `candidates` a fresh interpreter holds after importing `module` alone."""
+    probe = (
+        "import importlib, json, sys\n"
+        f"importlib.import_module({module!r})\n"
+        f"print(json.dumps(sorted(set({list(candidates)!r}) & set(sys.modules))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, f"importing {module} failed:\n{done.stderr}"
+    loaded: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_a_core_module_loads_no_io_module(module: str) -> None:
+    assert loaded_after_import(module, IO_MODULES) == []
+
+
+def test_the_core_list_holds_every_codec_and_grammar() -> None:
+    # The discovery above must have found the codecs, or every check would pass vacuously.
+    for name in ("anthropic", "openai", "prompt", "calling_convention", "results_body"):
+        assert f"carryall.providers.{name}" in CORE
+
+
+def test_attachments_loads_the_http_client_only_to_fetch() -> None:
+    # An edge (it reads files), but a caller lifting local images or data:
+    # URIs must not pay for the HTTP client.
+    assert loaded_after_import("carryall.attachments", ("httpx2", "httpx")) == []
+
+
+def test_the_agent_loop_loads_no_local_server_machinery() -> None:
+    # The loop talks to a backend through transport; building or supervising
+    # llama-server is the command line's business.
+    loaded = loaded_after_import(
+        "carryall.agent",
+        ("carryall.local", "subprocess", "tarfile", "filelock", "sqlite3"),
+    )
+    assert loaded == []
+
+
+# -- the import graph ---------------------------------------------------------------
+
+
+def module_names() -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its own name)."""
+    names: dict[str, Path] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names[".".join(parts)] = path
+    return names
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+
+
+def _import_nodes(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement under `node`, in functions too, except under `if TYPE_CHECKING:`."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield child
+        elif isinstance(child, ast.If) and _is_type_checking(child.test):
+            for other in child.orelse:
+                yield from _import_nodes(ast.Module(body=[other], type_ignores=[]))
+        else:
+            yield from _import_nodes(child)
+
+
+def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package modules whose code runs when `name`'s imports run.
+
+    `import a.b.c` and `from a.b import c` run `a.b` (its `__init__`) and
+    `a.b.c`; `from a.b import name` runs `a.b`. A package the importer itself
+    lives in is left out: it is already running when the importer runs, so
+    naming it is not an arrow (and counting it would make every package
+    whose `__init__` re-exports its own modules a cycle).
+    """
+    is_package = path.name == "__init__.py"
+    package = name if is_package else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in _import_nodes(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+            continue
+        base = node.module or ""
+        if node.level:
+            anchor = package.split(".")
+            anchor = anchor[: len(anchor) - (node.level - 1)]
+            base = ".".join([*anchor, base] if base else anchor)
+        targets.add(base)
+        targets.update(f"{base}.{alias.name}" for alias in node.names)
+    ancestors = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+    if is_package:
+        ancestors.add(name)
+    runs: set[str] = set()
+    for target in targets:
+        parts = target.split(".")
+        for i in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:i])
+            if prefix in modules and prefix not in ancestors:
+                runs.add(prefix)
+    runs.discard(name)
+    return runs
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every package module and the package modules its imports run."""
+    modules = module_names()
+    return {name: imported_modules(name, path, modules) for name, path in modules.items()}
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle through each strongly connected group of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return [_one_cycle(graph, set(group), group[0]) for group in groups]
+
+
+def _one_cycle(graph: dict[str, set[str]], group: set[str], start: str) -> list[str]:
+    """A shortest path from `start` back to itself inside `group`."""
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following: list[str] = []
+        for node in frontier:
+            for nxt in sorted(graph[node] & group):
+                if nxt == start:
+                    return [*paths[node], start]
+                if nxt not in paths:
+                    paths[nxt] = [*paths[node], nxt]
+                    following.append(nxt)
+        frontier = following
+    raise AssertionError(f"{start} is in a strongly connected group but on no cycle")
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    """Imports of package modules, at module level and inside functions, run one way.
+
+    Function-level imports count: a lazy import is still an arrow, and two
+    modules that each reach into the other are one concept in two homes
+    however late the second import runs. Imports under `if TYPE_CHECKING:`
+    do not count: they never run. Nor does a module's own package (see
+    `imported_modules`): that is how a package re-exports its parts.
+    """
+    cycles = find_cycles(import_graph())
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_cycle_finder_finds_a_planted_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycles(graph) == [["a", "b", "c", "a"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_graph_sees_lazy_imports_and_skips_type_checking_ones() -> None:
+    graph = import_graph()
+    # rounds imports the attachments loader inside a function only.
+    assert "carryall.attachments" in graph["carryall.rounds"]
+    # attachments names httpx2 for its types only under TYPE_CHECKING, and
+    # imports carrier at module level.
+    assert "carryall.carrier" in graph["carryall.attachments"]
+    assert "carryall.providers.calling_convention" in graph["carryall.rounds"]
+    assert "carryall.providers" in graph["carryall.rounds"]
+    assert "carryall.providers" not in graph["carryall.providers.openai"]
