@@ -19,7 +19,10 @@ allowed by the caller's `AttachmentPolicy`. So:
 - a remote `http(s)` URL is fetched only when its host is on the policy's
   allowlist (the host as the HTTP client itself parses it), without
   redirects or compression, under a timeout and a total deadline, with the
-  cap enforced while streaming. The HTTP client is imported on that path
+  cap enforced while streaming. The deadline bounds the whole fetch
+  (connect, headers, body): when it passes, the connection's socket is shut
+  down from a timer, so a server that drips a byte at a time cannot hold
+  the fetch past it. The HTTP client is imported on that path
   only: loading a file or a `data:` URI never loads it.
 
 Out of scope: hard links (a hard link inside a root is the file it names;
@@ -31,18 +34,28 @@ from __future__ import annotations
 
 import base64
 import binascii
-import errno
+import contextlib
 import os
 import re
+import socket
 import stat
+import threading
 import time
 import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from carryall._beneath import (
+    CAN_WALK,
+    READ_FLAGS,
+    length_problem,
+    os_reason,
+    read_upto,
+    walk_to_parent,
+)
 from carryall.blocks import (
     IMAGE_MEDIA_TYPES,
     Image,
@@ -76,17 +89,6 @@ DEFAULT_FETCH_TIMEOUT = 10.0
 
 _SNIFF_BYTES = 12
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
-
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_O_NOCTTY = getattr(os, "O_NOCTTY", 0)
-_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
-# O_PATH walks directories that may be traversed but not listed (mode --x).
-_O_PATH = getattr(os, "O_PATH", os.O_RDONLY)
-_FILE_FLAGS = os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | _O_NOCTTY
-_DIR_FLAGS = _O_PATH | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
-_CAN_WALK = bool(_O_NOFOLLOW) and os.open in os.supports_dir_fd and os.stat in os.supports_dir_fd
 
 
 @dataclass(frozen=True, init=False)
@@ -249,6 +251,9 @@ def _load_data_uri(target: str, policy: AttachmentPolicy) -> Image:
 
 
 def _load_path(target: str, policy: AttachmentPolicy) -> Image:
+    too_long = length_problem(target)
+    if too_long is not None:
+        raise AttachmentError(target, too_long)
     media_type = image_media_type(target)
     if media_type is None:
         raise AttachmentError(
@@ -265,14 +270,14 @@ def _load_path(target: str, policy: AttachmentPolicy) -> Image:
     fd = _open_regular(target, real, policy.max_image_bytes)
     try:
         size = os.fstat(fd).st_size
-        head = _read_upto(fd, min(_SNIFF_BYTES, size))
+        head = read_upto(fd, min(_SNIFF_BYTES, size))
         _check_magic(target, head, media_type, "the extension says")
         # Read again from the start rather than join head and rest: one
         # buffer, no copy of a megabyte to save twelve bytes of reading.
         os.lseek(fd, 0, os.SEEK_SET)
-        data = _read_upto(fd, size + 1)
+        data = read_upto(fd, size + 1)
     except OSError as exc:
-        raise AttachmentError(target, f"the file could not be read ({_os_reason(exc)})") from None
+        raise AttachmentError(target, f"the file could not be read ({os_reason(exc)})") from None
     finally:
         os.close(fd)
     if len(data) != size or not data.startswith(head):
@@ -283,16 +288,16 @@ def _load_path(target: str, policy: AttachmentPolicy) -> Image:
 def _open_regular(target: str, real: str, cap: int) -> int:
     """Open `real` for reading as a non-empty regular file under `cap`, refusing before any read."""
     try:
-        if _CAN_WALK:
+        if CAN_WALK:
             fd, before = _walk_open(target, real, cap)
         else:  # pragma: no cover - platforms without openat (Windows)
             before = os.lstat(real)
             _check_stat(target, before, cap)
-            fd = os.open(real, _FILE_FLAGS)
+            fd = os.open(real, READ_FLAGS)
     except AttachmentError:
         raise
     except OSError as exc:
-        raise AttachmentError(target, f"the file could not be opened ({_os_reason(exc)})") from None
+        raise AttachmentError(target, f"the file could not be opened ({os_reason(exc)})") from None
     try:
         after = os.fstat(fd)
         _check_stat(target, after, cap)
@@ -305,21 +310,18 @@ def _open_regular(target: str, real: str, cap: int) -> int:
 
 
 def _walk_open(target: str, real: str, cap: int) -> tuple[int, os.stat_result]:
-    # `real` has no symlink, "." or ".." left in it, so walking it one
-    # component at a time with O_NOFOLLOW opens exactly the path the roots
-    # check approved: a symlink swapped in meanwhile fails with ELOOP.
-    names = real.split(os.sep)
-    if names[0] != "" or any(n in ("", ".", "..") for n in names[1:]):
-        raise AttachmentError(target, "the path does not resolve to a plain absolute path")
-    dir_fd = os.open(os.sep, _DIR_FLAGS)
+    # `real` has no symlink, "." or ".." left in it, so the walk opens
+    # exactly the path the roots check approved (`walk_to_parent`).
     try:
-        for name in names[1:-1]:
-            next_fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
-            os.close(dir_fd)
-            dir_fd = next_fd
-        before = os.stat(names[-1], dir_fd=dir_fd, follow_symlinks=False)
+        dir_fd, name = walk_to_parent(real)
+    except ValueError:
+        raise AttachmentError(
+            target, "the path does not resolve to a plain absolute path"
+        ) from None
+    try:
+        before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         _check_stat(target, before, cap)
-        return os.open(names[-1], _FILE_FLAGS, dir_fd=dir_fd), before
+        return os.open(name, READ_FLAGS, dir_fd=dir_fd), before
     finally:
         os.close(dir_fd)
 
@@ -348,28 +350,6 @@ def _check_stat(target: str, st: os.stat_result, cap: int) -> None:
         raise AttachmentError(target, "the file is empty")
 
 
-def _read_upto(fd: int, count: int) -> bytes:
-    chunks: list[bytes] = []
-    remaining = count
-    while remaining > 0:
-        chunk = os.read(fd, remaining)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
-
-
-def _os_reason(exc: OSError) -> str:
-    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-        # With O_NOFOLLOW a symlink where a resolved directory stood reads as
-        # one of these: the path changed after it was checked.
-        return "a symlink or file appeared in the resolved path"
-    if exc.errno == errno.ENOENT:
-        return "no such file"
-    return exc.strerror or str(exc)
-
-
 # -- remote URLs ---------------------------------------------------------------
 
 
@@ -392,8 +372,11 @@ def _load_remote(target: str, policy: AttachmentPolicy) -> Image:
         raise AttachmentError(target, f"remote host {host!r} is not allowed (allowed: {allowed})")
     cap = policy.max_image_bytes
     deadline = time.monotonic() + policy.fetch_timeout
+    watchdog = _Watchdog(policy.fetch_timeout)
+    late = AttachmentError(target, f"the fetch took longer than {policy.fetch_timeout:g} s")
     try:
         with (
+            watchdog,
             httpx2.Client(
                 timeout=policy.fetch_timeout, follow_redirects=False, trust_env=False
             ) as client,
@@ -404,6 +387,7 @@ def _load_remote(target: str, policy: AttachmentPolicy) -> Image:
                     "Accept": ", ".join(sorted(IMAGE_MEDIA_TYPES)),
                     "Accept-Encoding": "identity",
                 },
+                extensions={"trace": watchdog.trace},
             ) as response,
         ):
             if response.is_redirect:
@@ -426,18 +410,68 @@ def _load_remote(target: str, policy: AttachmentPolicy) -> Image:
                 if total > cap:
                     raise AttachmentError(target, _too_big(cap))
                 if time.monotonic() > deadline:
-                    raise AttachmentError(
-                        target, f"the fetch took longer than {policy.fetch_timeout:g} s"
-                    )
+                    raise late
                 chunks.append(chunk)
     except httpx2.HTTPError as exc:
+        if watchdog.expired:
+            raise late from None
         raise AttachmentError(target, f"the fetch failed ({type(exc).__name__}: {exc})") from None
+    if watchdog.expired:
+        # A body cut by the shutdown can end like a whole one (no length given).
+        raise late
     data = b"".join(chunks)
     if not data:
         raise AttachmentError(target, "the server sent no bytes")
     _check_magic(target, data[:_SNIFF_BYTES], media_type, "the server says")
     name = urllib.parse.unquote(url.path.rsplit("/", 1)[-1])
     return Image.from_bytes(media_type, data, name or None)
+
+
+class _Watchdog:
+    """Shuts the fetch's sockets down when the total deadline passes.
+
+    The HTTP client's timeouts are per network operation, so a server that
+    sends one header byte a second never trips them; the sockets come from
+    the client's `trace` extension as each connection opens.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.expired = False
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        if not event.endswith((".connect_tcp.complete", ".start_tls.complete")):
+            return
+        stream = info.get("return_value")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if isinstance(sock, socket.socket):
+            with self._lock:
+                self._sockets.append(sock)
+                if self.expired:
+                    _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    # shutdown, not close: it wakes a recv blocked in another thread, and
+    # the client still owns (and closes) the descriptor.
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _remote_media_type(target: str, url: httpx2.URL, header: str | None) -> str:

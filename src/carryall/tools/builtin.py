@@ -3,7 +3,12 @@
 Every path a model names is resolved (symlinks followed) and must land
 inside the workspace; anything else is refused with a message that says so,
 because a model that is told why can pick another path and one that is
-silently given nothing cannot. `view_image` is the tool that makes a picture:
+silently given nothing cannot. The resolved path is then opened by the walk
+the attachment loader uses (`carryall._beneath`): one component at a time,
+no symlink followed, files non-blocking and checked by `fstat` after the
+open, so a link or a FIFO swapped in after the check is refused rather than
+followed or waited on. Listing never follows a link either: a link is named
+as one, with nothing about what it points to. `view_image` is the tool that makes a picture:
 it hands an image file to the model, and the loop puts it after the round's
 results, where every backend can carry it (or, for a model with no eyes, its
 placeholder line).
@@ -11,10 +16,23 @@ placeholder line).
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from carryall._beneath import (
+    LIST_FLAGS,
+    READ_FLAGS,
+    WRITE_FLAGS,
+    length_problem,
+    open_beneath,
+    os_reason,
+    read_upto,
+    shown_name,
+)
+from carryall._text import shorten
 from carryall.attachments import DEFAULT_MAX_IMAGE_BYTES, AttachmentPolicy, load_image
 from carryall.blocks import Image, image_media_type
 from carryall.errors import AttachmentError, ToolError
@@ -55,8 +73,15 @@ def resolve_in_workspace(workspace: Path, path: str) -> Path:
     root = workspace.resolve()
     if "\x00" in path:
         raise ToolError(f"path {path!r} contains a NUL character")
+    too_long = length_problem(path)
+    if too_long is not None:
+        raise ToolError(f"path {shorten(path, 120)!r} is refused: {too_long}")
     candidate = Path(os.path.expanduser(path)) if path.startswith("~") else Path(path)
-    target = (candidate if candidate.is_absolute() else root / candidate).resolve()
+    try:
+        target = (candidate if candidate.is_absolute() else root / candidate).resolve()
+    except (OSError, RuntimeError) as exc:
+        # A link removed between two steps of the resolution, or a loop.
+        raise ToolError(f"path {path!r} cannot be resolved: {exc}") from None
     if target != root and not target.is_relative_to(root):
         raise ToolError(
             f"path {path!r} is outside the workspace {str(root)!r}; "
@@ -107,6 +132,32 @@ def _shown(root: Path, target: Path) -> str:
     return rel.as_posix() if rel.parts else "."
 
 
+def _open(path: str, target: Path, flags: int, *, create_parents: bool = False) -> int:
+    """`target` opened by the walk (no link followed), an `OSError` worded for the model."""
+    try:
+        return open_beneath(os.fspath(target), flags, create_parents=create_parents)
+    except IsADirectoryError:
+        raise ToolError(f"{path!r} is a directory") from None
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise ToolError(f"no such file: {path!r}") from None
+        raise ToolError(f"cannot open {path!r}: {os_reason(exc)}") from None
+
+
+def _entry_line(entry: os.DirEntry[str]) -> str:
+    """One `list_dir` line; a link is named as one and never followed, in or out."""
+    name = shown_name(entry.name)
+    try:
+        if entry.is_symlink():
+            return f"{name} (symlink)"
+        if entry.is_dir(follow_symlinks=False):
+            return f"{name}/"
+        size = entry.stat(follow_symlinks=False).st_size
+    except OSError:
+        return name
+    return f"{name} ({size} bytes)"
+
+
 def _read_file_tool(root: Path) -> Tool:
     def read_file(path: str) -> str:
         """Read a text file inside the workspace and return its contents.
@@ -115,15 +166,17 @@ def _read_file_tool(root: Path) -> Tool:
             path: The file to read, relative to the workspace root.
         """
         target = resolve_in_workspace(root, path)
-        if not target.exists():
-            raise ToolError(f"no such file: {path!r}")
-        if target.is_dir():
-            raise ToolError(f"{path!r} is a directory; use list_dir to see what is in it")
-        if not target.is_file():
-            raise ToolError(f"{path!r} is not a regular file")
-        size = target.stat().st_size
-        with target.open("rb") as fh:
-            data = fh.read(MAX_READ_BYTES)
+        fd = _open(path, target, READ_FLAGS)
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise ToolError(f"{path!r} is a directory; use list_dir to see what is in it")
+            if not stat.S_ISREG(info.st_mode):
+                raise ToolError(f"{path!r} is not a regular file")
+            size = info.st_size
+            data = read_upto(fd, MAX_READ_BYTES)
+        finally:
+            os.close(fd)
         if b"\x00" in data[:8192]:
             hint = "; use view_image to look at it" if image_media_type(target) else ""
             raise ToolError(f"{path!r} is a binary file, not text{hint}")
@@ -139,28 +192,29 @@ def _list_dir_tool(root: Path) -> Tool:
     def list_dir(path: str = ".") -> str:
         """List the files and directories in a directory inside the workspace.
 
-        Directories end with '/'; files show their size in bytes.
+        Directories end with '/'; files show their size in bytes; links are
+        marked '(symlink)' and not followed.
 
         Args:
             path: The directory to list, relative to the workspace root.
         """
         target = resolve_in_workspace(root, path)
-        if not target.exists():
-            raise ToolError(f"no such directory: {path!r}")
-        if not target.is_dir():
-            raise ToolError(f"{path!r} is a file, not a directory; use read_file to read it")
-        entries = sorted(target.iterdir(), key=lambda p: p.name)
-        lines: list[str] = []
-        for entry in entries[:MAX_LIST_ENTRIES]:
-            if entry.is_dir():
-                lines.append(f"{entry.name}/")
-            else:
-                try:
-                    size = entry.stat().st_size
-                except OSError:
-                    lines.append(entry.name)
-                else:
-                    lines.append(f"{entry.name} ({size} bytes)")
+        try:
+            fd = open_beneath(os.fspath(target), LIST_FLAGS)
+        except NotADirectoryError:
+            raise ToolError(
+                f"{path!r} is a file, not a directory; use read_file to read it"
+            ) from None
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                raise ToolError(f"no such directory: {path!r}") from None
+            raise ToolError(f"cannot list {path!r}: {os_reason(exc)}") from None
+        try:
+            with os.scandir(fd) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+                lines = [_entry_line(entry) for entry in entries[:MAX_LIST_ENTRIES]]
+        finally:
+            os.close(fd)
         if len(entries) > MAX_LIST_ENTRIES:
             lines.append(f"[{len(entries) - MAX_LIST_ENTRIES} more entries not shown]")
         if not lines:
@@ -208,11 +262,23 @@ def _write_file_tool(root: Path) -> Tool:
             content: The complete new contents of the file.
         """
         target = resolve_in_workspace(root, path)
-        if target == root or target.is_dir():
+        if target == root:
             raise ToolError(f"{path!r} is a directory; give a file path")
-        target.parent.mkdir(parents=True, exist_ok=True)
         data = content.encode("utf-8")
-        target.write_bytes(data)
+        fd = _open(path, target, WRITE_FLAGS, create_parents=True)
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise ToolError(f"{path!r} is a directory; give a file path")
+            if not stat.S_ISREG(info.st_mode):
+                raise ToolError(f"{path!r} is not a regular file; only files can be written")
+            # Cut only now that the open file is known to be a regular file.
+            os.ftruncate(fd, 0)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
         return f"wrote {len(data)} bytes to {_shown(root, target)}"
 
     return Tool.from_function(write_file)
