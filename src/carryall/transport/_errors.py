@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final
 
+from carryall._secrets import mask
 from carryall._text import shorten
 from carryall.errors import ProviderError
 from carryall.providers import Response
@@ -35,6 +36,7 @@ __all__ = [
     "SdkErrors",
     "anthropic_status",
     "dropped",
+    "masked",
     "openai_status",
     "opening_errors",
     "placed",
@@ -105,6 +107,18 @@ def send_whole(
                     retryable=error.retryable,
                 ) from broken.__cause__
             time.sleep(min(retry_delay * 2 ** (failures - 1), MAX_RETRY_DELAY))
+
+
+def masked(error: ProviderError, keys: tuple[str | None, ...]) -> ProviderError:
+    """`error` with every credential in its message masked (`carryall._secrets.mask`).
+
+    A server's error text may quote the key it was sent, so every failure a
+    transport raises passes through here on its way out.
+    """
+    message = mask(error.message, keys)
+    if message == error.message:
+        return error
+    return ProviderError(message, status=error.status, kind=error.kind, retryable=error.retryable)
 
 
 def opening_errors(sdk: SdkErrors) -> tuple[type[Exception], ...]:

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 import msgspec
 
+from carryall._secrets import mask
 from carryall.errors import ProviderError
 from carryall.providers import Capabilities, Request, Response
 from carryall.providers.codec import Codec
@@ -27,6 +28,7 @@ from carryall.transport._errors import (
     Broken,
     SdkErrors,
     dropped,
+    masked,
     opening_errors,
     placed,
     sdk_failure,
@@ -102,11 +104,17 @@ class SdkBackend:
         if not request.model:
             request = msgspec.structs.replace(request, model=self.model)
         body = self._codec.encode(request)
-        return send_whole(
-            lambda: self._attempt(body, on_text),
-            max_retries=self.max_retries,
-            retry_delay=self.retry_delay,
-        )
+        try:
+            return send_whole(
+                lambda: self._attempt(body, on_text),
+                max_retries=self.max_retries,
+                retry_delay=self.retry_delay,
+            )
+        except ProviderError as error:
+            safe = masked(error, (getattr(self._client, "api_key", None),))
+            if safe is error:
+                raise
+            raise safe from error.__cause__
 
     def close(self) -> None:
         """Close the SDK client's connection pool."""
@@ -114,7 +122,7 @@ class SdkBackend:
             self._client.close()
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name} {self.model!r} at {self.base_url}>"
+        return f"<{type(self).__name__} {self.name} {self.model!r} at {mask(self.base_url)}>"
 
     # One attempt ----------------------------------------------------------------
 
@@ -214,7 +222,8 @@ class SdkBackend:
 
     @property
     def _where(self) -> str:
-        return f"{self.name} at {self.base_url} (model {self.model})"
+        # Masked: `user:password@` in a base URL is for the request, not the error line.
+        return f"{self.name} at {mask(self.base_url)} (model {self.model})"
 
     def _split(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """`create` keyword arguments for `body`: typed fields by name, the rest in `extra_body`.
