@@ -9,6 +9,10 @@ check approved. Files are opened with `O_NONBLOCK`, so a FIFO swapped in
 never blocks the caller, and every caller `fstat`s what it opened before it
 reads or writes.
 
+Files a person names (the config file, a history to import) are opened the
+same non-blocking way by `read_regular`, which refuses anything that is not
+a regular file after opening: a FIFO there would hang the command.
+
 Lengths are checked before anything else: a path longer than `PATH_MAX` or
 with a component longer than `NAME_MAX` cannot name a file, and refusing it
 up front keeps the cost of a hostile path linear in its length.
@@ -19,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 from typing import Final
 
 __all__ = [
@@ -28,9 +33,11 @@ __all__ = [
     "PATH_MAX",
     "READ_FLAGS",
     "WRITE_FLAGS",
+    "file_kind",
     "length_problem",
     "open_beneath",
     "os_reason",
+    "read_regular",
     "read_upto",
     "shown_name",
     "walk_to_parent",
@@ -149,6 +156,44 @@ def read_upto(fd: int, count: int) -> bytes:
         chunks.append(chunk)
         remaining -= len(chunk)
     return b"".join(chunks)
+
+
+def read_regular(path: str | os.PathLike[str]) -> bytes:
+    """The whole of `path`, which must be a regular file once opened (links followed).
+
+    Opened with `O_NONBLOCK`, so a FIFO or a device is refused by `fstat`
+    instead of blocking the caller; the refusal is an `OSError` whose text
+    says what the path is.
+    """
+    fd = os.open(path, READ_FLAGS & ~_O_NOFOLLOW)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(f"it is {file_kind(mode)}, not a regular file")
+        # Back to blocking: a regular file never waits, and a plain read loop
+        # must not meet EAGAIN.
+        os.set_blocking(fd, True)
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def file_kind(mode: int) -> str:
+    """What a file of `mode` is, as a refusal names it ("a FIFO", "a directory", ...)."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISLNK(mode):
+        return "a symlink"
+    return "not a regular file"
 
 
 def shown_name(name: str) -> str:

@@ -51,6 +51,7 @@ import msgspec
 from carryall._beneath import (
     CAN_WALK,
     READ_FLAGS,
+    file_kind,
     length_problem,
     os_reason,
     read_upto,
@@ -327,21 +328,8 @@ def _walk_open(target: str, real: str, cap: int) -> tuple[int, os.stat_result]:
 
 
 def _check_stat(target: str, st: os.stat_result, cap: int) -> None:
-    mode = st.st_mode
-    if not stat.S_ISREG(mode):
-        kind = (
-            "a directory"
-            if stat.S_ISDIR(mode)
-            else "a FIFO"
-            if stat.S_ISFIFO(mode)
-            else "a device"
-            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "a socket"
-            if stat.S_ISSOCK(mode)
-            else "a symlink"
-            if stat.S_ISLNK(mode)
-            else "not a regular file"
-        )
+    if not stat.S_ISREG(st.st_mode):
+        kind = file_kind(st.st_mode)
         raise AttachmentError(target, f"the path is {kind}, not a regular file")
     if st.st_size > cap:
         raise AttachmentError(target, f"{_too_big(cap)} ({st.st_size} bytes)")

@@ -26,6 +26,7 @@ from typing import Any, Final
 
 import msgspec
 
+from carryall._secrets import mask
 from carryall.config import BACKEND_NAMES, BackendSettings, Config, load_config
 from carryall.errors import ProviderError
 from carryall.llama_server import capabilities_from_props, model_from_props, read_props
@@ -110,7 +111,7 @@ def open_backend(
         raise ProviderError(f"unknown backend {name!r}: expected one of {', '.join(BACKEND_NAMES)}")
     settings = config.settings(name)
     model = model or settings.model
-    base_url = base_url or settings.base_url
+    base_url = _checked_base_url(base_url or settings.base_url)
     options: dict[str, Any] = {
         "timeout": timeout,
         "max_retries": max_retries,
@@ -146,7 +147,9 @@ def open_backend(
             backend.model = backend.served_model() or backend.model
         return backend
     if name == "llama-server":
-        root = _server_root(base_url or os.environ.get("LLAMA_SERVER_URL") or LLAMA_SERVER_URL)
+        root = _server_root(
+            _checked_base_url(base_url or os.environ.get("LLAMA_SERVER_URL")) or LLAMA_SERVER_URL
+        )
         props = read_props(root, timeout=min(timeout, 30.0))
         return OpenAIBackend(
             name="llama-server",
@@ -180,6 +183,34 @@ def _open_local(
         server=server,
         **options,
     )
+
+
+def _checked_base_url(url: str | None) -> str | None:
+    """`url` if it is an `http(s)` URL with a host, else a `ProviderError` saying why.
+
+    Read by the HTTP client's own parser, so a URL it would refuse later
+    (with a traceback from deep inside the SDK) is refused here in one line.
+    Any `user:password@` in it is masked in the message.
+    """
+    if url is None:
+        return None
+    import httpx2
+
+    shown = mask(url)
+    try:
+        parsed = httpx2.URL(url)
+    except (httpx2.InvalidURL, ValueError, TypeError) as exc:
+        raise ProviderError(f"base URL {shown!r} is not a valid URL: {mask(str(exc))}") from None
+    if parsed.scheme not in ("http", "https"):
+        raise ProviderError(
+            f"base URL {shown!r} must start with http:// or https://"
+            + (f" (not {parsed.scheme}://)" if parsed.scheme else "")
+        )
+    if not parsed.host:
+        raise ProviderError(f"base URL {shown!r} names no host")
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        raise ProviderError(f"base URL {shown!r}: port {parsed.port} is not 1 to 65535")
+    return url
 
 
 def _api_key(given: str | None, variable: str, name: str, base_url: str | None) -> str:

@@ -31,6 +31,7 @@ from typing import Final
 import msgspec
 
 from carryall import paths
+from carryall._beneath import read_regular
 from carryall.errors import CarryallError
 
 __all__ = [
@@ -88,22 +89,27 @@ def config_path() -> Path:
 def load_config(path: Path | None = None) -> Config:
     """Read the config file at `path` (default `config_path()`); empty when there is none.
 
-    A file that exists but cannot be read, is not TOML, has a key of the
+    A file that exists but cannot be read, is not a regular file (a FIFO
+    would hang the caller), is not TOML, is nested too deeply, has a key of the
     wrong type, an unknown key or an unknown backend name is a
     `CarryallError` naming the file and the key: a typo in a config file
     that silently did nothing would send requests somewhere unintended.
     """
     path = config_path() if path is None else path
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except FileNotFoundError:
         return Config()
     except OSError as exc:
-        raise CarryallError(f"config file {path}: cannot read it: {exc}") from exc
+        # A FIFO or a device is refused by type, not waited on.
+        raise CarryallError(f"config file {path}: cannot read it: {exc}") from None
     try:
         table = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise CarryallError(f"config file {path}: not valid TOML: {exc}") from exc
+    except RecursionError:
+        # The TOML parser recurses per nested array or inline table.
+        raise CarryallError(f"config file {path}: nested too deeply to be a config") from None
     try:
         config = msgspec.convert(table, Config)
     except msgspec.ValidationError as exc:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from carryall._beneath import read_regular
 from carryall.blocks import Image, Message, image_placeholder, messages_from_dicts
 from carryall.errors import BlockError, TranscriptError
 from carryall.providers import Capabilities, Request
@@ -113,7 +114,8 @@ def read_messages_file(
     """
     where = str(path)
     try:
-        data = json.loads(Path(path).read_bytes())
+        # A FIFO or a device is refused by type (`read_regular`), not waited on.
+        data = json.loads(read_regular(Path(path)))
     except OSError as exc:
         raise TranscriptError(f"cannot read {where}: {exc.strerror or exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

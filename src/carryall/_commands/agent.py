@@ -198,8 +198,10 @@ def run(
     Example: carryall run "Summarise notes.txt" --workspace ~/project
     """
     out, err = _consoles()
-    if prompt == "-":
-        prompt = sys.stdin.read()
+    try:
+        prompt = _read_prompt(prompt)
+    except CarryallError as exc:
+        fail(str(exc), console=err)
     if not prompt.strip():
         fail("the prompt is empty", console=err)
     images = _load_images(image or [], err)
@@ -400,10 +402,42 @@ def _read_system(system: str | None) -> str | None:
         return system
     path = Path(system[1:]).expanduser()
     try:
-        return path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise CarryallError(
             f"cannot read the system prompt file {str(path)!r}: {exc.strerror}"
+        ) from None
+    return _utf8(data, f"the system prompt file {str(path)!r}")
+
+
+def _read_prompt(prompt: str) -> str:
+    """The prompt as text that can be sent: `-` reads standard input; not UTF-8 is refused.
+
+    Refused where it enters, with the place named: a string that cannot be
+    encoded would otherwise fail deep in the SDK after the session was opened.
+    """
+    if prompt != "-":
+        # An argument that was not UTF-8 arrives with its bytes as lone surrogates.
+        try:
+            raw = prompt.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError as exc:
+            raise CarryallError(
+                f"the prompt holds a lone surrogate at offset {exc.start}"
+            ) from None
+        return _utf8(raw, "the prompt")
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        return _utf8(sys.stdin.read().encode("utf-8", "surrogateescape"), "standard input")
+    return _utf8(stream.read(), "standard input")
+
+
+def _utf8(data: bytes, what: str) -> str:
+    """`data` decoded as UTF-8, or a `CarryallError` naming `what` and the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CarryallError(
+            f"{what} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
         ) from None
 
 
