@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,33 +21,21 @@ from carryall.cli import app
 from carryall.config import load_config
 from carryall.errors import CarryallError, TranscriptError
 from carryall.interchange import read_messages_file
+from tests.blocking import bounded
 
 
-def _bounded(call: Callable[[], object], fifo: Path) -> object:
-    """`call()`'s result or exception; fails (after unblocking it) if it waits on `fifo` 5 s."""
-    box: list[object] = []
-
-    def run() -> None:
-        try:
-            box.append(call())
-        except Exception as exc:
-            box.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(5)
-    if thread.is_alive():
+def _opening_writer(fifo: Path) -> Callable[[], None]:
+    def unblock() -> None:
         with contextlib.suppress(OSError):
             os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        thread.join(5)
-        pytest.fail(f"reading {fifo.name} blocked on a FIFO")
-    return box[0]
+
+    return unblock
 
 
 def test_a_config_file_that_is_a_fifo_is_refused_without_hanging(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     os.mkfifo(path)
-    got = _bounded(lambda: load_config(path), path)
+    got = bounded(lambda: load_config(path), _opening_writer(path), "load_config on a FIFO")
     assert isinstance(got, CarryallError)
     assert str(got) == f"config file {path}: cannot read it: it is a FIFO, not a regular file"
 
@@ -64,7 +51,7 @@ def test_a_config_file_nested_past_the_recursion_limit_is_a_clear_error(tmp_path
 def test_an_import_path_that_is_a_fifo_is_refused_without_hanging(tmp_path: Path) -> None:
     path = tmp_path / "history.json"
     os.mkfifo(path)
-    got = _bounded(lambda: read_messages_file(path), path)
+    got = bounded(lambda: read_messages_file(path), _opening_writer(path), "import from a FIFO")
     assert isinstance(got, TranscriptError)
     assert "FIFO" in str(got)
 

@@ -23,6 +23,7 @@ import pytest
 from carryall.errors import ToolError
 from carryall.tools import Tool
 from carryall.tools.builtin import builtin_tools
+from tests.blocking import bounded
 
 SECONDS = 3.0
 CALLS = 4000
@@ -172,26 +173,6 @@ def test_list_dir_does_not_report_the_size_of_a_symlink_target_outside(tmp_path:
     assert text.splitlines() == ["link.txt (symlink)", "up (symlink)"]
 
 
-def _bounded(call: Callable[[], object], unblock: Callable[[], None]) -> object:
-    """`call()`'s result or exception, failing the test if it is still running after 5 s."""
-    box: list[object] = []
-
-    def run() -> None:
-        try:
-            box.append(call())
-        except Exception as exc:
-            box.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(5)
-    if thread.is_alive():
-        unblock()
-        thread.join(5)
-        pytest.fail("the tool blocked on a FIFO")
-    return box[0]
-
-
 def _open_other_end(fifo: Path, flags: int) -> Callable[[], None]:
     def unblock() -> None:
         with contextlib.suppress(OSError):
@@ -205,9 +186,10 @@ def test_write_file_onto_a_fifo_is_refused_without_blocking(tmp_path: Path) -> N
     root.mkdir()
     os.mkfifo(root / "pipe")
     write = _tools(root)["write_file"]
-    got = _bounded(
+    got = bounded(
         lambda: write.invoke({"path": "pipe", "content": "x"}),
         _open_other_end(root / "pipe", os.O_RDONLY),
+        "write_file onto a FIFO",
     )
     assert isinstance(got, ToolError)
     assert "FIFO" in str(got) or "not a regular file" in str(got)
@@ -244,7 +226,7 @@ def test_read_file_on_a_fifo_swapped_in_after_the_check_never_blocks(tmp_path: P
     swapper = threading.Thread(target=swap, daemon=True)
     swapper.start()
     try:
-        got = _bounded(reads, _open_other_end(fifo, os.O_WRONLY))
+        got = bounded(reads, _open_other_end(fifo, os.O_WRONLY), "read_file on a FIFO")
     finally:
         stop.set()
         swapper.join(5)

@@ -26,6 +26,7 @@ from carryall._beneath import (
     LIST_FLAGS,
     READ_FLAGS,
     WRITE_FLAGS,
+    file_kind,
     length_problem,
     open_beneath,
     os_reason,
@@ -132,16 +133,29 @@ def _shown(root: Path, target: Path) -> str:
     return rel.as_posix() if rel.parts else "."
 
 
-def _open(path: str, target: Path, flags: int, *, create_parents: bool = False) -> int:
-    """`target` opened by the walk (no link followed), an `OSError` worded for the model."""
+def _open_file(
+    path: str, target: Path, flags: int, directory: str, *, create_parents: bool = False
+) -> tuple[int, int]:
+    """`target` opened by the walk (no link followed) and checked a regular file: `(fd, size)`.
+
+    Anything else is refused after the open, by `fstat`, so what is checked
+    is what was opened; `directory` is what to tell a model that named one.
+    """
     try:
-        return open_beneath(os.fspath(target), flags, create_parents=create_parents)
+        fd = open_beneath(os.fspath(target), flags, create_parents=create_parents)
     except IsADirectoryError:
-        raise ToolError(f"{path!r} is a directory") from None
+        raise ToolError(f"{path!r} is a directory{directory}") from None
     except OSError as exc:
         if exc.errno == errno.ENOENT:
             raise ToolError(f"no such file: {path!r}") from None
         raise ToolError(f"cannot open {path!r}: {os_reason(exc)}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"{path!r} is a directory{directory}")
+        raise ToolError(f"{path!r} is {file_kind(info.st_mode)}, not a regular file")
+    return fd, info.st_size
 
 
 def _entry_line(entry: os.DirEntry[str]) -> str:
@@ -166,14 +180,8 @@ def _read_file_tool(root: Path) -> Tool:
             path: The file to read, relative to the workspace root.
         """
         target = resolve_in_workspace(root, path)
-        fd = _open(path, target, READ_FLAGS)
+        fd, size = _open_file(path, target, READ_FLAGS, "; use list_dir to see what is in it")
         try:
-            info = os.fstat(fd)
-            if stat.S_ISDIR(info.st_mode):
-                raise ToolError(f"{path!r} is a directory; use list_dir to see what is in it")
-            if not stat.S_ISREG(info.st_mode):
-                raise ToolError(f"{path!r} is not a regular file")
-            size = info.st_size
             data = read_upto(fd, MAX_READ_BYTES)
         finally:
             os.close(fd)
@@ -264,14 +272,14 @@ def _write_file_tool(root: Path) -> Tool:
         target = resolve_in_workspace(root, path)
         if target == root:
             raise ToolError(f"{path!r} is a directory; give a file path")
-        data = content.encode("utf-8")
-        fd = _open(path, target, WRITE_FLAGS, create_parents=True)
         try:
-            info = os.fstat(fd)
-            if stat.S_ISDIR(info.st_mode):
-                raise ToolError(f"{path!r} is a directory; give a file path")
-            if not stat.S_ISREG(info.st_mode):
-                raise ToolError(f"{path!r} is not a regular file; only files can be written")
+            data = content.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ToolError(
+                f"content holds a lone surrogate at offset {exc.start}; it cannot be UTF-8"
+            ) from None
+        fd, _ = _open_file(path, target, WRITE_FLAGS, "; give a file path", create_parents=True)
+        try:
             # Cut only now that the open file is known to be a regular file.
             os.ftruncate(fd, 0)
             view = memoryview(data)
