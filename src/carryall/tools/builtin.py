@@ -149,6 +149,8 @@ def _open_file(
         if exc.errno == errno.ENOENT:
             raise ToolError(f"no such file: {path!r}") from None
         raise ToolError(f"cannot open {path!r}: {os_reason(exc)}") from None
+    except ValueError:  # a platform whose paths the walk cannot take (no openat)
+        raise ToolError(f"cannot open {path!r}: the path is not a plain absolute path") from None
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
@@ -217,6 +219,10 @@ def _list_dir_tool(root: Path) -> Tool:
             if exc.errno == errno.ENOENT:
                 raise ToolError(f"no such directory: {path!r}") from None
             raise ToolError(f"cannot list {path!r}: {os_reason(exc)}") from None
+        except ValueError:
+            raise ToolError(
+                f"cannot list {path!r}: the path is not a plain absolute path"
+            ) from None
         try:
             with os.scandir(fd) as listing:
                 entries = sorted(listing, key=lambda e: e.name)
