@@ -315,6 +315,50 @@ def remove(
     typer.echo(f"removed session {session.id}", err=True)
 
 
+@_clear_errors
+def redact(
+    session_id: SessionId,
+    pattern: Annotated[
+        str,
+        typer.Option(
+            "--pattern",
+            "-p",
+            metavar="REGEX",
+            help="A Python regular expression; every match becomes [redacted].",
+        ),
+    ],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Remove a string from a session's every version and from the recall index.
+
+    Unlike every other change to a session, this keeps no earlier version:
+    the transcript is rewritten, so the string is gone for good. Signatures
+    and image bytes are never searched; signed thinking that matches loses
+    its signature. New events are redacted as they are written (built-in
+    API key shapes plus the config file's [redact] patterns).
+    """
+    from carryall.sessions.redact import compile_pattern
+
+    compiled = compile_pattern(pattern, "--pattern")
+    store = _store()
+    full = store.resolve(session_id)
+    if not yes and not typer.confirm(
+        f"Rewrite session {full} without {pattern!r}? Earlier versions are not kept.",
+        default=False,
+    ):
+        typer.echo("kept", err=True)
+        raise typer.Exit(1)
+    changed = store.redact(full, compiled)
+    if changed:
+        typer.echo(
+            f"redacted session {full}: {changed} line(s) rewritten; "
+            "no earlier version is kept, on purpose",
+            err=True,
+        )
+    else:
+        typer.echo(f"session {full}: nothing matched {pattern!r}", err=True)
+
+
 # -- recall ---------------------------------------------------------------------
 
 
@@ -450,7 +494,7 @@ def register(app: typer.Typer) -> None:
     """Add `sessions`, `recall` and `tui` to the `carryall` app."""
     sessions_app = typer.Typer(
         name="sessions",
-        help=f"List, show, export, import and remove recorded sessions. {_STORE_NOTE}",
+        help=f"List, show, export, import, redact and remove recorded sessions. {_STORE_NOTE}",
         no_args_is_help=True,
     )
     sessions_app.command("list")(list_sessions)
@@ -458,6 +502,7 @@ def register(app: typer.Typer) -> None:
     sessions_app.command("export")(export)
     sessions_app.command("import")(import_file)
     sessions_app.command("rm")(remove)
+    sessions_app.command("redact")(redact)
     app.add_typer(sessions_app, name="sessions")
     app.command("recall")(recall)
     app.command("tui")(tui)

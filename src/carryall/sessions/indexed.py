@@ -12,9 +12,11 @@ recorded without a catch-up pass.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 
 from carryall.sessions.recall import RecallIndex
+from carryall.sessions.redact import Redactor
 from carryall.sessions.store import SessionStore, StoreListener
 
 __all__ = ["Store"]
@@ -37,9 +39,16 @@ class Store(SessionStore):
         recall: bool = True,
         listeners: Iterable[StoreListener] = (),
         lock_timeout: float = 30.0,
+        redactor: Redactor | None = None,
     ) -> None:
-        super().__init__(root, listeners=listeners, lock_timeout=lock_timeout)
+        super().__init__(root, listeners=listeners, lock_timeout=lock_timeout, redactor=redactor)
         self.recall = RecallIndex(self)
         """The full-text index over every session (`carryall recall`)."""
         if recall:
             self.listeners.append(self.recall)
+
+    def redact(self, session_id: str, pattern: str | re.Pattern[str]) -> int:
+        """`SessionStore.redact`, then the index compacted so no deleted row keeps the string."""
+        changed = super().redact(session_id, pattern)
+        self.recall.purge()
+        return changed

@@ -213,6 +213,20 @@ class RecallIndex:
             count: int = conn.execute("SELECT count(*) FROM docs").fetchone()[0]
         return count
 
+    def purge(self) -> None:
+        """Compact the index and its file so that deleted text is gone from the disk too.
+
+        FTS5 keeps a deleted row's terms in its segments until they merge,
+        and SQLite keeps freed pages and the write-ahead log: after a
+        redaction none of them may still hold the string.
+        """
+        if not self.path.exists():
+            return
+        with self._connection() as conn:
+            conn.execute("INSERT INTO passages(passages) VALUES ('optimize')")
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def close(self) -> None:
         """Close the database connection (it reopens on next use)."""
         with self._lock:
