@@ -301,7 +301,7 @@ def remove(
     session_id: SessionId,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Delete a session (asks first). Shared image blobs are kept."""
+    """Delete a session (asks first), and every image blob no other session refers to."""
     store = _store()
     session = store.open(session_id)
     if not yes:
@@ -311,8 +311,21 @@ def remove(
         ):
             typer.echo("kept", err=True)
             raise typer.Exit(1)
-    store.remove(session.id)
-    typer.echo(f"removed session {session.id}", err=True)
+    blobs = store.remove(session.id)
+    note = f" and {len(blobs)} image blob(s) only it referred to" if blobs else ""
+    typer.echo(f"removed session {session.id}{note}", err=True)
+
+
+@_clear_errors
+def collect() -> None:
+    """Delete the image blobs no session refers to any more (left by older versions or crashes).
+
+    A blob stored since the collection began is kept, so a writer that is
+    recording right now keeps the image it is about to refer to.
+    """
+    store = _store()
+    removed = store.collect_blobs()
+    typer.echo(f"removed {len(removed)} unreferenced image blob(s) from {store.root}", err=True)
 
 
 @_clear_errors
@@ -502,6 +515,7 @@ def register(app: typer.Typer) -> None:
     sessions_app.command("export")(export)
     sessions_app.command("import")(import_file)
     sessions_app.command("rm")(remove)
+    sessions_app.command("gc")(collect)
     sessions_app.command("redact")(redact)
     app.add_typer(sessions_app, name="sessions")
     app.command("recall")(recall)

@@ -45,6 +45,7 @@ import os
 import re
 import secrets
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -55,7 +56,7 @@ import filelock
 import msgspec
 
 from carryall import paths
-from carryall.blocks import Image, Message
+from carryall.blocks import Image, Message, Text, image_placeholder
 from carryall.config import load_config
 from carryall.errors import BlockError, TranscriptError
 from carryall.sessions._transcript import (
@@ -98,6 +99,7 @@ log = logging.getLogger("carryall.sessions")
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _SUFFIX = ".jsonl"
+_NOTE = "(its bytes are missing from the session store)"
 
 
 def default_root() -> Path:
@@ -289,11 +291,18 @@ class SessionStore:
         shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
         raise TranscriptError(f"session id {session_id!r} is ambiguous: {shown}")
 
-    def remove(self, session_id: str) -> None:
-        """Delete a session's transcript and its index entries (image blobs are shared, kept)."""
+    def remove(self, session_id: str) -> builtins.list[str]:
+        """Delete a session's transcript, its index entries and every blob only it referenced.
+
+        Returns the hashes of the blobs removed. A blob another session
+        still references is kept; so is one a writer stored or reused after
+        this began (see `collect_blobs`).
+        """
         full = self.resolve(session_id)
         path = self.path(full)
+        started = time.time()
         with self._lock(full):
+            own = _hashes(path)
             try:
                 path.unlink()
             except OSError as exc:
@@ -306,6 +315,59 @@ class SessionStore:
                 listener.on_remove(full)
             except Exception as exc:  # derived data; it catches up from the files
                 log.warning("%s could not drop session %s: %s", _name(listener), full, exc)
+        return self.collect_blobs(own, started=started) if own else []
+
+    def referenced_blobs(self) -> set[str]:
+        """The content hash of every blob some version of some session refers to.
+
+        A transcript that cannot be read is an error, not a skip: what it
+        refers to is unknown, so nothing may be collected on its account.
+        """
+        referenced: set[str] = set()
+        for path in self.transcripts().values():
+            referenced |= _hashes(path)
+        return referenced
+
+    def collect_blobs(
+        self, candidates: set[str] | None = None, *, started: float | None = None
+    ) -> builtins.list[str]:
+        """Delete the blobs no session refers to (only `candidates`, when given); returns them.
+
+        A blob stored or reused (its time refreshed by `put_blob`) after
+        `started` (default: now) is kept, since a writer may be about to
+        write the line that refers to it. Temporary files a crashed
+        `put_blob` left behind are removed once they are a day old.
+        """
+        started = time.time() if started is None else started
+        referenced = self.referenced_blobs()
+        removed: builtins.list[str] = []
+        folder = self.root / "blobs"
+        try:
+            shards = sorted(p for p in folder.iterdir() if p.is_dir())
+        except FileNotFoundError:
+            return removed
+        for shard in shards:
+            for path in sorted(shard.iterdir()):
+                try:
+                    mtime = path.stat().st_mtime
+                    if path.name.endswith(".tmp"):
+                        if mtime < started - 86400:
+                            path.unlink()
+                        continue
+                    sha = path.name
+                    if (candidates is not None and sha not in candidates) or sha in referenced:
+                        continue
+                    if mtime >= started:
+                        continue
+                    path.unlink()
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    raise _failed(f"cannot remove image blob {path}", exc) from None
+                removed.append(sha)
+            with contextlib.suppress(OSError):
+                shard.rmdir()  # only when empty
+        return removed
 
     def redact(self, session_id: str, pattern: str | re.Pattern[str]) -> int:
         """Cut every match of `pattern` out of a session's every version; returns the lines changed.
@@ -455,7 +517,12 @@ class SessionStore:
         sha = hashlib.sha256(data).hexdigest()
         path = self.blob_path(sha)
         if path.exists():
-            return sha
+            # Reused: refresh its time, so a `collect_blobs` that began
+            # before this keeps it for the line about to refer to it. If it
+            # was collected in between, it is simply written again below.
+            with contextlib.suppress(OSError):
+                os.utime(path)
+                return sha
         tmp = path.with_name(f".{sha}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -481,16 +548,22 @@ class SessionStore:
             raise TranscriptError(f"image blob {path} does not match its hash (damaged)")
         return data
 
-    def _blob_loader(self, where: str) -> Callable[[StoredImage], Image]:
+    def _blob_loader(self, where: str) -> Callable[[StoredImage], Image | Text]:
         cache: dict[str, str] = {}
 
-        def load(stored: StoredImage) -> Image:
+        def load(stored: StoredImage) -> Image | Text:
             data = cache.get(stored.sha256)
             if data is None:
                 try:
                     raw = self.get_blob(stored.sha256)
                 except TranscriptError as exc:
-                    raise TranscriptError(f"{where}: {exc}") from None
+                    if self.blob_path(stored.sha256).exists():
+                        raise TranscriptError(f"{where}: {exc}") from None  # damaged, unreadable
+                    # A deleted blob must not make the whole session
+                    # unreadable: the image becomes its placeholder, with a
+                    # note saying why its bytes are not there.
+                    log.warning("%s: %s", where, exc)
+                    return Text(f"{image_placeholder(stored.media_type, stored.source)} {_NOTE}")
                 data = cache[stored.sha256] = base64.b64encode(raw).decode("ascii")
             try:
                 return Image(stored.media_type, data, stored.source)
@@ -894,6 +967,25 @@ def _write_new(path: Path, data: bytes) -> None:
             path.unlink()
         raise
     os.close(fd)
+
+
+def _hashes(path: Path) -> set[str]:
+    """The blob hashes a transcript refers to, in any of its versions."""
+    where = str(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return set()
+    except OSError as exc:
+        raise _failed(f"cannot read session file {path}", exc) from None
+    lines, _ = split_lines(data)
+    found: set[str] = set()
+    for line_no, line in iter_events(lines[1:], 2):
+        if b'"image"' not in line:  # as in `decode_event`: no image block can be there
+            continue
+        for message in decode_event(line, where, line_no).messages:
+            found.update(b.sha256 for b in message.content if isinstance(b, StoredImage))
+    return found
 
 
 def _replace_file(path: Path, data: bytes) -> None:
