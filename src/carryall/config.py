@@ -5,6 +5,7 @@ The file is `$CARRYALL_HOME/config.toml` when `CARRYALL_HOME` is set, else
 
 ```toml
 backend = "llama-server"          # the default backend
+store = "/srv/carryall/sessions"  # where sessions live (a folder or a file: URL)
 model = "qwen3-4b"                # the default backend's model
 
 [backends.llama-server]
@@ -85,6 +86,8 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     backend: str | None = None
     model: str | None = None
+    store: str | None = None
+    """The session store (`carryall.sessions.open_store`) unless `--store` or the variable says."""
     backends: dict[str, BackendSettings] = msgspec.field(default_factory=dict)
     redact: RedactSettings = msgspec.field(default_factory=RedactSettings)
 
