@@ -291,3 +291,13 @@ def test_a_large_catch_up_merges_the_index_segments_once(tmp_path: Path) -> None
     finally:
         conn.close()
     assert segments == 1
+
+
+def test_held_back_events_of_a_deleted_store_are_dropped_not_recreated(tmp_path: Path) -> None:
+    import shutil
+
+    store = Store(tmp_path / "sessions")
+    store.create().record([], [Message.user("durian")])
+    shutil.rmtree(tmp_path / "sessions")
+    store.recall.flush()
+    assert not (tmp_path / "sessions").exists()

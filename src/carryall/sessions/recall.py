@@ -183,8 +183,8 @@ class RecallIndex:
         with self._lock:
             pending, self._pending, self._pending_messages = self._pending, [], 0
             _unflushed.discard(self)
-            if not pending:
-                return
+            if not pending or not self.store.root.is_dir():
+                return  # nothing held back, or the store itself is gone
             # A recording waits briefly for the index: a busy index is caught
             # up later from the files, while a stalled recording stalls the agent.
             with self._connection(busy_ms=1000) as conn, _transaction(conn):
