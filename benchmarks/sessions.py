@@ -3,8 +3,12 @@
     .venv/bin/python benchmarks/sessions.py [--messages 100000]
 
 - append: `Session.record` of one new message onto a 100-message and onto a
-  100,000-message history (write, fsync, recall index). The ratio must stay
-  near 1: appending never rereads or rewrites the file.
+  100,000-message history (write, fsync, recall index), with the recall
+  index listening and without it, and the bytes each append read and wrote
+  (`rchar`/`wchar` of /proc/self/io; the index is written in batches, so the
+  mean carries the batches' cost and "most" is the costliest single append).
+  The ratio must stay near 1: appending never rereads or rewrites the file.
+  The default 128 repeats span several of the index's 64-message batches.
 - load: `Store.open` of the 100,000-message transcript (typed decode into
   blocks) against a bare line-by-line `json.loads` of the same file (and
   `orjson.loads` when installed).
@@ -96,25 +100,59 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:9.2f} ms"
 
 
-def bench_append(store: Store, small: str, big: str, repeat: int) -> None:
-    print(f"append one message with Session.record (median of {repeat}, fsync included)")
+def _io() -> tuple[int, int]:
+    """This process's bytes read and written so far (`rchar`, `wchar` of /proc/self/io)."""
+    try:
+        fields = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
+    except OSError:
+        return 0, 0
+    return int(fields["rchar"]), int(fields["wchar"])
+
+
+def _io_self() -> int:
+    """The bytes one reading of /proc/self/io adds to `rchar` (the file's own size)."""
+    first = _io()[0]
+    return _io()[0] - first
+
+
+_IO_SELF = _io_self()
+
+
+def bench_append(store: Store, small: str, big: str, repeat: int, label: str) -> None:
+    print(
+        f"append one message with Session.record, {label} "
+        f"(median of {repeat}, fsync included; bytes per append from /proc/self/io)"
+    )
     store.recall.sync()  # the index is current, as it is for a running session
     sessions = {label: store.open(sid) for label, sid in (("small", small), ("big", big))}
     histories = {label: session.messages() for label, session in sessions.items()}
     sizes = {label: len(history) for label, history in histories.items()}
     times: dict[str, list[float]] = {"small": [], "big": []}
+    reads: dict[str, list[int]] = {"small": [], "big": []}
+    writes: dict[str, list[int]] = {"small": [], "big": []}
     # Alternate the two, so drift in the disk's fsync time hits both alike.
     for i in range(repeat):
         for label, session in sessions.items():
             history = histories[label]
             left = [*history, Message.user(f"next turn {i}")]
+            read0, written0 = _io()
             start = time.perf_counter()
             kind = session.record(history, left)
             times[label].append(time.perf_counter() - start)
+            read1, written1 = _io()
+            # Reading /proc/self/io is itself a read: take its own share out.
+            reads[label].append(read1 - read0 - _IO_SELF)
+            writes[label].append(written1 - written0)
             assert kind == "append"
             histories[label] = left
     for label in ("small", "big"):
-        print(f"  at {sizes[label]:>7,} messages: {_ms(statistics.median(times[label]))}")
+        print(
+            f"  at {sizes[label]:>7,} messages: {_ms(statistics.median(times[label]))}"
+            f" (mean {_ms(statistics.mean(times[label])).strip()})"
+            f"   read {statistics.mean(reads[label]):>8,.0f} B"
+            f"   written {statistics.mean(writes[label]):>8,.0f} B"
+            f" (mean; most {max(reads[label]):,} / {max(writes[label]):,} B)"
+        )
     ratio = statistics.median(times["big"]) / statistics.median(times["small"])
     print(f"  ratio big/small: {ratio:.2f}")
 
@@ -170,7 +208,8 @@ def main() -> None:
     """Run every figure once and print them."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--repeat", type=int, default=128)
+    parser.add_argument("--only", choices=("append", "all"), default="all")
     args = parser.parse_args()
     rng = random.Random(7)
     root = Path(tempfile.mkdtemp(prefix="carryall-bench-"))
@@ -184,7 +223,13 @@ def main() -> None:
             f"setup: wrote {args.messages + 100:,} messages in {time.perf_counter() - start:.1f} s"
         )
         print()
-        bench_append(store, small, big, args.repeat)
+        bench_append(store, small, big, args.repeat, "recall index listening")
+        print()
+        bench_append(
+            Store(root / "sessions", recall=False), small, big, args.repeat, "recall index off"
+        )
+        if args.only == "append":
+            return
         print()
         bench_load(store, big, 3)
         print()

@@ -395,3 +395,16 @@ def test_run_refuses_a_named_file_that_is_not_an_image(home: Path, tmp_path: Pat
     result = invoke("run", "x", "--image", str(fake), "--no-record")
     assert result.exit_code == 1
     assert "fake.png" in result.stderr and "not a PNG" in result.stderr
+
+
+def test_run_records_into_the_store_named_by_store(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    script(monkeypatch, say("ok"))
+    other = tmp_path / "shared-store"
+    result = invoke("run", "hi", "-w", str(workspace), "--store", other.as_uri())
+    assert result.exit_code == 0, result.stderr
+    assert Store(home / "sessions").list() == []
+    [info] = Store(other).list()
+    assert [m.role for m in Store(other).open(info.meta.id).messages()] == ["user", "assistant"]
+    assert "--store" in invoke("chat", "--help").stdout

@@ -223,3 +223,81 @@ def test_one_unreadable_transcript_does_not_hide_the_others(store: Store) -> Non
     broken.path.write_bytes(broken.path.read_bytes().replace(b'"event"', b'"evnt"'))
     hits = store.recall.search("zebra")
     assert [h.message for h in hits] == [0] and hits[0].session != broken.id
+
+
+def _indexed(store: Store) -> int:
+    """How many messages the index file holds, read past the index object (no catch-up)."""
+    conn = sqlite3.connect(store.recall.path)
+    try:
+        count: int = conn.execute("SELECT count(*) FROM docs").fetchone()[0]
+    finally:
+        conn.close()
+    return count
+
+
+def test_recorded_events_are_held_back_until_a_batch_or_a_search(store: Store) -> None:
+    store.recall.batch = 5
+    session = store.create()
+    history: list[Message] = []
+    for i in range(4):
+        left = [*history, Message.user(f"kumquat number {i}")]
+        session.record(history, left)
+        history = left
+    assert not store.recall.path.exists() or _indexed(store) == 0
+    assert len(store.recall.search("kumquat", sync=False)) == 4
+    assert _indexed(store) == 4
+    for i in range(5):
+        left = [*history, Message.user(f"quince {i}")]
+        session.record(history, left)
+        history = left
+    assert _indexed(store) == 9  # the fifth held-back message made a batch
+
+
+def test_events_held_back_by_a_process_that_died_are_caught_up_from_the_files(
+    tmp_path: Path,
+) -> None:
+    crashed = Store(tmp_path / "sessions")
+    crashed.recall.batch = 1000
+    crashed.create().record([], [Message.user("persimmon tart")])
+    crashed.recall._pending.clear()  # what a SIGKILL leaves: nothing flushed
+    hits = Store(tmp_path / "sessions").recall.search("persimmon")
+    assert [h.message for h in hits] == [0]
+
+
+def test_a_process_that_exits_indexes_what_it_held_back(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = tmp_path / "sessions"
+    code = (
+        "from carryall.sessions import Store; from carryall.blocks import Message; "
+        f"Store({str(root)!r}).create().record([], [Message.user('rambutan'), "
+        "Message.user('lychee')])"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert _indexed(Store(root)) == 2
+
+
+def test_a_large_catch_up_merges_the_index_segments_once(tmp_path: Path) -> None:
+    # Each session is caught up in a transaction of its own: a segment each.
+    quiet = Store(tmp_path / "sessions", recall=False)
+    for s in range(10):
+        quiet.create().append([Message.user(f"message {i} of {s} about guava") for i in range(250)])
+    store = Store(tmp_path / "sessions")
+    assert len(store.recall.search("guava", limit=5000)) == 2500
+    conn = sqlite3.connect(store.recall.path)
+    try:
+        segments = conn.execute("SELECT count(DISTINCT segid) FROM passages_idx").fetchone()[0]
+    finally:
+        conn.close()
+    assert segments == 1
+
+
+def test_held_back_events_of_a_deleted_store_are_dropped_not_recreated(tmp_path: Path) -> None:
+    import shutil
+
+    store = Store(tmp_path / "sessions")
+    store.create().record([], [Message.user("durian")])
+    shutil.rmtree(tmp_path / "sessions")
+    store.recall.flush()
+    assert not (tmp_path / "sessions").exists()

@@ -220,14 +220,16 @@ def test_image_bytes_live_once_in_the_blob_folder_not_in_the_transcript(store: S
     }
 
 
-def test_missing_blob_is_a_clear_error(store: Store) -> None:
+def test_missing_blob_reads_as_its_placeholder_with_a_note(store: Store) -> None:
     session = store.create()
     session.record([], _rich_history())
     for blob in (store.root / "blobs").rglob("*"):
         if blob.is_file():
             blob.unlink()
-    with pytest.raises(TranscriptError, match=r"image blob \w+ is missing"):
-        store.open(session.id)
+    image = store.open(session.id).messages()[0].content[1]
+    assert image == Text(
+        "[image: shot.png (image/png)] (its bytes are missing from the session store)"
+    )
 
 
 def test_damaged_blob_is_refused(store: Store) -> None:

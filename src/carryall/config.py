@@ -5,6 +5,7 @@ The file is `$CARRYALL_HOME/config.toml` when `CARRYALL_HOME` is set, else
 
 ```toml
 backend = "llama-server"          # the default backend
+store = "/srv/carryall/sessions"  # where sessions live (a folder or a file: URL)
 model = "qwen3-4b"                # the default backend's model
 
 [backends.llama-server]
@@ -15,6 +16,10 @@ base_url = "https://openrouter.ai/api/v1"
 model = "some/model"
 native_tools = false              # describe tools in the prompt instead
 vision = false                    # render images as text lines
+
+[redact]
+patterns = ["corp-[0-9a-f]{32}"]  # cut out of every session as it is written
+builtin = true                    # also the built-in API key and token shapes
 ```
 
 API keys are not read from here: they stay in the environment
@@ -24,6 +29,7 @@ them already looks, so a config file can be shared without leaking one.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Final
@@ -39,6 +45,7 @@ __all__ = [
     "CONFIG_FILENAME",
     "BackendSettings",
     "Config",
+    "RedactSettings",
     "config_path",
     "load_config",
 ]
@@ -62,6 +69,15 @@ class BackendSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     native_tools: bool | None = None
 
 
+class RedactSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The `[redact]` table: what the session store cuts out of every event it writes."""
+
+    patterns: list[str] = msgspec.field(default_factory=list)
+    """The user's own regular expressions (Python syntax), beside the built-in ones."""
+    builtin: bool = True
+    """Whether the built-in API key and token shapes are redacted too."""
+
+
 class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The whole config file; an absent file is the empty `Config()`.
 
@@ -71,7 +87,10 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     backend: str | None = None
     model: str | None = None
+    store: str | None = None
+    """The session store (`carryall.sessions.open_store`) unless `--store` or the variable says."""
     backends: dict[str, BackendSettings] = msgspec.field(default_factory=dict)
+    redact: RedactSettings = msgspec.field(default_factory=RedactSettings)
 
     def settings(self, name: str) -> BackendSettings:
         """The settings for backend `name`, with the top-level `model` when it is the default."""
@@ -122,4 +141,12 @@ def load_config(path: Path | None = None) -> Config:
             raise CarryallError(
                 f"config file {path}: [backends.{name}] names no backend; expected one of {known}"
             )
+    for i, pattern in enumerate(config.redact.patterns):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise CarryallError(
+                f"config file {path}: redact.patterns[{i}] {pattern!r} "
+                f"is not a regular expression: {exc}"
+            ) from None
     return config

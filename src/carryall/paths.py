@@ -1,7 +1,8 @@
 """Where carryall keeps things: the config, data and cache folders, read in one place.
 
 `$CARRYALL_HOME` moves the config file and the sessions; `$CARRYALL_CACHE_DIR`
-moves the local backend's cache. Every variable is read here, with `~`
+moves the local backend's cache; `$CARRYALL_STORE` names another session store
+(a folder or a URL, `carryall.sessions.open_store`). Every variable is read here, with `~`
 expanded the same way, so two modules can never disagree on a folder.
 Without them the platform's own folders are used (`platformdirs`).
 """
@@ -14,7 +15,7 @@ from typing import Final
 
 import platformdirs
 
-__all__ = ["APP_NAME", "cache_dir", "config_dir", "home", "sessions_dir"]
+__all__ = ["APP_NAME", "cache_dir", "config_dir", "home", "sessions_dir", "store_location"]
 
 APP_NAME: Final = "carryall"
 
@@ -40,6 +41,11 @@ def sessions_dir() -> Path:
     if root is not None:
         return root / "sessions"
     return Path(platformdirs.user_data_dir(APP_NAME)) / "sessions"
+
+
+def store_location() -> str | None:
+    """`$CARRYALL_STORE` as given (a folder path or a store URL), or None when unset or empty."""
+    return os.environ.get("CARRYALL_STORE") or None
 
 
 def cache_dir() -> Path:

@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.status import Status
 
 from carryall._commands._output import fail, print_error
+from carryall._commands.sessions import StoreOption
 from carryall._text import shorten
 from carryall.agent import (
     DEFAULT_MAX_STEPS,
@@ -187,6 +188,7 @@ def run(
     tool_timeout: ToolTimeoutOption = DEFAULT_TOOL_TIMEOUT,
     no_vision: NoVisionOption = False,
     no_record: NoRecordOption = False,
+    store: StoreOption = None,
     image: ImageOption = None,
 ) -> None:
     """Run one prompt to the end of its turn, tools included, and print the answer.
@@ -232,6 +234,7 @@ def chat(
     tool_timeout: ToolTimeoutOption = DEFAULT_TOOL_TIMEOUT,
     no_vision: NoVisionOption = False,
     no_record: NoRecordOption = False,
+    store: StoreOption = None,
     resume: Annotated[
         str | None,
         typer.Option(
@@ -306,6 +309,7 @@ class _Setup:
     tool_timeout: float
     no_vision: bool
     no_record: bool
+    store: str | None = None
     resume: str | None = None
 
     @classmethod
@@ -328,14 +332,14 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
             tools = _choose_tools(setup.tools, setup.workspace, setup.allow_write)
             history: list[Message] | None = None
             if setup.resume is not None:
-                session = _open_session(setup.resume)
+                session = _open_session(setup.store, setup.resume)
                 history = session.messages()
                 setup = _resumed(setup, session)
                 system = system if setup.system is not None else session.meta.system
             with err.status("[dim]starting the backend…[/]"):
                 backend = _open_backend(setup)
             if session is None and not setup.no_record:
-                session = _create_session(backend, setup.workspace, system)
+                session = _create_session(setup.store, backend, setup.workspace, system)
         except CarryallError as exc:
             fail(str(exc), console=err)
         except KeyboardInterrupt:
@@ -374,18 +378,20 @@ def _open_backend(setup: _Setup) -> Backend:
     )
 
 
-def _create_session(backend: Backend, workspace: Path, system: str | None) -> Session:
-    from carryall.sessions import Store
+def _create_session(
+    store: str | None, backend: Backend, workspace: Path, system: str | None
+) -> Session:
+    from carryall.sessions import open_store
 
-    return Store().create(
+    return open_store(store).create(
         backend=backend.name, model=backend.model, cwd=workspace.resolve(), system=system
     )
 
 
-def _open_session(session_id: str) -> Session:
-    from carryall.sessions import Store
+def _open_session(store: str | None, session_id: str) -> Session:
+    from carryall.sessions import open_store
 
-    return Store().open(session_id)
+    return open_store(store).open(session_id)
 
 
 def _resumed(setup: _Setup, session: Session) -> _Setup:

@@ -37,6 +37,19 @@ _STORE_NOTE = (
 )
 
 
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        envvar="CARRYALL_STORE",
+        metavar="PATH|URL",
+        help=(
+            "The session store: a folder or a file: URL. Default: $CARRYALL_STORE, "
+            "else the config file's `store`, else the sessions folder below."
+        ),
+        show_default=False,
+    ),
+]
 SessionId = Annotated[str, typer.Argument(metavar="ID", help="Session id or a unique prefix.")]
 
 
@@ -89,26 +102,28 @@ def _clear_errors(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def _store() -> Store:
-    from carryall.sessions import Store
+def _store(location: str | None) -> Store:
+    from carryall.sessions import open_store
 
-    return Store()
+    return open_store(location)
 
 
-def _render(session_id: str, fmt: ShowFormat, embed_images: bool) -> tuple[str, str]:
+def _render(
+    store: str | None, session_id: str, fmt: ShowFormat, embed_images: bool
+) -> tuple[str, str]:
     """A session's full id and its rendering: the one reading `show` and `export` share."""
     from carryall.sessions import render
 
-    session = _store().open(session_id)
+    session = _store(store).open(session_id)
     messages, times = session.messages(), session.times()
     return session.id, render(fmt.value, session.meta, messages, times, embed_images=embed_images)
 
 
-def _wire_export(session_id: str, fmt: WireFormat) -> tuple[str, str]:
+def _wire_export(store: str | None, session_id: str, fmt: WireFormat) -> tuple[str, str]:
     """A session's full id and its history as an OpenAI or Anthropic messages file."""
     from carryall.interchange import export_messages
 
-    session = _store().open(session_id)
+    session = _store(store).open(session_id)
     meta = session.meta
     text = export_messages(fmt, session.messages(), system=meta.system, model=meta.model)
     return session.id, text
@@ -125,13 +140,14 @@ def list_sessions(
     limit: Annotated[
         int | None, typer.Option("--limit", "-n", help="Show only the N newest sessions.")
     ] = None,
+    location: StoreOption = None,
 ) -> None:
     """List sessions, newest first: id, when, backend/model, turns, title.
 
     Turns count the messages of each session's current history.
     """
     problems: list[str] = []
-    infos = _store().list(on_error=lambda exc: problems.append(str(exc)))
+    infos = _store(location).list(on_error=lambda exc: problems.append(str(exc)))
     if limit is not None:
         infos = infos[:limit]
     for problem in problems:
@@ -194,9 +210,10 @@ def show(
             help="html/json: include image bytes (data: URIs, base64) instead of placeholders.",
         ),
     ] = False,
+    location: StoreOption = None,
 ) -> None:
     """Print one session as text, Markdown, JSON or self-contained HTML."""
-    sys.stdout.write(_render(session_id, fmt, embed_images)[1])
+    sys.stdout.write(_render(location, session_id, fmt, embed_images)[1])
 
 
 @_clear_errors
@@ -222,6 +239,7 @@ def export(
             help="Include image bytes so the export is complete on another machine.",
         ),
     ] = False,
+    location: StoreOption = None,
 ) -> None:
     """Export a session to a file (JSON by default, which `sessions import` reads back).
 
@@ -232,11 +250,11 @@ def export(
     codecs that send requests; `sessions import` reads them back too.
     """
     if fmt == ExportFormat.openai:
-        full_id, out = _wire_export(session_id, "openai")
+        full_id, out = _wire_export(location, session_id, "openai")
     elif fmt == ExportFormat.anthropic:
-        full_id, out = _wire_export(session_id, "anthropic")
+        full_id, out = _wire_export(location, session_id, "anthropic")
     else:
-        full_id, out = _render(session_id, ShowFormat(fmt.value), embed_images)
+        full_id, out = _render(location, session_id, ShowFormat(fmt.value), embed_images)
     if output is None or str(output) == "-":
         sys.stdout.write(out)
         return
@@ -267,11 +285,12 @@ def import_file(
     title: Annotated[
         str | None, typer.Option(help="Title (default: the first thing the user said).")
     ] = None,
+    location: StoreOption = None,
 ) -> None:
     """Import an OpenAI or Anthropic messages JSON file (or a carryall export) as a session."""
     from carryall.interchange import read_messages_file
 
-    store = _store()
+    store = _store(location)
 
     def blob(sha: str) -> bytes | None:
         try:
@@ -300,9 +319,10 @@ def import_file(
 def remove(
     session_id: SessionId,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    location: StoreOption = None,
 ) -> None:
-    """Delete a session (asks first). Shared image blobs are kept."""
-    store = _store()
+    """Delete a session (asks first), and every image blob no other session refers to."""
+    store = _store(location)
     session = store.open(session_id)
     if not yes:
         label = session.meta.title or "(untitled)"
@@ -311,8 +331,66 @@ def remove(
         ):
             typer.echo("kept", err=True)
             raise typer.Exit(1)
-    store.remove(session.id)
-    typer.echo(f"removed session {session.id}", err=True)
+    blobs = store.remove(session.id)
+    note = f" and {len(blobs)} image blob(s) only it referred to" if blobs else ""
+    typer.echo(f"removed session {session.id}{note}", err=True)
+
+
+@_clear_errors
+def collect(location: StoreOption = None) -> None:
+    """Delete the image blobs no session refers to any more (left by older versions or crashes).
+
+    A blob stored since the collection began is kept, so a writer that is
+    recording right now keeps the image it is about to refer to.
+    """
+    store = _store(location)
+    removed = store.collect_blobs()
+    typer.echo(f"removed {len(removed)} unreferenced image blob(s) from {store.root}", err=True)
+
+
+@_clear_errors
+def redact(
+    session_id: SessionId,
+    pattern: Annotated[
+        str,
+        typer.Option(
+            "--pattern",
+            "-p",
+            metavar="REGEX",
+            help="A Python regular expression; every match becomes [redacted].",
+        ),
+    ],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    location: StoreOption = None,
+) -> None:
+    """Remove a string from a session's every version and from the recall index.
+
+    Unlike every other change to a session, this keeps no earlier version:
+    the transcript is rewritten, so the string is gone for good. Signatures
+    and image bytes are never searched; signed thinking that matches loses
+    its signature. New events are redacted as they are written (built-in
+    API key shapes plus the config file's [redact] patterns).
+    """
+    from carryall.sessions.redact import compile_pattern
+
+    compiled = compile_pattern(pattern, "--pattern")
+    store = _store(location)
+    full = store.resolve(session_id)
+    if not yes and not typer.confirm(
+        f"Rewrite session {full} without {pattern!r}? Earlier versions are not kept.",
+        default=False,
+    ):
+        typer.echo("kept", err=True)
+        raise typer.Exit(1)
+    changed = store.redact(full, compiled)
+    if changed:
+        typer.echo(
+            f"redacted session {full}: {changed} line(s) rewritten; "
+            "no earlier version is kept, on purpose",
+            err=True,
+        )
+    else:
+        typer.echo(f"session {full}: nothing matched {pattern!r}", err=True)
 
 
 # -- recall ---------------------------------------------------------------------
@@ -345,6 +423,7 @@ def recall(
     reindex: Annotated[
         bool, typer.Option("--reindex", help="Rebuild the index from every transcript first.")
     ] = False,
+    location: StoreOption = None,
 ) -> None:
     """Search every session's text, thinking, tool calls, results and image names.
 
@@ -352,7 +431,7 @@ def recall(
     and a snippet. The index updates as sessions are recorded; --reindex
     rebuilds it from the transcripts.
     """
-    store = _store()
+    store = _store(location)
     words = " ".join(query or [])
     if reindex:
         count = store.recall.reindex()
@@ -404,7 +483,7 @@ def recall(
 
 
 @_clear_errors
-def tui() -> None:
+def tui(location: StoreOption = None) -> None:
     """Browse sessions in the terminal: the list, a transcript, and a recall search box.
 
     Keys: up/down move through sessions (the one under the cursor opens),
@@ -413,7 +492,7 @@ def tui() -> None:
     """
     from carryall.tui import SessionsApp
 
-    SessionsApp(_store()).run()
+    SessionsApp(_store(location)).run()
 
 
 # -- helpers ----------------------------------------------------------------------
@@ -450,7 +529,7 @@ def register(app: typer.Typer) -> None:
     """Add `sessions`, `recall` and `tui` to the `carryall` app."""
     sessions_app = typer.Typer(
         name="sessions",
-        help=f"List, show, export, import and remove recorded sessions. {_STORE_NOTE}",
+        help=f"List, show, export, import, redact and remove recorded sessions. {_STORE_NOTE}",
         no_args_is_help=True,
     )
     sessions_app.command("list")(list_sessions)
@@ -458,6 +537,8 @@ def register(app: typer.Typer) -> None:
     sessions_app.command("export")(export)
     sessions_app.command("import")(import_file)
     sessions_app.command("rm")(remove)
+    sessions_app.command("gc")(collect)
+    sessions_app.command("redact")(redact)
     app.add_typer(sessions_app, name="sessions")
     app.command("recall")(recall)
     app.command("tui")(tui)

@@ -13,7 +13,7 @@ whole histories in wire formats is `carryall.interchange`.
 """
 
 from carryall.sessions._transcript import FORMAT_VERSION, SessionMeta
-from carryall.sessions.indexed import Store
+from carryall.sessions.indexed import Store, open_store
 from carryall.sessions.recall import Hit, RecallIndex, fts_query
 from carryall.sessions.render import (
     export_dict,
@@ -48,6 +48,7 @@ __all__ = [
     "default_root",
     "export_dict",
     "fts_query",
+    "open_store",
     "render",
     "render_html",
     "render_json",

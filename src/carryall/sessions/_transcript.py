@@ -117,7 +117,7 @@ _head_decoder = msgspec.json.Decoder(EventHead)
 _encoder = msgspec.json.Encoder()
 
 AnyEvent = Event[Message] | Event[StoredMessage]
-BlobLoader = Callable[[StoredImage], Image]
+BlobLoader = Callable[[StoredImage], Image | Text]
 
 
 def now() -> str:

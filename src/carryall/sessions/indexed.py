@@ -12,12 +12,20 @@ recorded without a catch-up pass.
 from __future__ import annotations
 
 import os
+import re
+import urllib.parse
+import urllib.request
 from collections.abc import Iterable
+from pathlib import Path
 
+from carryall import paths
+from carryall.config import load_config
+from carryall.errors import TranscriptError
 from carryall.sessions.recall import RecallIndex
+from carryall.sessions.redact import Redactor
 from carryall.sessions.store import SessionStore, StoreListener
 
-__all__ = ["Store"]
+__all__ = ["Store", "open_store"]
 
 
 class Store(SessionStore):
@@ -37,9 +45,56 @@ class Store(SessionStore):
         recall: bool = True,
         listeners: Iterable[StoreListener] = (),
         lock_timeout: float = 30.0,
+        redactor: Redactor | None = None,
     ) -> None:
-        super().__init__(root, listeners=listeners, lock_timeout=lock_timeout)
+        super().__init__(root, listeners=listeners, lock_timeout=lock_timeout, redactor=redactor)
         self.recall = RecallIndex(self)
         """The full-text index over every session (`carryall recall`)."""
         if recall:
             self.listeners.append(self.recall)
+
+    def redact(self, session_id: str, pattern: str | re.Pattern[str]) -> int:
+        """`SessionStore.redact`, then the index compacted so no deleted row keeps the string."""
+        changed = super().redact(session_id, pattern)
+        self.recall.purge()
+        return changed
+
+
+def open_store(location: str | os.PathLike[str] | None = None, *, recall: bool = True) -> Store:
+    """The session store at `location`: a folder path or a `file:` URL of one.
+
+    Without one: `$CARRYALL_STORE`, else the config file's `store`, else
+    `default_root()`. Every command that reads or writes sessions opens its
+    store here, so `--store`, the variable and the config key mean the
+    same thing everywhere. A URL of any other scheme is a clear error.
+    """
+    chosen: str | os.PathLike[str] | None = location
+    if chosen is None:
+        chosen = paths.store_location() or load_config().store
+    if chosen is None:
+        return Store(recall=recall)
+    if isinstance(chosen, os.PathLike):
+        return Store(chosen, recall=recall)
+    return Store(_folder(chosen), recall=recall)
+
+
+def _folder(location: str) -> Path:
+    """The folder a store location names: a path, `~` expanded, or a `file:` URL."""
+    if not location.strip():
+        raise TranscriptError("session store location is empty")
+    scheme = urllib.parse.urlsplit(location).scheme
+    # One letter is a Windows drive (C:\\...), not a scheme.
+    if len(scheme) <= 1:
+        return Path(location).expanduser()
+    if scheme == "file":
+        parts = urllib.parse.urlsplit(location)
+        if parts.netloc not in ("", "localhost"):
+            raise TranscriptError(
+                f"session store {location!r}: a file: URL must name a local folder, "
+                f"not one on host {parts.netloc!r}"
+            )
+        return Path(urllib.request.url2pathname(parts.path)).expanduser()
+    raise TranscriptError(
+        f"session store {location!r}: unknown kind of store {scheme + ':'!r}; "
+        "this carryall opens a folder path or a file: URL (JSON Lines transcripts)"
+    )

@@ -20,11 +20,13 @@ English word endings are folded (Porter stemming), so `banana` finds
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -51,6 +53,7 @@ __all__ = ["Hit", "RecallIndex", "fts_query"]
 log = logging.getLogger("carryall.sessions")
 
 _SCHEMA_VERSION = "1"  # bump to rebuild indexes written by an older layout
+_BULK_ROWS = 2000  # rows a sync changed beyond which it merges the FTS5 segments at once
 _OPEN, _CLOSE = "\x02", "\x03"
 _MARKS = str.maketrans({_OPEN: " ", _CLOSE: " ", "\x00": " "})
 _CONTROLS = str.maketrans({chr(c): " " for c in range(32)})
@@ -89,11 +92,23 @@ def fts_query(query: str) -> str | None:
 class RecallIndex:
     """The full-text index of one store's sessions; a `StoreListener` of that store."""
 
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(self, store: SessionStore, *, batch: int = 64) -> None:
         self.store = store
         self.path = store.root / "recall.sqlite3"
+        self.batch = batch
+        """Messages held back before they are indexed together in one transaction.
+
+        Every SQLite commit rewrites pages and every FTS5 insert adds a
+        segment that later merges cost reading and writing again, so
+        indexing one message per commit costs an append tens of KB of I/O.
+        Held-back events are indexed before any search, on `flush` and
+        `close`, and at exit; events lost to a crash are caught up from the
+        transcripts like any missed update.
+        """
         self._conn: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._pending: list[Recorded] = []
+        self._pending_messages = 0
 
     # -- searching ----------------------------------------------------------
 
@@ -118,6 +133,8 @@ class RecallIndex:
             return []
         if sync:
             self.sync()
+        else:
+            self._flush_or_log()
         if not self.path.exists():
             return []
         sql = [
@@ -145,29 +162,59 @@ class RecallIndex:
     # -- keeping current ----------------------------------------------------
 
     def on_record(self, recorded: Recorded, /) -> None:
-        """Index an event a session just wrote: its messages from `recorded.first` on are new.
+        """Take in an event a session just wrote: its messages from `recorded.first` on are new.
 
-        When the index had not seen the transcript up to `recorded.before`
-        (a missed update, another writer), it catches up from the file instead.
+        It is indexed once `batch` messages are waiting (see `batch`), or
+        before the next search. When the index had not seen the transcript
+        up to `recorded.before` (a missed update, another writer), it
+        catches up from the file instead.
         """
-        session_id = recorded.session_id
-        # A recording waits briefly for the index: a busy index is caught up
-        # later, while a stalled recording stalls the agent.
-        with self._connection(busy_ms=1000) as conn, _transaction(conn):
-            row = conn.execute(
-                "SELECT offset, ident FROM sources WHERE session = ?", (session_id,)
-            ).fetchone()
-            if row is None or row[0] != recorded.before or row[1] != _ident_text(recorded.ident):
-                self._sync_session(conn, session_id, self.store.path(session_id))
+        with self._lock:
+            if not self._pending:
+                _unflushed.add(self)
+            self._pending.append(recorded)
+            self._pending_messages += max(len(recorded.messages), 1)
+            if self._pending_messages < self.batch:
                 return
-            _replace(conn, session_id, recorded.first, recorded.messages, recorded.times)
-            conn.execute(
-                "UPDATE sources SET offset = ?, count = ? WHERE session = ?",
-                (recorded.after, recorded.total, session_id),
-            )
+        self.flush()
+
+    def flush(self) -> None:
+        """Index every event held back (`batch`), in one transaction."""
+        with self._lock:
+            pending, self._pending, self._pending_messages = self._pending, [], 0
+            _unflushed.discard(self)
+            if not pending or not self.store.root.is_dir():
+                return  # nothing held back, or the store itself is gone
+            # A recording waits briefly for the index: a busy index is caught
+            # up later from the files, while a stalled recording stalls the agent.
+            with self._connection(busy_ms=1000) as conn, _transaction(conn):
+                for recorded in pending:
+                    self._take(conn, recorded)
+
+    def _flush_or_log(self) -> None:
+        try:
+            self.flush()
+        except TranscriptError as exc:  # the files hold it all; sync catches up from them
+            log.warning("recall index: could not index held-back events: %s", exc)
+
+    def _take(self, conn: sqlite3.Connection, recorded: Recorded) -> None:
+        session_id = recorded.session_id
+        row = conn.execute(
+            "SELECT offset, ident FROM sources WHERE session = ?", (session_id,)
+        ).fetchone()
+        if row is None or row[0] != recorded.before or row[1] != _ident_text(recorded.ident):
+            self._sync_session(conn, session_id, self.store.path(session_id))
+            return
+        _replace(conn, session_id, recorded.first, recorded.messages, recorded.times)
+        conn.execute(
+            "UPDATE sources SET offset = ?, count = ? WHERE session = ?",
+            (recorded.after, recorded.total, session_id),
+        )
 
     def on_remove(self, session_id: str, /) -> None:
         """Drop a session from the index (its transcript was removed)."""
+        with self._lock:
+            self._pending = [r for r in self._pending if r.session_id != session_id]
         if not self.path.exists():
             return
         with self._connection() as conn, _transaction(conn):
@@ -175,10 +222,12 @@ class RecallIndex:
 
     def sync(self) -> None:
         """Catch the index up with every transcript, reading only what each one gained."""
+        self._flush_or_log()
         paths = self.store.transcripts()
         if not paths and not self.path.exists():
             return
         with self._connection() as conn:
+            changes = conn.total_changes
             known = dict(conn.execute("SELECT session, offset FROM sources").fetchall())
             for gone in set(known) - set(paths):
                 with _transaction(conn):
@@ -196,6 +245,14 @@ class RecallIndex:
                 except TranscriptError as exc:
                     # One unreadable transcript must not hide every other session.
                     log.warning("recall index: skipping session %s: %s", session_id, exc)
+            if conn.total_changes - changes >= _BULK_ROWS:
+                # A catch-up this large leaves FTS5 many segments, which its
+                # automerge would otherwise fold together a little on every
+                # later append: megabytes of reading and writing per commit
+                # for thousands of commits. Merging them now, once, costs
+                # what indexing them did.
+                with _transaction(conn):
+                    conn.execute("INSERT INTO passages(passages) VALUES ('optimize')")
 
     def reindex(self) -> int:
         """Rebuild the index from the transcripts; returns how many messages it holds."""
@@ -213,8 +270,24 @@ class RecallIndex:
             count: int = conn.execute("SELECT count(*) FROM docs").fetchone()[0]
         return count
 
+    def purge(self) -> None:
+        """Compact the index and its file so that deleted text is gone from the disk too.
+
+        FTS5 keeps a deleted row's terms in its segments until they merge,
+        and SQLite keeps freed pages and the write-ahead log: after a
+        redaction none of them may still hold the string.
+        """
+        self.flush()
+        if not self.path.exists():
+            return
+        with self._connection() as conn:
+            conn.execute("INSERT INTO passages(passages) VALUES ('optimize')")
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def close(self) -> None:
-        """Close the database connection (it reopens on next use)."""
+        """Index what is held back, then close the database connection (it reopens on next use)."""
+        self.flush()
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
@@ -333,6 +406,17 @@ class RecallIndex:
                 f"recall index {self.path}: {exc}; rebuild it with `carryall recall --reindex`"
             ) from None
         return conn
+
+
+_unflushed: weakref.WeakSet[RecallIndex] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    """Index what every open index still holds back; what fails is caught up from the files."""
+    for index in list(_unflushed):
+        with contextlib.suppress(Exception):
+            index.flush()
 
 
 @contextlib.contextmanager

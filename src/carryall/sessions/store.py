@@ -7,6 +7,7 @@ user data folder):
     blobs/ab/<sha256>   image bytes, stored once per content hash
     locks/<id>.lock     the writer lock of each session
     torn/               torn last lines moved aside by a repair, never deleted
+                        (only `redact` rewrites them)
     recall.sqlite3      the full-text index (kept by `carryall.sessions.recall`)
 
 The store does not know that index. It tells the listeners it was given what
@@ -17,7 +18,12 @@ logged and never fails a write. What a listener may need to catch up by
 itself is public: `transcripts()` and `load(path, images=False)`.
 
 Files are created readable by their owner only: transcripts hold whatever
-was said and whatever the tools read.
+was said and whatever the tools read. Secrets are cut out of every event
+before it is written (`carryall.sessions.redact`: the built-in key and token
+shapes plus the config file's `[redact] patterns`), and listeners hear the
+redacted messages, so the index never holds what the transcript does not.
+`redact` removes a string from a session after the fact: the one operation
+that rewrites a transcript and keeps no earlier version, on purpose.
 
 Every event is one line written whole, with one `write` and an `fsync`,
 under a file lock, so two writers never interleave and an acknowledged event
@@ -38,6 +44,8 @@ import logging
 import os
 import re
 import secrets
+import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -48,7 +56,8 @@ import filelock
 import msgspec
 
 from carryall import paths
-from carryall.blocks import Image, Message
+from carryall.blocks import Image, Message, Text, image_placeholder
+from carryall.config import load_config
 from carryall.errors import BlockError, TranscriptError
 from carryall.sessions._transcript import (
     Event,
@@ -58,6 +67,7 @@ from carryall.sessions._transcript import (
     StoredImage,
     StoredMessage,
     common_prefix,
+    decode_event,
     decode_head,
     decode_header,
     encode_event,
@@ -71,6 +81,7 @@ from carryall.sessions._transcript import (
     title_from,
     with_title,
 )
+from carryall.sessions.redact import Redactor, compile_pattern
 
 __all__ = [
     "Loaded",
@@ -80,6 +91,7 @@ __all__ = [
     "SessionMeta",
     "SessionStore",
     "StoreListener",
+    "configured_redactor",
     "default_root",
 ]
 
@@ -87,11 +99,22 @@ log = logging.getLogger("carryall.sessions")
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _SUFFIX = ".jsonl"
+_NOTE = "(its bytes are missing from the session store)"
 
 
 def default_root() -> Path:
     """Where a store lives unless it is given a root: `carryall.paths.sessions_dir()`."""
     return paths.sessions_dir()
+
+
+def configured_redactor() -> Redactor:
+    """The redactor the config file asks for: the built-in patterns and its `[redact]` table."""
+    settings = load_config().redact
+    patterns = [
+        compile_pattern(p, f"config file redact.patterns[{i}]")
+        for i, p in enumerate(settings.patterns)
+    ]
+    return Redactor(patterns, builtin=settings.builtin)
 
 
 class SessionInfo(msgspec.Struct, frozen=True):
@@ -160,7 +183,8 @@ class SessionStore:
     `SessionStore()` uses `default_root()`; tests and tools pass their own
     root. `listeners` hear every event written and every session removed
     (see `StoreListener`); `carryall.sessions.Store` is this store with its
-    recall index listening.
+    recall index listening. `redactor` cuts secrets out of every event
+    before it is written; by default `configured_redactor()`.
     """
 
     def __init__(
@@ -169,9 +193,12 @@ class SessionStore:
         *,
         listeners: Iterable[StoreListener] = (),
         lock_timeout: float = 30.0,
+        redactor: Redactor | None = None,
     ) -> None:
         self.root = Path(root) if root is not None else default_root()
         self.lock_timeout = lock_timeout
+        self.redactor = redactor if redactor is not None else configured_redactor()
+        """What is cut out of every event before it is written."""
         self.listeners: builtins.list[StoreListener] = builtins.list(listeners)
         """Told of every write and removal, in order; append to subscribe."""
         self._locks_ready = False
@@ -206,8 +233,8 @@ class SessionStore:
                 backend=backend,
                 model=model,
                 cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
-                title=title,
-                system=system,
+                title=self.redactor.optional(title),
+                system=self.redactor.optional(system),
             )
             line = encode_header(meta)
             try:
@@ -264,11 +291,18 @@ class SessionStore:
         shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
         raise TranscriptError(f"session id {session_id!r} is ambiguous: {shown}")
 
-    def remove(self, session_id: str) -> None:
-        """Delete a session's transcript and its index entries (image blobs are shared, kept)."""
+    def remove(self, session_id: str) -> builtins.list[str]:
+        """Delete a session's transcript, its index entries and every blob only it referenced.
+
+        Returns the hashes of the blobs removed. A blob another session
+        still references is kept; so is one a writer stored or reused after
+        this began (see `collect_blobs`).
+        """
         full = self.resolve(session_id)
         path = self.path(full)
+        started = time.time()
         with self._lock(full):
+            own = _hashes(path)
             try:
                 path.unlink()
             except OSError as exc:
@@ -281,6 +315,142 @@ class SessionStore:
                 listener.on_remove(full)
             except Exception as exc:  # derived data; it catches up from the files
                 log.warning("%s could not drop session %s: %s", _name(listener), full, exc)
+        return self.collect_blobs(own, started=started) if own else []
+
+    def referenced_blobs(self) -> set[str]:
+        """The content hash of every blob some version of some session refers to.
+
+        A transcript that cannot be read is an error, not a skip: what it
+        refers to is unknown, so nothing may be collected on its account.
+        """
+        referenced: set[str] = set()
+        for path in self.transcripts().values():
+            referenced |= _hashes(path)
+        return referenced
+
+    def collect_blobs(
+        self, candidates: set[str] | None = None, *, started: float | None = None
+    ) -> builtins.list[str]:
+        """Delete the blobs no session refers to (only `candidates`, when given); returns them.
+
+        A blob stored or reused (its time refreshed by `put_blob`) after
+        `started` (default: now) is kept, since a writer may be about to
+        write the line that refers to it. Temporary files a crashed
+        `put_blob` left behind are removed once they are a day old.
+        """
+        started = time.time() if started is None else started
+        referenced = self.referenced_blobs()
+        removed: builtins.list[str] = []
+        folder = self.root / "blobs"
+        try:
+            shards = sorted(p for p in folder.iterdir() if p.is_dir())
+        except FileNotFoundError:
+            return removed
+        for shard in shards:
+            for path in sorted(shard.iterdir()):
+                try:
+                    mtime = path.stat().st_mtime
+                    if path.name.endswith(".tmp"):
+                        if mtime < started - 86400:
+                            path.unlink()
+                        continue
+                    sha = path.name
+                    if (candidates is not None and sha not in candidates) or sha in referenced:
+                        continue
+                    if mtime >= started:
+                        continue
+                    path.unlink()
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    raise _failed(f"cannot remove image blob {path}", exc) from None
+                removed.append(sha)
+            with contextlib.suppress(OSError):
+                shard.rmdir()  # only when empty
+        return removed
+
+    def redact(self, session_id: str, pattern: str | re.Pattern[str]) -> int:
+        """Cut every match of `pattern` out of a session's every version; returns the lines changed.
+
+        The transcript is rewritten whole (header, every event, a torn last
+        line, and the torn lines kept aside for it) into a new file that
+        replaces the old one, and the listeners drop the session and take
+        it in again. This is the one operation that keeps no earlier
+        version: the point is that the string is gone. Signed thinking that
+        matches loses its signature (see `carryall.sessions.redact`);
+        signatures and image bytes are never searched.
+        """
+        compiled = compile_pattern(pattern, "redact") if isinstance(pattern, str) else pattern
+        redactor = Redactor([compiled], builtin=False)
+        full = self.resolve(session_id)
+        path = self.path(full)
+        where = str(path)
+        with self._lock(full):
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise _failed(f"cannot read session file {path}", exc) from None
+            lines, end = split_lines(data)
+            if not lines:
+                raise TranscriptError(f"{where}: no complete header line to redact")
+            meta = decode_header(lines[0], where)
+            clean_meta = msgspec.structs.replace(
+                meta, title=redactor.optional(meta.title), system=redactor.optional(meta.system)
+            )
+            changed = int(clean_meta != meta)
+            out = [encode_header(clean_meta) if changed else lines[0] + b"\n"]
+            for line_no, line in iter_events(lines[1:], 2):
+                event = decode_event(line, where, line_no)
+                messages = [redactor.message(m, unsign=True) for m in event.messages]
+                title = redactor.optional(event.title)
+                same = title == event.title and all(
+                    new is old for new, old in zip(messages, event.messages, strict=True)
+                )
+                if same:
+                    out.append(line + b"\n")
+                    continue
+                out.append(
+                    encode_event(msgspec.structs.replace(event, messages=messages, title=title))
+                )
+                changed += 1
+            torn = _redact_bytes(redactor, data[end:])
+            changed += torn != data[end:]
+            out.append(torn)
+            try:
+                _replace_file(path, b"".join(out))
+            except OSError as exc:
+                raise _failed(f"cannot rewrite session file {path}; it is as it was", exc) from None
+            for kept in sorted((self.root / "torn").glob(f"{full}.*.torn")):
+                try:
+                    raw = kept.read_bytes()
+                    clean = _redact_bytes(redactor, raw)
+                    if clean != raw:
+                        _replace_file(kept, clean)
+                        changed += 1
+                except OSError as exc:
+                    raise _failed(f"cannot redact the torn line kept in {kept}", exc) from None
+            if self.listeners:
+                loaded = self.load(path, images=False)
+                replay = loaded.replay
+                recorded = Recorded(
+                    session_id=full,
+                    ident=loaded.ident,
+                    before=0,
+                    after=loaded.end,
+                    first=0,
+                    messages=replay.messages,
+                    times=replay.times,
+                    total=len(replay.messages),
+                )
+                for listener in self.listeners:
+                    try:
+                        listener.on_remove(full)
+                        listener.on_record(recorded)
+                    except Exception as exc:  # derived data; it catches up from the files
+                        log.warning(
+                            "%s could not redact session %s: %s", _name(listener), full, exc
+                        )
+        return changed
 
     def path(self, session_id: str) -> Path:
         """The transcript file of a session id (which need not exist)."""
@@ -347,7 +517,12 @@ class SessionStore:
         sha = hashlib.sha256(data).hexdigest()
         path = self.blob_path(sha)
         if path.exists():
-            return sha
+            # Reused: refresh its time, so a `collect_blobs` that began
+            # before this keeps it for the line about to refer to it. If it
+            # was collected in between, it is simply written again below.
+            with contextlib.suppress(OSError):
+                os.utime(path)
+                return sha
         tmp = path.with_name(f".{sha}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -373,16 +548,22 @@ class SessionStore:
             raise TranscriptError(f"image blob {path} does not match its hash (damaged)")
         return data
 
-    def _blob_loader(self, where: str) -> Callable[[StoredImage], Image]:
+    def _blob_loader(self, where: str) -> Callable[[StoredImage], Image | Text]:
         cache: dict[str, str] = {}
 
-        def load(stored: StoredImage) -> Image:
+        def load(stored: StoredImage) -> Image | Text:
             data = cache.get(stored.sha256)
             if data is None:
                 try:
                     raw = self.get_blob(stored.sha256)
                 except TranscriptError as exc:
-                    raise TranscriptError(f"{where}: {exc}") from None
+                    if self.blob_path(stored.sha256).exists():
+                        raise TranscriptError(f"{where}: {exc}") from None  # damaged, unreadable
+                    # A deleted blob must not make the whole session
+                    # unreadable: the image becomes its placeholder, with a
+                    # note saying why its bytes are not there.
+                    log.warning("%s: %s", where, exc)
+                    return Text(f"{image_placeholder(stored.media_type, stored.source)} {_NOTE}")
                 data = cache[stored.sha256] = base64.b64encode(raw).decode("ascii")
             try:
                 return Image(stored.media_type, data, stored.source)
@@ -643,8 +824,9 @@ class Session:
 
     def _write_append(self, tail: list[Message]) -> None:
         start = len(self._replay.messages)
-        stored = [self._storable(m, start + i) for i, m in enumerate(tail)]
-        title = None if self._titled() else title_from(tail)
+        clean = self._redacted(tail, start)
+        stored = [self._storable(m, start + i) for i, m in enumerate(clean)]
+        title = None if self._titled() else title_from(clean)
         stamp = now()
         line = encode_event(
             Event("append", stamp, n=start + len(tail), start=start, title=title, messages=stored)
@@ -653,18 +835,19 @@ class Session:
         self._write_line(line)
         self._replay.append(tail, stamp)
         self._after_write(title, stamp)
-        self._publish(before, start, tail, [stamp] * len(tail))
+        self._publish(before, start, clean, [stamp] * len(tail))
 
     def _write_rewrite(self, history: list[Message]) -> None:
-        stored = [self._storable(m, i) for i, m in enumerate(history)]
-        title = None if self._titled() else title_from(history)
+        clean = self._redacted(history, 0)
+        stored = [self._storable(m, i) for i, m in enumerate(clean)]
+        title = None if self._titled() else title_from(clean)
         stamp = now()
         line = encode_event(Event("rewrite", stamp, n=len(history), title=title, messages=stored))
         before = self._end
         self._write_line(line)
         keep = self._replay.rewrite(list(history), stamp)
         self._after_write(title, stamp)
-        self._publish(before, keep, history[keep:], self._replay.times[keep:])
+        self._publish(before, keep, clean[keep:], self._replay.times[keep:])
 
     def _titled(self) -> bool:
         return bool(self._meta.title or self._replay.title)
@@ -675,11 +858,23 @@ class Session:
         self._replay.updated = stamp
         self._replay.events += 1
 
+    def _redacted(self, messages: list[Message], start: int) -> list[Message]:
+        """The messages as they are written: checked to be messages, secrets cut out.
+
+        The history in memory keeps what the run holds, so the next
+        `record` still finds it an unchanged prefix; the transcript and the
+        listeners get the redacted form.
+        """
+        for i, message in enumerate(messages):
+            if not isinstance(message, Message):
+                raise TranscriptError(
+                    f"session {self.id}: message {start + i} is a "
+                    f"{type(message).__name__}, not a Message"
+                )
+        redactor = self.store.redactor
+        return [redactor.message(m) for m in messages] if redactor.active else messages
+
     def _storable(self, message: Message, index: int) -> Message | StoredMessage:
-        if not isinstance(message, Message):
-            raise TranscriptError(
-                f"session {self.id}: message {index} is a {type(message).__name__}, not a Message"
-            )
         if not has_image(message):
             return message
         blocks: list[StoredBlock] = []
@@ -772,6 +967,49 @@ def _write_new(path: Path, data: bytes) -> None:
             path.unlink()
         raise
     os.close(fd)
+
+
+def _hashes(path: Path) -> set[str]:
+    """The blob hashes a transcript refers to, in any of its versions."""
+    where = str(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return set()
+    except OSError as exc:
+        raise _failed(f"cannot read session file {path}", exc) from None
+    lines, _ = split_lines(data)
+    found: set[str] = set()
+    for line_no, line in iter_events(lines[1:], 2):
+        if b'"image"' not in line:  # as in `decode_event`: no image block can be there
+            continue
+        for message in decode_event(line, where, line_no).messages:
+            found.update(b.sha256 for b in message.content if isinstance(b, StoredImage))
+    return found
+
+
+def _replace_file(path: Path, data: bytes) -> None:
+    """Replace a file's contents whole: a synced temporary file renamed over it."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        try:
+            _write_whole(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _redact_bytes(redactor: Redactor, data: bytes) -> bytes:
+    """Bytes that are not a whole event (a torn line) redacted as text, undecodable bytes kept."""
+    if not data:
+        return data
+    return redactor.text(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
 
 def _fsync_dir(path: Path) -> None:

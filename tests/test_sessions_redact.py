@@ -1,0 +1,227 @@
+"""Redaction: secrets cut out as events are written, and `redact` after the fact."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import typer
+from hypothesis import given
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from carryall._commands import sessions as commands
+from carryall.blocks import Image, Message, Text, Thinking, ToolResult, ToolUse
+from carryall.errors import CarryallError
+from carryall.sessions import Store
+from carryall.sessions.redact import BUILTIN_PATTERNS, REDACTED, Redactor, compile_pattern
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+
+ANTHROPIC_KEY = "sk-ant-api03-" + "Q7fVb2LxkP9zR4tYw8eN1mJc6aH3sD5gU0iO" * 2
+GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+AWS_KEY = "AKIAIOSFODNN7EXAMPL3"
+SAMPLES = {
+    "anthropic": ANTHROPIC_KEY,
+    "openai": "sk-proj-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe",
+    "github": GITHUB_TOKEN,
+    "aws-access-key": AWS_KEY,
+    "slack": "xoxb-1234567890-abcdefghij",
+    "google": "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+    "stripe": "sk_live_" + "51H8aBcDeFgHiJkLmN",
+    "huggingface": "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz012345",
+    "private-key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nIBAAK\n-----END RSA PRIVATE KEY-----",
+}
+SECRET = "hunter2zebrasecret"
+
+
+def _disk(root: Path) -> bytes:
+    """Every byte the store keeps under its root: transcripts, torn lines, blobs, index."""
+    return b"".join(p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file())
+
+
+def _history(secret: str) -> list[Message]:
+    return [
+        Message.user(f"my key is {secret}, use it", [Image.from_bytes("image/png", PNG, "s.png")]),
+        Message.assistant(
+            [
+                Thinking("signed thoughts", f"sig-{secret}-sig"),
+                Text("Calling."),
+                ToolUse("c1", "login", {"token": secret, "nested": [{secret: f"x {secret} y"}]}),
+            ]
+        ),
+        Message.tool_results([ToolResult("c1", f"logged in with {secret}")]),
+    ]
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path))
+    return tmp_path
+
+
+def test_every_builtin_pattern_has_a_sample_it_redacts() -> None:
+    assert set(SAMPLES) == set(BUILTIN_PATTERNS)
+    redactor = Redactor()
+    for name, sample in SAMPLES.items():
+        assert redactor.text(f"a {sample} b") == f"a {REDACTED} b", name
+
+
+def test_a_longer_identifier_that_contains_a_key_shape_is_left_alone() -> None:
+    redactor = Redactor()
+    for text in (f"x{GITHUB_TOKEN}", f"mask-{ANTHROPIC_KEY}", f"{AWS_KEY}XYZ", "sk-short"):
+        assert redactor.text(text) == text
+
+
+@given(st.text())
+def test_redacted_text_holds_no_match_and_redacting_again_changes_nothing(text: str) -> None:
+    redactor = Redactor([re.compile("ab+c")])
+    once = redactor.text(f"{text}abbc{text}")
+    assert not re.search("ab+c", once)
+    assert redactor.text(once) == once
+
+
+def test_a_message_with_nothing_to_redact_is_the_same_object() -> None:
+    message = _history("nothing-secret-here")[1]
+    assert Redactor().message(message) is message
+
+
+def test_keys_are_cut_out_of_what_is_written_and_indexed(home: Path) -> None:
+    store = Store()
+    session = store.create(cwd=str(home), system=f"deploy with {ANTHROPIC_KEY}")
+    history = _history(ANTHROPIC_KEY)
+    assert session.record([], history) == "append"
+    disk = _disk(store.root)
+    assert ANTHROPIC_KEY.encode() not in disk.replace(f"sig-{ANTHROPIC_KEY}-sig".encode(), b"")
+    reopened = store.open(session.id)
+    user, assistant, results = reopened.messages()
+    assert user.text() == f"my key is {REDACTED}, use it"
+    tool_use = assistant.tool_uses()[0]
+    assert tool_use.input == {"token": REDACTED, "nested": [{REDACTED: f"x {REDACTED} y"}]}
+    assert isinstance(results.content[0], ToolResult)
+    assert results.content[0].content == f"logged in with {REDACTED}"
+    assert reopened.meta.system == f"deploy with {REDACTED}"
+    # The signature is opaque: a key-shaped substring in it is untouched.
+    assert assistant.content[0] == Thinking("signed thoughts", f"sig-{ANTHROPIC_KEY}-sig")
+    assert any(isinstance(b, Image) for b in user.content)
+    assert store.recall.search("Q7fVb2LxkP9zR4tYw8eN1mJc6aH3sD5gU0iO") == []
+    assert store.recall.search("logged") != []
+    # The run keeps what it holds, so its next recording is still an append.
+    assert session.record(history, [*history, Message.user("next")]) == "append"
+    assert len(store.open(session.id).versions()) == 1
+
+
+def test_redact_removes_a_string_from_every_version_the_index_and_the_disk(home: Path) -> None:
+    store = Store()
+    session = store.create(cwd=str(home), title=f"about {SECRET}")
+    first = _history(SECRET)
+    session.record([], first)
+    session.record(first, [first[0], Message.assistant([Text(f"again {SECRET}")])])
+    # A torn last line and a torn line kept aside from an earlier repair.
+    with session.path.open("ab") as f:
+        f.write(f'{{"event":"append","note":"{SECRET}'.encode())
+    (store.root / "torn").mkdir()
+    (store.root / "torn" / f"{session.id}.1.x.torn").write_bytes(SECRET.encode())
+    assert store.recall.search(SECRET) != []
+    assert SECRET.encode() in _disk(store.root)
+
+    changed = store.redact(session.id, SECRET)
+
+    assert changed >= 5  # header, two events, the torn tail, the torn file
+    signature = f"sig-{SECRET}-sig"
+    assert SECRET.encode() not in _disk(store.root).replace(signature.encode(), b"")
+    assert store.recall.search(SECRET) == []
+    versions = store.open(session.id).versions()
+    assert len(versions) == 2
+    for version in versions:
+        assert SECRET not in repr(version).replace(signature, "")
+    old = versions[0]
+    assert old[0].text() == f"my key is {REDACTED}, use it"
+    assert old[1].tool_uses()[0].input["token"] == REDACTED
+    assert isinstance(old[2].content[0], ToolResult)
+    assert old[2].content[0].content == f"logged in with {REDACTED}"
+    # Signatures are opaque and never searched: this one held the string,
+    # its thinking text did not, so the block is kept whole and still signed.
+    assert old[1].content[0] == Thinking("signed thoughts", signature)
+    assert store.open(session.id).meta.title == f"about {REDACTED}"
+
+
+def test_redact_leaves_a_signature_that_holds_a_key_shape_untouched(home: Path) -> None:
+    store = Store()
+    session = store.create(cwd=str(home))
+    signed = Thinking("plain reasoning", f"sig{ANTHROPIC_KEY}")
+    session.record([], [Message.user("hi"), Message.assistant([signed, Text("hello")])])
+    store.redact(session.id, BUILTIN_PATTERNS["anthropic"])
+    assert store.open(session.id).messages()[1].content[0] == signed
+
+
+def test_redact_of_signed_thinking_text_drops_the_signature(home: Path) -> None:
+    store = Store()
+    session = store.create(cwd=str(home))
+    session.record([], [Message.user("hi"), Message.assistant([Thinking(f"t {SECRET}", "sig")])])
+    store.redact(session.id, SECRET)
+    assert store.open(session.id).messages()[1].content[0] == Thinking(f"t {REDACTED}")
+
+
+def test_a_session_open_elsewhere_carries_on_after_a_redact(home: Path) -> None:
+    store = Store()
+    session = store.create(cwd=str(home))
+    history = [Message.user(f"say {SECRET}")]
+    session.record([], history)
+    store.redact(session.id, SECRET)
+    session.append([Message.assistant([Text("done")])])
+    messages = store.open(session.id).messages()
+    assert [m.text() for m in messages] == [f"say {REDACTED}", "done"]
+
+
+def test_user_patterns_come_from_the_config_file(home: Path) -> None:
+    (home / "config.toml").write_text('[redact]\npatterns = ["corp-[0-9]{6}"]\nbuiltin = false\n')
+    store = Store()
+    session = store.create(cwd=str(home))
+    session.record([], [Message.user(f"corp-123456 and {ANTHROPIC_KEY}")])
+    text = store.open(session.id).messages()[0].text()
+    assert text == f"{REDACTED} and {ANTHROPIC_KEY}"
+
+
+def test_a_bad_config_pattern_is_a_clear_error(home: Path) -> None:
+    (home / "config.toml").write_text('[redact]\npatterns = ["ok", "(unclosed"]\n')
+    with pytest.raises(CarryallError, match=r"redact\.patterns\[1\] '\(unclosed'"):
+        Store()
+
+
+def test_a_pattern_that_matches_nothing_or_everything_is_refused() -> None:
+    with pytest.raises(CarryallError, match="not a regular expression"):
+        compile_pattern("[", "--pattern")
+    with pytest.raises(CarryallError, match="matches the empty string"):
+        compile_pattern("x*", "--pattern")
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    commands.register(app)
+    return app
+
+
+def test_cli_redact_asks_first_then_says_no_version_is_kept(home: Path) -> None:
+    session = Store().create(cwd=str(home))
+    session.record([], [Message.user(f"the password is {SECRET}")])
+    runner = CliRunner()
+    result = runner.invoke(_app(), ["sessions", "redact", session.id, "-p", SECRET], input="n\n")
+    assert result.exit_code == 1
+    assert SECRET.encode() in session.path.read_bytes()
+    result = runner.invoke(_app(), ["sessions", "redact", session.id[:12], "-p", SECRET, "-y"])
+    assert result.exit_code == 0, result.output
+    assert "no earlier version is kept" in result.stderr
+    assert SECRET.encode() not in session.path.read_bytes()
+    result = runner.invoke(_app(), ["sessions", "redact", session.id, "-p", SECRET, "-y"])
+    assert result.exit_code == 0
+    assert "nothing matched" in result.stderr
+
+
+def test_cli_redact_bad_pattern_is_one_clear_line(home: Path) -> None:
+    session = Store().create(cwd=str(home))
+    result = CliRunner().invoke(_app(), ["sessions", "redact", session.id, "-p", "(", "-y"])
+    assert result.exit_code == 1
+    assert "--pattern: '(' is not a regular expression" in result.stderr
+    assert "Traceback" not in result.output
