@@ -125,7 +125,7 @@ class Task:
     answer: str
 
 
-def conversation(messages: int, images: int, seed: int) -> list[Task]:
+def conversation(messages: int, images: int, seed: int, image_size: int = IMAGE_SIZE) -> list[Task]:
     """Tasks adding up to `messages` messages, `images` of their rounds showing an image.
 
     Results are a few lines of varied file text (a few hundred bytes, like a
@@ -149,7 +149,7 @@ def conversation(messages: int, images: int, seed: int) -> list[Task]:
         for _ in range(ROUNDS_PER_TASK):
             lines = (" ".join(rng.choices(words, k=rng.randint(4, 12))) for _ in range(8))
             if n in with_image:
-                image = PNG_MAGIC + rng.randbytes(IMAGE_SIZE - len(PNG_MAGIC))
+                image = PNG_MAGIC + rng.randbytes(image_size - len(PNG_MAGIC))
                 rounds.append(
                     Round(
                         f"toolu_{n:06d}",
