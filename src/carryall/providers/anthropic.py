@@ -62,6 +62,7 @@ from typing import Any, Final
 
 import msgspec
 
+from carryall._json import body_bytes
 from carryall._text import json_type_phrase, shorten
 from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
 from carryall.errors import BlockError, ProviderError
@@ -77,6 +78,7 @@ __all__ = [
     "decode_response",
     "decode_stream",
     "encode_request",
+    "encode_request_bytes",
     "redacted_data",
     "redacted_thinking",
 ]
@@ -177,6 +179,18 @@ def encode_request(request: Request, caps: Capabilities) -> dict[str, Any]:
     if request.effort is not None:
         wire["output_config"] = {"effort": request.effort}
     return wire
+
+
+def encode_request_bytes(request: Request, caps: Capabilities, *, stream: bool = False) -> bytes:
+    """`encode_request`'s body as the bytes sent, asking for a stream when `stream` is true.
+
+    The transport's entry point: the same JSON as `encode_request`, written
+    once, so the SDK never re-walks or re-encodes the history.
+    """
+    body = encode_request(request, caps)
+    if stream:
+        body["stream"] = True
+    return body_bytes(body)
 
 
 def _thinking_budget(request: Request) -> int:

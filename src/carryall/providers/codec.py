@@ -1,7 +1,7 @@
 """A wire codec as one value: what a transport needs to speak one dialect.
 
-A transport sends JSON and reads JSON or server-sent events; which dialect
-that JSON is in, and what a finished stream looks like on that wire, is the
+A transport sends bytes and reads JSON or server-sent events; which dialect
+those bytes are in, and what a finished stream looks like on that wire, is the
 codec's business. `Codec` bundles those answers so a backend is built from a
 codec value instead of choosing one through hooks, and so the transport never
 imports a codec module itself. Pure, like the codecs: no network, no files.
@@ -37,8 +37,10 @@ class StreamDecoder(Protocol):
 class Codec:
     """One dialect bound to a model's capabilities: the request body out, the answer back.
 
-    `encode`, `decode` and `stream_decoder` are the codec proper.
-    `stream_body` turns a body into one that asks for a stream. `event_payload`
+    `encode`, `decode` and `stream_decoder` are the codec proper. `encode`
+    gives the body as a dict, for inspection; `encode_bytes(request, stream)`
+    gives the same JSON as the bytes a transport sends (asking for a stream
+    when `stream` is true), written once. `event_payload`
     is what the decoder is fed for an event of a given name. `completes` says
     an event finished the answer (what may follow is bookkeeping, such as a
     usage chunk), and `ends` that nothing follows it, so reading stops there
@@ -46,9 +48,9 @@ class Codec:
     """
 
     encode: Callable[[Request], dict[str, Any]]
+    encode_bytes: Callable[[Request, bool], bytes]
     decode: Callable[[Mapping[str, Any]], Response]
     stream_decoder: Callable[[], StreamDecoder]
-    stream_body: Callable[[dict[str, Any]], dict[str, Any]]
     event_payload: Callable[[str | None, Any], Any]
     completes: Callable[[Any], bool]
     ends: Callable[[Any], bool]
@@ -58,9 +60,11 @@ def anthropic_codec(caps: Capabilities) -> Codec:
     """The Messages API codec for a model with `caps`."""
     return Codec(
         encode=lambda request: anthropic_wire.encode_request(request, caps),
+        encode_bytes=lambda request, stream: anthropic_wire.encode_request_bytes(
+            request, caps, stream=stream
+        ),
         decode=anthropic_wire.decode_response,
         stream_decoder=anthropic_wire.StreamDecoder,
-        stream_body=dict,  # the SDK's `stream=True` is the whole difference
         event_payload=_as_sent,
         completes=_message_stop,
         ends=_message_stop,
@@ -78,9 +82,11 @@ def openai_codec(caps: Capabilities, dialect: Dialect) -> Codec:
     if caps.native_tools:
         return Codec(
             encode=lambda request: openai_wire.encode_request(request, caps, dialect),
+            encode_bytes=lambda request, stream: openai_wire.encode_request_bytes(
+                request, caps, dialect, stream=stream
+            ),
             decode=openai_wire.decode_response,
             stream_decoder=openai_wire.StreamDecoder,
-            stream_body=openai_wire.stream_body,
             event_payload=_bare_error_wrapped,
             completes=_chunk_finishes,
             ends=_done,
@@ -90,9 +96,11 @@ def openai_codec(caps: Capabilities, dialect: Dialect) -> Codec:
         encode=lambda request: prompt_mode.encode_request(
             request, caps, dialect=dialect, constrained=constrained
         ),
+        encode_bytes=lambda request, stream: prompt_mode.encode_request_bytes(
+            request, caps, dialect=dialect, constrained=constrained, stream=stream
+        ),
         decode=lambda data: prompt_mode.decode_response(data, constrained=constrained),
         stream_decoder=lambda: prompt_mode.StreamDecoder(constrained),
-        stream_body=openai_wire.stream_body,
         event_payload=_bare_error_wrapped,
         completes=_chunk_finishes,
         ends=_done,

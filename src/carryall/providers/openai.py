@@ -114,7 +114,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
-from carryall._json import load_json
+from carryall._json import body_bytes, load_json
 from carryall._text import shorten
 from carryall.blocks import (
     IMAGE_MEDIA_TYPES,
@@ -149,6 +149,7 @@ __all__ = [
     "decode_stream",
     "encode_prepared",
     "encode_request",
+    "encode_request_bytes",
     "stream_body",
 ]
 
@@ -184,6 +185,18 @@ def encode_request(
     request rather than copying them: treat it as read-only.
     """
     return encode_prepared(request, prepare_messages(request, caps), caps, dialect)
+
+
+def encode_request_bytes(
+    request: Request, caps: Capabilities, dialect: Dialect = "openai", *, stream: bool = False
+) -> bytes:
+    """`encode_request`'s body as the bytes sent; `stream_body`'s when `stream` is true.
+
+    The transport's entry point: the same JSON as `encode_request`, written
+    once, so the SDK never re-walks or re-encodes the history.
+    """
+    body = encode_request(request, caps, dialect)
+    return body_bytes(stream_body(body) if stream else body)
 
 
 def encode_prepared(

@@ -58,7 +58,7 @@ from typing import Any
 import jiter
 import msgspec
 
-from carryall._json import load_json
+from carryall._json import body_bytes, load_json
 from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
 from carryall.carrier import Marker, MarkerKind, marker_line, render_prompt_tool_carrier
 from carryall.errors import CarrierError, HistoryError, ProviderError
@@ -83,6 +83,7 @@ __all__ = [
     "StreamDecoder",
     "decode_response",
     "encode_request",
+    "encode_request_bytes",
     "response_format",
     "response_schema",
 ]
@@ -133,6 +134,23 @@ def encode_request(
     if constrained:
         body["response_format"] = response_format(request.tools, request.tool_choice)
     return body
+
+
+def encode_request_bytes(
+    request: Request,
+    caps: Capabilities,
+    *,
+    dialect: Dialect = "openai",
+    constrained: bool = False,
+    stream: bool = False,
+) -> bytes:
+    """`encode_request`'s body as the bytes sent; `stream_body`'s when `stream` is true.
+
+    The transport's entry point: the same JSON as `encode_request`, written
+    once, so the SDK never re-walks or re-encodes the history.
+    """
+    body = encode_request(request, caps, dialect=dialect, constrained=constrained)
+    return body_bytes(openai_codec.stream_body(body) if stream else body)
 
 
 def _plain(message: Message, index: int, messages: Sequence[Message], constrained: bool) -> Message:

@@ -1,20 +1,22 @@
 """What both SDK transports do alike: one attempt, read as a stream or whole, through a codec.
 
 Both official SDKs are made by the same generator, so sending a body and
-reading the raw answer is the same code for both: a `create` resource
-(`messages`, `chat.completions`) with `with_streaming_response` and
-`with_raw_response`. What differs between the wires is the `Codec` value a
-backend is built with; what differs between the SDKs is its `SdkErrors`
+reading the raw answer is the same code for both: the client's raw `post`
+with the codec's bytes as the content and the bare HTTP response as the
+answer. That keeps what the SDK is for (its retries with backoff and
+`retry-after`, timeouts, headers and API key, typed status errors) and
+skips what it would otherwise do to every request: walk the whole history
+to transform it, copy it, and encode it again with the stdlib `json`. What
+differs between the wires is the `Codec` value a backend is built with and
+the path it posts to; what differs between the SDKs is its `SdkErrors`
 value and how its client is made, which is the subclass's constructor.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager
 from typing import Any, Final
 
 import msgspec
@@ -39,16 +41,11 @@ from carryall.transport.sse import iter_sse
 
 __all__ = ["SdkBackend"]
 
-# Arguments of the SDKs' `create` that are not body fields.
-_NOT_BODY: Final = frozenset(
-    {"self", "extra_headers", "extra_query", "extra_body", "timeout", "stream"}
-    | {"user_profile_id", "workspace_id"}  # Anthropic sends these two as headers
-)
 _END: Final = object()
 
 
 class SdkBackend:
-    """A backend that sends one codec's JSON through one SDK client's `create` resource.
+    """A backend that posts one codec's bytes to one path through one SDK client.
 
     `complete` returns a whole `Response` or raises `ProviderError`, never
     something in between: the caller appends the answer only once it has
@@ -68,7 +65,7 @@ class SdkBackend:
         codec: Codec,
         errors: SdkErrors,
         client: Any,
-        resource: Callable[[Any], Any],
+        path: str,
         timeout: float,
         max_retries: int,
         retry_delay: float,
@@ -84,9 +81,7 @@ class SdkBackend:
         self._codec = codec
         self._errors = errors
         self._client = client
-        self._resource = resource
-        self._body_fields = frozenset(inspect.signature(resource(client).create).parameters)
-        self._body_fields -= _NOT_BODY
+        self._path = path
 
     @property
     def base_url(self) -> str:
@@ -103,7 +98,7 @@ class SdkBackend:
         """
         if not request.model:
             request = msgspec.structs.replace(request, model=self.model)
-        body = self._codec.encode(request)
+        body = self._codec.encode_bytes(request, self.stream)
         try:
             return send_whole(
                 lambda: self._attempt(body, on_text),
@@ -126,26 +121,21 @@ class SdkBackend:
 
     # One attempt ----------------------------------------------------------------
 
-    def _attempt(self, body: dict[str, Any], on_text: Callable[[str], None] | None) -> Response:
+    def _attempt(self, body: bytes, on_text: Callable[[str], None] | None) -> Response:
         """Send `body` once; `Broken` when the answer broke off after it began."""
-        create = self._resource(self._client)
-        if not self.stream:
-            try:
-                raw = create.with_raw_response.create(**self._split(body))
-            except opening_errors(self._errors) as exc:
-                raise sdk_failure(self._where, exc, self._errors, self.timeout) from exc
-            return self._decode_whole(raw)
-        stack = contextlib.ExitStack()
+        import httpx2
+
         try:
-            opening: AbstractContextManager[Any] = create.with_streaming_response.create(
-                **self._split(self._codec.stream_body(body)), stream=True
+            # `cast_to` the bare response: the SDK hands it back unread when
+            # streaming, after its retries and its typed errors for a status.
+            raw: httpx2.Response = self._client.post(
+                self._path, cast_to=httpx2.Response, content=body, stream=self.stream
             )
-            raw = stack.enter_context(opening)
         except opening_errors(self._errors) as exc:
             raise sdk_failure(self._where, exc, self._errors, self.timeout) from exc
-        with stack:
-            if "text/event-stream" not in raw.http_response.headers.get("content-type", ""):
-                # A server that ignored `stream` and answered in one piece.
+        with contextlib.closing(raw):
+            if not self.stream or "text/event-stream" not in raw.headers.get("content-type", ""):
+                # Unstreamed, or a server that ignored `stream` and answered in one piece.
                 return self._decode_whole(raw)
             return self._read_stream(raw, on_text)
 
@@ -207,7 +197,7 @@ class SdkBackend:
         import httpx2
 
         try:
-            data = json.loads(raw.http_response.read())
+            data = json.loads(raw.read())
         except (httpx2.HTTPError, httpx2.StreamError) as exc:
             raise dropped(self._where, exc, self.timeout) from exc
         except (ValueError, RecursionError) as exc:
@@ -224,16 +214,3 @@ class SdkBackend:
     def _where(self) -> str:
         # Masked: `user:password@` in a base URL is for the request, not the error line.
         return f"{self.name} at {mask(self.base_url)} (model {self.model})"
-
-    def _split(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """`create` keyword arguments for `body`: typed fields by name, the rest in `extra_body`.
-
-        The SDKs' `create` takes only the fields they know; a field the wire
-        takes but the SDK does not (llama-server's `chat_template_kwargs`, a
-        field newer than the SDK) still goes out verbatim this way.
-        """
-        known = {k: v for k, v in body.items() if k in self._body_fields}
-        extra = {k: v for k, v in body.items() if k not in self._body_fields and k != "stream"}
-        if extra:
-            known["extra_body"] = extra
-        return known

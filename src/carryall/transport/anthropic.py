@@ -6,7 +6,7 @@ program that never talks to Anthropic never loads it.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from carryall.providers import Capabilities
 from carryall.providers.codec import anthropic_codec
@@ -46,13 +46,9 @@ class AnthropicBackend(SdkBackend):
             client=anthropic.Anthropic(
                 api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
             ),
-            resource=_messages,
+            path="/v1/messages",
             timeout=timeout,
             max_retries=max_retries,
             retry_delay=retry_delay,
             stream=stream,
         )
-
-
-def _messages(client: Any) -> Any:
-    return client.messages

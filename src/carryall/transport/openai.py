@@ -66,7 +66,7 @@ class OpenAIBackend(SdkBackend):
             codec=openai_codec(capabilities, dialect),
             errors=SdkErrors(openai, openai.OpenAIError, openai_status),
             client=self._new_client(base_url, timeout, max_retries),
-            resource=_chat_completions,
+            path="/chat/completions",
             timeout=timeout,
             max_retries=max_retries,
             retry_delay=retry_delay,
@@ -89,7 +89,7 @@ class OpenAIBackend(SdkBackend):
             return None
         return ids[0] if len(ids) == 1 and isinstance(ids[0], str) and ids[0] else None
 
-    def _attempt(self, body: dict[str, Any], on_text: Callable[[str], None] | None) -> Response:
+    def _attempt(self, body: bytes, on_text: Callable[[str], None] | None) -> Response:
         self._follow_server()
         return super()._attempt(body, on_text)
 
@@ -113,7 +113,3 @@ class OpenAIBackend(SdkBackend):
         return openai.OpenAI(
             api_key=self._api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
         )
-
-
-def _chat_completions(client: Any) -> Any:
-    return client.chat.completions

@@ -1,0 +1,96 @@
+"""The bytes entry point of every codec: the same JSON as its dict, written once, compactly."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from carryall.blocks import Message, ToolUse
+from carryall.errors import HistoryError
+from carryall.providers import Capabilities, Request
+from carryall.providers import anthropic as anthropic_wire
+from carryall.providers import openai as openai_wire
+from carryall.providers.codec import Codec, anthropic_codec, openai_codec
+from tests.goldens import GOLDENS, TOOLS
+
+SEES_AND_CALLS = Capabilities(vision=True, native_tools=True, thinking=True)
+PROMPT_MODE = Capabilities(vision=True, native_tools=False, thinking=False)
+
+CODECS = [
+    pytest.param(anthropic_codec(SEES_AND_CALLS), {"stream": True}, id="anthropic"),
+    pytest.param(
+        openai_codec(SEES_AND_CALLS, "openai"),
+        {"stream": True, "stream_options": {"include_usage": True}},
+        id="openai",
+    ),
+    pytest.param(
+        openai_codec(SEES_AND_CALLS, "llama-server"),
+        {"stream": True, "stream_options": {"include_usage": True}},
+        id="llama-server",
+    ),
+    pytest.param(
+        openai_codec(PROMPT_MODE, "llama-server"),
+        {"stream": True, "stream_options": {"include_usage": True}},
+        id="prompt-constrained",
+    ),
+    pytest.param(
+        openai_codec(PROMPT_MODE, "openai"),
+        {"stream": True, "stream_options": {"include_usage": True}},
+        id="prompt",
+    ),
+]
+
+
+def request_for(history: list[Message]) -> Request:
+    return Request(
+        model="m",
+        system="Be brief.",
+        messages=tuple(history),
+        tools=TOOLS,
+        max_tokens=256,
+        cache_prompt=True,
+    )
+
+
+@pytest.mark.parametrize("name", sorted(GOLDENS))
+@pytest.mark.parametrize(("codec", "asks_for_stream"), CODECS)
+def test_bytes_are_the_same_json_as_the_dict(
+    codec: Codec, asks_for_stream: dict[str, Any], name: str
+) -> None:
+    request = request_for(GOLDENS[name])
+    body = json.loads(json.dumps(codec.encode(request)))
+    assert json.loads(codec.encode_bytes(request, False)) == body
+    assert json.loads(codec.encode_bytes(request, True)) == {**body, **asks_for_stream}
+
+
+@pytest.mark.parametrize(("codec", "asks_for_stream"), CODECS)
+def test_bytes_are_compact_utf8_with_non_ascii_kept(
+    codec: Codec, asks_for_stream: dict[str, Any]
+) -> None:
+    raw = codec.encode_bytes(request_for([Message.user("héllo ✓")]), True)
+    assert "héllo ✓".encode() in raw
+    compact = json.dumps(json.loads(raw), ensure_ascii=False, separators=(",", ":"))
+    assert raw == compact.encode()
+
+
+def test_anthropic_bytes_refuse_a_broken_history_like_the_dict() -> None:
+    broken = Request(
+        model="m", messages=(Message.assistant([ToolUse("c1", "read_file", {})]),), max_tokens=9
+    )
+    with pytest.raises(HistoryError) as from_dict:
+        anthropic_wire.encode_request(broken, SEES_AND_CALLS)
+    with pytest.raises(type(from_dict.value)) as from_bytes:
+        anthropic_wire.encode_request_bytes(broken, SEES_AND_CALLS)
+    assert str(from_bytes.value) == str(from_dict.value)
+
+
+def test_openai_bytes_keep_tool_arguments_as_a_json_string() -> None:
+    request = request_for(GOLDENS["parallel_round_with_image"])
+    sent = json.loads(openai_wire.encode_request_bytes(request, SEES_AND_CALLS))
+    calls = sent["messages"][2]["tool_calls"]
+    assert [json.loads(c["function"]["arguments"]) for c in calls] == [
+        {"path": "notes.txt"},
+        {"window": "editor"},
+    ]

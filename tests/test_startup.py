@@ -1,0 +1,96 @@
+"""Start-up in proportion to the command: what `import carryall` and each command load.
+
+Each check runs in a fresh interpreter, so what is pinned is the modules a
+user's process really loads, not what an earlier test already imported.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# What only running an agent, or installing and serving the local backend, needs.
+AGENT_AND_BACKENDS = (
+    "anthropic",
+    "openai",
+    "httpx2",
+    "asyncio",
+    "tarfile",
+    "carryall.backends",
+    "carryall.transport._sdk",
+    "carryall.local.installer",
+    "carryall.local.server",
+)
+COMMAND_LINE = ("typer", "rich", "carryall.cli", "carryall.sessions")
+TOOL_LOOP = ("carryall.agent", "carryall.tools", "carryall.providers", "textual")
+
+_LOADED = """
+import atexit, json, sys
+watched = json.loads(sys.argv[1])
+found = lambda: [m for m in watched if m in sys.modules]
+atexit.register(lambda: print(json.dumps(found()), file=sys.stderr))
+sys.argv = ["carryall", *sys.argv[2:]]
+{body}
+"""
+
+
+def loaded(body: str, watched: tuple[str, ...], *argv: str, home: Path) -> list[str]:
+    """The modules of `watched` loaded once `body` ran with `argv`, in a fresh interpreter."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADED.format(body=body), json.dumps(watched), *argv],
+        capture_output=True,
+        text=True,
+        env={"CARRYALL_HOME": str(home), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+        check=False,
+    )
+    last = done.stderr.strip().splitlines()[-1]
+    found: list[str] = json.loads(last)
+    return found
+
+
+def test_import_carryall_loads_no_command_line_agent_or_backend(tmp_path: Path) -> None:
+    watched = AGENT_AND_BACKENDS + COMMAND_LINE + TOOL_LOOP
+    assert loaded("import carryall", watched, home=tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "argv", [("sessions", "list"), ("recall", "WORD"), ("sessions", "show", "nope")]
+)
+def test_session_readers_load_no_agent_backend_or_sdk(
+    tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    body = "from carryall.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass"
+    watched = AGENT_AND_BACKENDS + TOOL_LOOP
+    assert loaded(body, watched, *argv, home=tmp_path) == []
+
+
+def test_help_loads_no_backend_or_sdk(tmp_path: Path) -> None:
+    body = "from carryall.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass"
+    assert loaded(body, AGENT_AND_BACKENDS, "--help", home=tmp_path) == []
+
+
+def test_the_watch_sees_what_run_loads(tmp_path: Path) -> None:
+    # The same watch on `run --help` must see the agent: a watch that saw
+    # nothing anywhere would pin nothing.
+    body = "from carryall.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass"
+    assert "carryall.agent" in loaded(body, TOOL_LOOP, "run", "--help", home=tmp_path)
+
+
+def test_the_whole_app_still_has_every_command() -> None:
+    import typer.main
+
+    from carryall.cli import app
+
+    assert set(typer.main.get_command(app).commands) == {  # type: ignore[attr-defined]
+        "run",
+        "chat",
+        "local",
+        "sessions",
+        "recall",
+        "tui",
+    }
