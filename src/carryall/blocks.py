@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -205,14 +206,9 @@ def image_media_type(path: str | os.PathLike[str]) -> str | None:
     return _EXTENSION_MEDIA_TYPES.get(ext.lower())
 
 
-class Message(msgspec.Struct, frozen=True, gc=False):
+class Message(msgspec.Struct, frozen=True, dict=True):
     """A role and its blocks. The system prompt is the request's, not the history's."""
 
-    # gc=False like every block: a message holds a tuple of blocks and
-    # nothing holds a message back, so no cycle runs through one, and a long
-    # history of them costs the collector nothing to walk (loading one
-    # needs no pause). A message keeps no state beyond its two fields;
-    # what checking it needs, `survey_history` reads from the blocks.
     role: Role
     content: tuple[Block, ...]
 
@@ -223,6 +219,17 @@ class Message(msgspec.Struct, frozen=True, gc=False):
             msgspec.structs.force_setattr(self, "content", tuple(self.content))
         if self.role not in ("user", "assistant"):
             raise BlockError(f"message role must be 'user' or 'assistant', not {self.role!r}")
+
+    @functools.cached_property
+    def _shape(self) -> _Shape:
+        # What checking a history needs of this message alone, worked out the
+        # first time a history holding it is checked and kept (msgspec's way
+        # of caching derived state, hence dict=True): a message is immutable
+        # and goes out again with every request of its conversation, so the
+        # check before each request (`survey_history`) fits the messages'
+        # shapes together rather than looking at every block again. Never
+        # part of the message's value, JSON form or equality.
+        return _shape_of(self.role, self.content)
 
     # -- builders -----------------------------------------------------------
 
@@ -351,105 +358,169 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
     Messages API takes as it is, so its encoder converts canonical messages
     in one step and rewrites only the irregular ones.
 
-    One walk, block by block, that both words every error and takes the
-    survey: this runs before every request on the whole history, so blocks
-    are told apart by exact type, and a subclass of a block type counts as
-    no block at all, as the encoders would treat it.
+    One validator in two parts: what a message can be told alone (its
+    shape: the calls it answers and makes, its images, whether it is
+    canonical, its own first fault) is worked out once per message, block
+    by block, and kept on it; this fits the shapes together, and a message
+    that does not fit is refused with the error its blocks give first.
+    Blocks are told apart by exact type: a subclass of a block type counts
+    as no block at all, as the encoders would treat it.
     """
-    calls: dict[str, ToolUse] = {}  # by id: what the next user message must answer
+    pending: tuple[str, ...] = ()  # what the next message must answer
     images = 0
     irregular: list[int] = []
     for index, message in enumerate(messages):
         if type(message) is not Message:
             raise HistoryError(index, f"expected a Message, got {type(message).__name__}")
-        # Any: blocks are told apart through `kind`, which mypy cannot follow.
-        content: tuple[Any, ...] = message.content
-        if len(content) == 1:
-            # The commonest messages, a text or a round's one result, take a short way.
-            block = content[0]
+        shape = message._shape
+        if shape is _PLAIN:  # canonical, calling and answering nothing
+            if pending:
+                raise _misfit(messages, index, pending)
+            continue
+        answers = shape.answers
+        if answers != pending and (len(answers) != len(pending) or set(answers) != set(pending)):
+            raise _misfit(messages, index, pending)
+        if not shape.regular:
+            if shape.fault is not None or shape.stranger is not None:
+                raise _misfit(messages, index, pending)
+            irregular.append(index)
+            images += shape.images  # an image makes a message irregular
+        pending = shape.calls
+    if pending:
+        raise HistoryError(
+            len(messages) - 1, f"tool call(s) {_names(pending, messages[-1])} are never answered"
+        )
+    return HistorySurvey(images, irregular)
+
+
+class _Shape(msgspec.Struct, frozen=True, gc=False):
+    """What checking a history needs to know of one message taken alone."""
+
+    answers: tuple[str, ...]
+    """The call ids a user message's results answer, in order, up to its fault."""
+    calls: tuple[str, ...]
+    """The call ids an assistant message makes, in order: what the next must answer."""
+    images: int
+    """How many images ride the message."""
+    regular: bool
+    """Canonical (`survey_history`) and without fault."""
+    fault: str | None = None
+    """The message's first fault, raised once the calls before it are matched."""
+    stranger: str | None = None
+    """A user message's block of no known type, raised after everything else."""
+
+
+_PLAIN = _Shape((), (), 0, True)
+_BLANK = _Shape((), (), 0, False)
+_EMPTY = _Shape((), (), 0, False, "message has no content blocks")
+
+
+def _shape_of(role: str, content: tuple[Any, ...]) -> _Shape:
+    # Every message checked comes through here once, so the commonest
+    # contents (one text, one result) take a short way.
+    if len(content) == 1:
+        block = content[0]
+        kind = type(block)
+        if kind is Text:
+            text = block.text
+            return _BLANK if not text or text.isspace() else _PLAIN
+        if kind is ToolResult and role == "user":
+            regular = bool(block.content) and not block.attachments
+            return _Shape((block.tool_use_id,), (), 0, regular)
+    elif not content:
+        return _EMPTY
+    ids: list[str] = []
+    canonical = True
+    stranger = False  # worded after the checks that name the known blocks
+    if role == "assistant":
+        for block in content:
             kind = type(block)
-            if kind is Text and not calls:
+            if kind is Text:
                 text = block.text
                 if not text or text.isspace():
-                    irregular.append(index)
-                continue
-            if (
-                kind is ToolResult
-                and len(calls) == 1
-                and block.tool_use_id in calls
-                and message.role == "user"
-            ):
-                calls.clear()
-                if not block.content or block.attachments:
-                    irregular.append(index)
-                continue
-        elif not content:
-            raise HistoryError(index, "message has no content blocks")
-        canonical = True
-        stranger = False  # worded after the checks that name the known blocks
-        if message.role == "assistant":
-            if calls:
-                raise HistoryError(
-                    index - 1,
-                    f"tool call(s) {_names(calls)} not answered in the next user message",
-                )
-            for block in content:
-                kind = type(block)
-                if kind is Text:
-                    text = block.text
-                    if not text or text.isspace():
-                        canonical = False
-                elif kind is ToolUse:
-                    call_id = block.id
-                    if not call_id:
-                        raise HistoryError(index, "a tool call has an empty id")
-                    if call_id in calls:
-                        raise HistoryError(index, f"tool call id {call_id!r} is used twice")
-                    calls[call_id] = block
-                    if type(block.input) is not dict:
-                        canonical = False
-                elif kind is Thinking:
                     canonical = False
-                elif kind is Image:
-                    raise HistoryError(index, "an image may only ride a user message")
-                elif kind is ToolResult:
-                    raise HistoryError(index, "a tool result may only ride a user message")
-                else:
-                    stranger = True
-        else:
-            ahead = True  # nothing but results so far
-            for block in content:
-                kind = type(block)
-                if kind is ToolResult:
-                    if calls.pop(block.tool_use_id, None) is None:
-                        raise HistoryError(
-                            index, _unexpected_result(messages, index, block.tool_use_id)
-                        )
-                    if not ahead or not block.content or block.attachments:
-                        canonical = False
-                elif kind is Text:
-                    ahead = False
-                    text = block.text
-                    if not text or text.isspace():
-                        canonical = False
-                elif kind is Image:
-                    images += 1
-                    ahead = canonical = False
-                elif kind is ToolUse:
-                    raise HistoryError(index, "a tool call may only ride an assistant message")
-                elif kind is Thinking:
-                    raise HistoryError(index, "thinking may only ride an assistant message")
-                else:
-                    stranger = True
-            if calls:
-                raise HistoryError(index, f"tool call(s) {_names(calls)} are not answered here")
+            elif kind is ToolUse:
+                call_id = block.id
+                if not call_id:
+                    return _faulty((), "a tool call has an empty id")
+                if call_id in ids:
+                    return _faulty((), f"tool call id {call_id!r} is used twice")
+                ids.append(call_id)
+                if type(block.input) is not dict:
+                    canonical = False
+            elif kind is Thinking:
+                canonical = False
+            elif kind is Image:
+                return _faulty((), "an image may only ride a user message")
+            elif kind is ToolResult:
+                return _faulty((), "a tool result may only ride a user message")
+            else:
+                stranger = True
         if stranger:
-            raise HistoryError(index, f"a content block is not a block: {_stranger(content)}")
-        if not canonical:
-            irregular.append(index)
-    if calls:
-        raise HistoryError(len(messages) - 1, f"tool call(s) {_names(calls)} are never answered")
-    return HistorySurvey(images, irregular)
+            return _faulty((), f"a content block is not a block: {_stranger(content)}")
+        if canonical and not ids:
+            return _PLAIN
+        return _Shape((), tuple(ids), 0, canonical)
+    images = 0
+    ahead = True  # nothing but results so far
+    for block in content:
+        kind = type(block)
+        if kind is ToolResult:
+            ids.append(block.tool_use_id)
+            if not ahead or not block.content or block.attachments:
+                canonical = False
+        elif kind is Text:
+            ahead = False
+            text = block.text
+            if not text or text.isspace():
+                canonical = False
+        elif kind is Image:
+            images += 1
+            ahead = canonical = False
+        elif kind is ToolUse:
+            return _faulty(ids, "a tool call may only ride an assistant message")
+        elif kind is Thinking:
+            return _faulty(ids, "thinking may only ride an assistant message")
+        else:
+            stranger = True
+    if stranger:
+        wording = f"a content block is not a block: {_stranger(content)}"
+        return _Shape(tuple(ids), (), images, False, stranger=wording)
+    if canonical and not ids:
+        return _PLAIN
+    return _Shape(tuple(ids), (), images, canonical)
+
+
+def _faulty(answers: list[str] | tuple[()], fault: str) -> _Shape:
+    return _Shape(tuple(answers), (), 0, False, fault)
+
+
+def _misfit(messages: Sequence[Message], index: int, pending: tuple[str, ...]) -> HistoryError:
+    # A message that does not fit what came before it, or has a fault of its
+    # own: the error its blocks give first, in the order they are read.
+    message = messages[index]
+    shape = message._shape
+    if shape is _EMPTY:
+        return HistoryError(index, _EMPTY.fault or "")
+    caller = messages[index - 1] if index > 0 else message
+    if message.role == "assistant":
+        if pending:
+            return HistoryError(
+                index - 1,
+                f"tool call(s) {_names(pending, caller)} not answered in the next user message",
+            )
+        return HistoryError(index, shape.fault or "")
+    waiting = list(pending)
+    for call_id in shape.answers:
+        if call_id not in waiting:
+            return HistoryError(index, _unexpected_result(messages, index, call_id))
+        waiting.remove(call_id)
+    if shape.fault is not None:
+        return HistoryError(index, shape.fault)
+    if waiting:
+        names = _names(tuple(waiting), caller)
+        return HistoryError(index, f"tool call(s) {names} are not answered here")
+    return HistoryError(index, shape.stranger or "")
 
 
 def _stranger(content: tuple[Any, ...]) -> str:
@@ -469,8 +540,10 @@ def _unexpected_result(messages: Sequence[Message], index: int, call_id: str) ->
     return f"tool result for {call_id!r} answers no call in the previous assistant message"
 
 
-def _names(calls: dict[str, ToolUse]) -> str:
-    return ", ".join(f"{use.name} ({call_id})" for call_id, use in calls.items())
+def _names(pending: tuple[str, ...], caller: Message) -> str:
+    # The calls still pending were all made by `caller`, the message before.
+    names = {b.id: b.name for b in caller.content if type(b) is ToolUse}
+    return ", ".join(f"{names[call_id]} ({call_id})" for call_id in pending)
 
 
 def apply_image_limit(messages: Sequence[Message], max_images: int) -> list[Message]:

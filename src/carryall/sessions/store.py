@@ -494,8 +494,8 @@ class SessionStore:
         meta = decode_header(lines[0], where)
         loader = self._blob_loader(where) if images else image_stand_in
         replay = Replay(where, loader, keep_versions=keep_versions)
-        # No pause of the collector: blocks and messages are untracked
-        # (gc=False), so a long load gives it nothing to rescan.
+        # No pause of the collector: blocks are untracked (gc=False), so a
+        # long load gives it one object per message to rescan, not a tree.
         for line_no, line in iter_events(lines[1:], 2):
             replay.apply_line(line, line_no)
         return Loaded(meta, replay, end, len(lines), (stat.st_dev, stat.st_ino))
