@@ -116,12 +116,18 @@ def status(
         ),
     ] = False,
 ) -> None:
-    """Show whether the local backend is installed, where, and which version."""
+    """Show whether the local backend is installed, where, and which version.
+
+    Exits 0 when the backend is ready and 1 when it is not, so a script can
+    check it with `carryall local status >/dev/null || carryall local install`.
+    """
     result = local.status(verify=verify)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
-        return
-    _print_status(Console(highlight=False), result)
+    else:
+        _print_status(Console(highlight=False), result)
+    if not result.ready:
+        raise typer.Exit(1)
 
 
 def _print_status(console: Console, result: local.LocalStatus) -> None:
