@@ -496,9 +496,17 @@ def test_constrained_decode_reports_a_broken_call_entry() -> None:
     assert all(isinstance(c.input, str) for c in response.message.tool_uses())
 
 
-def test_constrained_decode_reports_calls_cut_short() -> None:
+def test_constrained_call_cut_by_the_token_limit_is_reported_not_called() -> None:
     content = '{"tool_calls": [{"name": "read_file", "arguments": {"path": "no'
     response = decode_response(completion(content, "length"), constrained=True)
+    assert response.malformed_tool_args == 1
+    assert response.stop_reason == "max_tokens"
+    assert response.message.tool_uses() == []
+
+
+def test_constrained_broken_call_not_cut_by_the_limit_is_a_malformed_call() -> None:
+    content = '{"tool_calls": [{"name": "read_file", "arguments": {"path": "no'
+    response = decode_response(completion(content), constrained=True)
     assert response.malformed_tool_args == 1
     (call,) = response.message.tool_uses()
     assert call.name == "read_file" and call.input == content

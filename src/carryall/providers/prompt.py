@@ -305,7 +305,9 @@ def _with_calls(inner: Response, salt: str, constrained: bool) -> Response:
     native = inner.message.tool_uses()
     content = inner.message.text()
     if constrained:
-        text, calls, malformed = _read_constrained(content, salt)
+        text, calls, malformed = _read_constrained(
+            content, salt, cut=inner.stop_reason == "max_tokens"
+        )
     else:
         parsed = parse_tool_calls(content, salt=salt)
         text, calls, malformed = parsed.text, list(parsed.calls), parsed.malformed
@@ -327,8 +329,14 @@ def _with_calls(inner: Response, salt: str, constrained: bool) -> Response:
     )
 
 
-def _read_constrained(content: str, salt: str) -> tuple[str, list[ToolUse], int]:
-    """The text and calls of a constrained answer."""
+def _read_constrained(content: str, salt: str, *, cut: bool) -> tuple[str, list[ToolUse], int]:
+    """The text and calls of a constrained answer; `cut` when it hit the token limit.
+
+    A call cut off by the token limit is counted as malformed and is not a
+    call: its arguments never arrived, so handing the fragment to the tool
+    as a string would only earn an error the model cannot learn from. The
+    response keeps its `max_tokens` stop reason, which is how it is reported.
+    """
     stripped = content.strip()
     ok, value = load_json(stripped)
     if ok and isinstance(value, dict) and ("tool_calls" in value or "response" in value):
@@ -363,6 +371,8 @@ def _read_constrained(content: str, salt: str) -> tuple[str, list[ToolUse], int]
             # Cut short (the token limit): the response text so far is the answer.
             return reader.text(), [], 0
         if '"tool_calls"' in stripped[:64]:
+            if cut:
+                return "", [], 1
             call = ToolUse(call_id(reply_digest(content, salt), 0), read_name(stripped), stripped)
             return "", [call], 1
     # Not the constrained shape at all: a server that ignored the format. Read
