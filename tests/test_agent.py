@@ -17,7 +17,7 @@ from carryall.agent import (
     WRAP_UP_TOKENS,
     Agent,
     AgentEvent,
-    RepeatedFailure,
+    RepeatedCall,
     RequestStarted,
     ResponseReceived,
     StepLimitReached,
@@ -369,7 +369,7 @@ def test_the_same_failing_call_three_times_stops_the_turn() -> None:
     response = agent.send("list the files")
     assert len(backend.requests) == 3
     assert response.stop_reason == "tool_use"
-    assert events[-1] == RepeatedFailure(
+    assert events[-1] == RepeatedCall(
         ToolUse("c2", "list_dir", bogus),
         ToolResult("c2", "FileNotFoundError: nowhere.png", is_error=True),
         3,
@@ -391,19 +391,36 @@ def test_max_repeats_is_configurable_and_argument_order_does_not_matter() -> Non
     events: list[AgentEvent] = []
     Agent(backend, tools=[two], max_repeats=2, on_event=events.append).send("go")
     assert len(backend.requests) == 2
-    assert isinstance(events[-1], RepeatedFailure) and events[-1].times == 2
+    assert isinstance(events[-1], RepeatedCall) and events[-1].times == 2
 
 
-def test_different_arguments_or_successes_are_not_repeats() -> None:
+def test_different_arguments_or_results_are_not_repeats() -> None:
     backend = ScriptedBackend(
         *(call(ToolUse(f"b{i}", "boom", {"n": i})) for i in range(3)),
-        *(call(ToolUse(f"e{i}", "echo", {"text": "same"})) for i in range(3)),
+        *(call(ToolUse(f"e{i}", "echo", {"text": str(i)})) for i in range(3)),
         say("done"),
     )
     events: list[AgentEvent] = []
     response = Agent(backend, tools=[boom, echo], on_event=events.append).send("go")
     assert response.message.text() == "done"
-    assert not any(isinstance(e, RepeatedFailure) for e in events)
+    assert not any(isinstance(e, RepeatedCall) for e in events)
+    assert all(r.tool_choice is None for r in backend.requests)
+
+
+def test_a_success_repeated_with_the_same_result_has_the_model_answer() -> None:
+    same = {"text": "same"}
+    backend = ScriptedBackend(
+        call(ToolUse("e0", "echo", same)), call(ToolUse("e1", "echo", same)), say("it says same")
+    )
+    events: list[AgentEvent] = []
+    response = Agent(backend, tools=[echo], on_event=events.append).send("go")
+    assert response.message.text() == "it says same"
+    assert [r.tool_choice for r in backend.requests] == [None, None, "none"]
+    assert backend.requests[2].max_tokens == WRAP_UP_TOKENS
+    assert RepeatedCall(ToolUse("e1", "echo", same), ToolResult("e1", "same"), 2) in events
+    assert not any(isinstance(e, StepLimitReached) for e in events)
+    validate_history(agent_messages := list(backend.requests[2].messages))
+    assert agent_messages[-1].tool_results_in() == [ToolResult("e1", "same")]
 
 
 def test_resume_carries_on_after_the_step_limit() -> None:

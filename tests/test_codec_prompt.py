@@ -717,3 +717,26 @@ def test_megabytes_streamed_in_small_chunks_stay_linear(constrained: bool) -> No
     for chunk in chunks(inner, 1000):
         decoder.feed(chunk)
     decoder.response()
+
+
+def test_constrained_schema_narrows_a_chosen_path_to_an_enum() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"path": {"type": "string", "description": "a file"}},
+        "required": ["path"],
+    }
+    tool = ToolSpec("read_file", "Read a file.", schema, {"path": ("a.txt", "b.txt")})
+    built = response_schema([tool])
+    entry = built["anyOf"][0]["properties"]["tool_calls"]["items"]
+    assert entry["properties"]["arguments"]["properties"]["path"] == {
+        "type": "string",
+        "description": "a file",
+        "enum": ["a.txt", "b.txt"],
+    }
+    # The tool's own schema is untouched, and no choices means no enum.
+    assert "enum" not in schema["properties"]["path"]
+    open_entry = response_schema([ToolSpec("read_file", "Read a file.", schema)])
+    assert (
+        open_entry["anyOf"][0]["properties"]["tool_calls"]["items"]["properties"]["arguments"]
+        == schema
+    )

@@ -9,7 +9,9 @@ calling tools; after `max_steps` rounds it is asked to answer without them
 turn ends on the model's word rather than on a dangling round. A call made
 again and again with the same arguments and failing the same way each time
 stops the turn early: a model that repeats a mistake three times will not
-learn from the twentieth. The budgets default to what the backend can
+learn from the twentieth. A call that succeeded and is made again with the
+same result has nothing more to give, so the model is asked to answer
+without tools at once. The budgets default to what the backend can
 carry: the embedded 135M model gets a short answer and few steps.
 
 The history is the thing worth protecting. A request that fails (or is
@@ -47,7 +49,7 @@ __all__ = [
     "Agent",
     "AgentEvent",
     "Recorder",
-    "RepeatedFailure",
+    "RepeatedCall",
     "RequestStarted",
     "ResponseReceived",
     "StepLimitReached",
@@ -74,12 +76,16 @@ LOCAL_MAX_TOKENS = 512
 calls' JSON or a short answer; a tiny model given 4,096 tokens rambles for
 minutes on two cores."""
 
-WRAP_UP_TOKENS = 512
+WRAP_UP_TOKENS = 256
 """Output tokens for the answer without tools after the step limit (or less,
 when `max_tokens` is less): a summary of what was found, not new work."""
 
 DEFAULT_MAX_REPEATS = 3
 """Times the same call may fail the same way in one turn before the turn stops."""
+
+_SUCCESS_REPEATS = 2
+"""Times the same call may give the same successful result before the model
+is asked to answer: the second time already told it nothing new."""
 
 
 def default_budget(backend_name: str) -> tuple[int, int]:
@@ -140,11 +146,13 @@ class StepLimitReached(msgspec.Struct, frozen=True):
     wrapping_up: bool = True
 
 
-class RepeatedFailure(msgspec.Struct, frozen=True):
-    """The turn stopped: `call` failed `times` times with the same arguments and result.
+class RepeatedCall(msgspec.Struct, frozen=True):
+    """`call` was made `times` times in this turn with the same arguments and result.
 
-    Every call has been answered, so the history is valid and ends on the
-    round's results; the next `send` (or `resume()`) carries on from it.
+    When `result.is_error`, the turn stops here: every call has been
+    answered, so the history is valid and ends on the round's results, and
+    the next `send` (or `resume()`) carries on from it. When it succeeded,
+    the next request asks the model to answer without tools.
     """
 
     call: ToolUse
@@ -158,7 +166,7 @@ AgentEvent: TypeAlias = (
     | ToolCallStarted
     | ToolCallFinished
     | StepLimitReached
-    | RepeatedFailure
+    | RepeatedCall
 )
 
 
@@ -177,7 +185,8 @@ class Agent:
     the model's word; with `wrap_up=False` the turn stops after the last
     round instead, every call answered. When one call (same tool, same
     arguments) has failed with the same result `max_repeats` times in a
-    turn, the turn stops after that round with a `RepeatedFailure` event.
+    turn, the turn stops after that round with a `RepeatedCall` event; one
+    that succeeded twice with the same result has the model answer next.
     `max_steps` and `max_tokens` default to `default_budget(backend.name)`.
     With a `session`, the history is recorded after every tool round and every turn, and after a
     failed or interrupted one with whatever whole messages it left; when no
@@ -294,15 +303,17 @@ class Agent:
     def _steps(self, rollback_to: int) -> Response:
         step = 0
         rounds = 0
-        failures: dict[tuple[str, str, str], int] = {}
+        seen: dict[tuple[str, str, str, bool], int] = {}
+        settled = False
         while True:
             step += 1
             before = len(self.messages)
             # Past the limit, the tools stay described (the history is full
             # of their calls) but the model is told to answer without them.
-            final = self.wrap_up and rounds >= self.max_steps
+            limit = self.wrap_up and rounds >= self.max_steps
+            final = limit or settled
             try:
-                if final:
+                if limit and not settled:
                     self._emit(StepLimitReached(self.max_steps, wrapping_up=True))
                 self._emit(RequestStarted(step))
                 request = self.request(tool_choice="none" if final else None)
@@ -336,10 +347,12 @@ class Agent:
                 # end tries again and reports it.
                 with contextlib.suppress(Exception):
                     self._record()
-                repeated = self._repeated_failure(calls, failures)
+                repeated = self._repeated_call(calls, seen)
                 if repeated is not None:
                     self._emit(repeated)
-                    return response
+                    if repeated.result.is_error:
+                        return response
+                    settled = True
             rounds += 1
             if rounds >= self.max_steps and not self.wrap_up:
                 self._emit(StepLimitReached(self.max_steps, wrapping_up=False))
@@ -401,24 +414,23 @@ class Agent:
                 self._finished(call, outputs[i])
         self._append_results(calls, outputs)
 
-    def _repeated_failure(
-        self, calls: list[ToolUse], failures: dict[tuple[str, str, str], int]
-    ) -> RepeatedFailure | None:
-        """Count this round's failed calls; the first to reach `max_repeats`, if any.
+    def _repeated_call(
+        self, calls: list[ToolUse], seen: dict[tuple[str, str, str, bool], int]
+    ) -> RepeatedCall | None:
+        """Count this round's calls; the first repeated enough to act on, if any.
 
         A call is the same when its tool, its arguments (as canonical JSON)
-        and its error text are: a call that fails differently each time is
-        still exploring, and one that succeeds is never counted.
+        and its result are: a call that fails differently each time is still
+        exploring. A failure counts to `max_repeats`, a success to two.
         """
         results = self.messages[-1].tool_results_in()
-        found: RepeatedFailure | None = None
+        found: RepeatedCall | None = None
         for call, result in zip(calls, results, strict=True):
-            if not result.is_error:
-                continue
-            key = (call.name, _canonical(call.input), result.content)
-            failures[key] = failures.get(key, 0) + 1
-            if found is None and failures[key] >= self.max_repeats:
-                found = RepeatedFailure(call, result, failures[key])
+            key = (call.name, _canonical(call.input), result.content, result.is_error)
+            seen[key] = seen.get(key, 0) + 1
+            enough = self.max_repeats if result.is_error else _SUCCESS_REPEATS
+            if seen[key] >= enough and (found is None or result.is_error):
+                found = RepeatedCall(call, result, seen[key])
         return found
 
     def _append_results(self, calls: list[ToolUse], outputs: list[ToolOutput | None]) -> None:

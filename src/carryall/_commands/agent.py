@@ -30,7 +30,7 @@ from carryall.agent import (
     LOCAL_MAX_TOKENS,
     Agent,
     AgentEvent,
-    RepeatedFailure,
+    RepeatedCall,
     RequestStarted,
     ResponseReceived,
     StepLimitReached,
@@ -514,14 +514,21 @@ class _Display:
             self._show_result(event)
             if self._running:
                 self._spin("running tools…")
-        elif isinstance(event, RepeatedFailure):
+        elif isinstance(event, RepeatedCall):
             self._stop_spinner()
             self._break_line()
-            self.err.print(
-                f"[yellow]stopped:[/] {escape(_call_line(event.call))} failed the same way "
-                f"{event.times} times; the turn ends here instead of repeating it",
-                soft_wrap=True,
-            )
+            if event.result.is_error:
+                self.err.print(
+                    f"[yellow]stopped:[/] {escape(_call_line(event.call))} failed the same way "
+                    f"{event.times} times; the turn ends here instead of repeating it",
+                    soft_wrap=True,
+                )
+            else:
+                self.err.print(
+                    f"[dim]{escape(_call_line(event.call))} gave the same result again; "
+                    "asking the model to answer without tools[/]",
+                    soft_wrap=True,
+                )
         elif isinstance(event, StepLimitReached):
             self._stop_spinner()
             self._break_line()
