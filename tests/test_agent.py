@@ -10,8 +10,14 @@ from typing import Any
 import pytest
 
 from carryall.agent import (
+    DEFAULT_MAX_STEPS,
+    DEFAULT_MAX_TOKENS,
+    LOCAL_MAX_STEPS,
+    LOCAL_MAX_TOKENS,
+    WRAP_UP_TOKENS,
     Agent,
     AgentEvent,
+    RepeatedCall,
     RequestStarted,
     ResponseReceived,
     StepLimitReached,
@@ -318,6 +324,103 @@ def test_without_wrap_up_the_turn_stops_with_every_call_answered() -> None:
     assert events[-1] == StepLimitReached(3, wrapping_up=False)
     assert agent.messages[-1].tool_results_in() == [ToolResult("c2", "2")]
     validate_history(agent.messages)
+
+
+def test_the_answer_without_tools_gets_the_small_wrap_up_budget() -> None:
+    backend = ScriptedBackend(call(ToolUse("c0", "echo", {"text": "0"})), say("done"))
+    Agent(backend, tools=[echo], max_steps=1, max_tokens=4096).send("go")
+    assert [r.max_tokens for r in backend.requests] == [4096, WRAP_UP_TOKENS]
+
+
+def test_the_wrap_up_budget_never_exceeds_max_tokens() -> None:
+    backend = ScriptedBackend(call(ToolUse("c0", "echo", {"text": "0"})), say("done"))
+    Agent(backend, tools=[echo], max_steps=1, max_tokens=40).send("go")
+    assert [r.max_tokens for r in backend.requests] == [40, 40]
+
+
+def test_budgets_default_to_the_backend() -> None:
+    local = ScriptedBackend()
+    local.name = "local"
+    assert (Agent(local).max_steps, Agent(local).max_tokens) == (LOCAL_MAX_STEPS, LOCAL_MAX_TOKENS)
+    remote = Agent(ScriptedBackend())
+    assert (remote.max_steps, remote.max_tokens) == (DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS)
+    assert Agent(local, max_steps=9, max_tokens=99).max_tokens == 99
+
+
+def test_budgets_below_one_are_refused() -> None:
+    with pytest.raises(CarryallError, match="max_tokens must be at least 1, got 0"):
+        Agent(ScriptedBackend(), max_tokens=0)
+    with pytest.raises(CarryallError, match="max_repeats must be at least 1, got 0"):
+        Agent(ScriptedBackend(), max_repeats=0)
+
+
+# -- repeated failures --------------------------------------------------------------
+
+
+def test_the_same_failing_call_three_times_stops_the_turn() -> None:
+    def list_dir(path: str) -> str:
+        """Fails like a path that is not there."""
+        raise FileNotFoundError(path)
+
+    events: list[AgentEvent] = []
+    bogus = {"path": "nowhere.png"}
+    backend = ScriptedBackend(*(call(ToolUse(f"c{i}", "list_dir", bogus)) for i in range(20)))
+    agent = Agent(backend, tools=[list_dir], max_steps=20, on_event=events.append)
+    response = agent.send("list the files")
+    assert len(backend.requests) == 3
+    assert response.stop_reason == "tool_use"
+    assert events[-1] == RepeatedCall(
+        ToolUse("c2", "list_dir", bogus),
+        ToolResult("c2", "FileNotFoundError: nowhere.png", is_error=True),
+        3,
+    )
+    assert not any(isinstance(e, StepLimitReached) for e in events)
+    assert agent.messages[-1].tool_results_in()[0].tool_use_id == "c2"
+    validate_history(agent.messages)
+
+
+def test_max_repeats_is_configurable_and_argument_order_does_not_matter() -> None:
+    def two(a: str, b: str) -> str:
+        """Fails."""
+        raise ValueError("no")
+
+    backend = ScriptedBackend(
+        call(ToolUse("c0", "two", {"a": "1", "b": "2"})),
+        call(ToolUse("c1", "two", {"b": "2", "a": "1"})),
+    )
+    events: list[AgentEvent] = []
+    Agent(backend, tools=[two], max_repeats=2, on_event=events.append).send("go")
+    assert len(backend.requests) == 2
+    assert isinstance(events[-1], RepeatedCall) and events[-1].times == 2
+
+
+def test_different_arguments_or_results_are_not_repeats() -> None:
+    backend = ScriptedBackend(
+        *(call(ToolUse(f"b{i}", "boom", {"n": i})) for i in range(3)),
+        *(call(ToolUse(f"e{i}", "echo", {"text": str(i)})) for i in range(3)),
+        say("done"),
+    )
+    events: list[AgentEvent] = []
+    response = Agent(backend, tools=[boom, echo], on_event=events.append).send("go")
+    assert response.message.text() == "done"
+    assert not any(isinstance(e, RepeatedCall) for e in events)
+    assert all(r.tool_choice is None for r in backend.requests)
+
+
+def test_a_success_repeated_with_the_same_result_has_the_model_answer() -> None:
+    same = {"text": "same"}
+    backend = ScriptedBackend(
+        call(ToolUse("e0", "echo", same)), call(ToolUse("e1", "echo", same)), say("it says same")
+    )
+    events: list[AgentEvent] = []
+    response = Agent(backend, tools=[echo], on_event=events.append).send("go")
+    assert response.message.text() == "it says same"
+    assert [r.tool_choice for r in backend.requests] == [None, None, "none"]
+    assert backend.requests[2].max_tokens == WRAP_UP_TOKENS
+    assert RepeatedCall(ToolUse("e1", "echo", same), ToolResult("e1", "same"), 2) in events
+    assert not any(isinstance(e, StepLimitReached) for e in events)
+    validate_history(agent_messages := list(backend.requests[2].messages))
+    assert agent_messages[-1].tool_results_in() == [ToolResult("e1", "same")]
 
 
 def test_resume_carries_on_after_the_step_limit() -> None:

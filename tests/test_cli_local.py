@@ -42,7 +42,7 @@ def test_each_local_command_has_help(command: str) -> None:
 
 def test_status_json_on_an_empty_cache(empty_cache: Path) -> None:
     result = runner.invoke(app, ["local", "status", "--json"])
-    assert result.exit_code == 0
+    assert result.exit_code == 1
     report = json.loads(result.stdout)
     assert report["ready"] is False
     assert report["cache_root"] == str(empty_cache)
@@ -55,7 +55,7 @@ def test_status_json_on_an_empty_cache(empty_cache: Path) -> None:
 
 def test_status_text_says_what_to_run(empty_cache: Path) -> None:
     result = runner.invoke(app, ["local", "status"])
-    assert result.exit_code == 0
+    assert result.exit_code == 1
     assert "not installed" in result.output
     assert "carryall local install" in result.output
 
@@ -80,3 +80,21 @@ def test_install_without_build_tools_is_one_clear_error(
     assert result.exit_code == 1
     assert "error: cannot build llama-server: missing cmake" in result.output
     assert "Traceback" not in result.output
+
+
+def test_status_exits_zero_when_the_backend_is_ready(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    paths = local.local_paths(tmp_path / "cache")
+    ready = local.LocalStatus(
+        cache_root=paths.root,
+        server_binary=paths.binary,
+        server_installed=True,
+        server_version="version: 1 (test)",
+        model=paths.model,
+        model_installed=True,
+    )
+    monkeypatch.setattr(local, "status", lambda verify=False: ready)
+    result = runner.invoke(app, ["local", "status"])
+    assert result.exit_code == 0, result.output
+    assert "ready   yes" in result.output

@@ -496,9 +496,17 @@ def test_constrained_decode_reports_a_broken_call_entry() -> None:
     assert all(isinstance(c.input, str) for c in response.message.tool_uses())
 
 
-def test_constrained_decode_reports_calls_cut_short() -> None:
+def test_constrained_call_cut_by_the_token_limit_is_reported_not_called() -> None:
     content = '{"tool_calls": [{"name": "read_file", "arguments": {"path": "no'
     response = decode_response(completion(content, "length"), constrained=True)
+    assert response.malformed_tool_args == 1
+    assert response.stop_reason == "max_tokens"
+    assert response.message.tool_uses() == []
+
+
+def test_constrained_broken_call_not_cut_by_the_limit_is_a_malformed_call() -> None:
+    content = '{"tool_calls": [{"name": "read_file", "arguments": {"path": "no'
+    response = decode_response(completion(content), constrained=True)
     assert response.malformed_tool_args == 1
     (call,) = response.message.tool_uses()
     assert call.name == "read_file" and call.input == content
@@ -709,3 +717,26 @@ def test_megabytes_streamed_in_small_chunks_stay_linear(constrained: bool) -> No
     for chunk in chunks(inner, 1000):
         decoder.feed(chunk)
     decoder.response()
+
+
+def test_constrained_schema_narrows_a_chosen_path_to_an_enum() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"path": {"type": "string", "description": "a file"}},
+        "required": ["path"],
+    }
+    tool = ToolSpec("read_file", "Read a file.", schema, {"path": ("a.txt", "b.txt")})
+    built = response_schema([tool])
+    entry = built["anyOf"][0]["properties"]["tool_calls"]["items"]
+    assert entry["properties"]["arguments"]["properties"]["path"] == {
+        "type": "string",
+        "description": "a file",
+        "enum": ["a.txt", "b.txt"],
+    }
+    # The tool's own schema is untouched, and no choices means no enum.
+    assert "enum" not in schema["properties"]["path"]
+    open_entry = response_schema([ToolSpec("read_file", "Read a file.", schema)])
+    assert (
+        open_entry["anyOf"][0]["properties"]["tool_calls"]["items"]["properties"]["arguments"]
+        == schema
+    )

@@ -132,6 +132,93 @@ def test_carryall_run_with_builtin_tools_completes_a_tool_round(tmp_path: Path) 
     _assert_complete_rounds(messages, "read_file")
 
 
+def _local_env(tmp_path: Path) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "CARRYALL_HOME": str(tmp_path / "home"),
+        "CARRYALL_CACHE_DIR": str(_STATUS.cache_root),
+        "NO_COLOR": "1",
+    }
+    env.pop("ANTHROPIC_API_KEY", None)
+    env.pop("OPENAI_API_KEY", None)
+    return env
+
+
+def test_a_repeated_failing_call_stops_the_turn_before_the_step_limit(tmp_path: Path) -> None:
+    # The workspace holds no such file, so every read fails the same way; the
+    # model is told the one path to use, so it repeats the same call.
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    max_steps = 12
+    # Whether the model calls at all is its choice (see ATTEMPTS); a
+    # missing file makes an answer without a call likelier, so more tries.
+    for _ in range(2 * ATTEMPTS):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "carryall",
+                "run",
+                'Use the read_file tool to read the file "missing.txt". Keep trying.',
+                "--backend",
+                "local",
+                "--tools",
+                "read_file",
+                "--max-steps",
+                str(max_steps),
+                "--max-tokens",
+                str(MAX_TOKENS),
+                "--workspace",
+                str(workspace),
+            ],
+            capture_output=True,
+            text=True,
+            env=_local_env(tmp_path),
+            timeout=400,
+        )
+        assert done.returncode == 0, done.stderr
+        if "failed the same way 3 times" in done.stderr:
+            break
+    assert "stopped: read_file(" in done.stderr, done.stderr
+    assert "failed the same way 3 times; the turn ends here" in done.stderr
+    assert "step limit" not in done.stderr
+    assert done.stderr.count("→ read_file(") < max_steps
+
+
+def test_a_max_tokens_cut_is_reported_and_never_handed_to_a_tool(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("hello\n")
+    store = Store(tmp_path / "home" / "sessions")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "carryall",
+            "run",
+            "Use the list_dir tool to list the files in the workspace.",
+            "--backend",
+            "local",
+            "--max-tokens",
+            "6",
+            "--workspace",
+            str(workspace),
+        ],
+        capture_output=True,
+        text=True,
+        env=_local_env(tmp_path),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "max_tokens:" in done.stderr and "cut at the output limit" in done.stderr
+    # Six tokens hold no whole call: nothing was run, nothing reached a tool.
+    assert "→" not in done.stderr
+    [info] = store.list()
+    messages = store.open(info.meta.id).messages()
+    assert not any(m.tool_uses() for m in messages)
+    assert not any(m.tool_results_in() for m in messages)
+
+
 # -- a tool's image on a model without vision ------------------------------------------------
 
 

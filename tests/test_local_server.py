@@ -44,10 +44,12 @@ def test_cache_dir_variable_wins_over_home(monkeypatch: pytest.MonkeyPatch, tmp_
     assert local.cache_root() == tmp_path / "cache-here"
 
 
-def test_carryall_home_puts_cache_under_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_carryall_home_does_not_move_the_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv("CARRYALL_CACHE_DIR", raising=False)
     monkeypatch.setenv("CARRYALL_HOME", str(tmp_path / "home"))
-    assert local.cache_root() == tmp_path / "home" / "cache"
+    assert local.cache_root() == Path(platformdirs.user_cache_dir("carryall"))
 
 
 def test_cache_root_defaults_to_user_cache_dir(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -336,3 +336,30 @@ def test_write_file_creates_parents_inside_only(workspace: Path) -> None:
     with pytest.raises(ToolError, match="outside the workspace"):
         write.invoke({"path": "../escape.txt", "content": "x"})
     assert not (workspace.parent / "escape.txt").exists()
+
+
+# -- path choices -------------------------------------------------------------------
+
+
+def test_reading_tools_offer_the_workspace_paths_as_choices(tmp_path: Path) -> None:
+    from carryall.tools.builtin import builtin_tools
+
+    (tmp_path / "notes.txt").write_text("hi")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "shot.png").write_bytes(b"\x89PNG")
+    specs = {t.name: t.spec for t in builtin_tools(tmp_path)}
+    assert specs["read_file"].choices == {"path": ("docs/shot.png", "notes.txt")}
+    assert specs["list_dir"].choices == {"path": (".", "docs")}
+    assert specs["view_image"].choices == {"path": ("docs/shot.png",)}
+    # Asked afresh each time: a file made since is offered next request.
+    (tmp_path / "new.txt").write_text("x")
+    tools = {t.name: t for t in builtin_tools(tmp_path)}
+    assert "new.txt" in tools["read_file"].spec.choices["path"]
+
+
+def test_a_big_workspace_offers_no_choices(tmp_path: Path) -> None:
+    from carryall.tools.builtin import MAX_PATH_CHOICES, builtin_tools
+
+    for i in range(MAX_PATH_CHOICES + 1):
+        (tmp_path / f"f{i}.txt").write_text("x")
+    assert all(t.spec.choices == {} for t in builtin_tools(tmp_path))

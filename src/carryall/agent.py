@@ -4,8 +4,15 @@ One turn is several steps: the history goes to the backend, the assistant's
 message is appended, the tool calls of that round run concurrently (each
 with its own timeout), and one user message carrying every result, then any
 images the tools made, is appended. The turn ends when the model stops
-calling tools; after `max_steps` rounds it is asked to answer without them,
-so a turn ends on the model's word rather than on a dangling round.
+calling tools; after `max_steps` rounds it is asked to answer without them
+(with a small output budget: that answer is a summary, not new work), so a
+turn ends on the model's word rather than on a dangling round. A call made
+again and again with the same arguments and failing the same way each time
+stops the turn early: a model that repeats a mistake three times will not
+learn from the twentieth. A call that succeeded and is made again with the
+same result has nothing more to give, so the model is asked to answer
+without tools at once. The budgets default to what the backend can
+carry: the embedded 135M model gets a short answer and few steps.
 
 The history is the thing worth protecting. A request that fails (or is
 interrupted) leaves it exactly as it was before that request, and a round
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -31,12 +39,17 @@ from carryall.tools import Tool, ToolFunction, ToolOutput
 from carryall.transport import Backend
 
 __all__ = [
+    "DEFAULT_MAX_REPEATS",
     "DEFAULT_MAX_STEPS",
     "DEFAULT_MAX_TOKENS",
     "DEFAULT_TOOL_TIMEOUT",
+    "LOCAL_MAX_STEPS",
+    "LOCAL_MAX_TOKENS",
+    "WRAP_UP_TOKENS",
     "Agent",
     "AgentEvent",
     "Recorder",
+    "RepeatedCall",
     "RequestStarted",
     "ResponseReceived",
     "StepLimitReached",
@@ -52,6 +65,34 @@ DEFAULT_TOOL_TIMEOUT = 120.0
 
 DEFAULT_MAX_TOKENS = 4096
 """Output tokens asked for per request."""
+
+LOCAL_MAX_STEPS = 4
+"""Tool rounds per turn on the embedded `local` backend: a 135M model that has
+not got it right in four rounds is repeating itself, and each round costs
+seconds on a small CPU."""
+
+LOCAL_MAX_TOKENS = 512
+"""Output tokens per request on the embedded `local` backend: room for a few
+calls' JSON or a short answer; a tiny model given 4,096 tokens rambles for
+minutes on two cores."""
+
+WRAP_UP_TOKENS = 256
+"""Output tokens for the answer without tools after the step limit (or less,
+when `max_tokens` is less): a summary of what was found, not new work."""
+
+DEFAULT_MAX_REPEATS = 3
+"""Times the same call may fail the same way in one turn before the turn stops."""
+
+_SUCCESS_REPEATS = 2
+"""Times the same call may give the same successful result before the model
+is asked to answer: the second time already told it nothing new."""
+
+
+def default_budget(backend_name: str) -> tuple[int, int]:
+    """`(max_steps, max_tokens)` for a backend: short on the embedded one, else today's."""
+    if backend_name == "local":
+        return LOCAL_MAX_STEPS, LOCAL_MAX_TOKENS
+    return DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS
 
 
 class Recorder(Protocol):
@@ -105,8 +146,27 @@ class StepLimitReached(msgspec.Struct, frozen=True):
     wrapping_up: bool = True
 
 
+class RepeatedCall(msgspec.Struct, frozen=True):
+    """`call` was made `times` times in this turn with the same arguments and result.
+
+    When `result.is_error`, the turn stops here: every call has been
+    answered, so the history is valid and ends on the round's results, and
+    the next `send` (or `resume()`) carries on from it. When it succeeded,
+    the next request asks the model to answer without tools.
+    """
+
+    call: ToolUse
+    result: ToolResult
+    times: int
+
+
 AgentEvent: TypeAlias = (
-    RequestStarted | ResponseReceived | ToolCallStarted | ToolCallFinished | StepLimitReached
+    RequestStarted
+    | ResponseReceived
+    | ToolCallStarted
+    | ToolCallFinished
+    | StepLimitReached
+    | RepeatedCall
 )
 
 
@@ -123,7 +183,11 @@ class Agent:
     After `max_steps` tool rounds in one turn, the next request asks the
     model to answer without tools (`tool_choice="none"`), so a turn ends on
     the model's word; with `wrap_up=False` the turn stops after the last
-    round instead, every call answered.
+    round instead, every call answered. When one call (same tool, same
+    arguments) has failed with the same result `max_repeats` times in a
+    turn, the turn stops after that round with a `RepeatedCall` event; one
+    that succeeded twice with the same result has the model answer next.
+    `max_steps` and `max_tokens` default to `default_budget(backend.name)`.
     With a `session`, the history is recorded after every tool round and every turn, and after a
     failed or interrupted one with whatever whole messages it left; when no
     `messages` are given, the session's own history is the starting point.
@@ -135,17 +199,25 @@ class Agent:
         *,
         tools: Iterable[Tool | ToolFunction] = (),
         system: str | None = None,
-        max_steps: int = DEFAULT_MAX_STEPS,
+        max_steps: int | None = None,
         tool_timeout: float = DEFAULT_TOOL_TIMEOUT,
         session: Recorder | None = None,
         on_text: Callable[[str], None] | None = None,
         on_event: Callable[[AgentEvent], None] | None = None,
         messages: Iterable[Message] | None = None,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_tokens: int | None = None,
         wrap_up: bool = True,
+        max_repeats: int = DEFAULT_MAX_REPEATS,
     ) -> None:
+        steps_default, tokens_default = default_budget(getattr(backend, "name", ""))
+        max_steps = steps_default if max_steps is None else max_steps
+        max_tokens = tokens_default if max_tokens is None else max_tokens
         if max_steps < 1:
             raise CarryallError(f"agent max_steps must be at least 1, got {max_steps}")
+        if max_tokens < 1:
+            raise CarryallError(f"agent max_tokens must be at least 1, got {max_tokens}")
+        if max_repeats < 1:
+            raise CarryallError(f"agent max_repeats must be at least 1, got {max_repeats}")
         if not tool_timeout > 0:
             raise CarryallError(f"agent tool_timeout must be positive, got {tool_timeout}")
         self.backend = backend
@@ -160,6 +232,7 @@ class Agent:
         self.wrap_up = wrap_up
         self.tool_timeout = tool_timeout
         self.max_tokens = max_tokens
+        self.max_repeats = max_repeats
         self.session = session
         self.on_text = on_text
         self.on_event = on_event
@@ -199,13 +272,20 @@ class Agent:
         return self._turn(rollback_to=len(self.messages))
 
     def request(self, *, tool_choice: ToolChoice | None = None) -> Request:
-        """The request the next step would send for the current history."""
+        """The request the next step would send for the current history.
+
+        An answer without tools (`tool_choice="none"`, the wrap-up after the
+        step limit) asks for at most `WRAP_UP_TOKENS`.
+        """
+        max_tokens = self.max_tokens
+        if tool_choice == "none":
+            max_tokens = min(max_tokens, WRAP_UP_TOKENS)
         return Request(
             model=self.backend.model,
             system=self.system,
             messages=tuple(self.messages),
             tools=tuple(t.spec for t in self.tools.values()),
-            max_tokens=self.max_tokens,
+            max_tokens=max_tokens,
             tool_choice=tool_choice,
         )
 
@@ -223,14 +303,17 @@ class Agent:
     def _steps(self, rollback_to: int) -> Response:
         step = 0
         rounds = 0
+        seen: dict[tuple[str, str, str, bool], int] = {}
+        settled = False
         while True:
             step += 1
             before = len(self.messages)
             # Past the limit, the tools stay described (the history is full
             # of their calls) but the model is told to answer without them.
-            final = self.wrap_up and rounds >= self.max_steps
+            limit = self.wrap_up and rounds >= self.max_steps
+            final = limit or settled
             try:
-                if final:
+                if limit and not settled:
                     self._emit(StepLimitReached(self.max_steps, wrapping_up=True))
                 self._emit(RequestStarted(step))
                 request = self.request(tool_choice="none" if final else None)
@@ -264,6 +347,12 @@ class Agent:
                 # end tries again and reports it.
                 with contextlib.suppress(Exception):
                     self._record()
+                repeated = self._repeated_call(calls, seen)
+                if repeated is not None:
+                    self._emit(repeated)
+                    if repeated.result.is_error:
+                        return response
+                    settled = True
             rounds += 1
             if rounds >= self.max_steps and not self.wrap_up:
                 self._emit(StepLimitReached(self.max_steps, wrapping_up=False))
@@ -324,6 +413,25 @@ class Agent:
                 )
                 self._finished(call, outputs[i])
         self._append_results(calls, outputs)
+
+    def _repeated_call(
+        self, calls: list[ToolUse], seen: dict[tuple[str, str, str, bool], int]
+    ) -> RepeatedCall | None:
+        """Count this round's calls; the first repeated enough to act on, if any.
+
+        A call is the same when its tool, its arguments (as canonical JSON)
+        and its result are: a call that fails differently each time is still
+        exploring. A failure counts to `max_repeats`, a success to two.
+        """
+        results = self.messages[-1].tool_results_in()
+        found: RepeatedCall | None = None
+        for call, result in zip(calls, results, strict=True):
+            key = (call.name, _canonical(call.input), result.content, result.is_error)
+            seen[key] = seen.get(key, 0) + 1
+            enough = self.max_repeats if result.is_error else _SUCCESS_REPEATS
+            if seen[key] >= enough and (found is None or result.is_error):
+                found = RepeatedCall(call, result, seen[key])
+        return found
 
     def _append_results(self, calls: list[ToolUse], outputs: list[ToolOutput | None]) -> None:
         results: list[ToolResult] = []
@@ -391,6 +499,14 @@ def _output_of(future: concurrent.futures.Future[ToolOutput]) -> ToolOutput:
     detail = str(exc)
     text = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
     return ToolOutput(text, is_error=True)
+
+
+def _canonical(value: object) -> str:
+    """Arguments as one comparable string: sorted keys, so `{a, b}` is `{b, a}`."""
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def _seconds(value: float) -> str:

@@ -10,8 +10,10 @@ error list them all. `app`, for callers such as tests, has every area.
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
 
 import typer
@@ -72,5 +74,33 @@ def __getattr__(name: str) -> Any:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    build_app(areas_for(sys.argv[1:]))()
+    """Console-script entry point.
+
+    SIGTERM and SIGHUP are turned into the same interruption as Ctrl-C, so a
+    killed `carryall run` unwinds like an interrupted one: the turn stops,
+    the session keeps its whole messages and the managed llama-server is
+    stopped on the way out instead of being left behind as an orphan. The
+    exit code is the shell's for that signal (143 for SIGTERM, 129 for SIGHUP).
+    """
+    received: list[int] = []
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    for signum in _EXIT_SIGNALS:
+        signal.signal(signum, interrupt)
+    try:
+        build_app(areas_for(sys.argv[1:]))()
+    except SystemExit as exit_:
+        if received and exit_.code not in (0, None):
+            raise SystemExit(128 + received[0]) from None
+        raise
+    except KeyboardInterrupt:
+        raise SystemExit(128 + (received[0] if received else signal.SIGINT)) from None
+
+
+# Ctrl-C already arrives as KeyboardInterrupt; these two join it (POSIX only).
+_EXIT_SIGNALS: tuple[signal.Signals, ...] = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)

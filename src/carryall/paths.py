@@ -1,8 +1,9 @@
 """Where carryall keeps things: the config, data and cache folders, read in one place.
 
 `$CARRYALL_HOME` moves the config file and the sessions; `$CARRYALL_CACHE_DIR`
-moves the local backend's cache; `$CARRYALL_STORE` names another session store
-(a folder or a URL, `carryall.sessions.open_store`). Every variable is read here, with `~`
+moves the local backend's cache, which `$CARRYALL_HOME` does not: one build
+serves every profile on the machine; `$CARRYALL_STORE` names another session
+store (a folder or a URL, `carryall.sessions.open_store`). Every variable is read here, with `~`
 expanded the same way, so two modules can never disagree on a folder.
 Without them the platform's own folders are used (`platformdirs`).
 """
@@ -51,14 +52,12 @@ def store_location() -> str | None:
 def cache_dir() -> Path:
     """The local backend's build, model and logs.
 
-    `$CARRYALL_CACHE_DIR` wins, then `$CARRYALL_HOME/cache`, then the
-    platform's user cache folder, so tests and CI can point a whole install
-    somewhere disposable with one variable.
+    `$CARRYALL_CACHE_DIR` wins, else the platform's user cache folder,
+    whatever `$CARRYALL_HOME` says: the cache holds a 20 MB to 1 GB build of
+    the machine, not data of one profile, so a fresh `$CARRYALL_HOME` must
+    find the backend an earlier one installed rather than ask for another.
     """
     explicit = _variable("CARRYALL_CACHE_DIR")
     if explicit is not None:
         return explicit
-    root = home()
-    if root is not None:
-        return root / "cache"
     return Path(platformdirs.user_cache_dir(APP_NAME))

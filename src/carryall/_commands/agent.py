@@ -27,8 +27,11 @@ from carryall.agent import (
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_TOKENS,
     DEFAULT_TOOL_TIMEOUT,
+    LOCAL_MAX_STEPS,
+    LOCAL_MAX_TOKENS,
     Agent,
     AgentEvent,
+    RepeatedCall,
     RequestStarted,
     ResponseReceived,
     StepLimitReached,
@@ -120,18 +123,29 @@ WorkspaceOption = Annotated[
     ),
 ]
 MaxStepsOption = Annotated[
-    int,
+    int | None,
     typer.Option(
         "--max-steps",
         min=1,
         help=(
             "Tool rounds one turn may run; after the last, the model is asked to answer "
-            "without tools."
+            f"without tools. Default: {LOCAL_MAX_STEPS} on the local backend, "
+            f"{DEFAULT_MAX_STEPS} elsewhere."
         ),
+        show_default=False,
     ),
 ]
 MaxTokensOption = Annotated[
-    int, typer.Option("--max-tokens", min=1, help="Output tokens asked for per request.")
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        min=1,
+        help=(
+            "Output tokens asked for per request; a reply cut there is flagged max_tokens. "
+            f"Default: {LOCAL_MAX_TOKENS} on the local backend, {DEFAULT_MAX_TOKENS} elsewhere."
+        ),
+        show_default=False,
+    ),
 ]
 ToolTimeoutOption = Annotated[
     float,
@@ -183,8 +197,8 @@ def run(
     tools: ToolsOption = _DEFAULT_TOOLS,
     allow_write: AllowWriteOption = False,
     workspace: WorkspaceOption = Path("."),
-    max_steps: MaxStepsOption = DEFAULT_MAX_STEPS,
-    max_tokens: MaxTokensOption = DEFAULT_MAX_TOKENS,
+    max_steps: MaxStepsOption = None,
+    max_tokens: MaxTokensOption = None,
     tool_timeout: ToolTimeoutOption = DEFAULT_TOOL_TIMEOUT,
     no_vision: NoVisionOption = False,
     no_record: NoRecordOption = False,
@@ -229,8 +243,8 @@ def chat(
     tools: ToolsOption = _DEFAULT_TOOLS,
     allow_write: AllowWriteOption = False,
     workspace: WorkspaceOption = Path("."),
-    max_steps: MaxStepsOption = DEFAULT_MAX_STEPS,
-    max_tokens: MaxTokensOption = DEFAULT_MAX_TOKENS,
+    max_steps: MaxStepsOption = None,
+    max_tokens: MaxTokensOption = None,
     tool_timeout: ToolTimeoutOption = DEFAULT_TOOL_TIMEOUT,
     no_vision: NoVisionOption = False,
     no_record: NoRecordOption = False,
@@ -304,8 +318,8 @@ class _Setup:
     tools: str
     allow_write: bool
     workspace: Path
-    max_steps: int
-    max_tokens: int
+    max_steps: int | None
+    max_tokens: int | None
     tool_timeout: float
     no_vision: bool
     no_record: bool
@@ -522,6 +536,12 @@ class _Display:
                 # text is shown whole rather than lost.
                 self.on_text(event.response.message.text())
             self._break_line()
+            if event.response.stop_reason == "max_tokens":
+                cut = "a tool call" if event.response.malformed_tool_args else "the reply"
+                self.err.print(
+                    f"[yellow]max_tokens:[/] {cut} was cut at the output limit and "
+                    "is not complete (raise --max-tokens for a longer one)"
+                )
         elif isinstance(event, ToolCallStarted):
             self._stop_spinner()
             self._break_line()
@@ -534,6 +554,21 @@ class _Display:
             self._show_result(event)
             if self._running:
                 self._spin("running tools…")
+        elif isinstance(event, RepeatedCall):
+            self._stop_spinner()
+            self._break_line()
+            if event.result.is_error:
+                self.err.print(
+                    f"[yellow]stopped:[/] {escape(_call_line(event.call))} failed the same way "
+                    f"{event.times} times; the turn ends here instead of repeating it",
+                    soft_wrap=True,
+                )
+            else:
+                self.err.print(
+                    f"[dim]{escape(_call_line(event.call))} gave the same result again; "
+                    "asking the model to answer without tools[/]",
+                    soft_wrap=True,
+                )
         elif isinstance(event, StepLimitReached):
             self._stop_spinner()
             self._break_line()

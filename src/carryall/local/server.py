@@ -24,9 +24,10 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -294,6 +295,7 @@ class LocalServer:
                     # Its own session: Ctrl-C in a terminal reaches carryall, which
                     # then stops the server in order instead of both dying at once.
                     start_new_session=os.name == "posix",
+                    preexec_fn=_die_with_parent(),
                 )
             except OSError as exc:
                 raise LocalBackendError(f"cannot run {self.binary}: {exc}") from exc
@@ -369,6 +371,37 @@ def _describe_exit(code: int) -> str:
         return f"killed by {signal.Signals(-code).name}"
     except ValueError:
         return f"killed by signal {-code}"
+
+
+# From <linux/prctl.h>: the signal a child gets when the thread that made it dies.
+_PR_SET_PDEATHSIG: Final = 1
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A pre-exec hook that has the kernel SIGKILL the server when carryall dies.
+
+    The signal handlers and `atexit` stop the server on every exit Python
+    sees; this covers the ones it does not (SIGKILL, a crash). Linux sends
+    the signal when the *thread* that forked dies, so the hook is only given
+    to a server started from the main thread, which lives as long as the
+    process: a server started from a worker thread relies on `close` alone.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    parent = os.getpid()
+
+    def hook() -> None:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # The parent may have died between fork and prctl: then nobody would send it.
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return hook
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

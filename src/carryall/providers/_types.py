@@ -30,11 +30,19 @@ Dialect: TypeAlias = Literal["openai", "llama-server"]
 
 
 class ToolSpec(msgspec.Struct, frozen=True):
-    """A tool as a model is told of it: name, description and JSON schema of its input."""
+    """A tool as a model is told of it: name, description and JSON schema of its input.
+
+    `choices` names, for some top-level string arguments, every value the
+    argument can usefully take right now (the files a `read_file` could
+    read): a constrained-output schema offers them as an `enum`, so a model
+    too small to spell a path can only pick one that exists. The input
+    schema stays open; a native tool-calling model may still name others.
+    """
 
     name: str
     description: str
     input_schema: dict[str, Any]
+    choices: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
 
 
 class Capabilities(msgspec.Struct, frozen=True):

@@ -229,7 +229,7 @@ def response_schema(tools: Sequence[ToolSpec], tool_choice: str | None = None) -
     defs: dict[str, Any] = {}
     entries: list[dict[str, Any]] = []
     for position, tool in enumerate(tools):
-        arguments: Any = tool.input_schema
+        arguments: Any = _with_choices(tool.input_schema, tool.choices)
         try:
             has_ref = _has_ref(arguments)
         except RecursionError:
@@ -273,6 +273,23 @@ def response_schema(tools: Sequence[ToolSpec], tool_choice: str | None = None) -
     if defs:
         schema["$defs"] = defs
     return schema
+
+
+def _with_choices(schema: dict[str, Any], choices: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """`schema` with each chosen string argument narrowed to an `enum` of its choices.
+
+    Only a top-level property that is a plain string schema is narrowed, and
+    only with at least one choice: an empty `enum` would forbid every call.
+    """
+    properties = schema.get("properties")
+    if not choices or not isinstance(properties, dict):
+        return schema
+    narrowed = dict(properties)
+    for name, values in choices.items():
+        prop = properties.get(name)
+        if values and isinstance(prop, dict) and prop.get("type") == "string":
+            narrowed[name] = {**prop, "enum": list(values)}
+    return {**schema, "properties": narrowed}
 
 
 def _has_ref(node: Any) -> bool:
@@ -323,7 +340,9 @@ def _with_calls(inner: Response, salt: str, constrained: bool) -> Response:
     native = inner.message.tool_uses()
     content = inner.message.text()
     if constrained:
-        text, calls, malformed = _read_constrained(content, salt)
+        text, calls, malformed = _read_constrained(
+            content, salt, cut=inner.stop_reason == "max_tokens"
+        )
     else:
         parsed = parse_tool_calls(content, salt=salt)
         text, calls, malformed = parsed.text, list(parsed.calls), parsed.malformed
@@ -345,8 +364,14 @@ def _with_calls(inner: Response, salt: str, constrained: bool) -> Response:
     )
 
 
-def _read_constrained(content: str, salt: str) -> tuple[str, list[ToolUse], int]:
-    """The text and calls of a constrained answer."""
+def _read_constrained(content: str, salt: str, *, cut: bool) -> tuple[str, list[ToolUse], int]:
+    """The text and calls of a constrained answer; `cut` when it hit the token limit.
+
+    A call cut off by the token limit is counted as malformed and is not a
+    call: its arguments never arrived, so handing the fragment to the tool
+    as a string would only earn an error the model cannot learn from. The
+    response keeps its `max_tokens` stop reason, which is how it is reported.
+    """
     stripped = content.strip()
     ok, value = load_json(stripped)
     if ok and isinstance(value, dict) and ("tool_calls" in value or "response" in value):
@@ -381,6 +406,8 @@ def _read_constrained(content: str, salt: str) -> tuple[str, list[ToolUse], int]
             # Cut short (the token limit): the response text so far is the answer.
             return reader.text(), [], 0
         if '"tool_calls"' in stripped[:64]:
+            if cut:
+                return "", [], 1
             call = ToolUse(call_id(reply_digest(content, salt), 0), read_name(stripped), stripped)
             return "", [call], 1
     # Not the constrained shape at all: a server that ignored the format. Read

@@ -35,7 +35,7 @@ class Tool:
     it directly only to wrap a function whose schema you write by hand.
     """
 
-    __slots__ = ("_arguments", "description", "function", "input_schema", "name")
+    __slots__ = ("_arguments", "choices", "description", "function", "input_schema", "name")
 
     def __init__(
         self,
@@ -43,6 +43,7 @@ class Tool:
         description: str,
         input_schema: Mapping[str, Any],
         function: ToolFunction,
+        choices: Callable[[], dict[str, tuple[str, ...]]] | None = None,
     ) -> None:
         if not _TOOL_NAME.match(name):
             raise ToolError(
@@ -55,6 +56,8 @@ class Tool:
         self.description = description
         self.input_schema: dict[str, Any] = dict(input_schema)
         self.function = function
+        # Asked afresh for every spec: the workspace a path names changes between requests.
+        self.choices = choices
         self._arguments: type[msgspec.Struct] | None = None
 
     def __repr__(self) -> str:
@@ -79,8 +82,9 @@ class Tool:
 
     @property
     def spec(self) -> ToolSpec:
-        """How a model is told of this tool."""
-        return ToolSpec(self.name, self.description, self.input_schema)
+        """How a model is told of this tool, with its argument choices as they are now."""
+        choices = self.choices() if self.choices is not None else {}
+        return ToolSpec(self.name, self.description, self.input_schema, choices)
 
     def check(self, arguments: Any) -> list[str]:
         """The problems with `arguments` against this tool's schema; empty when they fit."""

@@ -12,6 +12,11 @@ as one, with nothing about what it points to. `view_image` is the tool that make
 it hands an image file to the model, and the loop puts it after the round's
 results, where every backend can carry it (or, for a model with no eyes, its
 placeholder line).
+
+In a small workspace (at most `MAX_PATH_CHOICES` entries) the reading tools
+also offer the paths that exist as choices (`Tool.choices`): constrained
+prompt mode turns them into an `enum`, so even the 135M default model can
+only name a file that is there.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ __all__ = [
     "DEFAULT_TOOL_NAMES",
     "MAX_IMAGE_BYTES",
     "MAX_LIST_ENTRIES",
+    "MAX_PATH_CHOICES",
     "MAX_READ_BYTES",
     "builtin_tools",
     "resolve_in_workspace",
@@ -60,6 +66,11 @@ MAX_READ_BYTES = 100_000
 
 MAX_LIST_ENTRIES = 500
 """`list_dir` names at most this many entries, and says how many it left out."""
+
+MAX_PATH_CHOICES = 40
+"""A workspace with more entries than this offers no path choices: an enum that
+long costs more prompt than it saves, and a bigger tree is not the newcomer's
+first run the choices are for."""
 
 MAX_IMAGE_BYTES = DEFAULT_MAX_IMAGE_BYTES
 """`view_image` refuses a larger file before reading it (the attachment default, §4)."""
@@ -125,6 +136,58 @@ def builtin_tools(
         "write_file": _write_file_tool,
     }
     return [makers[name](root) for name in BUILTIN_TOOL_NAMES if name in wanted]
+
+
+def _workspace_entries(root: Path) -> tuple[list[str], list[str]] | None:
+    """`(files, directories)` under `root` as the model names them, or None past the cap.
+
+    Directories include `.`; symlinks are not followed into, and one that
+    points out of the workspace is left out, as the tools would refuse it.
+    The walk stops as soon as the cap is passed, so a big tree costs little.
+    """
+    files: list[str] = []
+    dirs: list[str] = ["."]
+    pending = [root]
+    while pending:
+        folder = pending.pop()
+        try:
+            children = sorted(folder.iterdir(), key=lambda p: p.name)
+        except OSError:
+            continue
+        for child in children:
+            if len(files) + len(dirs) > MAX_PATH_CHOICES:
+                return None
+            try:
+                resolved = child.resolve()
+            except OSError:
+                continue
+            if not resolved.is_relative_to(root):
+                continue
+            name = child.relative_to(root).as_posix()
+            if child.is_dir():
+                dirs.append(name)
+                if not child.is_symlink():
+                    pending.append(child)
+            elif child.is_file():
+                files.append(name)
+    if len(files) + len(dirs) > MAX_PATH_CHOICES:
+        return None
+    return sorted(files), sorted(dirs)
+
+
+def _path_choices(root: Path, pick: str) -> dict[str, tuple[str, ...]]:
+    """The `path` choices of one reading tool: `files`, `dirs` or `images`."""
+    entries = _workspace_entries(root)
+    if entries is None:
+        return {}
+    files, dirs = entries
+    if pick == "dirs":
+        values = dirs
+    elif pick == "images":
+        values = [f for f in files if image_media_type(Path(f))]
+    else:
+        values = files
+    return {"path": tuple(values)} if values else {}
 
 
 def _shown(root: Path, target: Path) -> str:
@@ -195,7 +258,7 @@ def _read_file_tool(root: Path) -> Tool:
             text += f"\n[truncated: the file is {size} bytes; showing the first {MAX_READ_BYTES}]"
         return text
 
-    return Tool.from_function(read_file)
+    return _offering(Tool.from_function(read_file), root, "files")
 
 
 def _list_dir_tool(root: Path) -> Tool:
@@ -235,7 +298,13 @@ def _list_dir_tool(root: Path) -> Tool:
             return f"{_shown(root, target)} is empty"
         return "\n".join(lines)
 
-    return Tool.from_function(list_dir)
+    return _offering(Tool.from_function(list_dir), root, "dirs")
+
+
+def _offering(made: Tool, root: Path, pick: str) -> Tool:
+    """`made`, offering the workspace's current paths of kind `pick` as its choices."""
+    made.choices = lambda: _path_choices(root, pick)
+    return made
 
 
 def _load_image(root: Path, path: str) -> Image:
@@ -262,7 +331,7 @@ def _view_image_tool(root: Path) -> Tool:
         image = _load_image(root, path)
         return ToolOutput(f"Showing {image.source}", (image,))
 
-    return Tool.from_function(view_image)
+    return _offering(Tool.from_function(view_image), root, "images")
 
 
 def _write_file_tool(root: Path) -> Tool:
