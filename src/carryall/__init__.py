@@ -9,8 +9,9 @@ backends, the tools and the session store load on first use (PEP 562), so
 `import carryall` costs only what a reader of blocks needs.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from carryall._lazy import lazy_names
 from carryall.blocks import (
     Block,
     Image,
@@ -53,16 +54,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'carryall' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = [
     "Agent",

@@ -18,9 +18,9 @@ pay for them.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from carryall._lazy import lazy_names
 from carryall.llama_server import capabilities_from_props, model_from_props
 from carryall.local._layout import LocalPaths, cache_root, local_paths
 from carryall.local._pins import (
@@ -95,10 +95,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'carryall.local' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once loaded, an ordinary attribute (and monkeypatch-able)
-    return value
+__getattr__ = lazy_names(__name__, _LAZY, globals())
