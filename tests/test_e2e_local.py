@@ -86,14 +86,7 @@ def test_carryall_run_with_builtin_tools_completes_a_tool_round(tmp_path: Path) 
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "notes.txt").write_text("The secret word is PINEAPPLE.\n")
-    env = {
-        **os.environ,
-        "CARRYALL_HOME": str(tmp_path / "home"),
-        "CARRYALL_CACHE_DIR": str(_STATUS.cache_root),
-        "NO_COLOR": "1",
-    }
-    env.pop("ANTHROPIC_API_KEY", None)
-    env.pop("OPENAI_API_KEY", None)
+    env = local_env(tmp_path)
     store = Store(tmp_path / "home" / "sessions")
     seen: set[str] = set()
     for _ in range(ATTEMPTS):
@@ -132,7 +125,8 @@ def test_carryall_run_with_builtin_tools_completes_a_tool_round(tmp_path: Path) 
     _assert_complete_rounds(messages, "read_file")
 
 
-def _local_env(tmp_path: Path) -> dict[str, str]:
+def local_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a `carryall` child on the local backend: its own home, no API keys."""
     env = {
         **os.environ,
         "CARRYALL_HOME": str(tmp_path / "home"),
@@ -173,7 +167,7 @@ def test_a_repeated_failing_call_stops_the_turn_before_the_step_limit(tmp_path: 
             ],
             capture_output=True,
             text=True,
-            env=_local_env(tmp_path),
+            env=local_env(tmp_path),
             timeout=400,
         )
         assert done.returncode == 0, done.stderr
@@ -206,7 +200,7 @@ def test_a_max_tokens_cut_is_reported_and_never_handed_to_a_tool(tmp_path: Path)
         ],
         capture_output=True,
         text=True,
-        env=_local_env(tmp_path),
+        env=local_env(tmp_path),
         timeout=300,
     )
     assert done.returncode == 0, done.stderr

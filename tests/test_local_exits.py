@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from carryall import local
+from tests.test_e2e_local import local_env
 
 _STATUS = local.status()
 
@@ -88,14 +89,7 @@ def _busy(port: int) -> bool:
 def test_signal_mid_request_leaves_no_llama_server(
     tmp_path: Path, signum: signal.Signals, code: int
 ) -> None:
-    env = {
-        **os.environ,
-        "CARRYALL_HOME": str(tmp_path / "home"),
-        "CARRYALL_CACHE_DIR": str(_STATUS.cache_root),
-        "NO_COLOR": "1",
-    }
-    env.pop("ANTHROPIC_API_KEY", None)
-    env.pop("OPENAI_API_KEY", None)
+    env = local_env(tmp_path)
     run = subprocess.Popen(
         [
             sys.executable,
