@@ -232,8 +232,11 @@ def expected_openai(body: Mapping[str, Any]) -> Expected:
     if reasoning:
         out.thinking.append((reasoning, None))
     for detail in details:
+        # What only the model's own provider can read back: encrypted reasoning, a signature.
         if detail.get("type") == "reasoning.encrypted":
             out.survive.append(detail["data"])
+        if detail.get("signature"):
+            out.survive.append(detail["signature"])
     for call in message.get("tool_calls") or []:
         function = call["function"]
         out.tool_calls.append((call["id"], function["name"], json.loads(function["arguments"])))
