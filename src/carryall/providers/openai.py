@@ -15,7 +15,7 @@ The wire, both dialects:
   `ERROR_PREFIX` (`"Error: "`). The message's text and images follow in one
   `user` message: a lone text as a string, anything else as content parts,
   images as `data:` URLs. A model with no eyes gets each image as its
-  `image_placeholder` line (`prepare_messages`), on every dialect.
+  `image_placeholder` line (`_common.prepare`), on every dialect.
 - An assistant message is its text (empty texts left out), then its tool
   calls with JSON-string arguments; with neither it is `content: ""`.
 - Tools are always sent with `description` and `parameters`; `tool_choice`
@@ -119,8 +119,10 @@ from carryall._text import shorten
 from carryall.blocks import (
     IMAGE_MEDIA_TYPES,
     Block,
+    Document,
     Image,
     Message,
+    Opaque,
     Text,
     Thinking,
     ToolResult,
@@ -129,10 +131,11 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
-from carryall.providers._common import prepare_messages
+from carryall.providers._common import Wire, prepare
 from carryall.providers._types import (
     Capabilities,
     Dialect,
+    Encoded,
     Request,
     Response,
     StopReason,
@@ -147,10 +150,12 @@ __all__ = [
     "decode_messages",
     "decode_response",
     "decode_stream",
+    "encode",
     "encode_prepared",
     "encode_request",
     "encode_request_bytes",
     "stream_body",
+    "wire_of",
 ]
 
 ERROR_PREFIX = "Error: "
@@ -173,18 +178,49 @@ _MAX_TOOL_CALL_INDEX = 4096
 
 # -- encoding ---------------------------------------------------------------
 
+_WIRES: dict[str, Wire] = {
+    # OpenAI takes images by URL, PDFs as `file` parts, system messages
+    # anywhere; plain-text documents go as their text.
+    "openai": Wire("openai", image_urls=True, pdf=True, system_inside=True),
+    # llama-server takes reasoning back and images as data: URLs only;
+    # its chat templates want the system message first, if at all.
+    "llama-server": Wire("llama-server", thinking=True),
+}
+
+
+def wire_of(dialect: Dialect) -> Wire:
+    """What `dialect` takes natively (see `carryall.providers._common.prepare`)."""
+    wire = _WIRES.get(dialect)
+    if wire is None:
+        raise ProviderError(
+            f"unknown OpenAI-style dialect {dialect!r}: expected one of {', '.join(_DIALECTS)}"
+        )
+    return wire
+
 
 def encode_request(
-    request: Request, caps: Capabilities, dialect: Dialect = "openai"
+    request: Request, caps: Capabilities, dialect: Dialect = "openai", *, every_origin: bool = False
 ) -> dict[str, Any]:
-    """The `/v1/chat/completions` body for a request, in the given dialect.
+    """The `/v1/chat/completions` body for a request, in the given dialect (`encode`'s body)."""
+    return encode(request, caps, dialect, every_origin=every_origin).body
 
-    The history is validated, image-limited and blinded for a model with no
-    eyes first (`prepare_messages`), so every dialect refuses and renders the
-    same histories. The body shares the tool schemas and strings of the
-    request rather than copying them: treat it as read-only.
+
+def encode(
+    request: Request, caps: Capabilities, dialect: Dialect = "openai", *, every_origin: bool = False
+) -> Encoded:
+    """The `/v1/chat/completions` body for a request, and every downgrade made to write it.
+
+    The history is validated, image-limited, blinded for a model with no
+    eyes and fitted to the dialect first (`_common.prepare`), so every
+    dialect refuses and renders the same histories, and names in
+    `Encoded.downgrades` what it left off or sent as text. The target
+    origin is `dialect`, `request.endpoint` (the backend fills it from its
+    base URL) and `request.model`. The body shares the tool schemas and
+    strings of the request rather than copying them: treat it as read-only.
     """
-    return encode_prepared(request, prepare_messages(request, caps), caps, dialect)
+    prepared = prepare(request, caps, wire_of(dialect), every_origin=every_origin)
+    body = encode_prepared(request, prepared.messages, caps, dialect)
+    return Encoded(body, prepared.downgrades)
 
 
 def encode_request_bytes(
@@ -205,7 +241,7 @@ def encode_prepared(
     caps: Capabilities,
     dialect: Dialect = "openai",
 ) -> dict[str, Any]:
-    """`encode_request` for messages already through `prepare_messages`.
+    """`encode_request` for messages already through `_common.prepare`.
 
     For prompt mode, which prepares the history itself before rewriting it
     as plain messages: checking it a second time would be the same work again.
@@ -227,6 +263,8 @@ def encode_prepared(
     for index, message in enumerate(messages):
         if message.role == "user":
             _encode_user(message, wire)
+        elif message.role == "system":
+            wire.append({"role": "system", "content": message.text()})
         else:
             wire.append(_encode_assistant(message, index, llama))
     if not wire:
@@ -258,7 +296,7 @@ def stream_body(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _encode_user(message: Message, wire: list[dict[str, Any]]) -> None:
-    rest: list[Text | Image] = []
+    rest: list[Text | Image | Document | Opaque] = []
     for block in message.content:
         if isinstance(block, ToolResult):
             wire.append(
@@ -268,7 +306,7 @@ def _encode_user(message: Message, wire: list[dict[str, Any]]) -> None:
                     "content": ERROR_PREFIX + block.content if block.is_error else block.content,
                 }
             )
-        elif isinstance(block, Text | Image):
+        elif isinstance(block, Text | Image | Document | Opaque):
             rest.append(block)
     if not rest:
         return
@@ -280,9 +318,20 @@ def _encode_user(message: Message, wire: list[dict[str, Any]]) -> None:
     wire.append({"role": "user", "content": content})
 
 
-def _user_part(block: Text | Image) -> dict[str, Any]:
+def _user_part(block: Text | Image | Document | Opaque) -> dict[str, Any]:
     if isinstance(block, Text):
         return {"type": "text", "text": block.text}
+    if isinstance(block, Opaque):
+        # `prepare` kept it, so it is this origin's own part: as it came.
+        part: dict[str, Any] = json.loads(block.raw)
+        return part
+    if isinstance(block, Document):
+        # `prepare` leaves only PDFs by their bytes on this wire.
+        file: dict[str, Any] = {"file_data": block.data_uri()}
+        file["filename"] = block.title or block.source or "document.pdf"
+        return {"type": "file", "file": file}
+    if not block.data and block.url is not None:
+        return {"type": "image_url", "image_url": {"url": block.url}}
     # The one copy of the image data the encoder makes: the data: URL itself.
     return {"type": "image_url", "image_url": {"url": block.data_uri()}}
 
