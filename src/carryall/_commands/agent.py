@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.status import Status
 
 from carryall._commands._output import fail, print_error
+from carryall._commands.mcp import McpOption, open_toolbox
 from carryall._commands.sessions import StoreOption
 from carryall._text import shorten
 from carryall.agent import (
@@ -46,6 +47,7 @@ from carryall.tools.builtin import BUILTIN_TOOL_NAMES, DEFAULT_TOOL_NAMES, built
 
 if TYPE_CHECKING:
     from carryall.backends import Backend
+    from carryall.mcp import McpToolbox
     from carryall.sessions import Session
 
 __all__ = ["register"]
@@ -204,6 +206,7 @@ def run(
     no_record: NoRecordOption = False,
     store: StoreOption = None,
     image: ImageOption = None,
+    mcp: McpOption = None,
 ) -> None:
     """Run one prompt to the end of its turn, tools included, and print the answer.
 
@@ -249,6 +252,7 @@ def chat(
     no_vision: NoVisionOption = False,
     no_record: NoRecordOption = False,
     store: StoreOption = None,
+    mcp: McpOption = None,
     resume: Annotated[
         str | None,
         typer.Option(
@@ -325,6 +329,7 @@ class _Setup:
     no_record: bool
     store: str | None = None
     resume: str | None = None
+    mcp: Path | None = None
 
     @classmethod
     def of(cls, options: dict[str, Any]) -> _Setup:
@@ -340,10 +345,13 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
     """
     backend: Backend | None = None
     session: Session | None = None
+    toolbox: McpToolbox | None = None
     try:
         try:
             system = _read_system(setup.system)
             tools = _choose_tools(setup.tools, setup.workspace, setup.allow_write)
+            toolbox = open_toolbox(setup.mcp, [t.name for t in tools], err)
+            tools += toolbox.tools if toolbox is not None else []
             history: list[Message] | None = None
             if setup.resume is not None:
                 session = _open_session(setup.store, setup.resume)
@@ -375,6 +383,8 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
         )
         yield agent, display
     finally:
+        if toolbox is not None:
+            toolbox.close()
         if backend is not None:
             backend.close()
         if session is not None and not setup.no_record:
