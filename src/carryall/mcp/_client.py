@@ -48,6 +48,9 @@ DEFAULT_CALL_TIMEOUT: Final = 60.0
 DEFAULT_START_TIMEOUT: Final = 30.0
 """Seconds a server has to start, answer `initialize` and list its tools."""
 
+_REQUEST_TIMEOUT: Final = 408
+"""The code the SDK gives its own error when a request waited out its read timeout."""
+
 _SEPARATOR: Final = "__"
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_NAME: Final = 64
@@ -199,8 +202,12 @@ class McpToolbox:
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise ToolError(f"MCP tool {label} did not answer within {timeout:g}s") from None
-        except (SdkError, McpError) as exc:
+        except SdkError as exc:
+            if exc.error.code == _REQUEST_TIMEOUT:
+                raise ToolError(f"MCP tool {label} did not answer within {timeout:g}s") from None
             raise ToolError(f"MCP tool {label}: {_reason(exc)}") from None
+        except McpError as exc:
+            raise ToolError(f"MCP tool {label}: {exc}") from None
         return result_output(result, label)
 
     async def _stop_all(self) -> None:
@@ -249,13 +256,17 @@ class _Connection:
             return await session.call_tool(
                 tool, arguments, read_timeout_seconds=timedelta(seconds=timeout)
             )
-        except SdkError:
-            raise
-        except Exception as exc:
-            # The SDK raises its own error for a timeout or a closed
-            # connection; anything else means the session is broken.
+        except SdkError as exc:
+            if exc.error.code != types.CONNECTION_CLOSED:
+                raise  # the server answered with an error, or did not in time
+            gone = McpError(self._gone(exc, "the server exited during the call"))
             await self.stop()
-            raise McpError(self._gone(exc)) from None
+            raise gone from None
+        except Exception as exc:
+            # Anything but the SDK's own error means the session is broken.
+            gone = McpError(self._gone(exc))
+            await self.stop()
+            raise gone from None
         finally:
             if self._task is not None and self._task.done():
                 await self.stop()
@@ -307,8 +318,8 @@ class _Connection:
         )
         return stdio_client(params, errlog=self._errlog)
 
-    def _gone(self, exc: BaseException) -> str:
-        detail = _reason(exc)
+    def _gone(self, exc: BaseException, detail: str | None = None) -> str:
+        detail = detail or _reason(exc)
         tail = self._stderr_tail()
         return f"{detail}; its last output: {tail}" if tail else detail
 

@@ -42,8 +42,8 @@ def result_output(result: types.CallToolResult, label: str) -> ToolOutput:
     Text content is the result text, in order; an image is a placeholder
     line at its place in that text and an `Image` after the results; an
     embedded text resource is its text, an image blob an image, anything
-    else a line naming it; `isError` is `is_error`; structured content the
-    server did not also give as text is added as JSON.
+    else a line naming it; `isError` is `is_error`; structured content is
+    added as JSON to a result with no text.
     """
     parts: list[str] = []
     images: list[Image] = []
@@ -53,7 +53,7 @@ def result_output(result: types.CallToolResult, label: str) -> ToolOutput:
     if len(content) > MAX_CONTENT_ITEMS:
         parts.append(f"[{len(content) - MAX_CONTENT_ITEMS} more content items not shown]")
     structured = result.structuredContent
-    if structured is not None and not _said_as_text(structured, content):
+    if structured is not None and not _said_as_text(content):
         parts.append("structured content: " + json.dumps(structured, ensure_ascii=False))
     text = "\n".join(part for part in parts if part)
     if len(text) > MAX_RESULT_CHARS:
@@ -110,13 +110,11 @@ def _blob_size(blob: str) -> str:
         return "not valid base64"
 
 
-def _said_as_text(structured: Any, content: list[Any]) -> bool:
-    """Whether a text item already is the structured content (the spec asks servers for one)."""
-    for item in content:
-        if isinstance(item, types.TextContent):
-            try:
-                if json.loads(item.text) == structured:
-                    return True
-            except (json.JSONDecodeError, RecursionError):
-                continue
-    return False
+def _said_as_text(content: list[Any]) -> bool:
+    """Whether the result has text: the spec asks a server to put its structured content there too.
+
+    Its text is then what the server meant a model to read (SDKs wrap a
+    plain return value as `{"result": ...}` beside it), so the JSON is added
+    only to a result that has no text at all.
+    """
+    return any(isinstance(item, types.TextContent) for item in content)
