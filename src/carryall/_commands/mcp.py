@@ -81,7 +81,7 @@ def list_servers(mcp: McpOption = None) -> None:
         if result.error is not None:
             failed = True
             where = f"MCP server {escape(result.server)}"
-            err.print(f"[bold red]error:[/] {where}: {escape(result.error)}")
+            err.print(f"[bold red]error:[/] {where}: {escape(result.error)}", soft_wrap=True)
             continue
         out.print(f"[bold]{escape(result.server)}[/] ({len(result.tools)} tools)")
         for made in result.tools:
@@ -142,7 +142,8 @@ def open_toolbox(path: Path | None, reserved: Iterable[str], err: Console) -> Mc
         if result.error is not None:
             err.print(
                 f"[yellow]warning:[/] MCP server {escape(result.server)} left out: "
-                f"{escape(result.error)}"
+                f"{escape(result.error)}",
+                soft_wrap=True,
             )
     return toolbox
 
