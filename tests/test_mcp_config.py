@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -138,3 +140,49 @@ def test_mcp_list_with_a_bad_file_is_one_error_line(tmp_path: Path) -> None:
     assert done.stderr.strip() == (
         f"error: MCP config {tmp_path / 'nope.json'}: cannot read it: No such file or directory"
     )
+
+
+def test_sigterm_while_servers_start_stops_them_and_exits_143(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    pid_file = tmp_path / "server.pid"
+    sleeper = (
+        "import os, pathlib, time; "
+        f"pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid())); time.sleep(120)"
+    )
+    path = _file(
+        tmp_path, {"mcpServers": {"slow": {"command": sys.executable, "args": ["-c", sleeper]}}}
+    )
+    env = {**os.environ, "CARRYALL_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "carryall", "mcp", "list", "--mcp", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline, "the server never started"
+            time.sleep(0.1)
+        server_pid = int(pid_file.read_text())
+        child.send_signal(signal.SIGTERM)
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode == 143, stderr
+    assert "Traceback" not in stderr
+    deadline = time.monotonic() + 10
+    while _alive(server_pid):
+        assert time.monotonic() < deadline, "the MCP server outlived carryall"
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is gone for every purpose but its parent's bookkeeping.
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(") ", 1)[1].startswith("Z"))

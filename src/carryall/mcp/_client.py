@@ -19,7 +19,7 @@ import hashlib
 import re
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from datetime import timedelta
 from typing import IO, Any, Final
 
@@ -296,7 +296,7 @@ class _Connection:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
                 session = await stack.enter_async_context(ClientSession(read, write))
-                await session.initialize()
+                await _unless_stopped(session.initialize(), stop)
                 self._session = session
                 ready.set_result(None)
                 await stop.wait()
@@ -332,6 +332,28 @@ class _Connection:
             lines = [line.strip() for line in log.read().splitlines() if line.strip()]
             return " | ".join(lines[-3:])[-300:]
         return ""
+
+
+async def _unless_stopped(work: Coroutine[Any, Any, object], stop: asyncio.Event) -> None:
+    """Await `work`, or give up when `stop` is set first, by raising rather than being cancelled.
+
+    A cancelled task skips the SDK's stdio shutdown (close stdin, wait, then
+    SIGTERM and SIGKILL) and waits on the process forever; an exception
+    leaves its contexts the ordinary way, so a server stopped while it is
+    still starting is stopped for real.
+    """
+    doing = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({doing, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if not doing.done():
+        doing.cancel()
+        with contextlib.suppress(BaseException):
+            await doing
+        raise McpError("stopped before it had started")
+    doing.result()
 
 
 @contextlib.asynccontextmanager
