@@ -135,3 +135,18 @@ def test_closing_the_toolbox_stops_the_server(tmp_path: Path) -> None:
         os.kill(pid, 0)  # alive
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_a_tool_list_change_is_offered_from_the_next_request(
+    box: McpToolbox, tmp_path: Path
+) -> None:
+    uses = [ToolUse("a", "hostile__grow", {})]
+    backend = ScriptedBackend(call(*uses), call(ToolUse("b", "hostile__grown", {})), say("done"))
+    agent = Agent(backend, tools=box.tools)
+    agent.on_event = lambda event: box.update(agent.tools)
+    agent.send("go")
+    offered = [[spec.name for spec in request.tools] for request in backend.requests]
+    assert "hostile__grown" not in offered[0]
+    assert "hostile__grown" in offered[1]
+    (result,) = agent.messages[4].tool_results_in()
+    assert result.content == "grown here" and not result.is_error

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -381,6 +381,8 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
             on_text=display.on_text,
             on_event=display.on_event,
         )
+        if toolbox is not None:
+            agent.on_event = _picking_up(toolbox, agent, display.on_event)
         yield agent, display
     finally:
         if toolbox is not None:
@@ -389,6 +391,19 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
             backend.close()
         if session is not None and not setup.no_record:
             err.print(f"[dim]session {escape(session.id)}[/]")
+
+
+def _picking_up(
+    toolbox: McpToolbox, agent: Agent, on_event: Callable[[AgentEvent], None]
+) -> Callable[[AgentEvent], None]:
+    """`on_event`, first bringing the agent's MCP tools up to date before each request."""
+
+    def handle(event: AgentEvent) -> None:
+        if isinstance(event, RequestStarted):
+            toolbox.update(agent.tools)
+        on_event(event)
+
+    return handle
 
 
 def _open_backend(setup: _Setup) -> Backend:

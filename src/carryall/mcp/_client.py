@@ -138,6 +138,36 @@ class McpToolbox:
                 self.results.append(ServerTools(name, tuple(tools)))
         return self.results
 
+    def update(self, tools: dict[str, Tool]) -> bool:
+        """Re-list the tools of every server that said its list changed, in `tools` too.
+
+        `tools` is the agent's table (`Agent.tools`): a changed server's old
+        tools leave it and its new ones join, so the next request offers
+        what the server offers now. Called from the thread that runs the
+        agent, before each request. True when anything changed.
+        """
+        changed = [name for name, c in self._connections.items() if c.changed]
+        if not changed:
+            return False
+        loop = self._running_loop()
+        for name in changed:
+            self._connections[name].changed = False
+            at = next(i for i, r in enumerate(self.results) if r.server == name)
+            old = self.results[at].tools
+            for gone in old:
+                self._taken.discard(gone.name)
+                tools.pop(gone.name, None)
+            future = asyncio.run_coroutine_threadsafe(self._listed(name), loop)
+            try:
+                new = future.result(timeout=self.start_timeout + 5)
+            except Exception as exc:
+                future.cancel()
+                self.results[at] = ServerTools(name, error=f"re-listing its tools: {_reason(exc)}")
+                continue
+            self.results[at] = ServerTools(name, tuple(new))
+            tools.update((t.name, t) for t in new)
+        return True
+
     def close(self) -> None:
         """Stop every server and the loop; safe to call twice."""
         loop, thread = self._loop, self._thread
@@ -164,7 +194,10 @@ class McpToolbox:
         connection = _Connection(name, server)
         self._connections[name] = connection
         await asyncio.wait_for(connection.open(), self.start_timeout)
-        listed = await asyncio.wait_for(connection.list_tools(), self.start_timeout)
+        return await self._listed(name)
+
+    async def _listed(self, name: str) -> list[Tool]:
+        listed = await asyncio.wait_for(self._connections[name].list_tools(), self.start_timeout)
         made: list[Tool] = []
         for spec in listed:
             carryall_name = tool_name(name, spec.name)
@@ -226,6 +259,8 @@ class _Connection:
         self._task: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._errlog: IO[str] | None = None
+        self.changed = False
+        """The server said its tool list changed (`notifications/tools/list_changed`)."""
 
     async def open(self) -> None:
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -295,7 +330,9 @@ class _Connection:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
-                session = await stack.enter_async_context(ClientSession(read, write))
+                session = await stack.enter_async_context(
+                    ClientSession(read, write, message_handler=self._message)
+                )
                 await _unless_stopped(session.initialize(), stop)
                 self._session = session
                 ready.set_result(None)
@@ -305,6 +342,12 @@ class _Connection:
                 ready.set_exception(McpError(self._gone(exc)))
             if not isinstance(exc, Exception):
                 raise
+
+    async def _message(self, message: Any) -> None:
+        if isinstance(message, types.ServerNotification) and isinstance(
+            message.root, types.ToolListChangedNotification
+        ):
+            self.changed = True
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
         server = self.server
