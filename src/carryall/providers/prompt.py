@@ -17,7 +17,7 @@ message:
   stand on a marker line, repeats, or is a `data:` URI: a picture's bytes
   never go into text), and the image parts follow the carrier text in that
   order, so the model knows which picture is which. For a model that
-  cannot see, `prepare_messages` already turned each image into its
+  cannot see, `_common.prepare` already turned each image into its
   `image_placeholder` line and the carrier declares nothing. Non-image
   attachments of a result (`ToolResult.attachments`) have no wire here,
   as on every dialect.
@@ -63,8 +63,8 @@ from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, T
 from carryall.carrier import Marker, MarkerKind, marker_line, render_prompt_tool_carrier
 from carryall.errors import CarrierError, HistoryError, ProviderError
 from carryall.providers import openai as openai_codec
-from carryall.providers._common import prepare_messages
-from carryall.providers._types import Capabilities, Dialect, Request, Response, ToolSpec
+from carryall.providers._common import prepare
+from carryall.providers._types import Capabilities, Dialect, Encoded, Request, Response, ToolSpec
 from carryall.providers.calling_convention import (
     CALL_FENCE_LABELS,
     CALL_OPEN,
@@ -82,6 +82,7 @@ __all__ = [
     "SCHEMA_NAME",
     "StreamDecoder",
     "decode_response",
+    "encode",
     "encode_request",
     "encode_request_bytes",
     "response_format",
@@ -108,18 +109,32 @@ def encode_request(
     dialect: Dialect = "openai",
     constrained: bool = False,
 ) -> dict[str, Any]:
-    """The `/v1/chat/completions` body for a request in prompt mode.
+    """The `/v1/chat/completions` body for a request in prompt mode (`encode`'s body)."""
+    return encode(request, caps, dialect=dialect, constrained=constrained).body
+
+
+def encode(
+    request: Request,
+    caps: Capabilities,
+    *,
+    dialect: Dialect = "openai",
+    constrained: bool = False,
+) -> Encoded:
+    """The `/v1/chat/completions` body for a request in prompt mode, and its downgrades.
 
     The system prompt is `request.system` then `describe_tools`; there are
     no `tools` or `tool_choice` keys; tool rounds are prompt carriers.
     `constrained` adds the `response_format` that makes llama-server answer
-    only with a real call or a plain response.
+    only with a real call or a plain response. The history is fitted to the
+    dialect as the OpenAI codec fits it (`openai.wire_of`), with the same
+    target origin, and what was left off or sent as text is reported.
     """
     if request.tool_choice not in _TOOL_CHOICES:
         raise ProviderError(
             f"tool_choice {request.tool_choice!r} is not one of auto, none, required"
         )
-    messages = prepare_messages(request, caps)
+    prepared = prepare(request, caps, openai_codec.wire_of(dialect))
+    messages = prepared.messages
     plain = [
         _plain(message, index, messages, constrained) for index, message in enumerate(messages)
     ]
@@ -133,7 +148,7 @@ def encode_request(
     body = openai_codec.encode_prepared(inner, inner.messages, caps, dialect)
     if constrained:
         body["response_format"] = response_format(request.tools, request.tool_choice)
-    return body
+    return Encoded(body, prepared.downgrades)
 
 
 def encode_request_bytes(
