@@ -90,7 +90,20 @@ def test_the_whole_app_still_has_every_command() -> None:
         "run",
         "chat",
         "local",
+        "mcp",
         "sessions",
         "recall",
         "tui",
     }
+
+
+# The MCP SDK and image decoding: only a run with MCP servers configured needs them.
+MCP_AND_IMAGES = ("mcp", "carryall.mcp._client", "PIL", "anyio")
+
+
+@pytest.mark.parametrize("argv", [("run", "--help"), ("mcp", "--help"), ("sessions", "list")])
+def test_no_command_loads_the_mcp_sdk_until_a_server_is_configured(
+    tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    body = "from carryall.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass"
+    assert loaded(body, MCP_AND_IMAGES, *argv, home=tmp_path) == []

@@ -23,13 +23,14 @@ if TYPE_CHECKING:
 
 __all__ = ["app", "build_app", "main"]
 
-AREAS: Final = ("agent", "local", "sessions")
+AREAS: Final = ("agent", "local", "mcp", "sessions")
 """The command modules under `carryall._commands`, each with a `register(app)`."""
 
 _AREA_OF: Final = {
     "run": "agent",
     "chat": "agent",
     "local": "local",
+    "mcp": "mcp",
     "sessions": "sessions",
     "recall": "sessions",
     "tui": "sessions",

@@ -20,7 +20,18 @@ vision = false                    # render images as text lines
 [redact]
 patterns = ["corp-[0-9a-f]{32}"]  # cut out of every session as it is written
 builtin = true                    # also the built-in API key and token shapes
+
+[mcpServers.files]                # MCP servers whose tools every run and chat gets
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-filesystem", "/srv/docs"]
+
+[mcpServers.search]
+url = "https://mcp.example.com/mcp"
+headers = { Authorization = "Bearer ..." }
 ```
+
+`mcpServers` has the shape of the JSON object Claude Desktop, Cursor and
+VS Code use (`carryall.mcp.read_mcp_file` reads one of those files).
 
 API keys are not read from here: they stay in the environment
 (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`), where every other tool that uses
@@ -45,6 +56,7 @@ __all__ = [
     "CONFIG_FILENAME",
     "BackendSettings",
     "Config",
+    "McpServer",
     "RedactSettings",
     "config_path",
     "load_config",
@@ -78,6 +90,60 @@ class RedactSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Whether the built-in API key and token shapes are redacted too."""
 
 
+class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One entry of an `mcpServers` object: a command to start, or a URL to talk to.
+
+    The fields are the ones Claude Desktop, Cursor and VS Code write, so a
+    file from any of them works unchanged; `timeout` (seconds per tool call)
+    is carryall's own. Exactly one of `command` and `url` is given.
+    """
+
+    command: str | None = None
+    args: list[str] = msgspec.field(default_factory=list)
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    """Set for the server process on top of a minimal inherited environment (the SDK's)."""
+    cwd: str | None = None
+    url: str | None = None
+    """A streamable HTTP endpoint."""
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    type: str | None = None
+    """`stdio` or `http` (`streamable-http` and `streamableHttp` are the same); else inferred."""
+    timeout: float | None = None
+    disabled: bool = False
+
+    def problem(self) -> str | None:
+        """What is wrong with this entry, or None when it can be started."""
+        if (self.command is None) == (self.url is None):
+            return "give exactly one of 'command' (a program to start) and 'url' (an HTTP server)"
+        kind = self.transport
+        if kind not in ("stdio", "http"):
+            return f"type {self.type!r} is not one carryall speaks (stdio or http)"
+        if kind == "stdio" and self.command is None:
+            return "type 'stdio' needs a 'command'"
+        if kind == "http" and self.url is None:
+            return f"type {self.type!r} needs a 'url'"
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            return f"url {self.url!r} is not an http:// or https:// URL"
+        if self.timeout is not None and not self.timeout > 0:
+            return f"timeout must be a positive number of seconds, got {self.timeout}"
+        return None
+
+    @property
+    def transport(self) -> str:
+        """`stdio` or `http`: what `type` says, else what `command`/`url` imply."""
+        if self.type is None:
+            return "stdio" if self.command is not None else "http"
+        return _MCP_TYPES.get(self.type, self.type)
+
+
+_MCP_TYPES: Final = {
+    "stdio": "stdio",
+    "http": "http",
+    "streamable-http": "http",
+    "streamableHttp": "http",
+}
+
+
 class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The whole config file; an absent file is the empty `Config()`.
 
@@ -91,6 +157,8 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The session store (`carryall.sessions.open_store`) unless `--store` or the variable says."""
     backends: dict[str, BackendSettings] = msgspec.field(default_factory=dict)
     redact: RedactSettings = msgspec.field(default_factory=RedactSettings)
+    mcp_servers: dict[str, McpServer] = msgspec.field(default_factory=dict, name="mcpServers")
+    """MCP servers whose tools `run` and `chat` offer (beside any `--mcp FILE`)."""
 
     def settings(self, name: str) -> BackendSettings:
         """The settings for backend `name`, with the top-level `model` when it is the default."""
@@ -141,6 +209,10 @@ def load_config(path: Path | None = None) -> Config:
             raise CarryallError(
                 f"config file {path}: [backends.{name}] names no backend; expected one of {known}"
             )
+    for name, server in config.mcp_servers.items():
+        problem = server.problem()
+        if problem is not None:
+            raise CarryallError(f"config file {path}: mcpServers.{name}: {problem}")
     for i, pattern in enumerate(config.redact.patterns):
         try:
             re.compile(pattern)

@@ -86,3 +86,7 @@ class ToolError(CarryallError):
 
 class LocalBackendError(CarryallError):
     """The embedded llama-server could not be installed, started or reached."""
+
+
+class McpError(CarryallError):
+    """An MCP server could not be configured, started or spoken to (`carryall.mcp`)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.status import Status
 
 from carryall._commands._output import fail, print_error
+from carryall._commands.mcp import McpOption, open_toolbox
 from carryall._commands.sessions import StoreOption
 from carryall._text import shorten
 from carryall.agent import (
@@ -46,6 +47,7 @@ from carryall.tools.builtin import BUILTIN_TOOL_NAMES, DEFAULT_TOOL_NAMES, built
 
 if TYPE_CHECKING:
     from carryall.backends import Backend
+    from carryall.mcp import McpToolbox
     from carryall.sessions import Session
 
 __all__ = ["register"]
@@ -204,6 +206,7 @@ def run(
     no_record: NoRecordOption = False,
     store: StoreOption = None,
     image: ImageOption = None,
+    mcp: McpOption = None,
 ) -> None:
     """Run one prompt to the end of its turn, tools included, and print the answer.
 
@@ -249,6 +252,7 @@ def chat(
     no_vision: NoVisionOption = False,
     no_record: NoRecordOption = False,
     store: StoreOption = None,
+    mcp: McpOption = None,
     resume: Annotated[
         str | None,
         typer.Option(
@@ -325,6 +329,7 @@ class _Setup:
     no_record: bool
     store: str | None = None
     resume: str | None = None
+    mcp: Path | None = None
 
     @classmethod
     def of(cls, options: dict[str, Any]) -> _Setup:
@@ -340,10 +345,13 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
     """
     backend: Backend | None = None
     session: Session | None = None
+    toolbox: McpToolbox | None = None
     try:
         try:
             system = _read_system(setup.system)
             tools = _choose_tools(setup.tools, setup.workspace, setup.allow_write)
+            toolbox = open_toolbox(setup.mcp, [t.name for t in tools], err)
+            tools += toolbox.tools if toolbox is not None else []
             history: list[Message] | None = None
             if setup.resume is not None:
                 session = _open_session(setup.store, setup.resume)
@@ -373,12 +381,29 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
             on_text=display.on_text,
             on_event=display.on_event,
         )
+        if toolbox is not None:
+            agent.on_event = _picking_up(toolbox, agent, display.on_event)
         yield agent, display
     finally:
+        if toolbox is not None:
+            toolbox.close()
         if backend is not None:
             backend.close()
         if session is not None and not setup.no_record:
             err.print(f"[dim]session {escape(session.id)}[/]")
+
+
+def _picking_up(
+    toolbox: McpToolbox, agent: Agent, on_event: Callable[[AgentEvent], None]
+) -> Callable[[AgentEvent], None]:
+    """`on_event`, first bringing the agent's MCP tools up to date before each request."""
+
+    def handle(event: AgentEvent) -> None:
+        if isinstance(event, RequestStarted):
+            toolbox.update(agent.tools)
+        on_event(event)
+
+    return handle
 
 
 def _open_backend(setup: _Setup) -> Backend:

@@ -1,0 +1,156 @@
+"""`carryall mcp list|serve`, and the MCP servers `run` and `chat` start (`--mcp FILE`).
+
+The servers come from the config file's `mcpServers` and from an
+`mcpServers` JSON file (Claude Desktop's, Cursor's or VS Code's, unchanged);
+a server named in both is the file's. The SDK is imported only when a
+server is to be started, so a command without MCP servers never loads it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from carryall._commands._output import fail
+from carryall._commands.sessions import StoreOption
+from carryall.config import McpServer, load_config
+from carryall.errors import CarryallError, McpError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from carryall.mcp import McpToolbox
+
+__all__ = ["McpOption", "mcp_servers", "open_toolbox", "register"]
+
+McpOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--mcp",
+        help=(
+            'An MCP config file ({"mcpServers": {...}}, as Claude Desktop, Cursor and VS Code '
+            "write it) whose servers' tools to offer, beside the config file's mcpServers. "
+            "Each tool is named SERVER__TOOL."
+        ),
+        show_default=False,
+    ),
+]
+
+_EXTRA_LINE = "MCP needs the mcp extra: pip install 'carryall[mcp]'"
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `mcp` command group to the `carryall` app."""
+    group = typer.Typer(
+        help="Tools from MCP servers, and carryall's sessions served over MCP.",
+        no_args_is_help=True,
+    )
+    group.command("list")(list_servers)
+    group.command("serve")(serve)
+    app.add_typer(group, name="mcp")
+
+
+def list_servers(mcp: McpOption = None) -> None:
+    """Start each configured MCP server and show its tools, as the model will see them.
+
+    A server that does not start is one `error:` line naming it and the
+    reason; the exit code is then 1.
+
+    Example: carryall mcp list --mcp ~/.cursor/mcp.json
+    """
+    out = Console(highlight=False, soft_wrap=True)
+    err = Console(stderr=True, highlight=False)
+    try:
+        servers = mcp_servers(mcp)
+    except CarryallError as exc:
+        fail(str(exc), console=err)
+    if not servers:
+        fail("no MCP servers configured: give --mcp FILE or mcpServers in the config", console=err)
+    try:
+        toolbox = _toolbox(servers, ())
+    except CarryallError as exc:
+        fail(str(exc), console=err)
+    failed = False
+    with toolbox, err.status("[dim]starting MCP servers…[/]"):
+        results = toolbox.start()
+    for result in results:
+        if result.error is not None:
+            failed = True
+            where = f"MCP server {escape(result.server)}"
+            err.print(f"[bold red]error:[/] {where}: {escape(result.error)}", soft_wrap=True)
+            continue
+        out.print(f"[bold]{escape(result.server)}[/] ({len(result.tools)} tools)")
+        for made in result.tools:
+            summary = made.description.strip().split("\n", 1)[0]
+            out.print(f"  {escape(made.name)}  [dim]{escape(summary)}[/]")
+    if failed:
+        raise typer.Exit(1)
+
+
+def serve(store: StoreOption = None) -> None:
+    """Serve the session store, read-only, as an MCP server on standard input and output.
+
+    Its tools: recall (search every session), sessions_list and
+    session_show (text, or one message's images as image content). Add it
+    to an MCP client as {"command": "carryall", "args": ["mcp", "serve"]}.
+    """
+    err = Console(stderr=True, highlight=False)
+    try:
+        from carryall.mcp.serve import serve as serve_store
+    except ImportError:
+        fail(_EXTRA_LINE, console=err)
+    from carryall.sessions import open_store
+
+    try:
+        opened = open_store(store)
+    except CarryallError as exc:
+        fail(str(exc), console=err)
+    serve_store(opened)
+
+
+def mcp_servers(path: Path | None) -> dict[str, McpServer]:
+    """The servers to start: the config file's `mcpServers`, then those of `path`."""
+    from carryall.mcp import read_mcp_file
+
+    servers = dict(load_config().mcp_servers)
+    if path is not None:
+        servers.update(read_mcp_file(path))
+    return {name: server for name, server in servers.items() if not server.disabled}
+
+
+def open_toolbox(path: Path | None, reserved: Iterable[str], err: Console) -> McpToolbox | None:
+    """The started servers for `run` and `chat`, or None when none are configured.
+
+    A server that does not start is a warning line and is left out: the run
+    goes on with the tools it has. The caller closes the toolbox.
+    """
+    servers = mcp_servers(path)
+    if not servers:
+        return None
+    toolbox = _toolbox(servers, reserved)
+    try:
+        with err.status("[dim]starting MCP servers…[/]"):
+            results = toolbox.start()
+    except BaseException:
+        toolbox.close()
+        raise
+    for result in results:
+        if result.error is not None:
+            err.print(
+                f"[yellow]warning:[/] MCP server {escape(result.server)} left out: "
+                f"{escape(result.error)}",
+                soft_wrap=True,
+            )
+    return toolbox
+
+
+def _toolbox(servers: dict[str, McpServer], reserved: Iterable[str]) -> McpToolbox:
+    try:
+        from carryall.mcp import McpToolbox
+    except ImportError:
+        raise McpError(_EXTRA_LINE) from None
+    return McpToolbox(servers, reserved=reserved)

@@ -1,0 +1,154 @@
+"""Fitting an image to what a model accepts: pixel size and bytes, with Pillow.
+
+An edge, not the core: decoding pixels is I/O-shaped work with a heavy
+dependency (Pillow, the `carryall[images]` extra), so the codecs never
+import it; callers fit images before they are encoded. Without Pillow an
+image within the byte limit passes unchanged and one over it is refused
+with a line saying how to get it fitted.
+
+The limits are the strictest a provider publishes, so a fitted image goes
+anywhere: Anthropic refuses an edge over 8000 px and an image over 5 MB
+(and recommends a long edge of at most 1568 px, `RECOMMENDED_EDGE`);
+OpenAI takes up to 20 MB.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+from carryall.attachments import DEFAULT_MAX_IMAGE_BYTES
+from carryall.blocks import Image
+from carryall.errors import BlockError
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PilImage
+
+__all__ = [
+    "IMAGE_FIT_INPUT_BYTES",
+    "MAX_EDGE",
+    "RECOMMENDED_EDGE",
+    "Fitted",
+    "fit_image",
+]
+
+MAX_EDGE: Final = 8000
+"""The longest edge any provider accepts (Anthropic's limit)."""
+
+RECOMMENDED_EDGE: Final = 1568
+"""Anthropic's recommended long edge: larger images are scaled down by the provider anyway."""
+
+IMAGE_FIT_INPUT_BYTES: Final = 20 * 1024 * 1024
+"""The largest image read at all (OpenAI's per-image limit); fitting brings it under 5 MB."""
+
+_MAX_PIXELS: Final = 80_000_000
+"""Decoded pixels refused outright: a small file may expand to gigabytes (a decompression bomb)."""
+
+_FORMATS: Final = {
+    "image/png": "PNG",
+    "image/jpeg": "JPEG",
+    "image/gif": "GIF",
+    "image/webp": "WEBP",
+}
+
+
+class Fitted(NamedTuple):
+    """An image as it can be sent (None when it cannot), and what was done or why not."""
+
+    image: Image | None
+    note: str | None
+
+
+def fit_image(
+    image: Image, *, max_edge: int = MAX_EDGE, max_bytes: int = DEFAULT_MAX_IMAGE_BYTES
+) -> Fitted:
+    """`image` within `max_edge` pixels on its long edge and `max_bytes` bytes.
+
+    An image already within both comes back as it is, untouched. A larger
+    one is scaled down (aspect kept) and written in its own media type where
+    that gets it under the byte limit, else as JPEG; the note says what was
+    done. An image whose bytes do not decode comes back as None with the reason.
+    """
+    try:
+        data = image.to_bytes()
+    except BlockError as exc:
+        return Fitted(None, str(exc))
+    try:
+        from PIL import Image as Pil
+    except ImportError:
+        if len(data) <= max_bytes:
+            return Fitted(image, None)
+        return Fitted(
+            None,
+            f"{len(data)} bytes is over the {max_bytes}-byte limit; "
+            "install carryall[images] (Pillow) to have it scaled down",
+        )
+    try:
+        with _lenient(), Pil.open(io.BytesIO(data)) as opened:
+            width, height = opened.size
+            if width * height > _MAX_PIXELS:
+                return Fitted(None, f"{width}x{height} pixels is more than any model takes")
+            opened.load()
+            if max(width, height) <= max_edge and len(data) <= max_bytes:
+                return Fitted(image, None)
+            return _scaled(image, opened, max_edge, max_bytes, len(data))
+    except (OSError, ValueError, SyntaxError, Pil.DecompressionBombError) as exc:
+        return Fitted(None, f"its bytes do not decode as {image.media_type}: {exc}")
+
+
+_LENIENCY = threading.Lock()
+
+
+@contextlib.contextmanager
+def _lenient() -> Iterator[None]:
+    """Pillow reading as browsers and providers do: a bad checksum on an ancillary chunk is skipped.
+
+    Real servers send such images (the MCP reference server's logo has a bad
+    `iCCP` checksum) and every model takes them; bytes Pillow cannot read
+    as an image at all are still refused. Pillow's switch is global, so it is held by one
+    fitting at a time.
+    """
+    from PIL import ImageFile
+
+    with _LENIENCY:
+        before = ImageFile.LOAD_TRUNCATED_IMAGES
+        ImageFile.LOAD_TRUNCATED_IMAGES = True
+        try:
+            yield
+        finally:
+            ImageFile.LOAD_TRUNCATED_IMAGES = before
+
+
+def _scaled(image: Image, opened: PilImage, max_edge: int, max_bytes: int, size: int) -> Fitted:
+    from PIL import Image as Pil
+
+    width, height = opened.size
+    edge = min(max(width, height), max_edge)
+    media_type = image.media_type
+    while edge >= 16:
+        scale = edge / max(width, height)
+        target = (max(1, round(width * scale)), max(1, round(height * scale)))
+        frame = opened.resize(target, Pil.Resampling.LANCZOS) if target != opened.size else opened
+        data = _written(frame, media_type)
+        if len(data) > max_bytes and media_type != "image/jpeg":
+            data, media_type = _written(frame, "image/jpeg"), "image/jpeg"
+        if len(data) <= max_bytes:
+            fitted = Image.from_bytes(media_type, data, image.source)
+            how = f"resized from {width}x{height} ({size} bytes) to {target[0]}x{target[1]}"
+            if media_type != image.media_type:
+                how += f" as {media_type}"
+            return Fitted(fitted, f"{how} ({len(data)} bytes) to fit the model's limits")
+        edge = int(edge * 0.75)
+    return Fitted(None, f"{width}x{height} cannot be brought under {max_bytes} bytes")
+
+
+def _written(frame: PilImage, media_type: str) -> bytes:
+    out = io.BytesIO()
+    if media_type == "image/jpeg":
+        frame.convert("RGB").save(out, "JPEG", quality=85)
+    else:
+        frame.save(out, _FORMATS[media_type])
+    return out.getvalue()

@@ -1,0 +1,51 @@
+"""MCP: tools from any MCP server for carryall's agents, and carryall's sessions served over MCP.
+
+`read_mcp_file(path)` reads an `mcpServers` file in the form Claude Desktop,
+Cursor and VS Code write; `McpToolbox(servers)` starts those servers (stdio
+or streamable HTTP) on the official `mcp` SDK and offers their tools as
+carryall `Tool`s, each named `server__tool`; `result_output` is the one
+mapping of an MCP tool result onto the block model. `carryall mcp serve`
+is the server side (`carryall.mcp.serve`).
+
+Everything but the config reader needs the `carryall[mcp]` extra and loads
+on first use, so reading a config never imports the SDK.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from carryall._lazy import lazy_names
+from carryall.mcp._config import mcp_servers_from, read_mcp_file
+
+if TYPE_CHECKING:
+    from carryall.mcp._client import (
+        DEFAULT_CALL_TIMEOUT,
+        DEFAULT_START_TIMEOUT,
+        McpToolbox,
+        ServerTools,
+        tool_name,
+    )
+    from carryall.mcp._results import result_output
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_START_TIMEOUT",
+    "McpToolbox",
+    "ServerTools",
+    "mcp_servers_from",
+    "read_mcp_file",
+    "result_output",
+    "tool_name",
+]
+
+_HOMES = {
+    "DEFAULT_CALL_TIMEOUT": "carryall.mcp._client",
+    "DEFAULT_START_TIMEOUT": "carryall.mcp._client",
+    "McpToolbox": "carryall.mcp._client",
+    "ServerTools": "carryall.mcp._client",
+    "tool_name": "carryall.mcp._client",
+    "result_output": "carryall.mcp._results",
+}
+
+__getattr__ = lazy_names(__name__, _HOMES, globals())

@@ -1,0 +1,417 @@
+"""MCP servers as carryall tools: started on first use, always stopped, never trusted.
+
+The official SDK is asynchronous and carryall's tools are called from
+worker threads, so one event loop runs in a daemon thread of its own and
+every server lives in one task on it: the SDK's context managers (the
+process, the session) are entered and left in that task, as anyio's cancel
+scopes require. A tool call is a coroutine handed to that loop and waited
+for with a deadline; whatever goes wrong (the server exits, hangs, or
+sends what the SDK cannot read) comes back as an error result the model
+reads, and the next call to that server starts it afresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import hashlib
+import re
+import tempfile
+import threading
+from collections.abc import Coroutine, Iterable, Mapping
+from datetime import timedelta
+from typing import IO, Any, Final
+
+import msgspec
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamablehttp_client
+from mcp.shared.exceptions import McpError as SdkError
+
+from carryall.config import McpServer
+from carryall.errors import McpError, ToolError
+from carryall.mcp._results import result_output
+from carryall.tools import Tool, ToolOutput
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_START_TIMEOUT",
+    "McpToolbox",
+    "ServerTools",
+    "tool_name",
+]
+
+DEFAULT_CALL_TIMEOUT: Final = 60.0
+"""Seconds one MCP tool call may take unless the server's `timeout` says otherwise."""
+
+DEFAULT_START_TIMEOUT: Final = 30.0
+"""Seconds a server has to start, answer `initialize` and list its tools."""
+
+_REQUEST_TIMEOUT: Final = 408
+"""The code the SDK gives its own error when a request waited out its read timeout."""
+
+_SEPARATOR: Final = "__"
+_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
+_MAX_NAME: Final = 64
+
+
+def tool_name(server: str, tool: str) -> str:
+    """The carryall name of MCP tool `tool` of server `server`: `server__tool`.
+
+    Every MCP tool is prefixed with its server's name, so two servers' tools
+    and the built-in ones never collide (a name still taken, after the
+    replacement below, gets its position appended). A character no backend accepts in
+    a name becomes `_`; a name over 64 characters keeps its first 55 and a
+    hash of the whole, so it stays unique and stable.
+    """
+    name = _UNSAFE.sub("_", f"{server}{_SEPARATOR}{tool}")
+    if len(name) <= _MAX_NAME:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: _MAX_NAME - 9]}_{digest}"
+
+
+class ServerTools(msgspec.Struct, frozen=True):
+    """What starting one server gave: its tools (carryall names), or the one reason it failed."""
+
+    server: str
+    tools: tuple[Tool, ...] = ()
+    error: str | None = None
+
+
+class McpToolbox:
+    """The tools of a set of MCP servers, for an `Agent`; a context manager that stops them.
+
+    `start()` starts every server (concurrently) and lists its tools; a server
+    that fails is reported in its `ServerTools.error` and left out, so one
+    broken entry does not stop a run. `close()` stops every server; it runs
+    on leaving the `with`, and also on interpreter exit.
+    """
+
+    def __init__(
+        self,
+        servers: Mapping[str, McpServer],
+        *,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
+        reserved: Iterable[str] = (),
+    ) -> None:
+        self.servers = dict(servers)
+        self.start_timeout = start_timeout
+        self._taken = set(reserved)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._connections: dict[str, _Connection] = {}
+        self._lock = threading.Lock()
+        self.results: list[ServerTools] = []
+
+    def __enter__(self) -> McpToolbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def tools(self) -> list[Tool]:
+        """Every started server's tools, in config order."""
+        return [t for result in self.results for t in result.tools]
+
+    def start(self) -> list[ServerTools]:
+        """Start every configured server and list its tools; one `ServerTools` per server."""
+        loop = self._running_loop()
+        futures = {
+            name: asyncio.run_coroutine_threadsafe(self._start_one(name, server), loop)
+            for name, server in self.servers.items()
+        }
+        self.results = []
+        for name, future in futures.items():
+            try:
+                tools = future.result(timeout=self.start_timeout + 5)
+            except concurrent.futures.TimeoutError:
+                future.cancel()
+                self.results.append(
+                    ServerTools(name, error=f"did not start within {self.start_timeout:g}s")
+                )
+            except Exception as exc:
+                self.results.append(ServerTools(name, error=_reason(exc)))
+            else:
+                self.results.append(ServerTools(name, tuple(tools)))
+        return self.results
+
+    def update(self, tools: dict[str, Tool]) -> bool:
+        """Re-list the tools of every server that said its list changed, in `tools` too.
+
+        `tools` is the agent's table (`Agent.tools`): a changed server's old
+        tools leave it and its new ones join, so the next request offers
+        what the server offers now. Called from the thread that runs the
+        agent, before each request. True when anything changed.
+        """
+        changed = [name for name, c in self._connections.items() if c.changed]
+        if not changed:
+            return False
+        loop = self._running_loop()
+        for name in changed:
+            self._connections[name].changed = False
+            at = next(i for i, r in enumerate(self.results) if r.server == name)
+            old = self.results[at].tools
+            for gone in old:
+                self._taken.discard(gone.name)
+                tools.pop(gone.name, None)
+            future = asyncio.run_coroutine_threadsafe(self._listed(name), loop)
+            try:
+                new = future.result(timeout=self.start_timeout + 5)
+            except Exception as exc:
+                future.cancel()
+                self.results[at] = ServerTools(name, error=f"re-listing its tools: {_reason(exc)}")
+                continue
+            self.results[at] = ServerTools(name, tuple(new))
+            tools.update((t.name, t) for t in new)
+        return True
+
+    def close(self) -> None:
+        """Stop every server and the loop; safe to call twice."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self._stop_all(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        self._loop = self._thread = None
+
+    # -- inside --------------------------------------------------------------
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="carryall-mcp", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    async def _start_one(self, name: str, server: McpServer) -> list[Tool]:
+        connection = _Connection(name, server)
+        self._connections[name] = connection
+        await asyncio.wait_for(connection.open(), self.start_timeout)
+        return await self._listed(name)
+
+    async def _listed(self, name: str) -> list[Tool]:
+        listed = await asyncio.wait_for(self._connections[name].list_tools(), self.start_timeout)
+        made: list[Tool] = []
+        for spec in listed:
+            carryall_name = tool_name(name, spec.name)
+            if carryall_name in self._taken:
+                # Two names that differ only in characters no backend takes.
+                carryall_name = tool_name(name, f"{spec.name}_{len(self._taken)}")
+            self._taken.add(carryall_name)
+            made.append(self._tool(name, spec, carryall_name))
+        return made
+
+    def _tool(self, server: str, spec: types.Tool, carryall_name: str) -> Tool:
+        mcp_name = spec.name
+        schema = dict(spec.inputSchema)
+        schema.pop("$schema", None)  # a draft marker, not a constraint; some wires refuse it
+        if schema.get("type") != "object":
+            schema = {"type": "object", "properties": {}}
+
+        def call(**arguments: Any) -> ToolOutput:
+            return self._call(server, mcp_name, arguments)
+
+        description = spec.description or spec.title or mcp_name
+        return Tool(carryall_name, description, schema, call)
+
+    def _call(self, server: str, tool: str, arguments: dict[str, Any]) -> ToolOutput:
+        connection = self._connections.get(server)
+        if connection is None:
+            raise ToolError(f"MCP server {server!r} is not started")
+        timeout = connection.server.timeout or DEFAULT_CALL_TIMEOUT
+        future = asyncio.run_coroutine_threadsafe(
+            connection.call(tool, arguments, timeout), self._running_loop()
+        )
+        label = f"{server}/{tool}"
+        try:
+            result = future.result(timeout=timeout + 5)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise ToolError(f"MCP tool {label} did not answer within {timeout:g}s") from None
+        except SdkError as exc:
+            if exc.error.code == _REQUEST_TIMEOUT:
+                raise ToolError(f"MCP tool {label} did not answer within {timeout:g}s") from None
+            raise ToolError(f"MCP tool {label}: {_reason(exc)}") from None
+        except McpError as exc:
+            raise ToolError(f"MCP tool {label}: {exc}") from None
+        return result_output(result, label)
+
+    async def _stop_all(self) -> None:
+        await asyncio.gather(
+            *(c.stop() for c in self._connections.values()), return_exceptions=True
+        )
+
+
+class _Connection:
+    """One server: its task on the loop, which holds the SDK's contexts open until stopped."""
+
+    def __init__(self, name: str, server: McpServer) -> None:
+        self.name = name
+        self.server = server
+        self._session: ClientSession | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._errlog: IO[str] | None = None
+        self.changed = False
+        """The server said its tool list changed (`notifications/tools/list_changed`)."""
+
+    async def open(self) -> None:
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._stop = asyncio.Event()
+        self._task = asyncio.create_task(self._hold(ready, self._stop))
+        try:
+            await ready
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def list_tools(self) -> list[types.Tool]:
+        session = await self._live()
+        found: list[types.Tool] = []
+        cursor: str | None = None
+        while True:
+            page = await session.list_tools(cursor=cursor)
+            found.extend(page.tools)
+            cursor = page.nextCursor
+            if not cursor:
+                return found
+
+    async def call(
+        self, tool: str, arguments: dict[str, Any], timeout: float
+    ) -> types.CallToolResult:
+        session = await self._live()
+        try:
+            return await session.call_tool(
+                tool, arguments, read_timeout_seconds=timedelta(seconds=timeout)
+            )
+        except SdkError as exc:
+            if exc.error.code != types.CONNECTION_CLOSED:
+                raise  # the server answered with an error, or did not in time
+            gone = McpError(self._gone(exc, "the server exited during the call"))
+            await self.stop()
+            raise gone from None
+        except Exception as exc:
+            # Anything but the SDK's own error means the session is broken.
+            gone = McpError(self._gone(exc))
+            await self.stop()
+            raise gone from None
+        finally:
+            if self._task is not None and self._task.done():
+                await self.stop()
+
+    async def stop(self) -> None:
+        task, stop = self._task, self._stop
+        self._task = self._stop = None
+        self._session = None
+        if stop is not None:
+            stop.set()
+        if task is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(task, 8)
+        if self._errlog is not None:
+            self._errlog.close()
+            self._errlog = None
+
+    async def _live(self) -> ClientSession:
+        if self._session is None or self._task is None or self._task.done():
+            await self.stop()
+            await self.open()
+        assert self._session is not None  # open() sets it or raises
+        return self._session
+
+    async def _hold(self, ready: asyncio.Future[None], stop: asyncio.Event) -> None:
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(self._transport())
+                session = await stack.enter_async_context(
+                    ClientSession(read, write, message_handler=self._message)
+                )
+                await _unless_stopped(session.initialize(), stop)
+                self._session = session
+                ready.set_result(None)
+                await stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(McpError(self._gone(exc)))
+            if not isinstance(exc, Exception):
+                raise
+
+    async def _message(self, message: Any) -> None:
+        if isinstance(message, types.ServerNotification) and isinstance(
+            message.root, types.ToolListChangedNotification
+        ):
+            self.changed = True
+
+    def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        server = self.server
+        if server.transport == "http":
+            assert server.url is not None  # checked by McpServer.problem
+            return _http(server.url, server.headers)
+        assert server.command is not None  # checked by McpServer.problem
+        self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        params = StdioServerParameters(
+            command=server.command, args=server.args, env=server.env or None, cwd=server.cwd
+        )
+        return stdio_client(params, errlog=self._errlog)
+
+    def _gone(self, exc: BaseException, detail: str | None = None) -> str:
+        detail = detail or _reason(exc)
+        tail = self._stderr_tail()
+        return f"{detail}; its last output: {tail}" if tail else detail
+
+    def _stderr_tail(self) -> str:
+        log = self._errlog
+        if log is None or log.closed:
+            return ""
+        with contextlib.suppress(OSError, ValueError):
+            log.seek(0)
+            lines = [line.strip() for line in log.read().splitlines() if line.strip()]
+            return " | ".join(lines[-3:])[-300:]
+        return ""
+
+
+async def _unless_stopped(work: Coroutine[Any, Any, object], stop: asyncio.Event) -> None:
+    """Await `work`, or give up when `stop` is set first, by raising rather than being cancelled.
+
+    A cancelled task skips the SDK's stdio shutdown (close stdin, wait, then
+    SIGTERM and SIGKILL) and waits on the process forever; an exception
+    leaves its contexts the ordinary way, so a server stopped while it is
+    still starting is stopped for real.
+    """
+    doing = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({doing, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if not doing.done():
+        doing.cancel()
+        with contextlib.suppress(BaseException):
+            await doing
+        raise McpError("stopped before it had started")
+    doing.result()
+
+
+@contextlib.asynccontextmanager
+async def _http(url: str, headers: dict[str, str]) -> Any:
+    async with streamablehttp_client(url, headers=headers or None) as (read, write, _):
+        yield read, write
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for what went wrong, unwrapping the task groups anyio raises."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, FileNotFoundError):
+        return f"cannot start it: {exc.strerror}: {exc.filename}"
+    detail = str(exc).strip()
+    if isinstance(exc, SdkError | McpError):
+        return detail or type(exc).__name__
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
