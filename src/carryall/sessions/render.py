@@ -184,8 +184,8 @@ def _markdown_block(block: Block) -> list[str]:
             *_fence(block.content),
             *(f"\nattachment: {_md_code(attachment_label(m))}" for m in block.attachments),
         ]
-    # Escaped: a source name can hold brackets and parentheses that make a link.
-    return [_md_inline(block.placeholder())]
+    # Code: a source name can hold brackets and parentheses that would make a link.
+    return [_md_code(block.placeholder())]
 
 
 def _fence(text: str, lang: str = "") -> list[str]:
@@ -215,7 +215,9 @@ def _longest_backtick_run(text: str) -> int:
 # `|` (a table would cut it there): only such a span is sure to be code to any
 # renderer, so only in one is a `<` left as written.
 _CODE_SPAN = re.compile(r"(?<![`\\])(`+)(?!`)[^|\n]*?(?<!`)\1(?!`)")
-_FENCE_LINE = re.compile(r"(`{3,}|~{3,})")
+_FENCE = re.compile(r"(`{3,}|~{3,})")
+# A fence run after indentation or a list or quote marker: inside a container.
+_NESTED_FENCE = re.compile(r"([ \t>*+\-0-9.)]+)(?=`{3}|~{3})")
 
 
 def _md_text(text: str) -> str:
@@ -223,39 +225,39 @@ def _md_text(text: str) -> str:
 
     Only `<` opens raw HTML (a tag, a comment, an HTML block), so each one
     outside code is written `&lt;`. Code shows it literally and is left as
-    written, but only code no renderer could read otherwise: a fence at the
-    margin after a blank line (no list or quote can hold it) and a code span
-    on one line. A fence left open is closed, so the next field is not
-    swallowed by it nor a later fence read the other way round.
+    written, but only code no renderer could read otherwise: a code span on
+    one line, and a fence at the margin, which no list or quote can hold. A
+    fence anywhere else is escaped (a container may end it where this reading
+    would not), and a fence left open is closed, so nothing after the block
+    is read as code, nor a later fence the other way round.
     """
     if "<" not in text and "`" not in text and "~" not in text:
         return text
     out: list[str] = []
     fence: str | None = None
-    after_blank = True
     for line in text.split("\n"):
-        opener = _FENCE_LINE.match(line.lstrip(" ") if fence else line)
         if fence is not None:
             out.append(line)
-            indent = len(line) - len(line.lstrip(" "))
+            body = line.lstrip(" ")
+            close = _FENCE.match(body)
             if (
-                opener
-                and indent <= 3
-                and opener.group(1)[0] == fence[0]
-                and len(opener.group(1)) >= len(fence)
-                and not line.lstrip(" ")[opener.end() :].strip()
+                close
+                and len(line) - len(body) <= 3
+                and close.group(1)[0] == fence[0]
+                and len(close.group(1)) >= len(fence)
+                and not body[close.end() :].strip()
             ):
                 fence = None
-        elif (
-            opener
-            and after_blank
-            and not (opener.group(1)[0] == "`" and "`" in line[opener.end() :])
-        ):
+            continue
+        opener = _FENCE.match(line)
+        if opener and not (opener.group(1)[0] == "`" and "`" in line[opener.end() :]):
             fence = opener.group(1)
             out.append(line)
-        else:
-            out.append(_escape_outside_spans(line))
-        after_blank = fence is None and not line.strip()
+            continue
+        nested = _NESTED_FENCE.match(line)
+        if nested:
+            line = line[: nested.end()] + "\\" + line[nested.end() :]
+        out.append(_escape_outside_spans(line))
     if fence is not None:
         out.append(fence)
     return "\n".join(out)
