@@ -62,11 +62,11 @@ from typing import Any, Final
 
 import msgspec
 
-from carryall._json import body_bytes
+from carryall._json import body_bytes, carryable, load_json
 from carryall._text import json_type_phrase, shorten
 from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
 from carryall.errors import BlockError, ProviderError
-from carryall.providers._common import prepare
+from carryall.providers._common import answer_message, prepare
 from carryall.providers._types import Capabilities, Request, Response, StopReason, Usage
 
 __all__ = [
@@ -361,11 +361,8 @@ def _thinking(signature: str | None, text: str) -> Thinking:
 
 def _tool_input(raw: str) -> tuple[Any, bool]:
     """Streamed tool arguments parsed into an object, or the raw text and `True` (malformed)."""
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
-        return raw, True
-    if not isinstance(value, dict):
+    ok, value = load_json(raw)
+    if not ok or not isinstance(value, dict):
         return raw, True
     return value, False
 
@@ -384,6 +381,8 @@ def _response_block(raw: Any, where: str) -> Block:
         value = block.get("input", _MISSING)
         if not isinstance(value, Mapping):
             raise _bad(f"{where}.input", "an object", value)
+        if not carryable(value):
+            raise ProviderError(f"Anthropic {where}.input: NaN or Infinity is not JSON")
         return ToolUse(
             _str(block, "id", where),
             _str(block, "name", where),
@@ -422,7 +421,7 @@ def decode_response(data: Mapping[str, Any]) -> Response:
     blocks = [_response_block(b, f"response.content[{i}]") for i, b in enumerate(content)]
     usage = _usage(body.get("usage"), "response.usage", {})
     return Response(
-        message=Message("assistant", tuple(blocks)),
+        message=answer_message(blocks, "Anthropic response.content"),
         stop_reason=_stop_reason(body.get("stop_reason"), "response.stop_reason"),
         usage=Usage(**usage),
         model=_opt_str(body, "model", "response"),
@@ -655,7 +654,7 @@ class StreamDecoder:
                 "the response is truncated"
             )
         return Response(
-            message=Message("assistant", tuple(self._blocks)),
+            message=answer_message(self._blocks, "Anthropic stream"),
             stop_reason=_stop_reason(self._stop_reason, "stream stop_reason"),
             usage=Usage(**self._usage),
             model=self._model,

@@ -129,7 +129,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
-from carryall.providers._common import prepare_messages
+from carryall.providers._common import answer_message, prepare_messages
 from carryall.providers._types import (
     Capabilities,
     Dialect,
@@ -382,7 +382,9 @@ def decode_response(data: Mapping[str, Any]) -> Response:
             f"response.choices[0].finish_reason must be a string, got {_shown(finish)}"
         )
     return Response(
-        message=Message("assistant", _assistant_blocks(reasoning, texts, refusal, calls)),
+        message=answer_message(
+            _assistant_blocks(reasoning, texts, refusal, calls), "OpenAI response"
+        ),
         stop_reason=_stop_reason(finish, bool(calls)),
         usage=_usage(body.get("usage"), "response.usage"),
         model=_optional_str(body, "model", "response"),
@@ -642,9 +644,9 @@ class StreamDecoder:
         text = "".join(self._text)
         refusal = "".join(self._refusal)
         return Response(
-            message=Message(
-                "assistant",
+            message=answer_message(
                 _assistant_blocks("".join(self._reasoning), [text], refusal or None, calls),
+                "OpenAI stream",
             ),
             stop_reason=_stop_reason(self._finish, bool(calls)),
             usage=self._usage,
