@@ -510,17 +510,30 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks
 
 def _since(text: str) -> datetime:
     """A --since value: a relative age (7d, 12h, 30m, 2w) or an ISO date or time."""
+    text = printable(text, keep="")
     match = _RELATIVE.fullmatch(text.strip())
     if match:
-        amount, unit = int(match.group(1)), match.group(2)
-        return datetime.now(UTC) - timedelta(**{_UNITS[unit]: amount})
+        try:
+            amount = int(match.group(1))
+            return max(datetime.now(UTC) - timedelta(**{_UNITS[match.group(2)]: amount}), _EPOCH)
+        except (OverflowError, ValueError):  # ValueError: more digits than int() reads
+            return _EPOCH  # further back than any date: every message is since then
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
         raise typer.BadParameter(
             f"{text!r} is neither an age (7d, 12h, 30m) nor an ISO date/time", param_hint="--since"
         ) from None
-    return moment if moment.tzinfo else moment.astimezone()
+    if moment.tzinfo is None:
+        try:
+            moment = moment.astimezone()
+        except (ValueError, OverflowError, OSError):  # year 1: no local offset applies
+            moment = moment.replace(tzinfo=UTC)
+    # Every recorded time is after 1970; the bound keeps later arithmetic in range.
+    return max(moment, _EPOCH)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def register(app: typer.Typer) -> None:

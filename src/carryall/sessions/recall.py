@@ -48,7 +48,14 @@ from carryall.sessions._transcript import (
 from carryall.sessions.render import searchable_text
 from carryall.sessions.store import Recorded, SessionStore
 
-__all__ = ["Hit", "RecallIndex", "fts_query"]
+__all__ = ["MAX_LIMIT", "MAX_QUERY_WORDS", "Hit", "RecallIndex", "fts_query"]
+
+MAX_QUERY_WORDS = 64
+"""The most distinct words a query may hold: every one is a term all hits must contain,
+and FTS5's cost grows faster than the count (20,000 words took 15 s)."""
+
+MAX_LIMIT = 10_000
+"""The most hits one search returns (SQLite's LIMIT is a 64-bit integer; no reader wants more)."""
 
 log = logging.getLogger("carryall.sessions")
 
@@ -82,10 +89,17 @@ def fts_query(query: str) -> str | None:
     is read as FTS5 syntax: `C++`, `AND`, `a-b`, `"` and `*` are words.
     """
     # FTS5 ends a string at a NUL, and no control character is part of a
-    # token, so they separate words like spaces do.
-    words = query.translate(_CONTROLS).split()
+    # token, so they separate words like spaces do. A repeated word adds no
+    # condition, so it is asked once.
+    words = list(dict.fromkeys(query.translate(_CONTROLS).split()))
     if not words:
         return None
+    if len(words) > MAX_QUERY_WORDS:
+        raise TranscriptError(
+            f"recall: the query has {len(words)} different words; at most {MAX_QUERY_WORDS}"
+        )
+    if any("\ud800" <= ch <= "\udfff" for ch in query):
+        raise TranscriptError("recall: the query is not valid UTF-8 text")
     return " ".join('"' + word.replace('"', '""') + '"' for word in words)
 
 
@@ -128,6 +142,8 @@ class RecallIndex:
         role, `session` one session id. The index is first caught up with
         the transcripts unless `sync=False`.
         """
+        if limit > MAX_LIMIT:
+            raise TranscriptError(f"recall: --limit {limit} is more than {MAX_LIMIT}")
         match = fts_query(query)
         if match is None or limit <= 0:
             return []
