@@ -162,6 +162,8 @@ class SessionsApp(App[None]):
         except CarryallError as exc:
             self._notify(str(exc), "error")
             return
+        for note in session.damage:
+            self._notify(note, "warning")
         self.shown = session.id
         self.sub_title = printable(session.meta.title or session.id, keep="")
         messages = session.messages()

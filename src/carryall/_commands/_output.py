@@ -25,7 +25,7 @@ from carryall._text import printable
 if TYPE_CHECKING:
     from rich.text import Text
 
-__all__ = ["echo", "fail", "print_error", "shown", "snippet_text"]
+__all__ = ["echo", "fail", "print_error", "shown", "snippet_text", "warn_damage"]
 
 _KEY_VARIABLES = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
 
@@ -54,6 +54,13 @@ def shown(text: str) -> str:
 def echo(text: str, *, err: bool = False) -> None:
     """`typer.echo` for a line that holds content: its control characters are shown."""
     typer.echo(printable(text), err=err)
+
+
+def warn_damage(damage: Iterable[str], console: Console | None = None) -> None:
+    """One `warning:` line on stderr per damaged transcript line a reader skipped."""
+    err = console or Console(stderr=True, highlight=False)
+    for note in damage:
+        err.print(f"[yellow]warning:[/] {shown(note)}", soft_wrap=True)
 
 
 def snippet_text(snippet: str, matches: Iterable[tuple[int, int]], style: str) -> Text:

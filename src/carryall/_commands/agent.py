@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.status import Status
 
-from carryall._commands._output import fail, print_error, shown
+from carryall._commands._output import fail, print_error, shown, warn_damage
 from carryall._commands.sessions import StoreOption
 from carryall._text import printable, shorten
 from carryall.agent import (
@@ -346,6 +346,7 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
             history: list[Message] | None = None
             if setup.resume is not None:
                 session = _open_session(setup.store, setup.resume)
+                warn_damage(session.damage, err)
                 history = session.messages()
                 setup = _resumed(setup, session)
                 system = system if setup.system is not None else session.meta.system

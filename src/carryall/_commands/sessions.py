@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
 
-from carryall._commands._output import echo, fail, snippet_text
+from carryall._commands._output import echo, fail, snippet_text, warn_damage
 from carryall._text import json_printable, printable
 from carryall.errors import CarryallError
 
@@ -116,6 +116,7 @@ def _render(
     from carryall.sessions import render
 
     session = _store(store).open(session_id)
+    warn_damage(session.damage)
     messages, times = session.messages(), session.times()
     return session.id, render(fmt.value, session.meta, messages, times, embed_images=embed_images)
 
@@ -125,6 +126,7 @@ def _wire_export(store: str | None, session_id: str, fmt: WireFormat) -> tuple[s
     from carryall.interchange import export_messages
 
     session = _store(store).open(session_id)
+    warn_damage(session.damage)
     meta = session.meta
     text = export_messages(fmt, session.messages(), system=meta.system, model=meta.model)
     return session.id, json_printable(text)

@@ -369,7 +369,7 @@ class RecallIndex:
     def _connection(self, busy_ms: int = 30000) -> Iterator[sqlite3.Connection]:
         with self._lock:
             if self._conn is None:
-                self._conn = self._open()
+                self._conn = self._opened()
             try:
                 self._conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
                 yield self._conn
@@ -378,6 +378,17 @@ class RecallIndex:
                     f"recall index {self.path}: {exc} "
                     "(if it is damaged, rebuild it with `carryall recall --reindex`)"
                 ) from None
+
+    def _opened(self) -> sqlite3.Connection:
+        """`_open`, a store it cannot write (read-only, the index a folder) made one line."""
+        try:
+            return self._open()
+        except (OSError, sqlite3.DatabaseError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise TranscriptError(
+                f"recall index {self.path} cannot be opened: {reason} (search needs the index; "
+                "`sessions list` and `sessions show` read the transcripts without it)"
+            ) from None
 
     def _open(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
