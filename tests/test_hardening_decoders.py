@@ -149,3 +149,11 @@ def test_nan_in_an_imported_file_is_refused(tmp_path: Path) -> None:
     path.write_text('{"messages": [{"role": "user", "content": "x", "n": NaN}]}')
     with pytest.raises(TranscriptError, match="NaN is not JSON"):
         read_messages_file(path, "openai")
+
+
+@pytest.mark.parametrize("codec", [openai, anthropic], ids=["openai", "anthropic"])
+def test_lone_surrogate_in_decode_messages_is_repaired(codec: Any) -> None:
+    system, history = codec.decode_messages(
+        [{"role": "user", "content": f"hi {LONE}"}], system=f"be {LONE}"
+    )
+    assert system == "be \ufffd" and history[0].text() == "hi \ufffd"

@@ -62,7 +62,7 @@ from typing import Any, Final
 
 import msgspec
 
-from carryall._json import body_bytes, carryable, load_json
+from carryall._json import body_bytes, carryable, load_json, repair_surrogates
 from carryall._text import json_type_phrase, shorten
 from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
 from carryall.errors import BlockError, ProviderError
@@ -456,6 +456,8 @@ def decode_messages(
     what this wire cannot hold). The history is not validated here: one that
     stops on unanswered tool calls is a legitimate thing to import.
     """
+    # A lone surrogate (a `\ud800` escape with no partner) is repaired where it enters.
+    messages, system = repair_surrogates(messages), repair_surrogates(system)
     parts: list[str] = []
     if system is not None:
         parts.extend(_system_parts(system, "system"))

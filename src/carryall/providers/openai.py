@@ -114,7 +114,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
-from carryall._json import body_bytes, load_json
+from carryall._json import body_bytes, load_json, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     IMAGE_MEDIA_TYPES,
@@ -691,6 +691,8 @@ def decode_messages(
     """
     if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
         raise BlockError(f"messages must be an array, got {_shown(messages)}")
+    # A lone surrogate (a `\ud800` escape with no partner) is repaired where it enters.
+    messages, system = repair_surrogates(messages), repair_surrogates(system)
     systems: list[str] = []
     if system is not None:
         systems.append(_joined_text(system, "system"))
