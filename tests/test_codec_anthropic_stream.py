@@ -204,7 +204,13 @@ response_blocks = st.one_of(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    content=st.lists(response_blocks, max_size=5),
+    # Each call its own id: a repeated one is refused by both (tested on its own).
+    content=st.lists(response_blocks, max_size=5).map(
+        lambda blocks: [
+            {**b, "id": f"toolu_{i}"} if b["type"] == "tool_use" else b
+            for i, b in enumerate(blocks)
+        ]
+    ),
     size=st.integers(1, 9),
     reason=st.sampled_from(["end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn"]),
 )

@@ -9,14 +9,16 @@ writer of a wire body, so every codec's bytes are made the same way, once.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
 import msgspec
 
-__all__ = ["body_bytes", "load_json"]
+__all__ = ["body_bytes", "carryable", "load_json", "repair_surrogates", "repair_text"]
 
 _BODY: Final = msgspec.json.Encoder()
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def _reject_constant(name: str) -> Any:
@@ -36,6 +38,50 @@ def load_json(text: str) -> tuple[bool, Any]:
     except (ValueError, RecursionError):
         # RecursionError: deeply nested hostile JSON is a malformed call, not a crash.
         return False, None
+
+
+def carryable(value: Any) -> bool:
+    """Whether an already-decoded JSON value holds only what every wire can carry again.
+
+    The check `load_json` makes while reading, for a value a transport parsed
+    (its parser reads NaN and Infinity): no non-finite number anywhere. The
+    walk is iterative, so a deep value cannot exhaust the stack.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                return False
+        elif isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return True
+
+
+def repair_text(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD, so it can be encoded again.
+
+    A JSON `\\ud800` escape with no partner decodes to a string no stream
+    can write: kept, it would fail the next request and the recording.
+    """
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def repair_surrogates(value: Any) -> Any:
+    """A decoded JSON value with `repair_text` applied to every string in it, keys too.
+
+    Where model or file JSON enters (the decoders, the importers), so no
+    unencodable string reaches a message. A value with none is returned as is.
+    """
+    if isinstance(value, str):
+        return repair_text(value)
+    if isinstance(value, dict):
+        return {repair_text(k): repair_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [repair_surrogates(v) for v in value]
+    return value
 
 
 def body_bytes(body: Mapping[str, Any]) -> bytes:

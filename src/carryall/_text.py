@@ -1,15 +1,22 @@
-"""Small text rules every reader, error and printer shares: shortening and naming JSON types.
+"""Small text rules every reader, error and printer shares: shortening, naming JSON types,
+and making content safe to print.
 
-One home, so an error message, a CLI line and a reader shorten the same way
-and call a JSON value by the same name.
+One home, so an error message, a CLI line and a reader shorten the same way,
+call a JSON value by the same name, and show a control character the same way.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["json_type", "json_type_phrase", "shorten"]
+__all__ = ["json_printable", "json_type", "json_type_phrase", "printable", "shorten"]
+
+# C0 controls but tab and newline, DEL, the C1 controls (U+009B is a CSI on
+# its own in many terminals) and lone surrogates (which no stream can encode).
+_CONTROL: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_JSON_UNSAFE: Final = re.compile("[\x7f-\x9f\ud800-\udfff]")
 
 _PHRASES: Final = {
     "null": "null",
@@ -55,3 +62,38 @@ def json_type_phrase(value: Any) -> str:
     """How an error sentence names a JSON value's type: "a string", "an object", "null"."""
     name = json_type(value)
     return _PHRASES.get(name, name)
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str, *, keep: str = "\n\t") -> str:
+    """`text` with every control character shown as a visible escape (`\\x1b`), `keep` kept.
+
+    The one door between content (a model's text, a tool's output, a name
+    read from a transcript) and a terminal or a page: an escape sequence in it
+    could write the clipboard (OSC 52), retitle the window or forge a link,
+    so it is shown, never obeyed. `keep=""` makes one line of any text.
+    """
+    if "\n" not in keep:
+        text = text.replace("\n", "\\n")
+    if "\t" not in keep:
+        text = text.replace("\t", "\\t")
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(_visible, text)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def json_printable(text: str) -> str:
+    """JSON text with DEL, C1 controls and lone surrogates written as `\\u` escapes.
+
+    `json.dumps(..., ensure_ascii=False)` escapes only the C0 controls; the
+    rest would reach a terminal raw. The escapes decode to the same value.
+    """
+    return _JSON_UNSAFE.sub(_json_escape, text)

@@ -24,6 +24,7 @@ from typing import Any, Literal
 import msgspec
 
 from carryall._beneath import read_regular
+from carryall._json import repair_surrogates
 from carryall.blocks import Image, Message, image_placeholder, messages_from_dicts
 from carryall.errors import BlockError, TranscriptError
 from carryall.providers import Capabilities, Request
@@ -100,6 +101,10 @@ def detect_format(data: Any) -> HistoryFormat:
     return "openai"
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def read_messages_file(
     path: str | Path,
     fmt: HistoryFormat | Literal["auto"] = "auto",
@@ -115,10 +120,11 @@ def read_messages_file(
     where = str(path)
     try:
         # A FIFO or a device is refused by type (`read_regular`), not waited on.
-        data = json.loads(read_regular(Path(path)))
+        # NaN is no JSON any wire carries; a lone surrogate no stream can write.
+        data = repair_surrogates(json.loads(read_regular(Path(path)), parse_constant=_no_constant))
     except OSError as exc:
         raise TranscriptError(f"cannot read {where}: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError) as exc:
         raise TranscriptError(f"{where} is not JSON: {exc}") from None
     except RecursionError:
         raise TranscriptError(f"{where}: JSON nested too deeply to read") from None

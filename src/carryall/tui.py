@@ -3,6 +3,9 @@
 Three parts: the sessions list (newest first), the transcript of the session
 under the cursor, and a recall search box whose hits open their session at
 the message that matched. Every image shows as its `image_placeholder`.
+Content is never markup and never a control sequence: it is shown as
+`rich.text.Text` after `carryall._text.printable`, and notifications that
+echo it go through `_notify`, which turns markup off.
 """
 
 from __future__ import annotations
@@ -13,9 +16,12 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Footer, Header, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from carryall._commands._output import snippet_text
+from carryall._text import printable
 from carryall.errors import CarryallError
 from carryall.sessions import Hit, SessionInfo, Store, render_message_text, render_text
 
@@ -29,7 +35,7 @@ class MessageView(Static):
     """One message of the transcript pane; `plain` is its text (what a test or a copy reads)."""
 
     def __init__(self, plain: str, *, index: int | None = None, classes: str = "") -> None:
-        super().__init__(Text(plain), classes=classes)
+        super().__init__(Text(printable(plain)), classes=classes)
         self.plain = plain
         self.index = index
 
@@ -93,11 +99,11 @@ class SessionsApp(App[None]):
             table.add_row(
                 info.meta.created.astimezone().strftime("%Y-%m-%d %H:%M"),
                 str(info.turns),
-                Text(info.meta.title or info.meta.id),
+                Text(printable(info.meta.title or info.meta.id, keep="")),
                 key=info.meta.id,
             )
         for problem in problems:
-            self.notify(str(problem), severity="warning")
+            self._notify(str(problem), "warning")
         if not self.infos:
             await self._show_note("No sessions yet. Runs are recorded here as they happen.")
         elif self.shown is None:
@@ -127,17 +133,14 @@ class SessionsApp(App[None]):
         try:
             self.hits = self.store.recall.search(event.value, limit=100)
         except CarryallError as exc:
-            self.notify(str(exc), severity="error")
+            self._notify(str(exc), "error")
             return
         if not self.hits:
-            self.notify(f"no matches for {event.value!r}")
+            self._notify(f"no matches for {event.value!r}", "information")
             return
         for number, hit in enumerate(self.hits):
             label = Text(f"{hit.session} #{hit.message} {hit.role}\n", style="bold")
-            start = len(label)
-            label.append(hit.snippet.replace("\n", " "))
-            for a, b in hit.matches:
-                label.stylize("reverse", start + a, start + b)
+            label.append_text(snippet_text(hit.snippet, hit.matches, "reverse"))
             hits_list.add_option(Option(label, id=str(number)))
         hits_list.add_class("shown")
         hits_list.highlighted = 0
@@ -157,10 +160,12 @@ class SessionsApp(App[None]):
         try:
             session = self.store.open(session_id)
         except CarryallError as exc:
-            self.notify(str(exc), severity="error")
+            self._notify(str(exc), "error")
             return
+        for note in session.damage:
+            self._notify(note, "warning")
         self.shown = session.id
-        self.sub_title = session.meta.title or session.id
+        self.sub_title = printable(session.meta.title or session.id, keep="")
         messages = session.messages()
         times = session.times()
         if message is None:
@@ -191,6 +196,10 @@ class SessionsApp(App[None]):
                 self.call_after_refresh(pane.scroll_to_widget, target, animate=False, top=True)
         else:
             pane.scroll_home(animate=False)
+
+    def _notify(self, text: str, severity: SeverityLevel) -> None:
+        """A notification whose text is content: shown as written, never as markup."""
+        self.notify(printable(text), severity=severity, markup=False)
 
     async def _show_note(self, text: str) -> None:
         pane = self.query_one("#transcript", VerticalScroll)

@@ -1,7 +1,10 @@
-"""How every command says it failed: one `error:` line on stderr, then the exit code.
+"""How every command prints content and says it failed.
 
-One function, so `run`, `sessions` and `local` word a failure alike, a
-message is never read as console markup, and no credential reaches the
+Content (a model's text, a tool's output, a title, an error a server sent)
+reaches the terminal only through `echo`, `shown` or `snippet_text`, which
+show its control characters as escapes (`carryall._text.printable`) and never
+read it as console markup. A failure is one `error:` line on stderr, so
+`run`, `sessions` and `local` word it alike, and no credential reaches the
 terminal: the line is masked (`carryall._secrets.mask`) by key shape, URL
 userinfo and the keys in the environment, whatever raised it.
 """
@@ -9,15 +12,20 @@ userinfo and the keys in the environment, whatever raised it.
 from __future__ import annotations
 
 import os
-from typing import NoReturn
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from carryall._secrets import mask
+from carryall._text import printable
 
-__all__ = ["fail", "print_error"]
+if TYPE_CHECKING:
+    from rich.text import Text
+
+__all__ = ["echo", "fail", "print_error", "shown", "snippet_text", "warn_damage"]
 
 _KEY_VARIABLES = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
 
@@ -27,12 +35,50 @@ def print_error(message: str, console: Console | None = None) -> None:
     err = console or Console(stderr=True, highlight=False)
     message = mask(message, [os.environ.get(name) for name in _KEY_VARIABLES])
     first, _, rest = message.partition("\n")
-    err.print(f"[bold red]error:[/] {escape(first)}", soft_wrap=True)
+    err.print(f"[bold red]error:[/] {shown(first)}", soft_wrap=True)
     if rest:
-        err.print(rest, style="dim", soft_wrap=True, markup=False)
+        err.print(printable(rest), style="dim", soft_wrap=True, markup=False)
 
 
 def fail(message: str, code: int = 1, console: Console | None = None) -> NoReturn:
     """Print the error (`print_error`) and leave with `code`."""
     print_error(message, console)
     raise typer.Exit(code)
+
+
+def shown(text: str) -> str:
+    """`text` ready to stand inside console markup: controls shown, brackets escaped."""
+    return escape(printable(text))
+
+
+def echo(text: str, *, err: bool = False) -> None:
+    """`typer.echo` for a line that holds content: its control characters are shown."""
+    typer.echo(printable(text), err=err)
+
+
+def warn_damage(damage: Iterable[str], console: Console | None = None) -> None:
+    """One `warning:` line on stderr per damaged transcript line a reader skipped."""
+    err = console or Console(stderr=True, highlight=False)
+    for note in damage:
+        err.print(f"[yellow]warning:[/] {shown(note)}", soft_wrap=True)
+
+
+def snippet_text(snippet: str, matches: Iterable[tuple[int, int]], style: str) -> Text:
+    """A recall snippet on one line, its matches in `style`, every control character shown.
+
+    Newlines become spaces. The escapes lengthen the text, so it is built piece by piece and each
+    match's offsets still fall on the words that matched.
+    """
+    from rich.text import Text
+
+    snippet = snippet.replace("\n", " ")
+    out = Text()
+    at = 0
+    for start, end in sorted(matches):
+        if start < at:
+            continue
+        out.append(printable(snippet[at:start]))
+        out.append(printable(snippet[start:end]), style=style)
+        at = end
+    out.append(printable(snippet[at:]))
+    return out

@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.status import Status
 
-from carryall._commands._output import fail, print_error
+from carryall._commands._output import fail, print_error, shown, warn_damage
 from carryall._commands.mcp import McpOption, open_toolbox
 from carryall._commands.sessions import StoreOption
-from carryall._text import shorten
+from carryall._text import printable, shorten
 from carryall.agent import (
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_TOKENS,
@@ -275,8 +274,8 @@ def chat(
     setup = _Setup.of(locals())
     with _opened(setup, out, err) as (agent, display):
         err.print(
-            f"[dim]{escape(_backend_label(agent))} · "
-            f"tools: {escape(', '.join(agent.tools) or 'none')} · Ctrl-D or /exit to leave[/]"
+            f"[dim]{shown(_backend_label(agent))} · "
+            f"tools: {shown(', '.join(agent.tools) or 'none')} · Ctrl-D or /exit to leave[/]"
         )
         if agent.messages:
             err.print(f"[dim]resumed with {len(agent.messages)} message(s)[/]")
@@ -355,6 +354,7 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
             history: list[Message] | None = None
             if setup.resume is not None:
                 session = _open_session(setup.store, setup.resume)
+                warn_damage(session.damage, err)
                 history = session.messages()
                 setup = _resumed(setup, session)
                 system = system if setup.system is not None else session.meta.system
@@ -390,7 +390,7 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
         if backend is not None:
             backend.close()
         if session is not None and not setup.no_record:
-            err.print(f"[dim]session {escape(session.id)}[/]")
+            err.print(f"[dim]session {shown(session.id)}[/]")
 
 
 def _picking_up(
@@ -546,7 +546,7 @@ class _Display:
         if not chunk:
             return
         self._stop_spinner()
-        self.out.print(chunk, end="", markup=False, highlight=False)
+        self.out.print(printable(chunk), end="", markup=False, highlight=False)
         self._mid_line = not chunk.endswith("\n")
         self._streamed = True
 
@@ -570,7 +570,7 @@ class _Display:
         elif isinstance(event, ToolCallStarted):
             self._stop_spinner()
             self._break_line()
-            self.err.print(f"[cyan]→[/] {escape(_call_line(event.call))}", soft_wrap=True)
+            self.err.print(f"[cyan]→[/] {shown(_call_line(event.call))}", soft_wrap=True)
             self._running.add(event.call.id)
             self._spin("running tools…")
         elif isinstance(event, ToolCallFinished):
@@ -584,13 +584,13 @@ class _Display:
             self._break_line()
             if event.result.is_error:
                 self.err.print(
-                    f"[yellow]stopped:[/] {escape(_call_line(event.call))} failed the same way "
+                    f"[yellow]stopped:[/] {shown(_call_line(event.call))} failed the same way "
                     f"{event.times} times; the turn ends here instead of repeating it",
                     soft_wrap=True,
                 )
             else:
                 self.err.print(
-                    f"[dim]{escape(_call_line(event.call))} gave the same result again; "
+                    f"[dim]{shown(_call_line(event.call))} gave the same result again; "
                     "asking the model to answer without tools[/]",
                     soft_wrap=True,
                 )
@@ -613,23 +613,23 @@ class _Display:
     def _show_result(self, event: ToolCallFinished) -> None:
         text = event.result.content
         lines = text.splitlines() or [""]
-        shown = [shorten(line, _RESULT_WIDTH, ellipsis="…") for line in lines[:_RESULT_LINES]]
+        visible = [shorten(line, _RESULT_WIDTH, ellipsis="…") for line in lines[:_RESULT_LINES]]
         if len(lines) > _RESULT_LINES:
-            shown.append(f"… {len(lines) - _RESULT_LINES} more line(s)")
+            visible.append(f"… {len(lines) - _RESULT_LINES} more line(s)")
         mark = "[red]✗[/]" if event.result.is_error else "[green]←[/]"
         style = "red" if event.result.is_error else "dim"
-        first, *rest = shown
-        self.err.print(f"  {mark} [{style}]{escape(first)}[/]", soft_wrap=True)
+        first, *rest = visible
+        self.err.print(f"  {mark} [{style}]{shown(first)}[/]", soft_wrap=True)
         for line in rest:
-            self.err.print(f"    [{style}]{escape(line)}[/]", soft_wrap=True)
+            self.err.print(f"    [{style}]{shown(line)}[/]", soft_wrap=True)
         for image in event.images:
-            self.err.print(f"    [magenta]{escape(image.placeholder())}[/]", soft_wrap=True)
+            self.err.print(f"    [magenta]{shown(image.placeholder())}[/]", soft_wrap=True)
 
     def _spin(self, message: str) -> None:
         self._stop_spinner()
         if not self.err.is_terminal:
             return
-        self._status = self.err.status(f"[dim]{escape(message)}[/]")
+        self._status = self.err.status(f"[dim]{shown(message)}[/]")
         self._status.start()
 
     def _stop_spinner(self) -> None:

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
-from carryall._commands._output import fail
+from carryall._commands._output import fail, shown
 from carryall._commands.sessions import StoreOption
 from carryall.config import McpServer, load_config
 from carryall.errors import CarryallError, McpError
@@ -80,13 +79,13 @@ def list_servers(mcp: McpOption = None) -> None:
     for result in results:
         if result.error is not None:
             failed = True
-            where = f"MCP server {escape(result.server)}"
-            err.print(f"[bold red]error:[/] {where}: {escape(result.error)}", soft_wrap=True)
+            where = f"MCP server {shown(result.server)}"
+            err.print(f"[bold red]error:[/] {where}: {shown(result.error)}", soft_wrap=True)
             continue
-        out.print(f"[bold]{escape(result.server)}[/] ({len(result.tools)} tools)")
+        out.print(f"[bold]{shown(result.server)}[/] ({len(result.tools)} tools)")
         for made in result.tools:
             summary = made.description.strip().split("\n", 1)[0]
-            out.print(f"  {escape(made.name)}  [dim]{escape(summary)}[/]")
+            out.print(f"  {shown(made.name)}  [dim]{shown(summary)}[/]")
     if failed:
         raise typer.Exit(1)
 
@@ -141,8 +140,8 @@ def open_toolbox(path: Path | None, reserved: Iterable[str], err: Console) -> Mc
     for result in results:
         if result.error is not None:
             err.print(
-                f"[yellow]warning:[/] MCP server {escape(result.server)} left out: "
-                f"{escape(result.error)}",
+                f"[yellow]warning:[/] MCP server {shown(result.server)} left out: "
+                f"{shown(result.error)}",
                 soft_wrap=True,
             )
     return toolbox

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
 
-from carryall._commands._output import fail
+from carryall._commands._output import echo, fail, snippet_text, warn_damage
+from carryall._text import json_printable, printable
 from carryall.errors import CarryallError
 
 if TYPE_CHECKING:
@@ -115,6 +116,7 @@ def _render(
     from carryall.sessions import render
 
     session = _store(store).open(session_id)
+    warn_damage(session.damage)
     messages, times = session.messages(), session.times()
     return session.id, render(fmt.value, session.meta, messages, times, embed_images=embed_images)
 
@@ -124,9 +126,10 @@ def _wire_export(store: str | None, session_id: str, fmt: WireFormat) -> tuple[s
     from carryall.interchange import export_messages
 
     session = _store(store).open(session_id)
+    warn_damage(session.damage)
     meta = session.meta
     text = export_messages(fmt, session.messages(), system=meta.system, model=meta.model)
-    return session.id, text
+    return session.id, json_printable(text)
 
 
 # -- sessions list / show / export / import / rm ------------------------------
@@ -151,7 +154,7 @@ def list_sessions(
     if limit is not None:
         infos = infos[:limit]
     for problem in problems:
-        typer.echo(f"warning: {problem}", err=True)
+        echo(f"warning: {problem}", err=True)
     if as_json:
         rows = [
             {
@@ -166,7 +169,7 @@ def list_sessions(
             }
             for info in infos
         ]
-        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        typer.echo(json_printable(json.dumps(rows, indent=2, ensure_ascii=False)))
         return
     if not infos:
         typer.echo("no sessions yet", err=True)
@@ -189,7 +192,7 @@ def list_sessions(
             info.meta.title or "(untitled)",
         )
         # Text, not markup: a title is whatever a person typed, brackets included.
-        table.add_row(*(Text(cell) for cell in cells))
+        table.add_row(*(Text(printable(cell, keep="")) for cell in cells))
     # Wide enough never to cut or wrap a cell: the list is read by scripts too.
     console = Console(file=io.StringIO(), width=1 << 16, highlight=False, emoji=False)
     console.print(table)
@@ -262,7 +265,7 @@ def export(
         output.write_text(out, encoding="utf-8")
     except OSError as exc:
         fail(f"cannot write {output}: {exc.strerror or exc}")
-    typer.echo(f"exported session {full_id} to {output}", err=True)
+    echo(f"exported session {full_id} to {output}", err=True)
 
 
 @_clear_errors
@@ -307,8 +310,8 @@ def import_file(
         system=imported.system,
     )
     session.record([], imported.messages)
-    typer.echo(session.id)
-    typer.echo(
+    echo(session.id)
+    echo(
         f"imported {len(imported.messages)} messages ({imported.format}) "
         f"from {file} as session {session.id}",
         err=True,
@@ -327,7 +330,8 @@ def remove(
     if not yes:
         label = session.meta.title or "(untitled)"
         if not typer.confirm(
-            f"Delete session {session.id} ({label}, {len(session)} turns)?", default=False
+            printable(f"Delete session {session.id} ({label}, {len(session)} turns)?", keep=""),
+            default=False,
         ):
             typer.echo("kept", err=True)
             raise typer.Exit(1)
@@ -384,13 +388,13 @@ def redact(
         raise typer.Exit(1)
     changed = store.redact(full, compiled)
     if changed:
-        typer.echo(
+        echo(
             f"redacted session {full}: {changed} line(s) rewritten; "
             "no earlier version is kept, on purpose",
             err=True,
         )
     else:
-        typer.echo(f"session {full}: nothing matched {pattern!r}", err=True)
+        echo(f"session {full}: nothing matched {pattern!r}", err=True)
 
 
 # -- recall ---------------------------------------------------------------------
@@ -459,10 +463,10 @@ def recall(
             }
             for hit in hits
         ]
-        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        typer.echo(json_printable(json.dumps(rows, indent=2, ensure_ascii=False)))
         return
     if not hits:
-        typer.echo(f"no matches for {words!r}", err=True)
+        echo(f"no matches for {words!r}", err=True)
         return
     from rich.console import Console
     from rich.text import Text
@@ -472,11 +476,7 @@ def recall(
         console.print(
             Text(f"{hit.session}  #{hit.message}  {hit.role}  {_when(hit.time)}", style="bold")
         )
-        snippet = Text("  " + hit.snippet.replace("\n", " "))
-        for start, end in hit.matches:
-            # Newlines became single spaces, so offsets hold; two spaces lead.
-            snippet.stylize("bold yellow", start + 2, end + 2)
-        console.print(snippet)
+        console.print(Text("  ") + snippet_text(hit.snippet, hit.matches, "bold yellow"))
 
 
 # -- tui --------------------------------------------------------------------------
@@ -512,17 +512,30 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks
 
 def _since(text: str) -> datetime:
     """A --since value: a relative age (7d, 12h, 30m, 2w) or an ISO date or time."""
+    text = printable(text, keep="")
     match = _RELATIVE.fullmatch(text.strip())
     if match:
-        amount, unit = int(match.group(1)), match.group(2)
-        return datetime.now(UTC) - timedelta(**{_UNITS[unit]: amount})
+        try:
+            amount = int(match.group(1))
+            return max(datetime.now(UTC) - timedelta(**{_UNITS[match.group(2)]: amount}), _EPOCH)
+        except (OverflowError, ValueError):  # ValueError: more digits than int() reads
+            return _EPOCH  # further back than any date: every message is since then
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
         raise typer.BadParameter(
             f"{text!r} is neither an age (7d, 12h, 30m) nor an ISO date/time", param_hint="--since"
         ) from None
-    return moment if moment.tzinfo else moment.astimezone()
+    if moment.tzinfo is None:
+        try:
+            moment = moment.astimezone()
+        except (ValueError, OverflowError, OSError):  # year 1: no local offset applies
+            moment = moment.replace(tzinfo=UTC)
+    # Every recorded time is after 1970; the bound keeps later arithmetic in range.
+    return max(moment, _EPOCH)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,5 @@
-"""What every encoder does before it writes its dialect: one place, so all agree.
+"""What every encoder does before it writes its dialect, and every decoder after it reads
+an answer: one place, so all agree.
 
 `prepare` checks the history, applies the image limit and blinds it for a
 model with no eyes, then fits it to the wire (`Wire`): every block the wire
@@ -10,7 +11,12 @@ every dialect, and every answer "no" is reported.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final, NamedTuple
+
+import msgspec
+
+from carryall._json import repair_surrogates, repair_text
 
 from carryall.blocks import (
     Block,
@@ -26,12 +32,14 @@ from carryall.blocks import (
     apply_image_limit,
     survey_history,
 )
+from carryall.errors import ProviderError
 from carryall.providers._types import Capabilities, Downgrade, Request
 
 __all__ = [
     "SYSTEM_NOTE",
     "Prepared",
     "Wire",
+    "answer_message",
     "prepare",
     "system_note",
     "target_origin",
@@ -315,3 +323,39 @@ def _fold_systems(
         out_irregular.append(len(out))
         out.append(Message("user", tuple(pending)))
     return out, out_irregular
+
+
+def _repaired(block: Block) -> Block:
+    if isinstance(block, Text | Thinking):
+        text = repair_text(block.text)
+        return block if text is block.text else msgspec.structs.replace(block, text=text)
+    if isinstance(block, ToolUse):
+        try:
+            value = repair_surrogates(block.input)
+        except RecursionError:
+            raise ProviderError(f"tool call {block.id!r}: its input is nested too deeply") from None
+        return msgspec.structs.replace(
+            block, id=repair_text(block.id), name=repair_text(block.name), input=value
+        )
+    return block
+
+
+def answer_message(blocks: Iterable[Block], where: str) -> Message:
+    """The assistant message a decoder read: tool call ids checked, lone surrogates repaired.
+
+    Every decoder ends here, so none lets through what the history validator
+    would refuse on the next request (a call id that is empty or used twice
+    would leave the session unable to continue) or text no wire can encode.
+    """
+    out = []
+    seen: set[str] = set()
+    for i, block in enumerate(blocks):
+        block = _repaired(block)
+        if isinstance(block, ToolUse):
+            if not block.id:
+                raise ProviderError(f"{where}: tool call {i} ({block.name!r}) has an empty id")
+            if block.id in seen:
+                raise ProviderError(f"{where}: tool call id {block.id!r} is used twice")
+            seen.add(block.id)
+        out.append(block)
+    return Message("assistant", tuple(out) or (Text(""),))

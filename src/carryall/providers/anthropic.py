@@ -70,7 +70,7 @@ from typing import Any, Final
 
 import msgspec
 
-from carryall._json import body_bytes
+from carryall._json import body_bytes, carryable, load_json, repair_surrogates
 from carryall._text import json_type_phrase, shorten
 from carryall.blocks import (
     Block,
@@ -87,7 +87,7 @@ from carryall.blocks import (
     image_media_type,
 )
 from carryall.errors import BlockError, ProviderError
-from carryall.providers._common import Wire, prepare
+from carryall.providers._common import Wire, answer_message, prepare
 from carryall.providers._types import Capabilities, Encoded, Request, Response, StopReason, Usage
 
 __all__ = [
@@ -454,11 +454,8 @@ def _native_line(kind: str, block: Mapping[str, Any]) -> str:
 
 def _tool_input(raw: str) -> tuple[Any, bool]:
     """Streamed tool arguments parsed into an object, or the raw text and `True` (malformed)."""
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
-        return raw, True
-    if not isinstance(value, dict):
+    ok, value = load_json(raw)
+    if not ok or not isinstance(value, dict):
         return raw, True
     return value, False
 
@@ -490,6 +487,8 @@ def _response_blocks(
         value = block.get("input", _MISSING)
         if not isinstance(value, Mapping):
             raise _bad(f"{where}.input", "an object", value)
+        if not carryable(value):
+            raise ProviderError(f"Anthropic {where}.input: NaN or Infinity is not JSON")
         return [
             ToolUse(
                 _str(block, "id", where),
@@ -550,7 +549,7 @@ def decode_response(data: Mapping[str, Any], *, endpoint: str = "") -> Response:
         blocks += _response_blocks(b, f"response.content[{i}]", origin)
     usage = _usage(body.get("usage"), "response.usage", {})
     return Response(
-        message=Message("assistant", tuple(blocks) or (Text(""),)),
+        message=answer_message(blocks, "Anthropic response.content"),
         stop_reason=_stop_reason(body.get("stop_reason"), "response.stop_reason"),
         usage=Usage(**usage),
         model=model,
@@ -588,6 +587,8 @@ def decode_messages(
     what this wire cannot hold). The history is not validated here: one that
     stops on unanswered tool calls is a legitimate thing to import.
     """
+    # A lone surrogate (a `\ud800` escape with no partner) is repaired where it enters.
+    messages, system = repair_surrogates(messages), repair_surrogates(system)
     parts: list[str] = []
     if system is not None:
         parts.extend(_system_parts(system, "system"))
@@ -834,7 +835,7 @@ class StreamDecoder:
             )
         blocks = tuple(block for group in self._blocks for block in group)
         return Response(
-            message=Message("assistant", blocks or (Text(""),)),
+            message=answer_message(blocks, "Anthropic stream"),
             stop_reason=_stop_reason(self._stop_reason, "stream stop_reason"),
             usage=Usage(**self._usage),
             model=self._model,

@@ -118,7 +118,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
-from carryall._json import body_bytes, load_json
+from carryall._json import body_bytes, load_json, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     IMAGE_MEDIA_TYPES,
@@ -135,7 +135,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
-from carryall.providers._common import Wire, prepare
+from carryall.providers._common import Wire, answer_message, prepare
 from carryall.providers._types import (
     Capabilities,
     Dialect,
@@ -435,7 +435,9 @@ def decode_response(data: Mapping[str, Any]) -> Response:
             f"response.choices[0].finish_reason must be a string, got {_shown(finish)}"
         )
     return Response(
-        message=Message("assistant", _assistant_blocks(reasoning, texts, refusal, calls)),
+        message=answer_message(
+            _assistant_blocks(reasoning, texts, refusal, calls), "OpenAI response"
+        ),
         stop_reason=_stop_reason(finish, bool(calls), bool(refusal)),
         usage=_usage(body.get("usage"), "response.usage"),
         model=_optional_str(body, "model", "response"),
@@ -734,9 +736,9 @@ class StreamDecoder:
         text = "".join(self._text)
         refusal = "".join(self._refusal)
         return Response(
-            message=Message(
-                "assistant",
+            message=answer_message(
                 _assistant_blocks("".join(self._reasoning), [text], refusal or None, calls),
+                "OpenAI stream",
             ),
             stop_reason=_stop_reason(self._finish or "stop", bool(calls), bool(refusal)),
             usage=self._usage,
@@ -781,6 +783,8 @@ def decode_messages(
     """
     if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
         raise BlockError(f"messages must be an array, got {_shown(messages)}")
+    # A lone surrogate (a `\ud800` escape with no partner) is repaired where it enters.
+    messages, system = repair_surrogates(messages), repair_surrogates(system)
     systems: list[str] = []
     if system is not None:
         systems.append(_joined_text(system, "system"))

@@ -63,7 +63,7 @@ from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, T
 from carryall.carrier import Marker, MarkerKind, marker_line, render_prompt_tool_carrier
 from carryall.errors import CarrierError, HistoryError, ProviderError
 from carryall.providers import openai as openai_codec
-from carryall.providers._common import prepare
+from carryall.providers._common import answer_message, prepare
 from carryall.providers._types import Capabilities, Dialect, Encoded, Request, Response, ToolSpec
 from carryall.providers.calling_convention import (
     CALL_FENCE_LABELS,
@@ -370,7 +370,7 @@ def _with_calls(inner: Response, salt: str, constrained: bool) -> Response:
     if not blocks:
         blocks.append(Text(""))
     return Response(
-        message=Message("assistant", tuple(blocks)),
+        message=answer_message(blocks, "prompt-mode answer"),
         stop_reason="tool_use" if calls or native else inner.stop_reason,
         usage=inner.usage,
         model=inner.model,

@@ -16,10 +16,18 @@ Replaying the events in order gives the current history; every history a
 rewrite replaced stays in the file, which is how an earlier version is
 recovered. This module is pure: it turns bytes into values and back, and
 the store does the I/O.
+
+Each event line ends with `"check": "<12 hex>"`, the start of the SHA-256 of
+the line written without it, so a flipped bit is found rather than read as
+what was said; a line without one (written before the check existed) still
+loads. A reader salvages: a damaged line (not JSON, failing its check, out
+of step with the lines before it) is skipped and named in `Replay.damage`
+with its line number, and every other event is still applied.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -167,12 +175,34 @@ def with_title(meta: SessionMeta, title: str | None) -> SessionMeta:
     return msgspec.structs.replace(meta, title=title)
 
 
+_CHECK = b',"check":"'
+_CHECK_HEX = 12
+_CHECK_TAIL = len(_CHECK) + _CHECK_HEX + 2  # the field, its digits, `"}`
+
+
+def _check_of(body: bytes) -> bytes:
+    return hashlib.sha256(body).hexdigest()[:_CHECK_HEX].encode()
+
+
 def encode_event(event: Event[Any]) -> bytes:
-    """One event line, newline included; a `TranscriptError` if a value is not JSON."""
+    """One event line with its integrity check, newline included; a `TranscriptError` if a
+    value is not JSON."""
     try:
-        return _encoder.encode(event) + b"\n"
+        body = _encoder.encode(event)
     except (msgspec.EncodeError, TypeError, ValueError) as exc:
         raise TranscriptError(f"a message cannot be written as JSON: {exc}") from None
+    return body[:-1] + _CHECK + _check_of(body) + b'"}\n'
+
+
+def verify_line(line: bytes, where: str, line_no: int) -> None:
+    """Refuse an event line whose integrity check does not match it (a line with none passes)."""
+    if len(line) < _CHECK_TAIL or line[-_CHECK_TAIL : -_CHECK_HEX - 2] != _CHECK:
+        return
+    body = line[:-_CHECK_TAIL] + b"}"
+    if line[-_CHECK_HEX - 2 : -2] != _check_of(body) or not line.endswith(b'"}'):
+        raise TranscriptError(
+            f"{where} line {line_no}: fails its integrity check (changed since it was written)"
+        )
 
 
 def decode_header(line: bytes, where: str) -> SessionMeta:
@@ -197,7 +227,8 @@ def decode_header(line: bytes, where: str) -> SessionMeta:
 
 
 def decode_event(line: bytes, where: str, line_no: int) -> AnyEvent:
-    """Decode one event line; the error names the file and line number."""
+    """Decode one event line, its integrity check first; the error names the file and line."""
+    verify_line(line, where, line_no)
     try:
         # A line that never mentions "image" cannot hold an image block, so it
         # decodes straight into `Message` values: the common case costs one pass.
@@ -223,9 +254,14 @@ def split_lines(data: bytes) -> tuple[list[bytes], int]:
     """The complete lines of `data` and the byte length they cover.
 
     Whatever follows the last newline is a torn write (a crash mid-line) and
-    is not a line: it is left for the store to move aside.
+    is not a line: it is left for the store to move aside. So are NUL bytes
+    at the end, newline or not: what a power loss leaves where the file
+    system had grown the file but not yet written it.
     """
     end = data.rfind(b"\n") + 1
+    run = len(data.rstrip(b"\0\n"))  # where the run of NULs and newlines at the end starts
+    if b"\0" in data[run:]:
+        end = data.rfind(b"\n", 0, run + 1) + 1
     if end == 0:
         return [], 0
     return data[: end - 1].split(b"\n"), end
@@ -309,10 +345,22 @@ class Replay:
     updated: str | None = None
     events: int = 0
     versions: list[list[Message]] = field(default_factory=list)
+    damage: list[str] = field(default_factory=list)
+    """What was wrong with the lines that were skipped or read in part, each naming its line."""
+    unsettled: bool = False
+    """Damage since the last rewrite: the history is salvaged, not what was written, so the
+    next writer records it whole (a rewrite) before appending to it."""
 
-    def apply_line(self, line: bytes, line_no: int) -> AnyEvent:
-        """Decode and apply one event line."""
-        event = decode_event(line, self.where, line_no)
+    def apply_line(self, line: bytes, line_no: int) -> AnyEvent | None:
+        """Decode and apply one event line; a damaged one is noted in `damage` and skipped."""
+        try:
+            event = decode_event(line, self.where, line_no)
+        except TranscriptError as exc:
+            self.damage.append(f"{exc}; skipped")
+            self.unsettled = True
+            return None
+        # A whole line that cannot apply (an event from a newer carryall, an
+        # image blob damaged) is not line damage: it is still refused.
         self.apply(event, line_no)
         return event
 
@@ -321,23 +369,35 @@ class Replay:
         new = self._restore(event)
         if event.event == "append":
             if event.start != len(self.messages):
-                raise TranscriptError(
+                # A line before it was lost or repeated: its messages go where it
+                # says they go, the gap or the overlap named.
+                held = len(self.messages)
+                self.damage.append(
                     f"{self.where} line {line_no}: append starts at message {event.start} "
-                    f"but the history before it holds {len(self.messages)}"
+                    f"but the history before it holds {held}; "
+                    + (
+                        f"messages {held} to {event.start - 1} are lost"
+                        if event.start > held
+                        else f"it replaces messages {event.start} on"
+                    )
                 )
+                del self.messages[event.start :], self.times[event.start :]
+                self.unsettled = True
             self.append(new, event.time)
         elif event.event == "rewrite":
             self.rewrite(new, event.time)
+            self.unsettled = False
         else:
             raise TranscriptError(
                 f"{self.where} line {line_no}: unknown event {event.event!r} "
                 "(written by a newer carryall?)"
             )
         if event.n != len(self.messages):
-            raise TranscriptError(
+            self.damage.append(
                 f"{self.where} line {line_no}: event says the history holds {event.n} "
                 f"messages but replaying gives {len(self.messages)}"
             )
+            self.unsettled = True
         if event.title and not self.title:
             self.title = event.title
         self.updated = event.time

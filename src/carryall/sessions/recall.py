@@ -48,7 +48,14 @@ from carryall.sessions._transcript import (
 from carryall.sessions.render import searchable_text
 from carryall.sessions.store import Recorded, SessionStore
 
-__all__ = ["Hit", "RecallIndex", "fts_query"]
+__all__ = ["MAX_LIMIT", "MAX_QUERY_WORDS", "Hit", "RecallIndex", "fts_query"]
+
+MAX_QUERY_WORDS = 64
+"""The most distinct words a query may hold: every one is a term all hits must contain,
+and FTS5's cost grows faster than the count (20,000 words took 15 s)."""
+
+MAX_LIMIT = 10_000
+"""The most hits one search returns (SQLite's LIMIT is a 64-bit integer; no reader wants more)."""
 
 log = logging.getLogger("carryall.sessions")
 
@@ -82,10 +89,17 @@ def fts_query(query: str) -> str | None:
     is read as FTS5 syntax: `C++`, `AND`, `a-b`, `"` and `*` are words.
     """
     # FTS5 ends a string at a NUL, and no control character is part of a
-    # token, so they separate words like spaces do.
-    words = query.translate(_CONTROLS).split()
+    # token, so they separate words like spaces do. A repeated word adds no
+    # condition, so it is asked once.
+    words = list(dict.fromkeys(query.translate(_CONTROLS).split()))
     if not words:
         return None
+    if len(words) > MAX_QUERY_WORDS:
+        raise TranscriptError(
+            f"recall: the query has {len(words)} different words; at most {MAX_QUERY_WORDS}"
+        )
+    if any("\ud800" <= ch <= "\udfff" for ch in query):
+        raise TranscriptError("recall: the query is not valid UTF-8 text")
     return " ".join('"' + word.replace('"', '""') + '"' for word in words)
 
 
@@ -128,6 +142,8 @@ class RecallIndex:
         role, `session` one session id. The index is first caught up with
         the transcripts unless `sync=False`.
         """
+        if limit > MAX_LIMIT:
+            raise TranscriptError(f"recall: --limit {limit} is more than {MAX_LIMIT}")
         match = fts_query(query)
         if match is None or limit <= 0:
             return []
@@ -353,7 +369,7 @@ class RecallIndex:
     def _connection(self, busy_ms: int = 30000) -> Iterator[sqlite3.Connection]:
         with self._lock:
             if self._conn is None:
-                self._conn = self._open()
+                self._conn = self._opened()
             try:
                 self._conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
                 yield self._conn
@@ -362,6 +378,17 @@ class RecallIndex:
                     f"recall index {self.path}: {exc} "
                     "(if it is damaged, rebuild it with `carryall recall --reindex`)"
                 ) from None
+
+    def _opened(self) -> sqlite3.Connection:
+        """`_open`, a store it cannot write (read-only, the index a folder) made one line."""
+        try:
+            return self._open()
+        except (OSError, sqlite3.DatabaseError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise TranscriptError(
+                f"recall index {self.path} cannot be opened: {reason} (search needs the index; "
+                "`sessions list` and `sessions show` read the transcripts without it)"
+            ) from None
 
     def _open(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)

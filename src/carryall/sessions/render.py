@@ -2,6 +2,10 @@
 
 Every reader here says `image_placeholder` where an image was; none prints
 base64, except HTML and JSON when the caller asks for images embedded.
+Content is hostile until shown: every reader's output passes
+`carryall._text.printable` (JSON: `json_printable`), so an escape sequence a
+model or tool wrote is shown, never obeyed, and the Markdown export escapes or
+fences every field, so it is safe to render with raw HTML allowed.
 Pure functions over a session's meta and messages: the CLI and the TUI
 decide where the output goes.
 """
@@ -16,6 +20,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
+from carryall._text import json_printable, printable
 from carryall.blocks import (
     Block,
     Document,
@@ -139,7 +144,7 @@ def render_text(
         time = times[index] if times is not None and index < len(times) else None
         out.append("")
         out.append(render_message_text(index, message, time))
-    return "\n".join(out) + "\n"
+    return printable("\n".join(out) + "\n")
 
 
 def render_message_text(index: int, message: Message, time: datetime | None = None) -> str:
@@ -147,7 +152,7 @@ def render_message_text(index: int, message: Message, time: datetime | None = No
     lines = [_heading(index, message, [time] if time is not None else None, at=0)]
     for block in message.content:
         lines.extend(_text_block(block))
-    return "\n".join(lines)
+    return printable("\n".join(lines))
 
 
 def _text_block(block: Block) -> list[str]:
@@ -182,12 +187,12 @@ def render_markdown(
         out += ["", f"## {_heading(index, message, times, rule=False)}"]
         for block in message.content:
             out += ["", *_markdown_block(block)]
-    return "\n".join(out) + "\n"
+    return printable("\n".join(out) + "\n")
 
 
 def _markdown_block(block: Block) -> list[str]:
     if isinstance(block, Text):
-        return [block.text]
+        return [_md_text(block.text)]
     if isinstance(block, Thinking):
         return ["<details><summary>Thinking</summary>", "", *_fence(block.text), "", "</details>"]
     if isinstance(block, ToolUse):
@@ -199,9 +204,10 @@ def _markdown_block(block: Block) -> list[str]:
             f"**Tool result** for {_md_code(block.tool_use_id)}{status}:",
             "",
             *_fence(block.content),
+            *(f"\nattachment: {_md_code(attachment_label(m))}" for m in block.attachments),
         ]
-    # Verbatim: with no link definition in the page, `[image: ...]` stays text.
-    return [block_line(block)]
+    # Code: a source name can hold brackets and parentheses that would make a link.
+    return [_md_code(block_line(block))]
 
 
 def _fence(text: str, lang: str = "") -> list[str]:
@@ -211,7 +217,12 @@ def _fence(text: str, lang: str = "") -> list[str]:
 
 
 def _md_code(text: str) -> str:
-    """Inline code that shows `text` literally, whatever backticks it holds."""
+    """Inline code that shows `text` literally, whatever backticks or line breaks it holds.
+
+    A code span cannot hold a blank line (the paragraph would end there and
+    the rest be read as Markdown), so line breaks are shown as escapes.
+    """
+    text = printable(text, keep="")
     ticks = "`" * (_longest_backtick_run(text) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{ticks}{pad}{text}{pad}{ticks}"
@@ -220,6 +231,71 @@ def _md_code(text: str) -> str:
 def _longest_backtick_run(text: str) -> int:
     runs = re.findall(r"`+", text)
     return max(map(len, runs), default=0)
+
+
+# A code span on one line, not opened by an escaped backtick and holding no
+# `|` (a table would cut it there): only such a span is sure to be code to any
+# renderer, so only in one is a `<` left as written.
+_CODE_SPAN = re.compile(r"(?<![`\\])(`+)(?!`)[^|\n]*?(?<!`)\1(?!`)")
+_FENCE = re.compile(r"(`{3,}|~{3,})")
+# A fence run after indentation or a list or quote marker: inside a container.
+_NESTED_FENCE = re.compile(r"([ \t>*+\-0-9.)]+)(?=`{3}|~{3})")
+
+
+def _md_text(text: str) -> str:
+    """A text block as the Markdown it was written in, with raw HTML shown as text.
+
+    Only `<` opens raw HTML (a tag, a comment, an HTML block), so each one
+    outside code is written `&lt;`. Code shows it literally and is left as
+    written, but only code no renderer could read otherwise: a code span on
+    one line, and a fence at the margin, which no list or quote can hold. A
+    fence anywhere else is escaped (a container may end it where this reading
+    would not), and a fence left open is closed, so nothing after the block
+    is read as code, nor a later fence the other way round.
+    """
+    if "<" not in text and "`" not in text and "~" not in text:
+        return text
+    out: list[str] = []
+    fence: str | None = None
+    for line in text.split("\n"):
+        if fence is not None:
+            out.append(line)
+            body = line.lstrip(" ")
+            close = _FENCE.match(body)
+            if (
+                close
+                and len(line) - len(body) <= 3
+                and close.group(1)[0] == fence[0]
+                and len(close.group(1)) >= len(fence)
+                and not body[close.end() :].strip()
+            ):
+                fence = None
+            continue
+        opener = _FENCE.match(line)
+        if opener and not (opener.group(1)[0] == "`" and "`" in line[opener.end() :]):
+            fence = opener.group(1)
+            out.append(line)
+            continue
+        nested = _NESTED_FENCE.match(line)
+        if nested:
+            line = line[: nested.end()] + "\\" + line[nested.end() :]
+        out.append(_escape_outside_spans(line))
+    if fence is not None:
+        out.append(fence)
+    return "\n".join(out)
+
+
+def _escape_outside_spans(line: str) -> str:
+    if "<" not in line:
+        return line
+    pieces: list[str] = []
+    at = 0
+    for span in _CODE_SPAN.finditer(line):
+        pieces.append(line[at : span.start()].replace("<", "&lt;"))
+        pieces.append(span.group())
+        at = span.end()
+    pieces.append(line[at:].replace("<", "&lt;"))
+    return "".join(pieces)
 
 
 def _md_inline(text: str) -> str:
@@ -275,7 +351,7 @@ def render_json(
 ) -> str:
     """`export_dict` as indented JSON text."""
     data = export_dict(meta, messages, times, embed_images=embed_images)
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return json_printable(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"
 
 
 def _json_block(block: Block, embed_images: bool) -> dict[str, Any]:
@@ -340,7 +416,7 @@ def render_html(
         out.extend(_html_block(block, embed_images) for block in message.content)
         out.append("</section>")
     out.append("</main></body></html>")
-    return "\n".join(out) + "\n"
+    return printable("\n".join(out) + "\n")
 
 
 def _html_block(block: Block, embed_images: bool) -> str:

@@ -696,6 +696,15 @@ class Session:
     def __repr__(self) -> str:
         return f"<Session {self.id} {len(self)} messages>"
 
+    @property
+    def damage(self) -> list[str]:
+        """The damaged lines reading skipped or read in part, each naming its line number.
+
+        Empty for a whole transcript. A reader shows these; the history is
+        every undamaged event, and the next write records it whole first.
+        """
+        return list(self._replay.damage)
+
     # -- recording ----------------------------------------------------------
 
     def record(
@@ -716,6 +725,10 @@ class Session:
         with self._writing():
             stored = self._replay.messages
             k = len(started)
+            if self._replay.unsettled:
+                # Salvaged: appending would build on a history no line says whole.
+                self._write_rewrite(left)
+                return "rewrite"
             if len(stored) == k and started == stored and common_prefix(started, left) == k:
                 tail = left[k:]
                 if tail:
@@ -728,7 +741,9 @@ class Session:
         """Append messages after whatever the store holds now (another writer's included)."""
         tail = list(messages)
         with self._writing():
-            if tail:
+            if tail and self._replay.unsettled:
+                self._write_rewrite([*self._replay.messages, *tail])
+            elif tail:
                 self._write_append(tail)
 
     def refresh(self) -> None:
@@ -848,6 +863,7 @@ class Session:
         before = self._end
         self._write_line(line)
         keep = self._replay.rewrite(list(history), stamp)
+        self._replay.unsettled = False
         self._after_write(title, stamp)
         self._publish(before, keep, clean[keep:], self._replay.times[keep:])
 
