@@ -44,7 +44,7 @@ def test_without_a_location_the_variable_then_the_config_then_the_default(
 @pytest.mark.parametrize(
     ("location", "reason"),
     [
-        ("postgresql://db.example/carryall", "unknown kind of store 'postgresql:'"),
+        ("mysql://db.example/carryall", "unknown kind of store 'mysql:'"),
         ("file://fileserver/share", "must name a local folder, not one on host 'fileserver'"),
         ("  ", "location is empty"),
     ],
@@ -82,7 +82,7 @@ def test_every_sessions_command_takes_store_and_the_variable(
 
 
 def test_cli_unknown_store_is_one_clear_line(home: Path) -> None:
-    result = CliRunner().invoke(_app(), ["sessions", "list", "--store", "postgresql://x/y"])
+    result = CliRunner().invoke(_app(), ["sessions", "list", "--store", "mysql://x/y"])
     assert result.exit_code == 1
     assert "unknown kind of store" in result.stderr
     assert "Traceback" not in result.output

@@ -46,7 +46,7 @@ from carryall.tools.builtin import BUILTIN_TOOL_NAMES, DEFAULT_TOOL_NAMES, built
 
 if TYPE_CHECKING:
     from carryall.backends import Backend
-    from carryall.sessions import Session
+    from carryall.sessions import AnySession
 
 __all__ = ["register"]
 
@@ -339,7 +339,7 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
     A failure to open any of them is one `error:` line and exit code 1.
     """
     backend: Backend | None = None
-    session: Session | None = None
+    session: AnySession | None = None
     try:
         try:
             system = _read_system(setup.system)
@@ -394,7 +394,7 @@ def _open_backend(setup: _Setup) -> Backend:
 
 def _create_session(
     store: str | None, backend: Backend, workspace: Path, system: str | None
-) -> Session:
+) -> AnySession:
     from carryall.sessions import open_store
 
     return open_store(store).create(
@@ -402,13 +402,13 @@ def _create_session(
     )
 
 
-def _open_session(store: str | None, session_id: str) -> Session:
+def _open_session(store: str | None, session_id: str) -> AnySession:
     from carryall.sessions import open_store
 
     return open_store(store).open(session_id)
 
 
-def _resumed(setup: _Setup, session: Session) -> _Setup:
+def _resumed(setup: _Setup, session: AnySession) -> _Setup:
     """Continue on the session's backend and model unless the command line says otherwise."""
     meta = session.meta
     if setup.backend is not None or not meta.backend:

@@ -26,7 +26,7 @@ from carryall.errors import CarryallError
 
 if TYPE_CHECKING:
     from carryall.interchange import WireFormat
-    from carryall.sessions import Store
+    from carryall.sessions import AnyStore
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -44,7 +44,8 @@ StoreOption = Annotated[
         envvar="CARRYALL_STORE",
         metavar="PATH|URL",
         help=(
-            "The session store: a folder or a file: URL. Default: $CARRYALL_STORE, "
+            "The session store: a folder, a file: URL or a postgresql:// URL. "
+            "Default: $CARRYALL_STORE, "
             "else the config file's `store`, else the sessions folder below."
         ),
         show_default=False,
@@ -102,7 +103,7 @@ def _clear_errors(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def _store(location: str | None) -> Store:
+def _store(location: str | None) -> AnyStore:
     from carryall.sessions import open_store
 
     return open_store(location)
@@ -345,7 +346,7 @@ def collect(location: StoreOption = None) -> None:
     """
     store = _store(location)
     removed = store.collect_blobs()
-    typer.echo(f"removed {len(removed)} unreferenced image blob(s) from {store.root}", err=True)
+    typer.echo(f"removed {len(removed)} unreferenced image blob(s) from {store.location}", err=True)
 
 
 @_clear_errors

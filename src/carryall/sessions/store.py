@@ -452,6 +452,64 @@ class SessionStore:
                         )
         return changed
 
+    @property
+    def location(self) -> str:
+        """Where the store is: its folder."""
+        return str(self.root)
+
+    def export_events(self, session_id: str) -> tuple[SessionMeta, builtins.list[bytes]]:
+        """A session as it is kept: its header meta and every complete event line, oldest first."""
+        path = self.path(self.resolve(session_id))
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise _failed(f"cannot read session file {path}", exc) from None
+        lines, _ = split_lines(data)
+        if not lines:
+            raise TranscriptError(f"{path}: no complete header line")
+        return decode_header(lines[0], str(path)), [line for _, line in iter_events(lines[1:], 2)]
+
+    def import_events(self, meta: SessionMeta, lines: Sequence[bytes]) -> None:
+        """Add a session exactly as another store kept it: the same id and event lines.
+
+        The events are replayed first (images as stand-ins), so an
+        inconsistent session is refused before anything is written; the
+        blobs they refer to must be stored already. An existing session
+        with that id is an error, never overwritten.
+        """
+        path = self.path(meta.id)
+        where = f"session {meta.id} to import"
+        replay = Replay(where, image_stand_in)
+        for line_no, line in enumerate(lines, 2):
+            replay.apply_line(line, line_no)
+        data = encode_header(meta) + b"".join(line + b"\n" for line in lines)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            _write_new(path, data)
+        except FileExistsError:
+            raise TranscriptError(f"session {meta.id} is already in {self.root}") from None
+        except OSError as exc:
+            raise _failed(f"cannot write session file {path}", exc) from None
+        _fsync_dir(self.root)
+        if self.listeners:
+            stat = os.stat(path)
+            recorded = Recorded(
+                session_id=meta.id,
+                ident=(stat.st_dev, stat.st_ino),
+                before=0,
+                after=len(data),
+                first=0,
+                messages=replay.messages,
+                times=replay.times,
+                total=len(replay.messages),
+            )
+            for listener in self.listeners:
+                try:
+                    listener.on_record(recorded)
+                except Exception as exc:  # derived data; it catches up from the files
+                    name = _name(listener)
+                    log.warning("%s could not take in session %s: %s", name, meta.id, exc)
+
     def path(self, session_id: str) -> Path:
         """The transcript file of a session id (which need not exist)."""
         if not _ID.fullmatch(session_id):
