@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,11 @@ def test_cli_unknown_store_is_one_clear_line(home: Path) -> None:
     assert result.exit_code == 1
     assert "unknown kind of store" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_a_postgresql_url_without_psycopg_names_the_extra(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if it were not installed
+    with pytest.raises(TranscriptError, match=r"pip install 'carryall\[postgres\]'"):
+        open_store("postgresql://db.example/carryall")

@@ -543,3 +543,30 @@ def test_a_refused_write_is_a_clear_error_and_leaves_the_session_intact(
     assert texts == [f"fill {i} {'x' * 2000}" for i in range(len(acks))]
     store.open(session.id).append([_user("after")])
     assert _texts(store, session.id)[-1] == "after"
+
+
+def test_every_sessions_command_works_on_every_store(store_location: str) -> None:
+    store = open_store(store_location)
+    image = Image.from_bytes("image/png", PNG, "shot.png")
+    session = store.create(title="cli")
+    session.record([], [Message.user(f"see {SECRET}", [image]), _assistant("seen")])
+    app = typer.Typer()
+    commands.register(app)
+    runner = CliRunner()
+
+    def run(*args: str) -> str:
+        result = runner.invoke(app, [*args, "--store", store_location])
+        assert result.exit_code == 0, result.output
+        return result.stdout + result.stderr
+
+    (row,) = json.loads(run("sessions", "list", "--json"))
+    assert (row["id"], row["turns"], row["title"]) == (session.id, 2, "cli")
+    shown = run("sessions", "show", session.id[:12])
+    assert "[image: shot.png (image/png)]" in shown and SECRET in shown
+    assert "redacted" in run("sessions", "redact", session.id, "--pattern", SECRET, "--yes")
+    assert SECRET not in run("sessions", "show", session.id)
+    store.put_blob(b"an orphan")
+    time.sleep(0.01)
+    assert "removed 1 unreferenced" in run("sessions", "gc")
+    assert "removed session" in run("sessions", "rm", session.id, "--yes")
+    assert json.loads(run("sessions", "list", "--json")) == []
