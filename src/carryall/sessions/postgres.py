@@ -58,7 +58,6 @@ from carryall.sessions._transcript import (
     Event,
     Replay,
     SessionMeta,
-    StoredBlock,
     StoredImage,
     StoredMessage,
     common_prefix,
@@ -67,7 +66,6 @@ from carryall.sessions._transcript import (
     encode_event,
     encode_header,
     format_time,
-    has_image,
     image_stand_in,
     now,
     parse_time,
@@ -76,7 +74,7 @@ from carryall.sessions._transcript import (
 )
 from carryall.sessions.recall import Hit, marked_hit, passage, query_words
 from carryall.sessions.redact import Redactor, compile_pattern
-from carryall.sessions.store import SessionInfo, configured_redactor
+from carryall.sessions.store import SessionInfo, configured_redactor, storable, writable
 
 if TYPE_CHECKING:
     import psycopg
@@ -843,33 +841,17 @@ class PostgresSession:
         return bool(self._meta.title or self._replay.title)
 
     def _redacted(self, messages: list[Message], start: int) -> list[Message]:
-        for i, message in enumerate(messages):
-            if not isinstance(message, Message):
-                raise TranscriptError(
-                    f"session {self.id}: message {start + i} is a "
-                    f"{type(message).__name__}, not a Message"
-                )
-        redactor = self.store.redactor
-        return [redactor.message(m) for m in messages] if redactor.active else messages
+        return writable(self.store.redactor, self.id, messages, start)
 
     def _storable(
         self, conn: psycopg.Connection[Any], message: Message, index: int, hashes: set[str]
     ) -> Message | StoredMessage:
-        if not has_image(message):
-            return message
-        blocks: list[StoredBlock] = []
-        for block in message.content:
-            if isinstance(block, Image):
-                try:
-                    raw = block.to_bytes()
-                except BlockError as exc:
-                    raise TranscriptError(f"session {self.id}: message {index}: {exc}") from None
-                sha = _put_blob(conn, raw)
-                hashes.add(sha)
-                blocks.append(StoredImage(block.media_type, sha, block.source))
-            else:
-                blocks.append(block)
-        return StoredMessage(message.role, tuple(blocks))
+        def put(data: bytes) -> str:
+            sha = _put_blob(conn, data)
+            hashes.add(sha)
+            return sha
+
+        return storable(message, f"session {self.id}: message {index}", put)
 
 
 class PostgresRecall:
