@@ -14,6 +14,19 @@
   `orjson.loads` when installed).
 - recall: a ranked FTS5 query over 100,000 messages against `grep -c` over
   the JSONL files.
+- the PostgreSQL store, in the same run, on a server started here from the
+  machine's packages (`fsync=on`, as the JSONL store syncs; skipped with a
+  line when there are no binaries or no psycopg): the same appends (bytes
+  read and written are the server backend's, from its /proc/<pid>/io, since
+  the client only talks over a socket), and the same recall against the same
+  `grep -c`.
+- 8 concurrent writers: 8 processes each appending one-message events to
+  its own session, on each store; events per second over the time they all
+  ran.
+
+Each append figure is wall time (it includes fsync, and the server's work)
+and this process's CPU (`time.process_time`), both median and mean, with
+the garbage collector on.
 
 The big transcripts are written in bulk through the transcript encoder (one
 event per message, as an agent loop records them) so setup takes seconds,
@@ -37,7 +50,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from carryall.blocks import Message, Text, ToolResult, ToolUse
-from carryall.sessions import SessionMeta, Store
+from carryall.sessions import AnyStore, SessionMeta, Store
 from carryall.sessions._transcript import Event, encode_event, encode_header, now
 
 _SENTENCE = (
@@ -118,16 +131,27 @@ def _io_self() -> int:
 _IO_SELF = _io_self()
 
 
-def bench_append(store: Store, small: str, big: str, repeat: int, label: str) -> None:
+def bench_append(
+    store: AnyStore,
+    small: str,
+    big: str,
+    repeat: int,
+    label: str,
+    io: Callable[[], tuple[int, int]] | None = None,
+) -> None:
+    """Alternate appends at both sizes; `io` reads the bytes counters to charge (default: ours)."""
+    io = io or _io
+    where = "/proc/self/io" if io is _io else "the server backend's /proc/<pid>/io"
     print(
         f"append one message with Session.record, {label} "
-        f"(median of {repeat}, fsync included; bytes per append from /proc/self/io)"
+        f"(median of {repeat}, fsync included; bytes per append from {where})"
     )
     store.recall.sync()  # the index is current, as it is for a running session
     sessions = {label: store.open(sid) for label, sid in (("small", small), ("big", big))}
     histories = {label: session.messages() for label, session in sessions.items()}
     sizes = {label: len(history) for label, history in histories.items()}
     times: dict[str, list[float]] = {"small": [], "big": []}
+    cpu: dict[str, list[float]] = {"small": [], "big": []}
     reads: dict[str, list[int]] = {"small": [], "big": []}
     writes: dict[str, list[int]] = {"small": [], "big": []}
     # Alternate the two, so drift in the disk's fsync time hits both alike.
@@ -135,13 +159,14 @@ def bench_append(store: Store, small: str, big: str, repeat: int, label: str) ->
         for label, session in sessions.items():
             history = histories[label]
             left = [*history, Message.user(f"next turn {i}")]
-            read0, written0 = _io()
-            start = time.perf_counter()
+            read0, written0 = io()
+            start, cpu0 = time.perf_counter(), time.process_time()
             kind = session.record(history, left)
             times[label].append(time.perf_counter() - start)
-            read1, written1 = _io()
+            cpu[label].append(time.process_time() - cpu0)
+            read1, written1 = io()
             # Reading /proc/self/io is itself a read: take its own share out.
-            reads[label].append(read1 - read0 - _IO_SELF)
+            reads[label].append(read1 - read0 - (_IO_SELF if io is _io else 0))
             writes[label].append(written1 - written0)
             assert kind == "append"
             histories[label] = left
@@ -153,8 +178,13 @@ def bench_append(store: Store, small: str, big: str, repeat: int, label: str) ->
             f"   written {statistics.mean(writes[label]):>8,.0f} B"
             f" (mean; most {max(reads[label]):,} / {max(writes[label]):,} B)"
         )
+        print(
+            f"  {'':>7}           CPU {_ms(statistics.median(cpu[label]))}"
+            f" (mean {_ms(statistics.mean(cpu[label])).strip()})"
+        )
     ratio = statistics.median(times["big"]) / statistics.median(times["small"])
-    print(f"  ratio big/small: {ratio:.2f}")
+    cpu_ratio = statistics.median(cpu["big"]) / statistics.median(cpu["small"])
+    print(f"  ratio big/small: {ratio:.2f} (CPU {cpu_ratio:.2f})")
 
 
 def bench_load(store: Store, big: str, repeat: int) -> None:
@@ -185,12 +215,11 @@ def bench_load(store: Store, big: str, repeat: int) -> None:
         print(f"  {label:<37} {_ms(peer)}   ratio {ours / peer:.2f}")
 
 
-def bench_recall(store: Store, repeat: int) -> None:
+def bench_recall(store: AnyStore, repeat: int, files: list[str], label: str) -> None:
     start = time.perf_counter()
     count = store.recall.reindex()
     built = time.perf_counter() - start
-    print(f"recall over {count:,} messages (index built from the files in {built:.2f} s)")
-    files = [str(p) for p in store.root.glob("*.jsonl")]
+    print(f"recall, {label}, over {count:,} messages (index rebuilt in {built:.2f} s)")
     grep = shutil.which("grep")
     for word in ("zanzibar", "mirror", "lockfile workspace"):
         matching = len(store.recall.search(word, limit=10**7))
@@ -202,6 +231,109 @@ def bench_recall(store: Store, repeat: int) -> None:
             peer = statistics.median(_timed(grep_once, repeat))
             line += f"   grep -c: {_ms(peer)}   ratio {ours / peer:.2f}"
         print(line)
+
+
+WRITER = r"""
+import sys, time
+from carryall.blocks import Message
+from carryall.sessions import open_store
+
+location, session_id, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+session = open_store(location, recall=False).open(session_id)
+sys.stdin.readline()  # go
+start = time.time()
+for i in range(count):
+    session.append([Message.user(f"writer event {i}")])
+print(start, time.time(), flush=True)
+"""
+
+
+def bench_writers(store: AnyStore, location: str, label: str, count: int = 250) -> None:
+    """8 writer processes, each appending `count` events to its own session, started together."""
+    ids = [store.create().id for _ in range(8)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, location, sid, str(count)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for sid in ids
+    ]
+    time.sleep(2.0)  # let every child import and open its session
+    for child in children:
+        assert child.stdin is not None
+        child.stdin.write("\n")
+        child.stdin.flush()
+    spans = []
+    for child in children:
+        out, _ = child.communicate(timeout=900)
+        spans.append(tuple(float(x) for x in out.split()))
+    took = max(end for _, end in spans) - min(start for start, _ in spans)
+    print(
+        f"8 concurrent writers, {label}: {8 * count:,} appends in {took:.2f} s, "
+        f"{8 * count / took:,.0f} appends/s"
+    )
+
+
+def _pg_bulk(store: AnyStore, messages: list[Message]) -> str:
+    """The same bulk transcript as `_write_bulk`, imported into the PostgreSQL store."""
+    session_id = f"bench-{len(messages)}-{random.randrange(16**6):06x}"
+    meta = SessionMeta(id=session_id, created=datetime.now(UTC), backend="bench", model="m")
+    stamp = now()
+    lines = [
+        encode_event(Event("append", stamp, n=i + 1, start=i, messages=[m]))[:-1]
+        for i, m in enumerate(messages)
+    ]
+    store.import_events(meta, lines)
+    return session_id
+
+
+def bench_postgres(args: argparse.Namespace, rng: random.Random, files: list[str]) -> None:
+    """The PostgreSQL half: a server of this machine's, started and stopped here."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    try:
+        import psycopg  # noqa: F401
+        from tests.postgres_server import Server, binaries
+    except ImportError as exc:
+        print(f"PostgreSQL store: skipped ({exc}; pip install -e '.[postgres]')")
+        return
+    bin_dir = binaries()
+    if bin_dir is None:
+        print("PostgreSQL store: skipped (no initdb on this machine: apt-get install postgresql)")
+        return
+    from carryall.sessions.postgres import PostgresStore
+
+    server = Server(bin_dir, fsync=True)
+    try:
+        url = server.create_database("bench")
+        store = PostgresStore(url)
+        start = time.perf_counter()
+        big = _pg_bulk(store, _history(args.messages, rng))
+        small = _pg_bulk(store, _history(100, rng))
+        print(
+            f"PostgreSQL {bin_dir.parent.name} (fsync=on), setup: imported "
+            f"{args.messages + 100:,} messages in {time.perf_counter() - start:.1f} s"
+        )
+        print()
+
+        def backend_io() -> tuple[int, int]:
+            conn = store._conn
+            if conn is None:
+                return 0, 0
+            text = Path(f"/proc/{conn.info.backend_pid}/io").read_text()
+            fields = dict(line.split(": ") for line in text.splitlines())
+            return int(fields["rchar"]), int(fields["wchar"])
+
+        bench_append(store, small, big, args.repeat, "PostgreSQL store", io=backend_io)
+        if args.only == "append":
+            return
+        print()
+        bench_recall(store, args.repeat, files, "PostgreSQL full-text search")
+        print()
+        bench_writers(store, url, "PostgreSQL store")
+    finally:
+        server.stop()
 
 
 def main() -> None:
@@ -228,12 +360,16 @@ def main() -> None:
         bench_append(
             Store(root / "sessions", recall=False), small, big, args.repeat, "recall index off"
         )
-        if args.only == "append":
-            return
+        files = [str(p) for p in store.root.glob("*.jsonl")]
+        if args.only != "append":
+            print()
+            bench_load(store, big, 3)
+            print()
+            bench_writers(Store(root / "writers"), str(root / "writers"), "JSONL store")
+            print()
+            bench_recall(store, args.repeat, files, "JSONL store (SQLite FTS5)")
         print()
-        bench_load(store, big, 3)
-        print()
-        bench_recall(store, args.repeat)
+        bench_postgres(args, rng, files)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

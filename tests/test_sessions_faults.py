@@ -1,27 +1,24 @@
-"""Faults: a writer killed mid-append, two writers at once, a full disk.
+"""Faults of the JSON Lines store alone: a full disk, a file size limit.
 
-Each test runs real writer processes; the sizes are the issue's (1,000
-appends) and every wait is bounded.
+A writer killed mid-append and two writers at once are promises of every
+store, so they are in the conformance suite (`test_store_conformance.py`).
+Each test runs real writer processes and every wait is bounded.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import random
 import resource
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from carryall.blocks import Message
 from carryall.sessions import Store
 
 # A writer: appends COUNT one-message events, printing each index once the
@@ -68,61 +65,6 @@ def _spawn(
 
 def _texts(store: Store, session_id: str) -> list[str]:
     return [m.text() for m in store.open(session_id).messages()]
-
-
-def test_sigkill_at_random_points_keeps_every_acknowledged_event(tmp_path: Path) -> None:
-    rng = random.Random(int(os.environ.get("CARRYALL_FAULT_SEED", "0")) or None)
-    store = Store(tmp_path / "sessions")
-    for round_number in range(3):
-        session = store.create()
-        tag = f"round{round_number}"
-        # Leave the writer work to do, so the kill always lands mid-run.
-        kill_after = rng.randrange(1, 950)
-        where = f"round {round_number}, killed after ack {kill_after}"
-        child = _spawn(store.root, session.id, tag, 1000)
-        assert child.stdout is not None
-        acked = -1
-        deadline = time.monotonic() + 60
-        while acked < kill_after - 1 and time.monotonic() < deadline:
-            line = child.stdout.readline()
-            if not line:
-                break
-            acked = int(line)
-        # Land the kill anywhere inside the next append (write, fsync, index).
-        time.sleep(rng.uniform(0, 0.005))
-        child.send_signal(signal.SIGKILL)
-        rest, err = child.communicate(timeout=30)
-        acked = max([acked, *(int(x) for x in rest.split())])
-        assert child.returncode == -signal.SIGKILL, f"{where}: {err}"
-        texts = _texts(store, session.id)
-        # Every acknowledged event loads; at most the one in flight is extra.
-        assert len(texts) >= acked + 1, where
-        assert texts == [f"{tag} {i} " for i in range(len(texts))], where
-        # The next writer repairs whatever the kill left and carries on.
-        reopened = store.open(session.id)
-        reopened.append([Message.user("after the kill")])
-        assert _texts(store, session.id)[-1] == "after the kill"
-        assert len(store.recall.search(tag, session=session.id, limit=2000)) == len(texts)
-
-
-def test_two_writers_never_interleave(tmp_path: Path) -> None:
-    store = Store(tmp_path / "sessions")
-    session = store.create()
-    children = [_spawn(store.root, session.id, tag, 1000) for tag in ("alpha", "beta")]
-    for child in children:
-        out, err = child.communicate(timeout=120)
-        assert child.returncode == 0, err
-        assert out.split() == [str(i) for i in range(1000)]
-    lines = session.path.read_bytes().split(b"\n")
-    assert lines[-1] == b""
-    events = [json.loads(line) for line in lines[1:-1]]
-    assert len(events) == 2000
-    assert [e["n"] for e in events] == list(range(1, 2001))
-    texts = _texts(store, session.id)
-    assert len(texts) == 2000
-    for tag in ("alpha", "beta"):
-        mine = [t for t in texts if t.startswith(tag + " ")]
-        assert mine == [f"{tag} {i} " for i in range(1000)]
 
 
 @contextlib.contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,7 @@ def test_without_a_location_the_variable_then_the_config_then_the_default(
 @pytest.mark.parametrize(
     ("location", "reason"),
     [
-        ("postgresql://db.example/carryall", "unknown kind of store 'postgresql:'"),
+        ("mysql://db.example/carryall", "unknown kind of store 'mysql:'"),
         ("file://fileserver/share", "must name a local folder, not one on host 'fileserver'"),
         ("  ", "location is empty"),
     ],
@@ -82,7 +83,15 @@ def test_every_sessions_command_takes_store_and_the_variable(
 
 
 def test_cli_unknown_store_is_one_clear_line(home: Path) -> None:
-    result = CliRunner().invoke(_app(), ["sessions", "list", "--store", "postgresql://x/y"])
+    result = CliRunner().invoke(_app(), ["sessions", "list", "--store", "mysql://x/y"])
     assert result.exit_code == 1
     assert "unknown kind of store" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_a_postgresql_url_without_psycopg_names_the_extra(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if it were not installed
+    with pytest.raises(TranscriptError, match=r"pip install 'carryall\[postgres\]'"):
+        open_store("postgresql://db.example/carryall")

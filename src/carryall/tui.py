@@ -23,7 +23,7 @@ from textual.widgets.option_list import Option
 from carryall._commands._output import snippet_text
 from carryall._text import printable
 from carryall.errors import CarryallError
-from carryall.sessions import Hit, SessionInfo, Store, render_message_text, render_text
+from carryall.sessions import AnyStore, Hit, SessionInfo, render_message_text, render_text
 
 __all__ = ["MessageView", "SessionsApp"]
 
@@ -61,7 +61,7 @@ class SessionsApp(App[None]):
         Binding("ctrl+q", "quit", "Quit"),
     ]
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: AnyStore) -> None:
         super().__init__()
         self.store = store
         self.infos: list[SessionInfo] = []

@@ -47,7 +47,7 @@ from carryall.tools.builtin import BUILTIN_TOOL_NAMES, DEFAULT_TOOL_NAMES, built
 if TYPE_CHECKING:
     from carryall.backends import Backend
     from carryall.mcp import McpToolbox
-    from carryall.sessions import Session
+    from carryall.sessions import AnySession
 
 __all__ = ["register"]
 
@@ -343,7 +343,7 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
     A failure to open any of them is one `error:` line and exit code 1.
     """
     backend: Backend | None = None
-    session: Session | None = None
+    session: AnySession | None = None
     toolbox: McpToolbox | None = None
     try:
         try:
@@ -419,7 +419,7 @@ def _open_backend(setup: _Setup) -> Backend:
 
 def _create_session(
     store: str | None, backend: Backend, workspace: Path, system: str | None
-) -> Session:
+) -> AnySession:
     from carryall.sessions import open_store
 
     return open_store(store).create(
@@ -427,13 +427,13 @@ def _create_session(
     )
 
 
-def _open_session(store: str | None, session_id: str) -> Session:
+def _open_session(store: str | None, session_id: str) -> AnySession:
     from carryall.sessions import open_store
 
     return open_store(store).open(session_id)
 
 
-def _resumed(setup: _Setup, session: Session) -> _Setup:
+def _resumed(setup: _Setup, session: AnySession) -> _Setup:
     """Continue on the session's backend and model unless the command line says otherwise."""
     meta = session.meta
     if setup.backend is not None or not meta.backend:

@@ -27,7 +27,7 @@ from carryall.errors import CarryallError
 
 if TYPE_CHECKING:
     from carryall.interchange import WireFormat
-    from carryall.sessions import Store
+    from carryall.sessions import AnyStore
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -45,7 +45,8 @@ StoreOption = Annotated[
         envvar="CARRYALL_STORE",
         metavar="PATH|URL",
         help=(
-            "The session store: a folder or a file: URL. Default: $CARRYALL_STORE, "
+            "The session store: a folder, a file: URL or a postgresql:// URL. "
+            "Default: $CARRYALL_STORE, "
             "else the config file's `store`, else the sessions folder below."
         ),
         show_default=False,
@@ -103,7 +104,7 @@ def _clear_errors(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def _store(location: str | None) -> Store:
+def _store(location: str | None) -> AnyStore:
     from carryall.sessions import open_store
 
     return open_store(location)
@@ -349,7 +350,7 @@ def collect(location: StoreOption = None) -> None:
     """
     store = _store(location)
     removed = store.collect_blobs()
-    typer.echo(f"removed {len(removed)} unreferenced image blob(s) from {store.root}", err=True)
+    typer.echo(f"removed {len(removed)} unreferenced image blob(s) from {store.location}", err=True)
 
 
 @_clear_errors
@@ -395,6 +396,44 @@ def redact(
         )
     else:
         echo(f"session {full}: nothing matched {pattern!r}", err=True)
+
+
+# -- copy -----------------------------------------------------------------------
+
+
+@_clear_errors
+def copy(
+    source: Annotated[
+        str,
+        typer.Option(
+            "--from", metavar="PATH|URL", help="The store to copy from: a folder or a URL."
+        ),
+    ],
+    target: Annotated[
+        str,
+        typer.Option("--to", metavar="PATH|URL", help="The store to copy into: a folder or a URL."),
+    ],
+) -> None:
+    """Copy every session, with every version and image blob, to another store, then verify it.
+
+    For example from the JSON Lines folder to PostgreSQL:
+    `carryall sessions copy --from ~/.local/share/carryall/sessions --to postgresql://host/db`.
+    Each session is read back from the target and compared with the source.
+    A session the target already holds is skipped when equal (so an
+    interrupted copy can be run again) and is an error when it differs:
+    nothing is overwritten.
+    """
+    from carryall.sessions import open_store
+    from carryall.sessions.copy import copy_sessions
+
+    source_store, target_store = open_store(source), open_store(target)
+    done = copy_sessions(source_store, target_store)
+    typer.echo(
+        f"copied {done.copied} session(s) ({done.events} events, {done.blobs} blob(s)) from "
+        f"{source_store.location} to {target_store.location}, verified equal"
+        + (f"; {done.already} already there and equal" if done.already else ""),
+        err=True,
+    )
 
 
 # -- recall ---------------------------------------------------------------------
@@ -542,7 +581,9 @@ def register(app: typer.Typer) -> None:
     """Add `sessions`, `recall` and `tui` to the `carryall` app."""
     sessions_app = typer.Typer(
         name="sessions",
-        help=f"List, show, export, import, redact and remove recorded sessions. {_STORE_NOTE}",
+        help=(
+            f"List, show, export, import, copy, redact and remove recorded sessions. {_STORE_NOTE}"
+        ),
         no_args_is_help=True,
     )
     sessions_app.command("list")(list_sessions)
@@ -552,6 +593,7 @@ def register(app: typer.Typer) -> None:
     sessions_app.command("rm")(remove)
     sessions_app.command("gc")(collect)
     sessions_app.command("redact")(redact)
+    sessions_app.command("copy")(copy)
     app.add_typer(sessions_app, name="sessions")
     app.command("recall")(recall)
     app.command("tui")(tui)

@@ -8,12 +8,15 @@ store.recall.search("flaky test")                 # ranked hits across sessions
 
 `Store` is a `SessionStore` (the transcripts, which know no index) with its
 `RecallIndex` subscribed as a `StoreListener`; other derived data listens
-the same way (`SessionStore(listeners=[...])`). Importing and exporting
+the same way (`SessionStore(listeners=[...])`). `open_store` opens it, or
+the PostgreSQL store (`carryall.sessions.postgres`) for a `postgresql://`
+URL; both keep the promises of `AnyStore` (`carryall.sessions.protocol`). Importing and exporting
 whole histories in wire formats is `carryall.interchange`.
 """
 
 from carryall.sessions._transcript import FORMAT_VERSION, SessionMeta
 from carryall.sessions.indexed import Store, open_store
+from carryall.sessions.protocol import AnySession, AnyStore, Recall
 from carryall.sessions.recall import Hit, RecallIndex, fts_query
 from carryall.sessions.render import (
     export_dict,
@@ -36,7 +39,10 @@ from carryall.sessions.store import (
 
 __all__ = [
     "FORMAT_VERSION",
+    "AnySession",
+    "AnyStore",
     "Hit",
+    "Recall",
     "RecallIndex",
     "Recorded",
     "Session",

@@ -21,6 +21,7 @@ from pathlib import Path
 from carryall import paths
 from carryall.config import load_config
 from carryall.errors import TranscriptError
+from carryall.sessions.protocol import AnyStore
 from carryall.sessions.recall import RecallIndex
 from carryall.sessions.redact import Redactor
 from carryall.sessions.store import SessionStore, StoreListener
@@ -60,13 +61,17 @@ class Store(SessionStore):
         return changed
 
 
-def open_store(location: str | os.PathLike[str] | None = None, *, recall: bool = True) -> Store:
-    """The session store at `location`: a folder path or a `file:` URL of one.
+def open_store(location: str | os.PathLike[str] | None = None, *, recall: bool = True) -> AnyStore:
+    """The session store at `location`: a folder path, a `file:` URL, or a `postgresql://` URL.
 
     Without one: `$CARRYALL_STORE`, else the config file's `store`, else
     `default_root()`. Every command that reads or writes sessions opens its
     store here, so `--store`, the variable and the config key mean the
-    same thing everywhere. A URL of any other scheme is a clear error.
+    same thing everywhere. A folder is the JSON Lines `Store`; a
+    `postgresql://` (or `postgres://`) URL is `carryall.sessions.postgres`,
+    which needs `carryall[postgres]` and keeps its index in the database
+    (`recall` does not apply to it). A URL of any other scheme is a clear
+    error.
     """
     chosen: str | os.PathLike[str] | None = location
     if chosen is None:
@@ -75,7 +80,14 @@ def open_store(location: str | os.PathLike[str] | None = None, *, recall: bool =
         return Store(recall=recall)
     if isinstance(chosen, os.PathLike):
         return Store(chosen, recall=recall)
+    if urllib.parse.urlsplit(chosen).scheme in _POSTGRES:
+        from carryall.sessions.postgres import PostgresStore
+
+        return PostgresStore(chosen)
     return Store(_folder(chosen), recall=recall)
+
+
+_POSTGRES = ("postgresql", "postgres")
 
 
 def _folder(location: str) -> Path:
@@ -96,5 +108,6 @@ def _folder(location: str) -> Path:
         return Path(urllib.request.url2pathname(parts.path)).expanduser()
     raise TranscriptError(
         f"session store {location!r}: unknown kind of store {scheme + ':'!r}; "
-        "this carryall opens a folder path or a file: URL (JSON Lines transcripts)"
+        "this carryall opens a folder path or a file: URL (JSON Lines transcripts) "
+        "or a postgresql:// URL"
     )

@@ -48,7 +48,16 @@ from carryall.sessions._transcript import (
 from carryall.sessions.render import searchable_text
 from carryall.sessions.store import Recorded, SessionStore
 
-__all__ = ["MAX_LIMIT", "MAX_QUERY_WORDS", "Hit", "RecallIndex", "fts_query"]
+__all__ = [
+    "MAX_LIMIT",
+    "MAX_QUERY_WORDS",
+    "Hit",
+    "RecallIndex",
+    "fts_query",
+    "marked_hit",
+    "passage",
+    "query_words",
+]
 
 MAX_QUERY_WORDS = 64
 """The most distinct words a query may hold: every one is a term all hits must contain,
@@ -88,10 +97,7 @@ def fts_query(query: str) -> str | None:
     Quoting each word (double quotes doubled) means nothing a person types
     is read as FTS5 syntax: `C++`, `AND`, `a-b`, `"` and `*` are words.
     """
-    # FTS5 ends a string at a NUL, and no control character is part of a
-    # token, so they separate words like spaces do. A repeated word adds no
-    # condition, so it is asked once.
-    words = list(dict.fromkeys(query.translate(_CONTROLS).split()))
+    words = query_words(query)
     if not words:
         return None
     if len(words) > MAX_QUERY_WORDS:
@@ -101,6 +107,19 @@ def fts_query(query: str) -> str | None:
     if any("\ud800" <= ch <= "\udfff" for ch in query):
         raise TranscriptError("recall: the query is not valid UTF-8 text")
     return " ".join('"' + word.replace('"', '""') + '"' for word in words)
+
+
+def query_words(query: str) -> list[str]:
+    """The words of a person's query, as every store's search takes them (all must appear)."""
+    # FTS5 ends a string at a NUL, and no control character is part of a
+    # token, so they separate words like spaces do. A repeated word adds no
+    # condition, so it is asked once.
+    return list(dict.fromkeys(query.translate(_CONTROLS).split()))
+
+
+def passage(message: Message) -> str:
+    """The text of a message as an index holds it: `searchable_text` without the marks or NULs."""
+    return searchable_text(message).translate(_MARKS)
 
 
 class RecallIndex:
@@ -173,7 +192,7 @@ class RecallIndex:
         args.append(limit)
         with self._connection() as conn:
             rows = conn.execute("".join(sql), args).fetchall()
-        return [_hit(*row) for row in rows]
+        return [marked_hit(*row) for row in rows]
 
     # -- keeping current ----------------------------------------------------
 
@@ -486,7 +505,7 @@ def _replace(
     )
     conn.executemany(
         "INSERT INTO passages(rowid, body) VALUES (?, ?)",
-        [(base + 1 + i, searchable_text(m).translate(_MARKS)) for i, m in enumerate(messages)],
+        [(base + 1 + i, passage(m)) for i, m in enumerate(messages)],
     )
 
 
@@ -499,7 +518,8 @@ def _forget(conn: sqlite3.Connection, session_id: str) -> None:
     conn.execute("DELETE FROM sources WHERE session = ?", (session_id,))
 
 
-def _hit(session: str, message: int, role: str, time: str, marked: str, score: float) -> Hit:
+def marked_hit(session: str, message: int, role: str, time: str, marked: str, score: float) -> Hit:
+    """A hit from a snippet whose matching words are marked with char(2) and char(3)."""
     plain: list[str] = []
     spans: list[tuple[int, int]] = []
     length = 0

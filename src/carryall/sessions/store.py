@@ -431,17 +431,7 @@ class SessionStore:
                     raise _failed(f"cannot redact the torn line kept in {kept}", exc) from None
             if self.listeners:
                 loaded = self.load(path, images=False)
-                replay = loaded.replay
-                recorded = Recorded(
-                    session_id=full,
-                    ident=loaded.ident,
-                    before=0,
-                    after=loaded.end,
-                    first=0,
-                    messages=replay.messages,
-                    times=replay.times,
-                    total=len(replay.messages),
-                )
+                recorded = _whole(full, loaded.ident, loaded.end, loaded.replay)
                 for listener in self.listeners:
                     try:
                         listener.on_remove(full)
@@ -451,6 +441,55 @@ class SessionStore:
                             "%s could not redact session %s: %s", _name(listener), full, exc
                         )
         return changed
+
+    @property
+    def location(self) -> str:
+        """Where the store is: its folder."""
+        return str(self.root)
+
+    def export_events(self, session_id: str) -> tuple[SessionMeta, builtins.list[bytes]]:
+        """A session as it is kept: its header meta and every complete event line, oldest first."""
+        path = self.path(self.resolve(session_id))
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise _failed(f"cannot read session file {path}", exc) from None
+        lines, _ = split_lines(data)
+        if not lines:
+            raise TranscriptError(f"{path}: no complete header line")
+        return decode_header(lines[0], str(path)), [line for _, line in iter_events(lines[1:], 2)]
+
+    def import_events(self, meta: SessionMeta, lines: Sequence[bytes]) -> None:
+        """Add a session exactly as another store kept it: the same id and event lines.
+
+        The events are replayed first (images as stand-ins), so an
+        inconsistent session is refused before anything is written; the
+        blobs they refer to must be stored already. An existing session
+        with that id is an error, never overwritten.
+        """
+        path = self.path(meta.id)
+        where = f"session {meta.id} to import"
+        replay = Replay(where, image_stand_in)
+        for line_no, line in enumerate(lines, 2):
+            replay.apply_line(line, line_no)
+        data = encode_header(meta) + b"".join(line + b"\n" for line in lines)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            _write_new(path, data)
+        except FileExistsError:
+            raise TranscriptError(f"session {meta.id} is already in {self.root}") from None
+        except OSError as exc:
+            raise _failed(f"cannot write session file {path}", exc) from None
+        _fsync_dir(self.root)
+        if self.listeners:
+            stat = os.stat(path)
+            whole = _whole(meta.id, (stat.st_dev, stat.st_ino), len(data), replay)
+            for listener in self.listeners:
+                try:
+                    listener.on_record(whole)
+                except Exception as exc:  # derived data; it catches up from the files
+                    name = _name(listener)
+                    log.warning("%s could not take in session %s: %s", name, meta.id, exc)
 
     def path(self, session_id: str) -> Path:
         """The transcript file of a session id (which need not exist)."""
@@ -877,38 +916,10 @@ class Session:
         self._replay.events += 1
 
     def _redacted(self, messages: list[Message], start: int) -> list[Message]:
-        """The messages as they are written: checked to be messages, secrets cut out.
-
-        The history in memory keeps what the run holds, so the next
-        `record` still finds it an unchanged prefix; the transcript and the
-        listeners get the redacted form.
-        """
-        for i, message in enumerate(messages):
-            if not isinstance(message, Message):
-                raise TranscriptError(
-                    f"session {self.id}: message {start + i} is a "
-                    f"{type(message).__name__}, not a Message"
-                )
-        redactor = self.store.redactor
-        return [redactor.message(m) for m in messages] if redactor.active else messages
+        return writable(self.store.redactor, self.id, messages, start)
 
     def _storable(self, message: Message, index: int) -> Message | StoredMessage:
-        if not has_image(message):
-            return message
-        blocks: list[StoredBlock] = []
-        for block in message.content:
-            if isinstance(block, Image) and not block.data and block.url is not None:
-                blocks.append(StoredImage(block.media_type, "", block.source, block.url))
-            elif isinstance(block, Image):
-                try:
-                    raw = block.to_bytes()
-                except BlockError as exc:
-                    raise TranscriptError(f"session {self.id}: message {index}: {exc}") from None
-                sha = self.store.put_blob(raw)
-                blocks.append(StoredImage(block.media_type, sha, block.source))
-            else:
-                blocks.append(block)
-        return StoredMessage(message.role, tuple(blocks))
+        return storable(message, f"session {self.id}: message {index}", self.store.put_blob)
 
     def _write_line(self, line: bytes) -> None:
         """Append one event line whole and sync it, or leave the file as it was."""
@@ -960,6 +971,45 @@ class Session:
                 # Derived data: the transcript is already safe, and the
                 # listener catches up from the files.
                 log.warning("%s could not take in session %s: %s", _name(listener), self.id, exc)
+
+
+def writable(
+    redactor: Redactor, session_id: str, messages: list[Message], start: int
+) -> list[Message]:
+    """Messages as every store writes them: checked to be messages, secrets cut out.
+
+    The history in memory keeps what the run holds, so the next `record`
+    still finds it an unchanged prefix; the store and its index get the
+    redacted form.
+    """
+    for i, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise TranscriptError(
+                f"session {session_id}: message {start + i} is a "
+                f"{type(message).__name__}, not a Message"
+            )
+    return [redactor.message(m) for m in messages] if redactor.active else messages
+
+
+def storable(
+    message: Message, where: str, put_blob: Callable[[bytes], str]
+) -> Message | StoredMessage:
+    """A message as an event holds it: each image's bytes handed to `put_blob`, kept by hash."""
+    if not has_image(message):
+        return message
+    blocks: list[StoredBlock] = []
+    for block in message.content:
+        if isinstance(block, Image) and not block.data and block.url is not None:
+            blocks.append(StoredImage(block.media_type, "", block.source, block.url))
+        elif isinstance(block, Image):
+            try:
+                raw = block.to_bytes()
+            except BlockError as exc:
+                raise TranscriptError(f"{where}: {exc}") from None
+            blocks.append(StoredImage(block.media_type, put_blob(raw), block.source))
+        else:
+            blocks.append(block)
+    return StoredMessage(message.role, tuple(blocks))
 
 
 def _write_whole(fd: int, data: bytes) -> None:
@@ -1072,6 +1122,20 @@ def _last_line(f: BinaryIO, size: int) -> tuple[int, bytes] | None:
     if end < 0:
         return None
     return pos + start + 1, buf[start + 1 : end]
+
+
+def _whole(session_id: str, ident: tuple[int, int], end: int, replay: Replay) -> Recorded:
+    """A whole session as one event a listener hears: everything from message 0 is new."""
+    return Recorded(
+        session_id=session_id,
+        ident=ident,
+        before=0,
+        after=end,
+        first=0,
+        messages=replay.messages,
+        times=replay.times,
+        total=len(replay.messages),
+    )
 
 
 def _name(listener: StoreListener) -> str:

@@ -1,0 +1,1002 @@
+"""The PostgreSQL session store: the same events as the JSON Lines store, in a shared database.
+
+Opened by `carryall.sessions.open_store("postgresql://...")` (or `--store`,
+`$CARRYALL_STORE`, the config file's `store`); needs `carryall[postgres]`
+(psycopg 3). Several workers on several hosts can continue one
+conversation: whoever picks it up opens it and records.
+
+Tables (all named `carryall_*`, so a store can share a database):
+
+    carryall_schema     the schema version carryall created or migrated to
+    carryall_sessions   one row per session: its header (the meta as the
+                        transcript's line 1), title, turns, last time, and
+                        `seq`, the sequence number of its last event
+    carryall_events     the events: (session, seq) is the key, `body` is the
+                        transcript event line, `token` names the write
+    carryall_blobs      image bytes, stored once by content hash
+    carryall_blob_refs  which session refers to which blob (for `rm`, `gc`)
+    carryall_messages   the current history's text, for full-text search
+
+Every write is one transaction that holds the session row's lock: it reads
+the events other writers added (by `seq`), makes the append-or-rewrite
+decision, and inserts the next `seq`. Two writers therefore never
+interleave, and the primary key refuses a conflicting append even from a
+writer that skipped the lock. A failed write rolls back whole, so the
+session is as it was. A lost connection or a restarting server is retried
+for a bounded time; the write's `token` says on reconnecting whether the
+lost commit had in fact landed, so a retry never records an event twice.
+
+Recall is PostgreSQL full-text search (`english` stemming) over
+`carryall_messages`, kept in the same transaction as the events, so the
+index is never behind. A query is the person's words taken literally
+(`plainto_tsquery` over the words `carryall.sessions.recall` splits), and
+hits are the same `Hit` values with snippets marked the same way.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import msgspec
+
+from carryall.blocks import Image, Message, Text, image_placeholder
+from carryall.errors import BlockError, TranscriptError
+from carryall.sessions._transcript import (
+    Event,
+    Replay,
+    SessionMeta,
+    StoredImage,
+    StoredMessage,
+    common_prefix,
+    decode_event,
+    decode_header,
+    encode_event,
+    encode_header,
+    format_time,
+    image_stand_in,
+    now,
+    parse_time,
+    title_from,
+    with_title,
+)
+from carryall.sessions.recall import Hit, marked_hit, passage, query_words
+from carryall.sessions.redact import Redactor, compile_pattern
+from carryall.sessions.store import SessionInfo, configured_redactor, storable, writable
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["SCHEMA_VERSION", "PostgresRecall", "PostgresSession", "PostgresStore"]
+
+SCHEMA_VERSION = 1
+"""The newest schema this carryall creates and reads."""
+
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_NOTE = "(its bytes are missing from the session store)"
+_LOCK_KEY = 0x63617272  # the advisory lock that serializes schema migrations
+_OPEN, _CLOSE = "\x02", "\x03"
+_HEADLINE = f"StartSel={_OPEN}, StopSel={_CLOSE}, MaxWords=16, MinWords=8, MaxFragments=1"
+
+# Each entry takes the schema from the version before it to its own.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE carryall_sessions (
+            id text PRIMARY KEY,
+            created timestamptz NOT NULL,
+            header bytea NOT NULL,
+            title text,
+            turns integer NOT NULL DEFAULT 0,
+            updated text NOT NULL,
+            seq integer NOT NULL DEFAULT 0
+        )""",
+        """CREATE TABLE carryall_events (
+            session_id text NOT NULL REFERENCES carryall_sessions(id) ON DELETE CASCADE,
+            seq integer NOT NULL CHECK (seq > 0),
+            token uuid NOT NULL UNIQUE,
+            body bytea NOT NULL,
+            PRIMARY KEY (session_id, seq)
+        )""",
+        """CREATE TABLE carryall_blobs (
+            sha256 text PRIMARY KEY,
+            data bytea NOT NULL,
+            stored timestamptz NOT NULL DEFAULT clock_timestamp()
+        )""",
+        """CREATE TABLE carryall_blob_refs (
+            session_id text NOT NULL REFERENCES carryall_sessions(id) ON DELETE CASCADE,
+            sha256 text NOT NULL,
+            PRIMARY KEY (session_id, sha256)
+        )""",
+        "CREATE INDEX carryall_blob_refs_sha ON carryall_blob_refs (sha256)",
+        """CREATE TABLE carryall_messages (
+            session_id text NOT NULL REFERENCES carryall_sessions(id) ON DELETE CASCADE,
+            idx integer NOT NULL,
+            role text NOT NULL,
+            time text NOT NULL,
+            body text NOT NULL,
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', body)) STORED,
+            PRIMARY KEY (session_id, idx)
+        )""",
+        "CREATE INDEX carryall_messages_tsv ON carryall_messages USING gin (tsv)",
+    ),
+}
+
+T = TypeVar("T")
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise TranscriptError(
+            "a postgresql:// session store needs psycopg 3: pip install 'carryall[postgres]'"
+        ) from None
+    return psycopg
+
+
+def display_url(url: str) -> str:
+    """A store URL as it may be shown: the password, if any, left out."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}@" if parts.username else ""
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}{host}"))
+
+
+class PostgresStore:
+    """Sessions in a PostgreSQL database, with the promises of `carryall.sessions.protocol`.
+
+    `retry_for` bounds, in seconds, how long one operation keeps retrying a
+    lost connection or a server that is restarting before it fails with a
+    clear error. The schema is created or migrated on first connection.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        redactor: Redactor | None = None,
+        retry_for: float = 30.0,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        self.url = url
+        self.retry_for = retry_for
+        self.connect_timeout = connect_timeout
+        self.redactor = redactor if redactor is not None else configured_redactor()
+        """What is cut out of every event before it is written."""
+        self._pg = _psycopg()
+        self._conn: psycopg.Connection[Any] | None = None
+        self._lock = threading.RLock()
+        self._recall = PostgresRecall(self)
+        try:  # connect now, once: a mistyped URL fails where it is given, at once
+            self._conn = self._connect()
+        except self._pg.Error as exc:
+            raise TranscriptError(
+                f"session store {self.location}: cannot connect: {_reason(exc)}"
+            ) from None
+
+    @property
+    def location(self) -> str:
+        """The store's URL, without its password."""
+        return display_url(self.url)
+
+    @property
+    def recall(self) -> PostgresRecall:
+        """Full-text search over every session."""
+        return self._recall
+
+    def close(self) -> None:
+        """Close the connection (the next operation opens a new one)."""
+        with self._lock:
+            if self._conn is not None:
+                with contextlib.suppress(Exception):
+                    self._conn.close()
+                self._conn = None
+
+    # -- connection ---------------------------------------------------------
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        conn: psycopg.Connection[Any] = self._pg.connect(
+            self.url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
+        )
+        try:
+            _migrate(conn, self.location)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _retrying(self, work: Callable[[psycopg.Connection[Any]], T], failed: str = "") -> T:
+        """Run `work` on the connection, reconnecting on a lost one for up to `retry_for` s.
+
+        `work` must be safe to run again: a read, or a transaction that
+        checks whether an earlier try of it committed.
+        """
+        deadline = time.monotonic() + self.retry_for
+        pause = 0.05
+        tries = 0
+        with self._lock:
+            while True:
+                tries += 1
+                try:
+                    if self._conn is None or self._conn.closed:
+                        self._conn = self._connect()
+                    return work(self._conn)
+                except self._pg.OperationalError as exc:
+                    self.close()
+                    if time.monotonic() + pause > deadline:
+                        raise TranscriptError(
+                            f"session store {self.location}: cannot reach the server "
+                            f"after {tries} tries over {self.retry_for:g}s: {_reason(exc)}"
+                        ) from None
+                    time.sleep(pause)
+                    pause = min(pause * 2, 1.0)
+                except self._pg.Error as exc:
+                    raise TranscriptError(
+                        f"session store {self.location}: {_reason(exc)}{failed}"
+                    ) from None
+
+    # -- sessions -----------------------------------------------------------
+
+    def create(
+        self,
+        *,
+        backend: str = "",
+        model: str = "",
+        cwd: str | os.PathLike[str] | None = None,
+        title: str | None = None,
+        system: str | None = None,
+    ) -> PostgresSession:
+        """Start a new, empty session and write its row."""
+        created = datetime.now(UTC)
+        for _ in range(16):
+            meta = SessionMeta(
+                id=f"{created:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}",
+                created=created,
+                backend=backend,
+                model=model,
+                cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
+                title=self.redactor.optional(title),
+                system=self.redactor.optional(system),
+            )
+            if self._insert_session(meta, meta.title, 0, format_time(created), 0):
+                replay = Replay(self._where(meta.id), self._blob_loader(meta.id))
+                return PostgresSession(self, meta, replay, 0)
+        raise TranscriptError(f"cannot pick a fresh session id in {self.location}")
+
+    def _insert_session(
+        self, meta: SessionMeta, title: str | None, turns: int, updated: str, seq: int
+    ) -> bool:
+        header = encode_header(meta)[:-1]
+
+        def insert(conn: psycopg.Connection[Any]) -> bool:
+            with conn.transaction():
+                cur = conn.execute(
+                    "INSERT INTO carryall_sessions"
+                    " (id, created, header, title, turns, updated, seq)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                    (meta.id, meta.created, header, title, turns, updated, seq),
+                )
+                return cur.rowcount == 1
+
+        return self._retrying(insert)
+
+    def open(self, session_id: str) -> PostgresSession:
+        """Open a session by id (or a unique prefix of one) with its current history loaded."""
+        full = self.resolve(session_id)
+        meta, replay, seq = self._load(full, keep_versions=False, images=True)
+        return PostgresSession(self, meta, replay, seq)
+
+    def list(
+        self, *, on_error: Callable[[TranscriptError], None] | None = None
+    ) -> builtins.list[SessionInfo]:
+        """Every session, newest first, from the session rows alone."""
+
+        def rows(conn: psycopg.Connection[Any]) -> builtins.list[tuple[Any, ...]]:
+            return conn.execute(
+                "SELECT id, header, title, turns, updated FROM carryall_sessions"
+            ).fetchall()
+
+        infos: builtins.list[SessionInfo] = []
+        for session_id, header, title, turns, updated in self._retrying(rows):
+            try:
+                meta = decode_header(bytes(header), self._where(session_id))
+            except TranscriptError as exc:
+                if on_error is None:
+                    raise
+                on_error(exc)
+                continue
+            infos.append(
+                SessionInfo(meta=with_title(meta, title), turns=turns, updated=parse_time(updated))
+            )
+        infos.sort(key=lambda info: (info.meta.created, info.meta.id), reverse=True)
+        return infos
+
+    def resolve(self, session_id: str) -> str:
+        """The full id of a session named by its id or by a unique prefix of it."""
+        if not _ID.fullmatch(session_id):
+            raise TranscriptError(f"{session_id!r} is not a session id")
+
+        def find(conn: psycopg.Connection[Any]) -> builtins.list[str]:
+            exact = conn.execute(
+                "SELECT id FROM carryall_sessions WHERE id = %s", (session_id,)
+            ).fetchone()
+            if exact is not None:
+                return [exact[0]]
+            rows = conn.execute(
+                "SELECT id FROM carryall_sessions WHERE starts_with(id, %s) ORDER BY id LIMIT 6",
+                (session_id,),
+            ).fetchall()
+            return [row[0] for row in rows]
+
+        matches = self._retrying(find)
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise TranscriptError(f"no session {session_id!r} in {self.location}")
+        shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
+        raise TranscriptError(f"session id {session_id!r} is ambiguous: {shown}")
+
+    def remove(self, session_id: str) -> builtins.list[str]:
+        """Delete a session, its events, its index rows and every blob only it referenced."""
+        full = self.resolve(session_id)
+
+        def remove(conn: psycopg.Connection[Any]) -> builtins.list[str]:
+            with conn.transaction():
+                own = [
+                    row[0]
+                    for row in conn.execute(
+                        "SELECT sha256 FROM carryall_blob_refs WHERE session_id = %s", (full,)
+                    )
+                ]
+                conn.execute("DELETE FROM carryall_sessions WHERE id = %s", (full,))
+                if not own:
+                    return []
+                gone = conn.execute(
+                    "DELETE FROM carryall_blobs b WHERE sha256 = ANY(%s) AND NOT EXISTS "
+                    "(SELECT 1 FROM carryall_blob_refs r WHERE r.sha256 = b.sha256) "
+                    "AND stored < now() RETURNING sha256",
+                    (own,),
+                ).fetchall()
+                return sorted(row[0] for row in gone)
+
+        return self._retrying(remove)
+
+    def redact(self, session_id: str, pattern: str | re.Pattern[str]) -> int:
+        """Cut every match of `pattern` out of a session's every version and its index rows.
+
+        Every event is rewritten in place (the one operation that keeps no
+        earlier version) and the index rows are rebuilt; then the tables are
+        vacuumed whole (`VACUUM FULL`), so no dead row keeps the string.
+        Signed thinking that matches loses its signature; signatures and
+        image bytes are never searched.
+        """
+        compiled = compile_pattern(pattern, "redact") if isinstance(pattern, str) else pattern
+        redactor = Redactor([compiled], builtin=False)
+        full = self.resolve(session_id)
+        where = self._where(full)
+
+        def rewrite(conn: psycopg.Connection[Any]) -> int:
+            with conn.transaction():
+                row = conn.execute(
+                    "SELECT header FROM carryall_sessions WHERE id = %s FOR UPDATE", (full,)
+                ).fetchone()
+                if row is None:
+                    raise TranscriptError(f"no session {full!r} in {self.location}")
+                meta = decode_header(bytes(row[0]), where)
+                clean_meta = msgspec.structs.replace(
+                    meta,
+                    title=redactor.optional(meta.title),
+                    system=redactor.optional(meta.system),
+                )
+                changed = int(clean_meta != meta)
+                replay = Replay(where, image_stand_in)
+                events = conn.execute(
+                    "SELECT seq, body FROM carryall_events WHERE session_id = %s ORDER BY seq",
+                    (full,),
+                ).fetchall()
+                for seq, body in events:
+                    event = decode_event(bytes(body), where, seq + 1)
+                    messages = [redactor.message(m, unsign=True) for m in event.messages]
+                    title = redactor.optional(event.title)
+                    same = title == event.title and all(
+                        new is old for new, old in zip(messages, event.messages, strict=True)
+                    )
+                    line = bytes(body)
+                    if not same:
+                        line = encode_event(
+                            msgspec.structs.replace(event, messages=messages, title=title)
+                        )[:-1]
+                        conn.execute(
+                            "UPDATE carryall_events SET body = %s "
+                            "WHERE session_id = %s AND seq = %s",
+                            (line, full, seq),
+                        )
+                        changed += 1
+                    replay.apply_line(line, seq + 1)
+                conn.execute(
+                    "UPDATE carryall_sessions SET header = %s, title = %s WHERE id = %s",
+                    (encode_header(clean_meta)[:-1], clean_meta.title or replay.title, full),
+                )
+                conn.execute("DELETE FROM carryall_messages WHERE session_id = %s", (full,))
+                _index(conn, full, 0, replay.messages, replay.times)
+            return changed
+
+        changed = self._retrying(rewrite)
+
+        def vacuum(conn: psycopg.Connection[Any]) -> None:
+            for table in ("carryall_events", "carryall_messages", "carryall_sessions"):
+                conn.execute(f"VACUUM FULL {table}")
+
+        self._retrying(vacuum)
+        return changed
+
+    def export_events(self, session_id: str) -> tuple[SessionMeta, builtins.list[bytes]]:
+        """A session as it is kept: its header meta and every event line, oldest first."""
+        full = self.resolve(session_id)
+
+        def read(conn: psycopg.Connection[Any]) -> tuple[bytes, builtins.list[bytes]]:
+            with conn.transaction():
+                row = conn.execute(
+                    "SELECT header FROM carryall_sessions WHERE id = %s", (full,)
+                ).fetchone()
+                if row is None:
+                    raise TranscriptError(f"no session {full!r} in {self.location}")
+                events = conn.execute(
+                    "SELECT body FROM carryall_events WHERE session_id = %s ORDER BY seq",
+                    (full,),
+                ).fetchall()
+            return bytes(row[0]), [bytes(e[0]) for e in events]
+
+        header, lines = self._retrying(read)
+        return decode_header(header, self._where(full)), lines
+
+    def import_events(self, meta: SessionMeta, lines: Sequence[bytes]) -> None:
+        """Add a session exactly as another store kept it: the same id and event lines."""
+        if not _ID.fullmatch(meta.id):
+            raise TranscriptError(f"{meta.id!r} is not a session id")
+        where = f"session {meta.id} to import"
+        replay = Replay(where, image_stand_in)
+        hashes: set[str] = set()
+        for line_no, line in enumerate(lines, 2):
+            event = replay.apply_line(line, line_no)
+            hashes.update(_event_hashes(event))
+        header = encode_header(meta)[:-1]
+        updated = replay.updated or format_time(meta.created)
+
+        def insert(conn: psycopg.Connection[Any]) -> None:
+            with conn.transaction():
+                cur = conn.execute(
+                    "INSERT INTO carryall_sessions"
+                    " (id, created, header, title, turns, updated, seq)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                    (
+                        meta.id,
+                        meta.created,
+                        header,
+                        meta.title or replay.title,
+                        len(replay.messages),
+                        updated,
+                        len(lines),
+                    ),
+                )
+                if cur.rowcount != 1:
+                    raise TranscriptError(f"session {meta.id} is already in {self.location}")
+                with conn.cursor() as c:
+                    c.executemany(
+                        "INSERT INTO carryall_events (session_id, seq, token, body)"
+                        " VALUES (%s, %s, %s, %s)",
+                        [(meta.id, i, uuid.uuid4(), line) for i, line in enumerate(lines, 1)],
+                    )
+                    c.executemany(
+                        "INSERT INTO carryall_blob_refs (session_id, sha256) VALUES (%s, %s)",
+                        [(meta.id, sha) for sha in sorted(hashes)],
+                    )
+                _index(conn, meta.id, 0, replay.messages, replay.times)
+
+        self._retrying(insert)
+
+    # -- blobs --------------------------------------------------------------
+
+    def put_blob(self, data: bytes) -> str:
+        """Store bytes once by content hash; returns the hash."""
+
+        def put(conn: psycopg.Connection[Any]) -> str:
+            with conn.transaction():
+                return _put_blob(conn, data)
+
+        return self._retrying(put)
+
+    def get_blob(self, sha256: str) -> bytes:
+        """The bytes stored under a content hash, checked against it."""
+        _check_hash(sha256)
+
+        def get(conn: psycopg.Connection[Any]) -> bytes | None:
+            row = conn.execute(
+                "SELECT data FROM carryall_blobs WHERE sha256 = %s", (sha256,)
+            ).fetchone()
+            return None if row is None else bytes(row[0])
+
+        data = self._retrying(get)
+        if data is None:
+            raise TranscriptError(f"image blob {sha256} is missing from {self.location}")
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise TranscriptError(
+                f"image blob {sha256} in {self.location} does not match its hash (damaged)"
+            )
+        return data
+
+    def referenced_blobs(self) -> set[str]:
+        """The content hash of every blob some version of some session refers to."""
+
+        def read(conn: psycopg.Connection[Any]) -> set[str]:
+            rows = conn.execute("SELECT DISTINCT sha256 FROM carryall_blob_refs").fetchall()
+            return {row[0] for row in rows}
+
+        return self._retrying(read)
+
+    def collect_blobs(
+        self, candidates: set[str] | None = None, *, started: float | None = None
+    ) -> builtins.list[str]:
+        """Delete the blobs no session refers to (only `candidates`, when given); returns them.
+
+        A blob stored or reused after `started` (default: now) is kept: the
+        writer that stored it is about to refer to it in the same
+        transaction, and holds its row until then.
+        """
+        since = datetime.fromtimestamp(time.time() if started is None else started, UTC)
+
+        def collect(conn: psycopg.Connection[Any]) -> builtins.list[str]:
+            with conn.transaction():
+                sql = (
+                    "DELETE FROM carryall_blobs b WHERE stored < %s AND NOT EXISTS "
+                    "(SELECT 1 FROM carryall_blob_refs r WHERE r.sha256 = b.sha256)"
+                )
+                args: builtins.list[Any] = [since]
+                if candidates is not None:
+                    sql += " AND sha256 = ANY(%s)"
+                    args.append(sorted(candidates))
+                rows = conn.execute(sql + " RETURNING sha256", args).fetchall()
+            return sorted(row[0] for row in rows)
+
+        return self._retrying(collect)
+
+    # -- reading ------------------------------------------------------------
+
+    def _where(self, session_id: str) -> str:
+        return f"{self.location} session {session_id}"
+
+    def _load(
+        self, session_id: str, *, keep_versions: bool, images: bool
+    ) -> tuple[SessionMeta, Replay, int]:
+        where = self._where(session_id)
+
+        def read(conn: psycopg.Connection[Any]) -> tuple[bytes, builtins.list[Any]]:
+            with conn.transaction():
+                row = conn.execute(
+                    "SELECT header FROM carryall_sessions WHERE id = %s", (session_id,)
+                ).fetchone()
+                if row is None:
+                    raise TranscriptError(f"no session {session_id!r} in {self.location}")
+                events = conn.execute(
+                    "SELECT seq, body FROM carryall_events WHERE session_id = %s ORDER BY seq",
+                    (session_id,),
+                ).fetchall()
+            return bytes(row[0]), events
+
+        header, events = self._retrying(read)
+        meta = decode_header(header, where)
+        loader = self._blob_loader(session_id) if images else image_stand_in
+        replay = Replay(where, loader, keep_versions=keep_versions)
+        seq = 0
+        for seq, body in events:
+            replay.apply_line(bytes(body), seq + 1)
+        return meta, replay, seq
+
+    def _blob_loader(self, session_id: str) -> Callable[[StoredImage], Image | Text]:
+        cache: dict[str, str] = {}
+        where = self._where(session_id)
+
+        def load(stored: StoredImage) -> Image | Text:
+            data = cache.get(stored.sha256)
+            if data is None:
+                try:
+                    raw = self.get_blob(stored.sha256)
+                except TranscriptError as exc:
+                    if "missing" not in str(exc):
+                        raise TranscriptError(f"{where}: {exc}") from None
+                    # A deleted blob must not make the whole session
+                    # unreadable: the image becomes its placeholder, with a note.
+                    return Text(f"{image_placeholder(stored.media_type, stored.source)} {_NOTE}")
+                data = cache[stored.sha256] = base64.b64encode(raw).decode("ascii")
+            try:
+                return Image(stored.media_type, data, stored.source)
+            except BlockError as exc:
+                raise TranscriptError(f"{where}: stored image {stored.sha256}: {exc}") from None
+
+        return load
+
+
+class PostgresSession:
+    """One conversation in a PostgreSQL store; the same use as `carryall.sessions.Session`."""
+
+    def __init__(self, store: PostgresStore, meta: SessionMeta, replay: Replay, seq: int) -> None:
+        self.store = store
+        self._meta = meta
+        self._replay = replay
+        self._seq = seq
+
+    @property
+    def id(self) -> str:
+        """The session id."""
+        return self._meta.id
+
+    @property
+    def meta(self) -> SessionMeta:
+        """Id, creation time, backend, model, working directory, title, system prompt."""
+        return with_title(self._meta, self._replay.title)
+
+    def messages(self) -> list[Message]:
+        """The current history, as a new list the caller may change."""
+        return list(self._replay.messages)
+
+    def times(self) -> list[datetime]:
+        """When each message of the current history was recorded in its current form."""
+        return [parse_time(t) for t in self._replay.times]
+
+    def __len__(self) -> int:
+        return len(self._replay.messages)
+
+    def __repr__(self) -> str:
+        return f"<PostgresSession {self.id} {len(self)} messages>"
+
+    def record(
+        self, started_from: Sequence[Message], left_behind: Sequence[Message]
+    ) -> Literal["append", "rewrite"]:
+        """Record what a run left behind, given the history it started from.
+
+        The same decision as `carryall.sessions.Session.record`, made inside
+        the transaction that holds the session's row, after reading what
+        other writers added: an append when `started_from` is what the store
+        holds and an unchanged prefix of `left_behind`, else a rewrite.
+        """
+        started = list(started_from)
+        left = list(left_behind)
+
+        def decide(stored: list[Message]) -> tuple[Literal["append", "rewrite"], list[Message]]:
+            k = len(started)
+            if len(stored) == k and started == stored and common_prefix(started, left) == k:
+                return "append", left[k:]
+            return "rewrite", left
+
+        return self._write(decide)
+
+    def append(self, messages: Sequence[Message]) -> None:
+        """Append messages after whatever the store holds now (another writer's included)."""
+        tail = list(messages)
+        self._write(lambda stored: ("append", tail))
+
+    def refresh(self) -> None:
+        """Read events other writers added since this session was loaded."""
+
+        def read(conn: psycopg.Connection[Any]) -> None:
+            with conn.transaction():
+                self._catch_up(conn)
+
+        self.store._retrying(read)
+
+    def versions(self) -> list[list[Message]]:
+        """Every history this session has held, oldest first, the current one last."""
+        _, replay, _ = self.store._load(self.id, keep_versions=True, images=True)
+        return [*replay.versions, replay.messages]
+
+    # -- internals ----------------------------------------------------------
+
+    def _catch_up(self, conn: psycopg.Connection[Any], below: int | None = None) -> None:
+        """Apply the events other writers added after ours (up to `below`, exclusive)."""
+        sql = "SELECT seq, body FROM carryall_events WHERE session_id = %s AND seq > %s"
+        args: list[Any] = [self.id, self._seq]
+        if below is not None:
+            sql += " AND seq < %s"
+            args.append(below)
+        for seq, body in conn.execute(sql + " ORDER BY seq", args).fetchall():
+            if seq != self._seq + 1:
+                raise TranscriptError(
+                    f"{self.store._where(self.id)}: event {seq} follows event {self._seq}"
+                )
+            self._replay.apply_line(bytes(body), seq + 1)
+            self._seq = seq
+
+    def _write(
+        self,
+        decide: Callable[[list[Message]], tuple[Literal["append", "rewrite"], list[Message]]],
+    ) -> Literal["append", "rewrite"]:
+        token = uuid.uuid4()
+        planned: list[Any] = []  # the event the last try sent, should its commit be lost
+
+        def attempt(conn: psycopg.Connection[Any]) -> Literal["append", "rewrite"]:
+            if planned:
+                # An earlier try was cut off: did its commit land after all?
+                row = conn.execute(
+                    "SELECT seq FROM carryall_events WHERE token = %s", (token,)
+                ).fetchone()
+                if row is not None:
+                    with conn.transaction():
+                        self._catch_up(conn, below=row[0])
+                    kind, messages, stamp, title = planned
+                    self._applied(kind, messages, stamp, title, row[0])
+                    return kind  # type: ignore[no-any-return]
+                planned.clear()
+            with conn.transaction():
+                row = conn.execute(
+                    "SELECT seq FROM carryall_sessions WHERE id = %s FOR UPDATE", (self.id,)
+                ).fetchone()
+                if row is None:
+                    raise TranscriptError(
+                        f"session {self.id} is gone from {self.store.location} (removed?)"
+                    )
+                if row[0] != self._seq:
+                    self._catch_up(conn)
+                kind, messages = decide(self._replay.messages)
+                if kind == "append" and not messages:
+                    return "append"
+                stamp = now()
+                seq = self._seq + 1
+                planned[:] = [kind, messages, stamp, None]
+                planned[3] = title = self._insert(conn, kind, messages, stamp, seq, token)
+            self._applied(kind, messages, stamp, title, seq)
+            return kind
+
+        return self.store._retrying(
+            attempt, f"; session {self.id} keeps every earlier event, this one was not written"
+        )
+
+    def _insert(
+        self,
+        conn: psycopg.Connection[Any],
+        kind: Literal["append", "rewrite"],
+        messages: list[Message],
+        stamp: str,
+        seq: int,
+        token: uuid.UUID,
+    ) -> str | None:
+        """Write one event and its index rows; returns the title it gave the session, if any."""
+        start = len(self._replay.messages) if kind == "append" else 0
+        clean = self._redacted(messages, start)
+        hashes: set[str] = set()
+        stored = [self._storable(conn, m, start + i, hashes) for i, m in enumerate(clean)]
+        title = None if self._titled() else title_from(clean)
+        total = start + len(messages)
+        event = Event(kind, stamp, n=total, start=start, title=title, messages=stored)
+        line = encode_event(event)[:-1]
+        pg = self.store._pg
+        try:
+            conn.execute(
+                "INSERT INTO carryall_events (session_id, seq, token, body)"
+                " VALUES (%s, %s, %s, %s)",
+                (self.id, seq, token, line),
+            )
+        except pg.errors.UniqueViolation:
+            raise TranscriptError(
+                f"session {self.id}: another writer recorded event {seq} first "
+                "(conflicting append refused; nothing was written)"
+            ) from None
+        if hashes:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO carryall_blob_refs (session_id, sha256) VALUES (%s, %s)"
+                    " ON CONFLICT DO NOTHING",
+                    [(self.id, sha) for sha in sorted(hashes)],
+                )
+        first = start
+        if kind == "rewrite":
+            first = common_prefix(self._replay.messages, messages)
+            clean = clean[first:]
+        conn.execute(
+            "DELETE FROM carryall_messages WHERE session_id = %s AND idx >= %s", (self.id, first)
+        )
+        _index(conn, self.id, first, clean, [stamp] * len(clean))
+        conn.execute(
+            "UPDATE carryall_sessions SET seq = %s, turns = %s, updated = %s,"
+            " title = coalesce(title, %s) WHERE id = %s",
+            (seq, total, stamp, title, self.id),
+        )
+        return title
+
+    def _applied(
+        self,
+        kind: Literal["append", "rewrite"],
+        messages: list[Message],
+        stamp: str,
+        title: str | None,
+        seq: int,
+    ) -> None:
+        """The committed event, applied to the history in memory (unredacted, as the run has it)."""
+        if kind == "append":
+            self._replay.append(messages, stamp)
+        else:
+            self._replay.rewrite(list(messages), stamp)
+        if title and not self._replay.title:
+            self._replay.title = title
+        self._replay.updated = stamp
+        self._replay.events += 1
+        self._seq = seq
+
+    def _titled(self) -> bool:
+        return bool(self._meta.title or self._replay.title)
+
+    def _redacted(self, messages: list[Message], start: int) -> list[Message]:
+        return writable(self.store.redactor, self.id, messages, start)
+
+    def _storable(
+        self, conn: psycopg.Connection[Any], message: Message, index: int, hashes: set[str]
+    ) -> Message | StoredMessage:
+        def put(data: bytes) -> str:
+            sha = _put_blob(conn, data)
+            hashes.add(sha)
+            return sha
+
+        return storable(message, f"session {self.id}: message {index}", put)
+
+
+class PostgresRecall:
+    """Full-text search over a PostgreSQL store, kept in the same transactions as the events."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+
+    def search(
+        self,
+        query: str,
+        *,
+        since: datetime | None = None,
+        role: str | None = None,
+        session: str | None = None,
+        limit: int = 20,
+        sync: bool = True,
+    ) -> list[Hit]:
+        """The best-ranked messages containing every word of `query` (see `RecallIndex.search`).
+
+        `sync` is accepted for the same call shape: this index is never behind.
+        """
+        words = query_words(query)
+        if not words or limit <= 0:
+            return []
+        sql = [
+            "SELECT m.session_id, m.idx, m.role, m.time, ts_headline('english', m.body, q, %s),",
+            " ts_rank(m.tsv, q) AS score",
+            " FROM carryall_messages m, plainto_tsquery('english', %s) q WHERE m.tsv @@ q",
+        ]
+        args: list[Any] = [_HEADLINE, " ".join(words)]
+        if since is not None:
+            sql.append(" AND m.time >= %s")
+            args.append(format_time(since))
+        if role is not None:
+            sql.append(" AND m.role = %s")
+            args.append(role)
+        if session is not None:
+            sql.append(" AND m.session_id = %s")
+            args.append(session)
+        sql.append(" ORDER BY score DESC, m.time DESC LIMIT %s")
+        args.append(limit)
+
+        def run(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+            return conn.execute("".join(sql), args).fetchall()
+
+        # Lower ranks first, as FTS5's bm25 gives them.
+        return [
+            marked_hit(s, i, r, t, marked, -score)
+            for s, i, r, t, marked, score in self.store._retrying(run)
+        ]
+
+    def reindex(self) -> int:
+        """Rebuild every session's index rows from its events; returns the messages indexed."""
+        ids = [info.meta.id for info in self.store.list(on_error=lambda exc: None)]
+        count = 0
+        for session_id in ids:
+            _, replay, _ = self.store._load(session_id, keep_versions=False, images=False)
+
+            def rebuild(
+                conn: psycopg.Connection[Any], sid: str = session_id, replay: Replay = replay
+            ) -> None:
+                with conn.transaction():
+                    conn.execute("DELETE FROM carryall_messages WHERE session_id = %s", (sid,))
+                    _index(conn, sid, 0, replay.messages, replay.times)
+
+            self.store._retrying(rebuild)
+            count += len(replay.messages)
+        return count
+
+    def sync(self) -> None:
+        """Nothing to catch up: the index is written with the events."""
+
+    def flush(self) -> None:
+        """Nothing held back: the index is written with the events."""
+
+
+def _migrate(conn: psycopg.Connection[Any], where: str) -> None:
+    """Create the schema, or bring an older one up to `SCHEMA_VERSION`, under an advisory lock."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        conn.execute("CREATE TABLE IF NOT EXISTS carryall_schema (version integer NOT NULL)")
+        row = conn.execute("SELECT max(version) FROM carryall_schema").fetchone()
+        version = row[0] if row is not None and row[0] is not None else 0
+        if version > SCHEMA_VERSION:
+            raise TranscriptError(
+                f"session store {where}: schema version {version} is newer than this "
+                f"carryall's ({SCHEMA_VERSION}); upgrade carryall"
+            )
+        for step in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in _MIGRATIONS[step]:
+                conn.execute(statement)
+            conn.execute("INSERT INTO carryall_schema (version) VALUES (%s)", (step,))
+
+
+def _index(
+    conn: psycopg.Connection[Any],
+    session_id: str,
+    first: int,
+    messages: Sequence[Message],
+    times: Sequence[str],
+) -> None:
+    if not messages:
+        return
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO carryall_messages (session_id, idx, role, time, body)"
+            " VALUES (%s, %s, %s, %s, %s)",
+            [
+                (session_id, first + i, m.role, t, passage(m))
+                for i, (m, t) in enumerate(zip(messages, times, strict=True))
+            ],
+        )
+
+
+def _put_blob(conn: psycopg.Connection[Any], data: bytes) -> str:
+    """Store bytes by hash inside the caller's transaction, or refresh the time of a stored one.
+
+    The refreshed time (and the row lock it takes) keeps a `collect_blobs`
+    that began earlier from deleting it before the reference commits.
+    """
+    sha = hashlib.sha256(data).hexdigest()
+    cur = conn.execute(
+        "UPDATE carryall_blobs SET stored = clock_timestamp() WHERE sha256 = %s", (sha,)
+    )
+    if cur.rowcount == 0:
+        conn.execute(
+            "INSERT INTO carryall_blobs (sha256, data) VALUES (%s, %s)"
+            " ON CONFLICT (sha256) DO UPDATE SET stored = clock_timestamp()",
+            (sha, data),
+        )
+    return sha
+
+
+def _event_hashes(event: Event[Any]) -> Iterator[str]:
+    for message in event.messages:
+        if isinstance(message, StoredMessage):
+            yield from (b.sha256 for b in message.content if isinstance(b, StoredImage))
+
+
+def _check_hash(sha256: str) -> None:
+    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise TranscriptError(f"{sha256!r} is not a sha256 content hash")
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

@@ -1,0 +1,75 @@
+"""Fixtures shared by the session store tests: a real PostgreSQL server, and every store."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.postgres_server import Server, binaries
+
+_databases = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Server]:
+    """One PostgreSQL server for the whole run, from the machine's packages, stopped at the end."""
+    bin_dir = binaries()
+    if bin_dir is None:
+        pytest.skip(
+            "no PostgreSQL server binaries (initdb) on this machine; "
+            "`apt-get install postgresql` (.ci/run does) to run the PostgreSQL store tests"
+        )
+    pytest.importorskip("psycopg", reason="the PostgreSQL store needs carryall[postgres]")
+    server = Server(bin_dir)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: Server) -> str:
+    """A fresh, empty database on the test server (its URL)."""
+    return postgres_server.create_database(f"t{next(_databases)}")
+
+
+@pytest.fixture
+def shared_postgres(postgres_server: Server) -> str:
+    """The server's one reused database, emptied of carryall's tables: cheaper than a new one."""
+    import psycopg
+
+    url = postgres_server.url("conformance")
+    try:
+        conn = psycopg.connect(url, autocommit=True)
+    except psycopg.OperationalError:
+        postgres_server.create_database("conformance")
+        conn = psycopg.connect(url, autocommit=True)
+    with conn:
+        tables = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+            "AND tablename LIKE 'carryall%'"
+        ).fetchall()
+        if tables:
+            names = ", ".join(f'"{t[0]}"' for t in tables)
+            conn.execute(f"DROP TABLE {names} CASCADE")  # type: ignore[arg-type]
+    return url
+
+
+@pytest.fixture(params=["jsonl", "postgres"])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty store's location, once for every kind of store: a folder, a postgresql:// URL."""
+    if request.param == "jsonl":
+        return str(tmp_path / "sessions")
+    url: str = request.getfixturevalue("shared_postgres")
+    return url
+
+
+@pytest.fixture
+def open_any(store_location: str) -> Callable[[], object]:
+    """Open (again) the store at `store_location`, as `carryall.sessions.open_store` does."""
+    from carryall.sessions import open_store
+
+    return lambda: open_store(store_location)
