@@ -7,6 +7,7 @@ standard error, so `carryall run ... > answer.txt` keeps only the answer.
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from collections.abc import Iterator, Sequence
@@ -41,6 +42,7 @@ from carryall.agent import (
 from carryall.attachments import AttachmentPolicy, load_image
 from carryall.blocks import Image, Message, ToolUse
 from carryall.errors import AttachmentError, CarryallError
+from carryall.providers import Response
 from carryall.tools import Tool
 from carryall.tools.builtin import BUILTIN_TOOL_NAMES, DEFAULT_TOOL_NAMES, builtin_tools
 
@@ -172,6 +174,28 @@ ImageOption = Annotated[
 NoRecordOption = Annotated[
     bool, typer.Option("--no-record", help="Do not record this run as a session.")
 ]
+ContinueOption = Annotated[
+    bool,
+    typer.Option(
+        "--continue",
+        "-c",
+        help="Continue the latest session (the first row of `carryall sessions list`).",
+    ),
+]
+SessionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--session",
+        "--resume",
+        "-r",
+        metavar="ID",
+        help=(
+            "Continue a recorded session by id, unique prefix or `last`; its backend, "
+            "model and system prompt apply unless given here."
+        ),
+        show_default=False,
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -185,11 +209,15 @@ def register(app: typer.Typer) -> None:
 
 def run(
     prompt: Annotated[
-        str,
+        str | None,
         typer.Argument(
-            help="What to ask. '-' reads the prompt from standard input.", show_default=False
+            help=(
+                "What to ask. Piped standard input comes first, then this; '-' reads "
+                "the prompt from standard input alone."
+            ),
+            show_default=False,
         ),
-    ],
+    ] = None,
     backend: BackendOption = None,
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
@@ -204,6 +232,18 @@ def run(
     no_record: NoRecordOption = False,
     store: StoreOption = None,
     image: ImageOption = None,
+    continue_: ContinueOption = False,
+    session_id: SessionOption = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help=(
+                "Print one JSON object when the turn ends (answer, stop_reason, tool_calls, "
+                "usage, session, downgrades) instead of streaming the answer."
+            ),
+        ),
+    ] = False,
 ) -> None:
     """Run one prompt to the end of its turn, tools included, and print the answer.
 
@@ -212,19 +252,25 @@ def run(
     whatever whole messages it made in the recorded session.
 
     Example: carryall run "Summarise notes.txt" --workspace ~/project
+
+    Example: cat notes.txt | carryall run "Summarise this" --json
+
+    Example: carryall run -c "And the second point?"
     """
-    out, err = _consoles()
+    out, err = _consoles(quiet=as_json)
     try:
         prompt = _read_prompt(prompt)
     except CarryallError as exc:
         fail(str(exc), console=err)
     if not prompt.strip():
-        fail("the prompt is empty", console=err)
+        fail("the prompt is empty (give one, or pipe it in)", console=err)
     images = _load_images(image or [], err)
+    resume = _continued(continue_, session_id, err)
     setup = _Setup.of(locals())
     with _opened(setup, out, err) as (agent, display):
+        start = len(agent.messages)
         try:
-            agent.send(prompt, images)
+            response = agent.send(prompt, images)
         except KeyboardInterrupt:
             display.finish()
             err.print("[yellow]interrupted[/]: the turn was stopped; the history is intact")
@@ -233,6 +279,16 @@ def run(
             display.finish()
             fail(str(exc), console=err)
         display.finish()
+        downgrades = _placeholder_downgrades(agent, start)
+        for downgrade in downgrades:
+            err.print(f"[yellow]note:[/] {escape(downgrade['reason'])}", soft_wrap=True)
+        if as_json:
+            typer.echo(
+                json.dumps(
+                    _turn_json(agent, start, response, display.responses, downgrades),
+                    ensure_ascii=False,
+                )
+            )
 
 
 def chat(
@@ -249,25 +305,18 @@ def chat(
     no_vision: NoVisionOption = False,
     no_record: NoRecordOption = False,
     store: StoreOption = None,
-    resume: Annotated[
-        str | None,
-        typer.Option(
-            "--resume",
-            "-r",
-            help=(
-                "Continue a recorded session by id or unique prefix (see `carryall sessions "
-                "list`); its backend, model and system prompt apply unless given here."
-            ),
-            show_default=False,
-        ),
-    ] = None,
+    continue_: ContinueOption = False,
+    session_id: SessionOption = None,
 ) -> None:
     """Talk with a model interactively, one turn per line you type.
 
     Ctrl-C stops the current turn and keeps the conversation; Ctrl-D, /exit
     or /quit leaves. Every turn is recorded in one session unless --no-record.
+
+    Example: carryall chat -c
     """
     out, err = _consoles()
+    resume = _continued(continue_, session_id, err)
     setup = _Setup.of(locals())
     with _opened(setup, out, err) as (agent, display):
         err.print(
@@ -430,21 +479,54 @@ def _read_system(system: str | None) -> str | None:
     return _utf8(data, f"the system prompt file {str(path)!r}")
 
 
-def _read_prompt(prompt: str) -> str:
-    """The prompt as text that can be sent: `-` reads standard input; not UTF-8 is refused.
+def _continued(continue_: bool, session_id: str | None, err: Console) -> str | None:
+    """The session `-c` or `--session` names (`last` for `-c`), or None for a new one."""
+    if continue_ and session_id is not None:
+        fail("give -c/--continue or --session, not both", 2, console=err)
+    if not continue_:
+        return session_id
+    from carryall.sessions.store import LAST
 
-    Refused where it enters, with the place named: a string that cannot be
-    encoded would otherwise fail deep in the SDK after the session was opened.
+    return LAST
+
+
+def _read_prompt(prompt: str | None) -> str:
+    """The prompt as text that can be sent, piped standard input first; not UTF-8 is refused.
+
+    As `llm` does, text piped in joins the prompt (`cat notes.txt | carryall
+    run "Summarise this"`): the piped text, a blank line, then the argument.
+    `-` reads standard input alone. Refused where it enters, with the place
+    named: a string that cannot be encoded would otherwise fail deep in the
+    SDK after the session was opened.
     """
-    if prompt != "-":
-        # An argument that was not UTF-8 arrives with its bytes as lone surrogates.
-        try:
-            raw = prompt.encode("utf-8", "surrogateescape")
-        except UnicodeEncodeError as exc:
-            raise CarryallError(
-                f"the prompt holds a lone surrogate at offset {exc.start}"
-            ) from None
-        return _utf8(raw, "the prompt")
+    if prompt == "-":
+        return _read_stdin()
+    piped = _read_stdin() if _stdin_is_piped() else ""
+    if prompt is None:
+        return piped
+    # An argument that was not UTF-8 arrives with its bytes as lone surrogates.
+    try:
+        raw = prompt.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as exc:
+        raise CarryallError(f"the prompt holds a lone surrogate at offset {exc.start}") from None
+    text = _utf8(raw, "the prompt")
+    if not piped.strip():
+        return text
+    return f"{piped.rstrip()}\n\n{text}"
+
+
+def _stdin_is_piped() -> bool:
+    """Whether standard input is something other than a terminal (a pipe, a file)."""
+    stdin = sys.stdin
+    if stdin is None or stdin.closed:
+        return False
+    try:
+        return not stdin.isatty()
+    except ValueError:
+        return False
+
+
+def _read_stdin() -> str:
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:
         return _utf8(sys.stdin.read().encode("utf-8", "surrogateescape"), "standard input")
@@ -480,8 +562,77 @@ def _backend_label(agent: Agent) -> str:
 # -- output -----------------------------------------------------------------------
 
 
-def _consoles() -> tuple[Console, Console]:
-    return Console(highlight=False, soft_wrap=True), Console(stderr=True, highlight=False)
+def _consoles(*, quiet: bool = False) -> tuple[Console, Console]:
+    """Standard output and error; `quiet` keeps the streamed answer off standard output."""
+    out = Console(file=io.StringIO(), highlight=False) if quiet else None
+    return out or Console(highlight=False, soft_wrap=True), Console(stderr=True, highlight=False)
+
+
+def _placeholder_downgrades(agent: Agent, start: int) -> list[dict[str, Any]]:
+    """Every image of this turn that reached the model only as its placeholder line.
+
+    A model without eyes is sent each image as `image_placeholder` text; a
+    person who handed one over is told, not left to think it was seen. The
+    entries have the shape of the codecs' downgrade report (index, kind, reason).
+    """
+    if agent.backend.capabilities.vision:
+        return []
+    found: list[dict[str, Any]] = []
+    for index, message in enumerate(agent.messages[start:], start):
+        for image in message.images():
+            found.append(
+                {
+                    "index": index,
+                    "kind": "image",
+                    "reason": (
+                        f"message {index}: {image.placeholder()} reached the model only as "
+                        f"that line ({_backend_label(agent)} cannot see images)"
+                    ),
+                }
+            )
+    return found
+
+
+def _turn_json(
+    agent: Agent,
+    start: int,
+    response: Response,
+    responses: Sequence[Response],
+    downgrades: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """What `run --json` prints: the turn's answer, calls, usage and session, for scripts."""
+    results = {
+        result.tool_use_id: result
+        for message in agent.messages[start:]
+        for result in message.tool_results_in()
+    }
+    calls = []
+    for message in agent.messages[start:]:
+        for use in message.tool_uses():
+            result = results.get(use.id)
+            calls.append(
+                {
+                    "id": use.id,
+                    "name": use.name,
+                    "input": use.input,
+                    "result": None if result is None else result.content,
+                    "is_error": None if result is None else result.is_error,
+                }
+            )
+    usage = {
+        field: sum(getattr(r.usage, field) for r in responses)
+        for field in ("input_tokens", "output_tokens")
+    }
+    session = agent.session
+    return {
+        "answer": response.message.text(),
+        "stop_reason": response.stop_reason,
+        "tool_calls": calls,
+        "usage": usage,
+        "model": agent.backend.model,
+        "session": None if session is None else session.id,
+        "downgrades": downgrades,
+    }
 
 
 def _load_images(paths: Sequence[Path], err: Console) -> list[Image]:
@@ -514,6 +665,8 @@ class _Display:
         self._mid_line = False
         self._streamed = False
         self._running: set[str] = set()
+        self.responses: list[Response] = []
+        """Every response of the turns shown so far, for the usage `run --json` sums."""
 
     # The loop's callbacks.
 
@@ -530,6 +683,7 @@ class _Display:
             self._streamed = False
             self._spin("thinking…" if event.step == 1 else f"thinking… (step {event.step})")
         elif isinstance(event, ResponseReceived):
+            self.responses.append(event.response)
             self._stop_spinner()
             if not self._streamed:
                 # A server that answered in one piece streamed nothing: the

@@ -54,6 +54,8 @@ class SessionMeta(msgspec.Struct, frozen=True, omit_defaults=True):
     cwd: str = ""
     title: str | None = None
     system: str | None = None
+    origin: str | None = None
+    """Where an imported history came from (`openai messages from chat.json`); None if run here."""
 
 
 class _HeaderProbe(msgspec.Struct):

@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO, Literal, Protocol
+from typing import BinaryIO, Final, Literal, Protocol
 
 import filelock
 import msgspec
@@ -99,6 +99,8 @@ log = logging.getLogger("carryall.sessions")
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _SUFFIX = ".jsonl"
+LAST: Final = "last"
+"""The session id that names the newest session, in every command that takes one."""
 _NOTE = "(its bytes are missing from the session store)"
 
 
@@ -213,11 +215,13 @@ class SessionStore:
         cwd: str | os.PathLike[str] | None = None,
         title: str | None = None,
         system: str | None = None,
+        origin: str | None = None,
     ) -> Session:
         """Start a new, empty session and write its header.
 
         `cwd` defaults to the current working directory; `title` defaults to
-        the first thing a person says once it is recorded.
+        the first thing a person says once it is recorded; `origin` says
+        where an imported history came from.
         """
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -235,6 +239,7 @@ class SessionStore:
                 cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
                 title=self.redactor.optional(title),
                 system=self.redactor.optional(system),
+                origin=self.redactor.optional(origin),
             )
             line = encode_header(meta)
             try:
@@ -279,7 +284,16 @@ class SessionStore:
         return infos
 
     def resolve(self, session_id: str) -> str:
-        """The full id of a session named by its id or by a unique prefix of it."""
+        """The full id of a session named by its id, a unique prefix of it, or `last`.
+
+        `last` is the newest session (what `run -c` continues); an id is a
+        timestamp first, so no real id or prefix of one reads as that word.
+        """
+        if session_id == LAST:
+            newest = self.list(on_error=lambda exc: None)
+            if not newest:
+                raise TranscriptError(f"no session yet in {self.root}, so none is the last")
+            return newest[0].meta.id
         if self.path(session_id).exists():
             return session_id
         names = sorted(self.transcripts())
