@@ -211,7 +211,7 @@ def _sessions_table(infos: list[SessionInfo], width: int | None) -> str:
         )
         for info in infos
     ]
-    headers = ("ID", "AGE", "TURNS", "BACKEND/MODEL", "TITLE")
+    headers = ("ID", "AGE", "TURNS", "BACKEND", "TITLE")
     natural = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
     limits: list[int | None] = [None] * len(headers)
     if width is not None:
