@@ -25,7 +25,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "home"
 
 
-def invoke(*args: str, input: str | None = None, columns: int | None = None) -> tuple[int, str, str]:
+def invoke(
+    *args: str, input: str | None = None, columns: int | None = None
+) -> tuple[int, str, str]:
     env = {"COLUMNS": str(columns)} if columns is not None else None
     result = runner.invoke(app, list(args), input=input, env=env)
     return result.exit_code, result.stdout, result.stderr
@@ -177,9 +179,7 @@ LONG_TITLE = "Please read the notes file and summarise the three main points of 
 
 
 def test_sessions_list_at_80_columns_keeps_id_age_turns_and_30_of_the_title(home: Path) -> None:
-    ids = [
-        _session(LONG_TITLE, backend="anthropic-with-a-long-backend-name") for _ in range(3)
-    ]
+    ids = [_session(LONG_TITLE, backend="anthropic-with-a-long-backend-name") for _ in range(3)]
     code, out, err = invoke("sessions", "list", columns=80)
     assert code == 0, err
     header, *rows = out.splitlines()

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
-from carryall._commands._output import fail, print_error
+from carryall._commands._output import fail
 from carryall._commands.sessions import StoreOption
 from carryall._text import shorten
 from carryall.agent import (
@@ -94,14 +94,14 @@ SystemOption = Annotated[
     ),
 ]
 ToolsOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--tools",
         "-t",
         help=(
             "Built-in tools to offer, comma-separated, from: "
             f"{', '.join(BUILTIN_TOOL_NAMES)}; 'none' offers none. "
-            f"Default: {', '.join(DEFAULT_TOOL_NAMES)}."
+            f"Default: a resumed session's own, else {', '.join(DEFAULT_TOOL_NAMES)}."
         ),
         show_default=False,
     ),
@@ -222,7 +222,7 @@ def run(
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
     system: SystemOption = None,
-    tools: ToolsOption = _DEFAULT_TOOLS,
+    tools: ToolsOption = None,
     allow_write: AllowWriteOption = False,
     workspace: WorkspaceOption = Path("."),
     max_steps: MaxStepsOption = None,
@@ -296,7 +296,7 @@ def chat(
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
     system: SystemOption = None,
-    tools: ToolsOption = _DEFAULT_TOOLS,
+    tools: ToolsOption = None,
     allow_write: AllowWriteOption = False,
     workspace: WorkspaceOption = Path("."),
     max_steps: MaxStepsOption = None,
@@ -307,50 +307,42 @@ def chat(
     store: StoreOption = None,
     continue_: ContinueOption = False,
     session_id: SessionOption = None,
+    image: ImageOption = None,
 ) -> None:
     """Talk with a model interactively, one turn per line you type.
 
-    Ctrl-C stops the current turn and keeps the conversation; Ctrl-D, /exit
-    or /quit leaves. Every turn is recorded in one session unless --no-record.
+    Up recalls earlier lines (kept across runs), Esc then Enter starts a new
+    line; /help lists the slash commands (/image PATH, /system, /model,
+    /tools, /save, /exit). Ctrl-C stops the current turn and keeps your
+    prompt in the conversation; Ctrl-D or /exit leaves. Every turn is
+    recorded in one session unless --no-record.
 
     Example: carryall chat -c
     """
     out, err = _consoles()
     resume = _continued(continue_, session_id, err)
+    images = _load_images(image or [], err)
     setup = _Setup.of(locals())
+    from carryall import paths
+    from carryall._commands.chat import converse
+
     with _opened(setup, out, err) as (agent, display):
         err.print(
             f"[dim]{escape(_backend_label(agent))} · "
-            f"tools: {escape(', '.join(agent.tools) or 'none')} · Ctrl-D or /exit to leave[/]"
+            f"tools: {escape(', '.join(agent.tools) or 'none')} · /help for commands, "
+            "Ctrl-D or /exit to leave[/]"
         )
         if agent.messages:
             err.print(f"[dim]resumed with {len(agent.messages)} message(s)[/]")
-        while True:
-            try:
-                line = out.input("[bold green]you>[/] ")
-            except EOFError:
-                out.print()
-                break
-            except KeyboardInterrupt:
-                out.print()
-                err.print("[dim](Ctrl-D or /exit to leave)[/]")
-                continue
-            text = line.strip()
-            if not text:
-                continue
-            if text in ("/exit", "/quit"):
-                break
-            try:
-                agent.send(text)
-            except KeyboardInterrupt:
-                display.finish()
-                err.print("[yellow]interrupted[/]: the turn was stopped; the conversation goes on")
-                continue
-            except CarryallError as exc:
-                display.finish()
-                print_error(str(exc), err)
-                continue
-            display.finish()
+        converse(
+            agent,
+            display,
+            out,
+            err,
+            images=images,
+            history_file=paths.chat_history_file(),
+            terminal=sys.stdin.isatty() and sys.stdout.isatty(),
+        )
 
 
 # -- setup ----------------------------------------------------------------------
@@ -364,7 +356,7 @@ class _Setup:
     model: str | None
     base_url: str | None
     system: str | None
-    tools: str
+    tools: str | None
     allow_write: bool
     workspace: Path
     max_steps: int | None
@@ -392,17 +384,19 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
     try:
         try:
             system = _read_system(setup.system)
-            tools = _choose_tools(setup.tools, setup.workspace, setup.allow_write)
             history: list[Message] | None = None
             if setup.resume is not None:
                 session = _open_session(setup.store, setup.resume)
                 history = session.messages()
                 setup = _resumed(setup, session)
                 system = system if setup.system is not None else session.meta.system
+            tools = _choose_tools(setup.tools or _DEFAULT_TOOLS, setup.workspace, setup.allow_write)
             with err.status("[dim]starting the backend…[/]"):
                 backend = _open_backend(setup)
             if session is None and not setup.no_record:
-                session = _create_session(setup.store, backend, setup.workspace, system)
+                session = _create_session(
+                    setup.store, backend, setup.workspace, system, [t.name for t in tools]
+                )
         except CarryallError as exc:
             fail(str(exc), console=err)
         except KeyboardInterrupt:
@@ -442,12 +436,16 @@ def _open_backend(setup: _Setup) -> Backend:
 
 
 def _create_session(
-    store: str | None, backend: Backend, workspace: Path, system: str | None
+    store: str | None, backend: Backend, workspace: Path, system: str | None, tools: list[str]
 ) -> Session:
     from carryall.sessions import open_store
 
     return open_store(store).create(
-        backend=backend.name, model=backend.model, cwd=workspace.resolve(), system=system
+        backend=backend.name,
+        model=backend.model,
+        cwd=workspace.resolve(),
+        system=system,
+        tools=tools,
     )
 
 
@@ -458,8 +456,15 @@ def _open_session(store: str | None, session_id: str) -> Session:
 
 
 def _resumed(setup: _Setup, session: Session) -> _Setup:
-    """Continue on the session's backend and model unless the command line says otherwise."""
+    """Continue on the session's backend, model and tools unless the command line says otherwise.
+
+    The tools are the built-ins the session offered (`write_file` only with
+    --allow-write again: a resumed session never gains write access unasked).
+    """
     meta = session.meta
+    if setup.tools is None and meta.tools is not None:
+        offered = [n for n in meta.tools if n in BUILTIN_TOOL_NAMES and n != "write_file"]
+        setup = replace(setup, tools=",".join(offered) or "none")
     if setup.backend is not None or not meta.backend:
         return setup
     model = setup.model if setup.model is not None else (meta.model or None)
@@ -623,7 +628,9 @@ def _turn_json(
         field: sum(getattr(r.usage, field) for r in responses)
         for field in ("input_tokens", "output_tokens")
     }
-    session = agent.session
+    from carryall.sessions import Session
+
+    session = agent.session if isinstance(agent.session, Session) else None
     return {
         "answer": response.message.text(),
         "stop_reason": response.stop_reason,

@@ -219,8 +219,8 @@ def _sessions_table(infos: list[SessionInfo], width: int | None) -> str:
         # backend gives way to a title of at least 30 characters, then the
         # title takes what is left.
         left = width - sum(natural[:3]) - 2 * (len(headers) - 1)
-        limits[3] = max(len(headers[3]) // 2, min(natural[3], left - 30))
-        limits[4] = max(30, left - min(natural[3], limits[3]))
+        backend = max(len(headers[3]) // 2, min(natural[3], left - 30))
+        limits[3], limits[4] = backend, max(30, left - backend)
     table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="")
     for header, limit in zip(headers, limits, strict=True):
         table.add_column(

@@ -56,6 +56,8 @@ class SessionMeta(msgspec.Struct, frozen=True, omit_defaults=True):
     system: str | None = None
     origin: str | None = None
     """Where an imported history came from (`openai messages from chat.json`); None if run here."""
+    tools: tuple[str, ...] | None = None
+    """The tools a run offered, by name, so a resumed run offers them again; None if unknown."""
 
 
 class _HeaderProbe(msgspec.Struct):

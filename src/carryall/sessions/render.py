@@ -308,7 +308,7 @@ def render_html(
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         # A second wall behind the escaping: the page may run no script at all.
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "img-src data:; style-src 'unsafe-inline'\">",
         f"<title>{e(title)}</title><style>{_CSS}</style></head><body>",
         f"<header><h1>{e(title)}</h1><dl>",

@@ -216,12 +216,13 @@ class SessionStore:
         title: str | None = None,
         system: str | None = None,
         origin: str | None = None,
+        tools: Sequence[str] | None = None,
     ) -> Session:
         """Start a new, empty session and write its header.
 
         `cwd` defaults to the current working directory; `title` defaults to
         the first thing a person says once it is recorded; `origin` says
-        where an imported history came from.
+        where an imported history came from; `tools` names the tools offered.
         """
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -240,6 +241,7 @@ class SessionStore:
                 title=self.redactor.optional(title),
                 system=self.redactor.optional(system),
                 origin=self.redactor.optional(origin),
+                tools=None if tools is None else tuple(tools),
             )
             line = encode_header(meta)
             try:
