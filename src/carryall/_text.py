@@ -1,4 +1,4 @@
-"""Small text rules every reader, error and printer shares: shortening and naming JSON types.
+"""Small text rules every reader, error and printer shares: shortening, ages, JSON type names.
 
 One home, so an error message, a CLI line and a reader shorten the same way
 and call a JSON value by the same name.
@@ -7,9 +7,10 @@ and call a JSON value by the same name.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Final
 
-__all__ = ["json_type", "json_type_phrase", "shorten"]
+__all__ = ["age", "json_type", "json_type_phrase", "shorten"]
 
 _PHRASES: Final = {
     "null": "null",
@@ -27,6 +28,17 @@ def shorten(text: str, limit: int, *, ellipsis: str = "...") -> str:
     if len(text) <= limit:
         return text
     return text[: max(limit - len(ellipsis), 0)] + ellipsis
+
+
+def age(moment: datetime, now: datetime) -> str:
+    """How long ago, in the largest whole unit: `now`, `42s`, `5m`, `3h`, `2d`, `6w`."""
+    seconds = int((now - moment).total_seconds())
+    if seconds < 1:
+        return "now"
+    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def json_type(value: Any) -> str:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 import typer
 
 from carryall._commands._output import fail
+from carryall._text import age
 from carryall.errors import CarryallError
 
 if TYPE_CHECKING:
@@ -204,7 +205,7 @@ def _sessions_table(infos: list[SessionInfo], width: int | None) -> str:
     rows = [
         (
             info.meta.id,
-            _age(info.updated, now),
+            age(info.updated, now),
             str(info.turns),
             "/".join(p for p in (info.meta.backend, info.meta.model) if p) or "-",
             (info.meta.title or "(untitled)").replace("\n", " "),
@@ -239,17 +240,6 @@ def _sessions_table(infos: list[SessionInfo], width: int | None) -> str:
     console.print(table)
     rendered = console.file.getvalue()  # type: ignore[attr-defined]
     return "\n".join(line.rstrip() for line in rendered.splitlines())
-
-
-def _age(moment: datetime, now: datetime) -> str:
-    """How long ago, in the largest whole unit: `now`, `42s`, `5m`, `3h`, `2d`, `6w`."""
-    seconds = int((now - moment).total_seconds())
-    if seconds < 1:
-        return "now"
-    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
 
 
 @_clear_errors
