@@ -66,6 +66,8 @@ def install(
     Needs cmake and a C/C++ compiler the first time; the build takes about a
     quarter of an hour on two cores. Each step is verified, so running it
     again only checks the existing install.
+
+    Example: carryall local install -j 2
     """
     console = Console(highlight=False)
     tasks: dict[str, TaskID] = {}
@@ -120,6 +122,8 @@ def status(
 
     Exits 0 when the backend is ready and 1 when it is not, so a script can
     check it with `carryall local status >/dev/null || carryall local install`.
+
+    Example: carryall local status --json
     """
     result = local.status(verify=verify)
     if as_json:
@@ -160,6 +164,8 @@ def serve(
     Prints the base URL: point an OpenAI client at BASE/v1 or an Anthropic
     client at BASE. A crash is restarted once; a second crash ends the
     command with an error.
+
+    Example: carryall local serve --port 8080
     """
     console = Console(highlight=False)
     server = local.LocalServer(port=port, context=context)

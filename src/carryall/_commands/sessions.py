@@ -257,7 +257,10 @@ def show(
     ] = False,
     location: StoreOption = None,
 ) -> None:
-    """Print one session as text, Markdown, JSON or self-contained HTML."""
+    """Print one session as text, Markdown, JSON or self-contained HTML.
+
+    Example: carryall sessions show last --format markdown
+    """
     sys.stdout.write(_render(location, session_id, fmt, embed_images)[1])
 
 
@@ -293,6 +296,8 @@ def export(
     The `openai` and `anthropic` formats are the messages those APIs take
     (images always embedded, as the wire carries them), written by the same
     codecs that send requests; `sessions import` reads them back too.
+
+    Example: carryall sessions export last -f openai -o chat.json
     """
     if fmt == ExportFormat.openai:
         full_id, out = _wire_export(location, session_id, "openai")
@@ -420,6 +425,8 @@ def collect(location: StoreOption = None) -> None:
 
     A blob stored since the collection began is kept, so a writer that is
     recording right now keeps the image it is about to refer to.
+
+    Example: carryall sessions gc
     """
     store = _store(location)
     removed = store.collect_blobs()
@@ -448,6 +455,8 @@ def redact(
     and image bytes are never searched; signed thinking that matches loses
     its signature. New events are redacted as they are written (built-in
     API key shapes plus the config file's [redact] patterns).
+
+    Example: carryall sessions redact last -p 'corp-[0-9a-f]{32}'
     """
     from carryall.sessions.redact import compile_pattern
 
@@ -508,6 +517,8 @@ def recall(
     Best matches first, each with its session id, message index, role, time
     and a snippet. The index updates as sessions are recorded; --reindex
     rebuilds it from the transcripts.
+
+    Example: carryall recall lighthouse --since 7d --role user
     """
     store = _store(location)
     words = " ".join(query or [])
@@ -567,6 +578,8 @@ def tui(location: StoreOption = None) -> None:
     Keys: up/down move through sessions (the one under the cursor opens),
     / searches every session, enter on a hit opens it at that message,
     escape goes back to the list, ctrl+r reloads, ctrl+q quits.
+
+    Example: carryall tui --store /srv/team/sessions
     """
     from carryall.tui import SessionsApp
 
