@@ -197,3 +197,50 @@ def test_c_and_session_together_are_refused(home: Path, workspace: Path) -> None
     result = invoke("run", "-c", "--session", "x", "hi", "-w", str(workspace))
     assert result.exit_code == 2
     assert "not both" in result.stderr
+
+
+# -- a failed first request --------------------------------------------------------
+
+
+def test_a_failed_first_request_keeps_the_prompt_and_the_error(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path
+) -> None:
+    from carryall.errors import ProviderError
+
+    script(monkeypatch, ProviderError("invalid x-api-key", status=401))
+    result = invoke("run", "summarise the notes", "-w", str(workspace))
+    assert result.exit_code == 1
+    assert "error: [401] invalid x-api-key" in result.stderr
+    store = Store(home / "sessions")
+    [info] = store.list()
+    assert info.failed == "[401] invalid x-api-key"
+    assert info.meta.title == "summarise the notes" and info.turns == 1
+    assert [m.text() for m in store.open(info.meta.id).messages()] == ["summarise the notes"]
+    listed = json.loads(invoke("sessions", "list", "--json").stdout)
+    assert listed[0]["failed"] == "[401] invalid x-api-key"
+    assert "(failed) summarise the notes" in invoke("sessions", "list").stdout
+
+    # Continuing it sends the kept prompt along and clears the mark.
+    opened = script(monkeypatch, say("Done."))
+    result = invoke("run", "-c", "try again", "-w", str(workspace))
+    assert result.exit_code == 0, result.stderr
+    assert opened.backend is not None
+    assert [m.text() for m in opened.backend.requests[0].messages] == [
+        "summarise the notes",
+        "try again",
+    ]
+    assert store.list()[0].failed is None
+
+
+def test_rm_failed_removes_only_the_failed_sessions(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path
+) -> None:
+    from carryall.errors import ProviderError
+
+    kept = _recorded(home, workspace, "fine")
+    script(monkeypatch, ProviderError("connection refused"))
+    invoke("run", "lost?", "-w", str(workspace))
+    assert len(Store(home / "sessions").list()) == 2
+    result = invoke("sessions", "rm", "--failed", "-y")
+    assert result.exit_code == 0, result.stderr
+    assert [i.meta.id for i in Store(home / "sessions").list()] == [kept]

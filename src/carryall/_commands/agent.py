@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
-from carryall._commands._output import fail
+from carryall._commands._output import fail, masked
 from carryall._commands.sessions import StoreOption
 from carryall._text import shorten
 from carryall.agent import (
@@ -277,6 +277,7 @@ def run(
             raise typer.Exit(130) from None
         except CarryallError as exc:
             display.finish()
+            _keep_failed_prompt(agent, start, Message.user(prompt, images), str(exc))
             fail(str(exc), console=err)
         display.finish()
         downgrades = _placeholder_downgrades(agent, start)
@@ -482,6 +483,20 @@ def _read_system(system: str | None) -> str | None:
             f"cannot read the system prompt file {str(path)!r}: {exc.strerror}"
         ) from None
     return _utf8(data, f"the system prompt file {str(path)!r}")
+
+
+def _keep_failed_prompt(agent: Agent, start: int, prompt: Message, error: str) -> None:
+    """Record a prompt whose first request failed, with the error, instead of losing it.
+
+    The loop takes such a prompt back (the history is as it was before the
+    turn); the session keeps it, marked failed, so a 401 or a refused
+    connection leaves the prompt and the reason rather than an empty session.
+    """
+    from carryall.sessions import Session
+
+    session = agent.session
+    if isinstance(session, Session) and len(agent.messages) == start:
+        session.append([prompt], failed=masked(error))
 
 
 def _continued(continue_: bool, session_id: str | None, err: Console) -> str | None:

@@ -168,6 +168,7 @@ def list_sessions(
                 "turns": info.turns,
                 "title": info.meta.title,
                 "cwd": info.meta.cwd,
+                "failed": info.failed,
             }
             for info in infos
         ]
@@ -208,7 +209,8 @@ def _sessions_table(infos: list[SessionInfo], width: int | None) -> str:
             age(info.updated, now),
             str(info.turns),
             "/".join(p for p in (info.meta.backend, info.meta.model) if p) or "-",
-            (info.meta.title or "(untitled)").replace("\n", " "),
+            ("(failed) " if info.failed else "")
+            + (info.meta.title or "(untitled)").replace("\n", " "),
         )
         for info in infos
     ]
@@ -385,12 +387,18 @@ def remove(
     empty: Annotated[
         bool, typer.Option("--empty", help="Also every session with no messages.")
     ] = False,
+    failed: Annotated[
+        bool,
+        typer.Option(
+            "--failed", help="Also every session whose last prompt failed (shown as (failed))."
+        ),
+    ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     location: StoreOption = None,
 ) -> None:
     """Delete sessions (asks first), and every image blob no other session refers to.
 
-    Example: carryall sessions rm --empty -y
+    Example: carryall sessions rm --empty --failed -y
     """
     store = _store(location)
     # Every id is resolved before anything is deleted: a typo stops the
@@ -399,12 +407,14 @@ def remove(
     for session_id in session_ids or []:
         session = store.open(session_id)
         chosen[session.id] = f"{session.meta.title or '(untitled)'}, {len(session)} turns"
-    if empty:
+    if empty or failed:
         for info in store.list(on_error=lambda exc: None):
-            if info.turns == 0:
+            if empty and info.turns == 0:
                 chosen.setdefault(info.meta.id, "no messages")
-    if not session_ids and not empty:
-        fail("name the sessions to remove (ID..., or --empty)", 2)
+            elif failed and info.failed is not None:
+                chosen.setdefault(info.meta.id, f"failed: {info.failed}")
+    if not session_ids and not empty and not failed:
+        fail("name the sessions to remove (ID..., --empty or --failed)", 2)
     if not chosen:
         typer.echo("no session to remove", err=True)
         return

@@ -102,6 +102,8 @@ class Event(msgspec.Struct, Generic[M], frozen=True, omit_defaults=True):
     start: int = 0
     title: str | None = None
     messages: list[M] = []
+    failed: str | None = None
+    """The error of the request these messages were for, when it failed (the prompt is kept)."""
 
 
 class EventHead(msgspec.Struct, frozen=True):
@@ -111,6 +113,7 @@ class EventHead(msgspec.Struct, frozen=True):
     time: str
     n: int
     title: str | None = None
+    failed: str | None = None
 
 
 _probe_decoder = msgspec.json.Decoder(_HeaderProbe)

@@ -126,6 +126,8 @@ class SessionInfo(msgspec.Struct, frozen=True):
     turns: int
     """Messages in the current history (each user or assistant message is a turn)."""
     updated: datetime
+    failed: str | None = None
+    """The error of the last request, when the last thing recorded is a prompt that failed."""
 
 
 @dataclass(frozen=True)
@@ -614,11 +616,13 @@ class SessionStore:
                 last = _last_line(f, size)
         except OSError as exc:
             raise _failed(f"cannot read session file {path}", exc) from None
-        turns, updated = 0, meta.created
+        turns, updated, failed = 0, meta.created, None
         if last is not None and last[0] > 0:
             head = decode_head(last[1], where, None)
-            turns, updated = head.n, parse_time(head.time)
-        return SessionInfo(meta=with_title(meta, title), turns=turns, updated=updated)
+            turns, updated, failed = head.n, parse_time(head.time), head.failed
+        return SessionInfo(
+            meta=with_title(meta, title), turns=turns, updated=updated, failed=failed
+        )
 
     # -- locking ------------------------------------------------------------
 
@@ -738,12 +742,16 @@ class Session:
             self._write_rewrite(left)
             return "rewrite"
 
-    def append(self, messages: Sequence[Message]) -> None:
-        """Append messages after whatever the store holds now (another writer's included)."""
+    def append(self, messages: Sequence[Message], *, failed: str | None = None) -> None:
+        """Append messages after whatever the store holds now (another writer's included).
+
+        `failed` is the error of the request they were sent in: a prompt
+        whose request failed is kept, with why, rather than lost.
+        """
         tail = list(messages)
         with self._writing():
             if tail:
-                self._write_append(tail)
+                self._write_append(tail, self.store.redactor.optional(failed))
 
     def refresh(self) -> None:
         """Read events other writers added since this session was loaded."""
@@ -838,14 +846,15 @@ class Session:
             ) from None
         log.warning("session %s: moved a torn last line (%d bytes) to %s", self.id, len(torn), keep)
 
-    def _write_append(self, tail: list[Message]) -> None:
+    def _write_append(self, tail: list[Message], failed: str | None = None) -> None:
         start = len(self._replay.messages)
         clean = self._redacted(tail, start)
         stored = [self._storable(m, start + i) for i, m in enumerate(clean)]
         title = None if self._titled() else title_from(clean)
         stamp = now()
+        n = start + len(tail)
         line = encode_event(
-            Event("append", stamp, n=start + len(tail), start=start, title=title, messages=stored)
+            Event("append", stamp, n=n, start=start, title=title, messages=stored, failed=failed)
         )
         before = self._end
         self._write_line(line)
