@@ -244,3 +244,62 @@ def test_rm_failed_removes_only_the_failed_sessions(
     result = invoke("sessions", "rm", "--failed", "-y")
     assert result.exit_code == 0, result.stderr
     assert [i.meta.id for i in Store(home / "sessions").list()] == [kept]
+
+
+# -- chat's commands, from a pipe ------------------------------------------------------
+
+
+def test_chat_commands_change_the_next_turn_and_save_writes_markdown(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    opened = script(monkeypatch, say("one"), say("two"))
+    saved = tmp_path / "chat.md"
+    lines = [
+        "/tools",
+        "/system Answer in French.",
+        "/model other-2",
+        "first line \\",
+        "second line",
+        f"/image {workspace / 'dot.png'}",
+        "look",
+        f"/save {saved}",
+        "/exit",
+    ]
+    result = invoke("chat", "-w", str(workspace), input="\n".join(lines) + "\n")
+    assert result.exit_code == 0, result.stderr
+    assert "read_file" in result.stderr and "list_dir" in result.stderr
+    assert opened.backend is not None
+    first, second = opened.backend.requests
+    assert first.system == "Answer in French." and first.model == "other-2"
+    assert first.messages[-1] == Message.user("first line \nsecond line")
+    assert len(second.messages[-1].images()) == 1 and second.messages[-1].text() == "look"
+    text = saved.read_text()
+    assert "first line" in text and "two" in text and "Answer in French." in text
+
+
+def test_chat_image_option_goes_with_the_first_prompt(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path
+) -> None:
+    opened = script(monkeypatch, say("a dot"))
+    image = str(workspace / "dot.png")
+    result = invoke("chat", "-i", image, "-w", str(workspace), input="what is it?\n")
+    assert result.exit_code == 0, result.stderr
+    assert opened.backend is not None
+    assert len(opened.backend.requests[0].messages[0].images()) == 1
+
+
+def test_resume_offers_the_session_tools_again(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path
+) -> None:
+    script(monkeypatch, say("ok"))
+    invoke("run", "hi", "-w", str(workspace), "--tools", "read_file")
+    opened = script(monkeypatch, say("again"))
+    result = invoke("run", "-c", "more", "-w", str(workspace))
+    assert result.exit_code == 0, result.stderr
+    assert opened.backend is not None
+    assert [t.name for t in opened.backend.requests[0].tools] == ["read_file"]
+    # The command line still wins.
+    opened = script(monkeypatch, say("once more"))
+    invoke("run", "-c", "more", "-w", str(workspace), "--tools", "list_dir")
+    assert opened.backend is not None
+    assert [t.name for t in opened.backend.requests[0].tools] == ["list_dir"]
