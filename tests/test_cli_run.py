@@ -303,3 +303,38 @@ def test_resume_offers_the_session_tools_again(
     invoke("run", "-c", "more", "-w", str(workspace), "--tools", "list_dir")
     assert opened.backend is not None
     assert [t.name for t in opened.backend.requests[0].tools] == ["list_dir"]
+
+
+def test_image_by_url_is_fetched_from_the_host_named(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path
+) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Serve(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = PNG_1X1 if self.path == "/dot.png" else b"nope"
+            self.send_response(200 if self.path == "/dot.png" else 404)
+            self.send_header("Content-Type", "image/png")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Serve)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        opened = script(monkeypatch, say("a dot"))
+        result = invoke("run", "what?", "-i", f"{url}/dot.png", "-w", str(workspace))
+        assert result.exit_code == 0, result.stderr
+        assert opened.backend is not None
+        [image] = opened.backend.requests[0].messages[0].images()
+        assert (image.media_type, image.source) == ("image/png", "dot.png")
+        result = invoke("run", "what?", "-i", f"{url}/gone.png", "-w", str(workspace))
+        assert result.exit_code == 1 and "error:" in result.stderr and "gone.png" in result.stderr
+    finally:
+        server.shutdown()
+        server.server_close()

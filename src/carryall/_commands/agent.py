@@ -163,11 +163,15 @@ NoVisionOption = Annotated[
     ),
 ]
 ImageOption = Annotated[
-    list[Path] | None,
+    list[str] | None,
     typer.Option(
         "--image",
         "-i",
-        help="An image file (PNG, JPEG, GIF or WebP) to hand over with the prompt; repeatable.",
+        metavar="PATH|URL",
+        help=(
+            "An image (PNG, JPEG, GIF or WebP) to hand over with the prompt: a file, or an "
+            "http(s) URL, fetched with the same size cap; repeatable."
+        ),
         show_default=False,
     ),
 ]
@@ -657,16 +661,29 @@ def _turn_json(
     }
 
 
-def _load_images(paths: Sequence[Path], err: Console) -> list[Image]:
-    """The images a person named on the command line, checked like any attachment.
+def named_image(target: str) -> Image:
+    """An image a person named (`-i`, chat's `/image`), checked like any attachment.
 
     Naming a file is the permission to read it, so its own folder is the
-    allowed root; the size cap, extension and magic-byte checks still apply.
+    allowed root; naming a URL is the permission to fetch from its host.
+    The size cap, extension and magic-byte checks still apply. Raises
+    `AttachmentError`.
     """
+    if target[:8].lower().startswith(("http://", "https://")):
+        from urllib.parse import urlsplit
+
+        host = urlsplit(target).hostname or ""
+        return load_image(target, AttachmentPolicy(roots=[], allow_hosts=[host]))
+    path = Path(target).expanduser()
+    return load_image(str(path), AttachmentPolicy(roots=[path.parent]))
+
+
+def _load_images(targets: Sequence[str], err: Console) -> list[Image]:
+    """The images named on the command line (`named_image`); a bad one is an error line."""
     images: list[Image] = []
-    for path in paths:
+    for target in targets:
         try:
-            images.append(load_image(str(path), AttachmentPolicy(roots=[path.parent])))
+            images.append(named_image(target))
         except AttachmentError as exc:
             fail(str(exc), console=err)
     return images

@@ -23,7 +23,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from carryall._commands._output import print_error
-from carryall.attachments import AttachmentPolicy, load_image
 from carryall.blocks import Image, Message
 from carryall.errors import CarryallError
 
@@ -37,7 +36,7 @@ _PROMPT: Final = "you> "
 
 COMMANDS: Final = {
     "/help": "list these commands",
-    "/image PATH": "attach an image (PNG, JPEG, GIF or WebP) to the next prompt",
+    "/image PATH|URL": "attach an image (PNG, JPEG, GIF or WebP) to the next prompt",
     "/system TEXT": "set the system prompt from the next turn on (no TEXT clears it)",
     "/model NAME": "ask for another model of the same backend from the next turn on",
     "/tools": "list the tools the model may call",
@@ -148,10 +147,10 @@ class _Chat:
         if not argument:
             print_error("/image needs a PATH", self.err)
             return
-        path = Path(argument).expanduser()
+        from carryall._commands.agent import named_image
+
         try:
-            # Naming a file is the permission to read it (as `-i` is).
-            image = load_image(str(path), AttachmentPolicy(roots=[path.parent]))
+            image = named_image(argument)
         except CarryallError as exc:
             print_error(str(exc), self.err)
             return
