@@ -195,7 +195,7 @@ SessionOption = Annotated[
         metavar="ID",
         help=(
             "Continue a recorded session by id, unique prefix or `last`; its backend, "
-            "model and system prompt apply unless given here."
+            "model, system prompt and built-in tools apply unless given here."
         ),
         show_default=False,
     ),
