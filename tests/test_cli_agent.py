@@ -327,15 +327,19 @@ def test_chat_keeps_going_after_an_error(
     assert opened.backend.requests[1].messages == (Message.user("hi again"),)
 
 
-def test_chat_keeps_the_conversation_after_ctrl_c(
+def test_chat_keeps_the_conversation_and_the_interrupted_prompt_after_ctrl_c(
     monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path
 ) -> None:
     opened = script(monkeypatch, say("one"), KeyboardInterrupt(), say("three"))
-    result = invoke("chat", "-w", str(workspace), "--no-record", input="a\nb\nc\n")
+    result = invoke("chat", "-w", str(workspace), input="a\nb\nc\n")
     assert result.exit_code == 0
-    assert "interrupted" in result.stderr
+    assert "interrupted" in result.stderr and "your prompt is kept" in result.stderr
     assert opened.backend is not None
-    assert [m.text() for m in opened.backend.requests[2].messages] == ["a", "one", "c"]
+    # The prompt the interrupted turn took back is kept, in the conversation and the session.
+    assert [m.text() for m in opened.backend.requests[2].messages] == ["a", "one", "b", "c"]
+    [info] = Store(home / "sessions").list()
+    recorded = Store(home / "sessions").open(info.meta.id).messages()
+    assert [m.text() for m in recorded] == ["a", "one", "b", "c", "three"]
 
 
 def test_chat_resume_continues_a_recorded_session(

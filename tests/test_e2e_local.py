@@ -109,6 +109,7 @@ def test_carryall_run_with_builtin_tools_completes_a_tool_round(tmp_path: Path) 
                 str(workspace),
             ],
             capture_output=True,
+            stdin=subprocess.DEVNULL,  # not piped: nothing joins the prompt
             text=True,
             env=env,
             timeout=300,
@@ -166,6 +167,7 @@ def test_a_repeated_failing_call_stops_the_turn_before_the_step_limit(tmp_path: 
                 str(workspace),
             ],
             capture_output=True,
+            stdin=subprocess.DEVNULL,
             text=True,
             env=local_env(tmp_path),
             timeout=400,
@@ -199,6 +201,7 @@ def test_a_max_tokens_cut_is_reported_and_never_handed_to_a_tool(tmp_path: Path)
             str(workspace),
         ],
         capture_output=True,
+        stdin=subprocess.DEVNULL,
         text=True,
         env=local_env(tmp_path),
         timeout=300,

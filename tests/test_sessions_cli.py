@@ -60,7 +60,7 @@ def test_list_shows_id_when_backend_turns_title_newest_first(home: Path, app: ty
     code, out, _ = _run(app, "sessions", "list")
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["ID", "WHEN", "BACKEND/MODEL", "TURNS", "TITLE"]
+    assert lines[0].split() == ["ID", "AGE", "TURNS", "BACKEND", "TITLE"]
     assert lines[1].startswith(new) and lines[2].startswith(old)
     assert "fake/tiny" in lines[1] and " 3  " in lines[1] and lines[1].endswith("newer one")
 

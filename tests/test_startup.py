@@ -59,7 +59,8 @@ def test_import_carryall_loads_no_command_line_agent_or_backend(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(
-    "argv", [("sessions", "list"), ("recall", "WORD"), ("sessions", "show", "nope")]
+    "argv",
+    [("sessions", "list"), ("recall", "WORD"), ("sessions", "show", "nope"), ("paths",)],
 )
 def test_session_readers_load_no_agent_backend_or_sdk(
     tmp_path: Path, argv: tuple[str, ...]
@@ -94,6 +95,7 @@ def test_the_whole_app_still_has_every_command() -> None:
         "sessions",
         "recall",
         "tui",
+        "paths",
     }
 
 

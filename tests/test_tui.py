@@ -97,3 +97,34 @@ def test_empty_store_says_so(tmp_path: Path) -> None:
             assert any("No sessions yet" in t for t in _texts(app))
 
     asyncio.run(drive())
+
+
+def test_at_80_by_24_every_row_shows_id_age_turns_and_30_of_the_title(tmp_path: Path) -> None:
+    store = Store(tmp_path / "sessions")
+    long_title = "Please read the notes file and summarise the three main points of it"
+    ids = []
+    for n in range(3):
+        session = store.create(backend="anthropic-with-a-long-name", model="m", title=long_title)
+        session.record([], [Message.user(f"q{n}"), Message.assistant([Text("a")])])
+        ids.append(session.id)
+
+    async def drive() -> None:
+        app = SessionsApp(store)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            table = app.query_one("#sessions", DataTable)
+            assert table.row_count == 3
+            # The whole row is on the screen: the table needs no sideways scroll.
+            assert table.region.width >= 76
+            assert table.virtual_size.width <= table.scrollable_content_region.width
+            assert table.max_scroll_x == 0
+            for row, session_id in enumerate(reversed(ids)):
+                cells = [str(cell) for cell in table.get_row_at(row)]
+                assert cells[0] == session_id
+                assert cells[1] == "now" or cells[1][:-1].isdigit()
+                assert cells[2] == "2"
+                assert len(cells[3]) >= 30 and long_title.startswith(cells[3].rstrip("…"))
+            # The transcript is still there, below the list.
+            assert any("q2" in t for t in _texts(app))
+
+    asyncio.run(drive())

@@ -1,4 +1,4 @@
-"""Small text rules every reader, error and printer shares: shortening, naming JSON types,
+"""Small text rules every reader, error and printer shares: shortening, ages, JSON type names,
 and making content safe to print.
 
 One home, so an error message, a CLI line and a reader shorten the same way,
@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Final
 
-__all__ = ["json_printable", "json_type", "json_type_phrase", "printable", "shorten"]
+__all__ = ["age", "json_printable", "json_type", "json_type_phrase", "printable", "shorten"]
 
 # C0 controls but tab and newline, DEL, the C1 controls (U+009B is a CSI on
 # its own in many terminals) and lone surrogates (which no stream can encode).
@@ -34,6 +35,17 @@ def shorten(text: str, limit: int, *, ellipsis: str = "...") -> str:
     if len(text) <= limit:
         return text
     return text[: max(limit - len(ellipsis), 0)] + ellipsis
+
+
+def age(moment: datetime, now: datetime) -> str:
+    """How long ago, in the largest whole unit: `now`, `42s`, `5m`, `3h`, `2d`, `6w`."""
+    seconds = int((now - moment).total_seconds())
+    if seconds < 1:
+        return "now"
+    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def json_type(value: Any) -> str:

@@ -271,6 +271,10 @@ class Agent:
             )
         return self._turn(rollback_to=len(self.messages))
 
+    def record(self) -> None:
+        """Record the history as it stands, after an edit between turns (a kept prompt)."""
+        self._record()
+
     def request(self, *, tool_choice: ToolChoice | None = None) -> Request:
         """The request the next step would send for the current history.
 

@@ -14,7 +14,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["app", "build_app", "main"]
 
-AREAS: Final = ("agent", "local", "mcp", "sessions")
+AREAS: Final = ("agent", "local", "mcp", "sessions", "paths")
 """The command modules under `carryall._commands`, each with a `register(app)`."""
 
 _AREA_OF: Final = {
@@ -34,6 +34,7 @@ _AREA_OF: Final = {
     "sessions": "sessions",
     "recall": "sessions",
     "tui": "sessions",
+    "paths": "paths",
 }
 
 
@@ -41,18 +42,45 @@ def build_app(areas: Sequence[str] = AREAS) -> typer.Typer:
     """The `carryall` app with the commands of `areas` (by default every one)."""
     built = typer.Typer(
         name="carryall",
-        help=(
-            "Run tool-using LLM agents on any backend and keep every conversation whole.\n\n"
-            "With no API key configured, the default backend is a local llama-server "
-            "(install it once with `carryall local install`)."
-        ),
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        # Inherited by every command's context, so `carryall run -h` works too.
+        context_settings={"help_option_names": ["-h", "--help"]},
     )
+    built.callback()(_top_level)
     for area in areas:
         importlib.import_module(f"carryall._commands.{area}").register(built)
     return built
+
+
+def _version(value: bool) -> None:
+    if value:
+        # Read only when asked: `importlib.metadata` is not free at start-up.
+        from importlib.metadata import version
+
+        typer.echo(f"carryall {version('carryall')}")
+        raise typer.Exit()
+
+
+def _top_level(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version,
+            is_eager=True,
+            help="Print carryall's version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Run tool-using LLM agents on any backend and keep every conversation whole.
+
+    With no API key configured, the default backend is a local llama-server
+    (install it once with `carryall local install`).
+
+    Example: carryall run "Use the list_dir tool to list the files in the workspace."
+    """
 
 
 def areas_for(argv: Sequence[str]) -> tuple[str, ...]:

@@ -25,8 +25,14 @@ import msgspec
 
 from carryall._beneath import read_regular
 from carryall._json import repair_surrogates
-from carryall.blocks import Image, Message, image_placeholder, messages_from_dicts
-from carryall.errors import BlockError, TranscriptError
+from carryall.blocks import (
+    Image,
+    Message,
+    image_placeholder,
+    messages_from_dicts,
+    validate_history,
+)
+from carryall.errors import BlockError, HistoryError, TranscriptError
 from carryall.providers import Capabilities, Request
 from carryall.providers import anthropic as anthropic_codec
 from carryall.providers import openai as openai_codec
@@ -115,8 +121,30 @@ def read_messages_file(
 
     `blob` lets a carryall export made without embedded images get them
     back from a store that still holds them; an image it cannot find
-    becomes its placeholder text, so nothing is silently dropped.
+    becomes its placeholder text, so nothing is silently dropped. A file
+    with no messages, or whose history `validate_history` rejects, is a
+    `TranscriptError` naming the file and the message.
     """
+    imported = _read_file(path, fmt, blob)
+    where = str(path)
+    # Refused here, before a store writes anything: a file with nothing in
+    # it, or a history a request would reject (a tool result that answers no
+    # call), would otherwise become a session that fails only when resumed.
+    if not imported.messages:
+        raise TranscriptError(
+            f"{where}: no messages to import (expected a list of messages or an object "
+            "with a non-empty `messages` list)"
+        )
+    try:
+        validate_history(imported.messages)
+    except HistoryError as exc:
+        raise TranscriptError(f"{where} as {imported.format} messages: {exc}") from None
+    return imported
+
+
+def _read_file(
+    path: str | Path, fmt: HistoryFormat | Literal["auto"], blob: BlobReader | None
+) -> Imported:
     where = str(path)
     try:
         # A FIFO or a device is refused by type (`read_regular`), not waited on.

@@ -16,7 +16,15 @@ from typing import Final
 
 import platformdirs
 
-__all__ = ["APP_NAME", "cache_dir", "config_dir", "home", "sessions_dir", "store_location"]
+__all__ = [
+    "APP_NAME",
+    "cache_dir",
+    "chat_history_file",
+    "config_dir",
+    "home",
+    "sessions_dir",
+    "store_location",
+]
 
 APP_NAME: Final = "carryall"
 
@@ -42,6 +50,11 @@ def sessions_dir() -> Path:
     if root is not None:
         return root / "sessions"
     return Path(platformdirs.user_data_dir(APP_NAME)) / "sessions"
+
+
+def chat_history_file() -> Path:
+    """The lines typed at `carryall chat` (for Up and Ctrl-R): beside the sessions' folder."""
+    return sessions_dir().parent / "chat_history"
 
 
 def store_location() -> str | None:

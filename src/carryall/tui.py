@@ -10,18 +10,20 @@ echo it go through `_notify`, which turns markup off.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import ClassVar
 
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.events import Resize
 from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Footer, Header, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from carryall._commands._output import snippet_text
-from carryall._text import printable
+from carryall._text import age, printable, shorten
 from carryall.errors import CarryallError
 from carryall.sessions import AnyStore, Hit, SessionInfo, render_message_text, render_text
 
@@ -29,6 +31,10 @@ __all__ = ["MessageView", "SessionsApp"]
 
 WINDOW = 400
 """At most this many messages are shown at once: the window around the one asked for."""
+TITLE_WIDTH = 36
+"""A title in the list is cut to this many characters, so a row fits 80 columns whole."""
+NARROW = 140
+"""Below this many columns the list sits above the transcript instead of beside it."""
 
 
 class MessageView(Static):
@@ -45,7 +51,9 @@ class SessionsApp(App[None]):
 
     TITLE = "carryall sessions"
     CSS = """
+    #main.-narrow { layout: vertical; }
     #left { width: 45%; min-width: 30; }
+    #main.-narrow #left { width: 100%; height: 11; }
     #sessions { height: 1fr; }
     #hits { height: 1fr; display: none; }
     #hits.shown { display: block; }
@@ -72,7 +80,7 @@ class SessionsApp(App[None]):
     def compose(self) -> ComposeResult:
         """The search box and list on the left, the transcript on the right."""
         yield Header()
-        with Horizontal():
+        with Horizontal(id="main"):
             with Vertical(id="left"):
                 yield Input(placeholder="recall: search every session, then enter", id="search")
                 yield DataTable(id="sessions", cursor_type="row", zebra_stripes=True)
@@ -83,9 +91,20 @@ class SessionsApp(App[None]):
     async def on_mount(self) -> None:
         """Fill the list and open the newest session."""
         table = self.query_one("#sessions", DataTable)
-        table.add_columns("when", "turns", "title")
+        table.add_columns("id", "age", "turns", "title")
+        self._fit(self.size.width)
         await self.action_reload()
         table.focus()
+
+    def on_resize(self, event: Resize) -> None:
+        """Stack the list above the transcript when the two do not fit side by side."""
+        self._fit(event.size.width)
+
+    def _fit(self, width: int) -> None:
+        # The list needs an id, age, turns and 30 characters of title (about 70
+        # columns with the cells' padding); below twice that, side by side
+        # would cut the titles to nothing.
+        self.query_one("#main", Horizontal).set_class(width < NARROW, "-narrow")
 
     # -- actions --------------------------------------------------------------
 
@@ -95,11 +114,14 @@ class SessionsApp(App[None]):
         self.infos = self.store.list(on_error=problems.append)
         table = self.query_one("#sessions", DataTable)
         table.clear()
+        now = datetime.now(UTC)
         for info in self.infos:
+            title = (info.meta.title or "(untitled)").replace("\n", " ")
             table.add_row(
-                info.meta.created.astimezone().strftime("%Y-%m-%d %H:%M"),
-                str(info.turns),
-                Text(printable(info.meta.title or info.meta.id, keep="")),
+                info.meta.id,
+                age(info.updated, now),
+                Text(str(info.turns), justify="right"),
+                Text(shorten(printable(title, keep=""), TITLE_WIDTH, ellipsis="…")),
                 key=info.meta.id,
             )
         for problem in problems:

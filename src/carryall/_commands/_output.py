@@ -25,15 +25,20 @@ from carryall._text import printable
 if TYPE_CHECKING:
     from rich.text import Text
 
-__all__ = ["echo", "fail", "print_error", "shown", "snippet_text", "warn_damage"]
+__all__ = ["echo", "fail", "masked", "print_error", "shown", "snippet_text", "warn_damage"]
 
 _KEY_VARIABLES = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+
+
+def masked(message: str) -> str:
+    """`message` with every credential masked: key shapes, URL userinfo, the keys in use."""
+    return mask(message, [os.environ.get(name) for name in _KEY_VARIABLES])
 
 
 def print_error(message: str, console: Console | None = None) -> None:
     """Print `error: <first line>` on stderr, and any further lines (a log tail) dimmed under it."""
     err = console or Console(stderr=True, highlight=False)
-    message = mask(message, [os.environ.get(name) for name in _KEY_VARIABLES])
+    message = masked(message)
     first, _, rest = message.partition("\n")
     err.print(f"[bold red]error:[/] {shown(first)}", soft_wrap=True)
     if rest:

@@ -7,6 +7,7 @@ standard error, so `carryall run ... > answer.txt` keeps only the answer.
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -19,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.status import Status
 
-from carryall._commands._output import fail, print_error, shown, warn_damage
+from carryall._commands._output import fail, masked, print_error, shown, warn_damage
 from carryall._commands.mcp import McpOption, open_toolbox
 from carryall._commands.sessions import StoreOption
 from carryall._text import printable, shorten
@@ -41,6 +42,7 @@ from carryall.agent import (
 from carryall.attachments import AttachmentPolicy, load_image
 from carryall.blocks import Image, Message, ToolUse
 from carryall.errors import AttachmentError, CarryallError
+from carryall.providers import Response
 from carryall.tools import Tool
 from carryall.tools.builtin import BUILTIN_TOOL_NAMES, DEFAULT_TOOL_NAMES, builtin_tools
 
@@ -93,14 +95,14 @@ SystemOption = Annotated[
     ),
 ]
 ToolsOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--tools",
         "-t",
         help=(
             "Built-in tools to offer, comma-separated, from: "
             f"{', '.join(BUILTIN_TOOL_NAMES)}; 'none' offers none. "
-            f"Default: {', '.join(DEFAULT_TOOL_NAMES)}."
+            f"Default: a resumed session's own, else {', '.join(DEFAULT_TOOL_NAMES)}."
         ),
         show_default=False,
     ),
@@ -162,16 +164,42 @@ NoVisionOption = Annotated[
     ),
 ]
 ImageOption = Annotated[
-    list[Path] | None,
+    list[str] | None,
     typer.Option(
         "--image",
         "-i",
-        help="An image file (PNG, JPEG, GIF or WebP) to hand over with the prompt; repeatable.",
+        metavar="PATH|URL",
+        help=(
+            "An image (PNG, JPEG, GIF or WebP) to hand over with the prompt: a file, or an "
+            "http(s) URL, fetched with the same size cap; repeatable."
+        ),
         show_default=False,
     ),
 ]
 NoRecordOption = Annotated[
     bool, typer.Option("--no-record", help="Do not record this run as a session.")
+]
+ContinueOption = Annotated[
+    bool,
+    typer.Option(
+        "--continue",
+        "-c",
+        help="Continue the latest session (the first row of `carryall sessions list`).",
+    ),
+]
+SessionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--session",
+        "--resume",
+        "-r",
+        metavar="ID",
+        help=(
+            "Continue a recorded session by id, unique prefix or `last`; its backend, "
+            "model, system prompt and built-in tools apply unless given here."
+        ),
+        show_default=False,
+    ),
 ]
 
 
@@ -186,16 +214,20 @@ def register(app: typer.Typer) -> None:
 
 def run(
     prompt: Annotated[
-        str,
+        str | None,
         typer.Argument(
-            help="What to ask. '-' reads the prompt from standard input.", show_default=False
+            help=(
+                "What to ask. Piped standard input comes first, then this; '-' reads "
+                "the prompt from standard input alone."
+            ),
+            show_default=False,
         ),
-    ],
+    ] = None,
     backend: BackendOption = None,
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
     system: SystemOption = None,
-    tools: ToolsOption = _DEFAULT_TOOLS,
+    tools: ToolsOption = None,
     allow_write: AllowWriteOption = False,
     workspace: WorkspaceOption = Path("."),
     max_steps: MaxStepsOption = None,
@@ -206,6 +238,18 @@ def run(
     store: StoreOption = None,
     image: ImageOption = None,
     mcp: McpOption = None,
+    continue_: ContinueOption = False,
+    session_id: SessionOption = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help=(
+                "Print one JSON object when the turn ends (answer, stop_reason, tool_calls, "
+                "usage, session, downgrades) instead of streaming the answer."
+            ),
+        ),
+    ] = False,
 ) -> None:
     """Run one prompt to the end of its turn, tools included, and print the answer.
 
@@ -214,27 +258,44 @@ def run(
     whatever whole messages it made in the recorded session.
 
     Example: carryall run "Summarise notes.txt" --workspace ~/project
+
+    Example: cat notes.txt | carryall run "Summarise this" --json
+
+    Example: carryall run -c "And the second point?"
     """
-    out, err = _consoles()
+    out, err = _consoles(quiet=as_json)
     try:
         prompt = _read_prompt(prompt)
     except CarryallError as exc:
         fail(str(exc), console=err)
     if not prompt.strip():
-        fail("the prompt is empty", console=err)
+        fail("the prompt is empty (give one, or pipe it in)", console=err)
     images = _load_images(image or [], err)
+    resume = _continued(continue_, session_id, err)
     setup = _Setup.of(locals())
     with _opened(setup, out, err) as (agent, display):
+        start = len(agent.messages)
         try:
-            agent.send(prompt, images)
+            response = agent.send(prompt, images)
         except KeyboardInterrupt:
             display.finish()
             err.print("[yellow]interrupted[/]: the turn was stopped; the history is intact")
             raise typer.Exit(130) from None
         except CarryallError as exc:
             display.finish()
+            _keep_failed_prompt(agent, start, Message.user(prompt, images), str(exc))
             fail(str(exc), console=err)
         display.finish()
+        downgrades = _placeholder_downgrades(agent, start)
+        for downgrade in downgrades:
+            err.print(f"[yellow]note:[/] {shown(downgrade['reason'])}", soft_wrap=True)
+        if as_json:
+            typer.echo(
+                json.dumps(
+                    _turn_json(agent, start, response, display.responses, downgrades),
+                    ensure_ascii=False,
+                )
+            )
 
 
 def chat(
@@ -242,7 +303,7 @@ def chat(
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
     system: SystemOption = None,
-    tools: ToolsOption = _DEFAULT_TOOLS,
+    tools: ToolsOption = None,
     allow_write: AllowWriteOption = False,
     workspace: WorkspaceOption = Path("."),
     max_steps: MaxStepsOption = None,
@@ -252,59 +313,44 @@ def chat(
     no_record: NoRecordOption = False,
     store: StoreOption = None,
     mcp: McpOption = None,
-    resume: Annotated[
-        str | None,
-        typer.Option(
-            "--resume",
-            "-r",
-            help=(
-                "Continue a recorded session by id or unique prefix (see `carryall sessions "
-                "list`); its backend, model and system prompt apply unless given here."
-            ),
-            show_default=False,
-        ),
-    ] = None,
+    continue_: ContinueOption = False,
+    session_id: SessionOption = None,
+    image: ImageOption = None,
 ) -> None:
     """Talk with a model interactively, one turn per line you type.
 
-    Ctrl-C stops the current turn and keeps the conversation; Ctrl-D, /exit
-    or /quit leaves. Every turn is recorded in one session unless --no-record.
+    Up recalls earlier lines (kept across runs), Esc then Enter starts a new
+    line; /help lists the slash commands (/image PATH, /system, /model,
+    /tools, /save, /exit). Ctrl-C stops the current turn and keeps your
+    prompt in the conversation; Ctrl-D or /exit leaves. Every turn is
+    recorded in one session unless --no-record.
+
+    Example: carryall chat -c
     """
     out, err = _consoles()
+    resume = _continued(continue_, session_id, err)
+    images = _load_images(image or [], err)
     setup = _Setup.of(locals())
+    from carryall import paths
+    from carryall._commands.chat import converse
+
     with _opened(setup, out, err) as (agent, display):
         err.print(
             f"[dim]{shown(_backend_label(agent))} · "
-            f"tools: {shown(', '.join(agent.tools) or 'none')} · Ctrl-D or /exit to leave[/]"
+            f"tools: {shown(', '.join(agent.tools) or 'none')} · /help for commands, "
+            "Ctrl-D or /exit to leave[/]"
         )
         if agent.messages:
             err.print(f"[dim]resumed with {len(agent.messages)} message(s)[/]")
-        while True:
-            try:
-                line = out.input("[bold green]you>[/] ")
-            except EOFError:
-                out.print()
-                break
-            except KeyboardInterrupt:
-                out.print()
-                err.print("[dim](Ctrl-D or /exit to leave)[/]")
-                continue
-            text = line.strip()
-            if not text:
-                continue
-            if text in ("/exit", "/quit"):
-                break
-            try:
-                agent.send(text)
-            except KeyboardInterrupt:
-                display.finish()
-                err.print("[yellow]interrupted[/]: the turn was stopped; the conversation goes on")
-                continue
-            except CarryallError as exc:
-                display.finish()
-                print_error(str(exc), err)
-                continue
-            display.finish()
+        converse(
+            agent,
+            display,
+            out,
+            err,
+            images=images,
+            history_file=paths.chat_history_file(),
+            terminal=sys.stdin.isatty() and sys.stdout.isatty(),
+        )
 
 
 # -- setup ----------------------------------------------------------------------
@@ -318,7 +364,7 @@ class _Setup:
     model: str | None
     base_url: str | None
     system: str | None
-    tools: str
+    tools: str | None
     allow_write: bool
     workspace: Path
     max_steps: int | None
@@ -348,9 +394,6 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
     try:
         try:
             system = _read_system(setup.system)
-            tools = _choose_tools(setup.tools, setup.workspace, setup.allow_write)
-            toolbox = open_toolbox(setup.mcp, [t.name for t in tools], err)
-            tools += toolbox.tools if toolbox is not None else []
             history: list[Message] | None = None
             if setup.resume is not None:
                 session = _open_session(setup.store, setup.resume)
@@ -358,10 +401,15 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
                 history = session.messages()
                 setup = _resumed(setup, session)
                 system = system if setup.system is not None else session.meta.system
+            tools = _choose_tools(setup.tools or _DEFAULT_TOOLS, setup.workspace, setup.allow_write)
+            toolbox = open_toolbox(setup.mcp, [t.name for t in tools], err)
+            tools += toolbox.tools if toolbox is not None else []
             with err.status("[dim]starting the backend…[/]"):
                 backend = _open_backend(setup)
             if session is None and not setup.no_record:
-                session = _create_session(setup.store, backend, setup.workspace, system)
+                session = _create_session(
+                    setup.store, backend, setup.workspace, system, [t.name for t in tools]
+                )
         except CarryallError as exc:
             fail(str(exc), console=err)
         except KeyboardInterrupt:
@@ -418,12 +466,16 @@ def _open_backend(setup: _Setup) -> Backend:
 
 
 def _create_session(
-    store: str | None, backend: Backend, workspace: Path, system: str | None
+    store: str | None, backend: Backend, workspace: Path, system: str | None, tools: list[str]
 ) -> AnySession:
     from carryall.sessions import open_store
 
     return open_store(store).create(
-        backend=backend.name, model=backend.model, cwd=workspace.resolve(), system=system
+        backend=backend.name,
+        model=backend.model,
+        cwd=workspace.resolve(),
+        system=system,
+        tools=tools,
     )
 
 
@@ -434,8 +486,15 @@ def _open_session(store: str | None, session_id: str) -> AnySession:
 
 
 def _resumed(setup: _Setup, session: AnySession) -> _Setup:
-    """Continue on the session's backend and model unless the command line says otherwise."""
+    """Continue on the session's backend, model and tools unless the command line says otherwise.
+
+    The tools are the built-ins the session offered (`write_file` only with
+    --allow-write again: a resumed session never gains write access unasked).
+    """
     meta = session.meta
+    if setup.tools is None and meta.tools is not None:
+        offered = [n for n in meta.tools if n in BUILTIN_TOOL_NAMES and n != "write_file"]
+        setup = replace(setup, tools=",".join(offered) or "none")
     if setup.backend is not None or not meta.backend:
         return setup
     model = setup.model if setup.model is not None else (meta.model or None)
@@ -455,21 +514,68 @@ def _read_system(system: str | None) -> str | None:
     return _utf8(data, f"the system prompt file {str(path)!r}")
 
 
-def _read_prompt(prompt: str) -> str:
-    """The prompt as text that can be sent: `-` reads standard input; not UTF-8 is refused.
+def _keep_failed_prompt(agent: Agent, start: int, prompt: Message, error: str) -> None:
+    """Record a prompt whose first request failed, with the error, instead of losing it.
 
-    Refused where it enters, with the place named: a string that cannot be
-    encoded would otherwise fail deep in the SDK after the session was opened.
+    The loop takes such a prompt back (the history is as it was before the
+    turn); the session keeps it, marked failed, so a 401 or a refused
+    connection leaves the prompt and the reason rather than an empty session.
     """
-    if prompt != "-":
-        # An argument that was not UTF-8 arrives with its bytes as lone surrogates.
-        try:
-            raw = prompt.encode("utf-8", "surrogateescape")
-        except UnicodeEncodeError as exc:
-            raise CarryallError(
-                f"the prompt holds a lone surrogate at offset {exc.start}"
-            ) from None
-        return _utf8(raw, "the prompt")
+    from carryall.sessions import Session
+
+    session = agent.session
+    if isinstance(session, Session) and len(agent.messages) == start:
+        session.append([prompt], failed=masked(error))
+
+
+def _continued(continue_: bool, session_id: str | None, err: Console) -> str | None:
+    """The session `-c` or `--session` names (`last` for `-c`), or None for a new one."""
+    if continue_ and session_id is not None:
+        fail("give -c/--continue or --session, not both", 2, console=err)
+    if not continue_:
+        return session_id
+    from carryall.sessions.store import LAST
+
+    return LAST
+
+
+def _read_prompt(prompt: str | None) -> str:
+    """The prompt as text that can be sent, piped standard input first; not UTF-8 is refused.
+
+    As `llm` does, text piped in joins the prompt (`cat notes.txt | carryall
+    run "Summarise this"`): the piped text, a blank line, then the argument.
+    `-` reads standard input alone. Refused where it enters, with the place
+    named: a string that cannot be encoded would otherwise fail deep in the
+    SDK after the session was opened.
+    """
+    if prompt == "-":
+        return _read_stdin()
+    piped = _read_stdin() if _stdin_is_piped() else ""
+    if prompt is None:
+        return piped
+    # An argument that was not UTF-8 arrives with its bytes as lone surrogates.
+    try:
+        raw = prompt.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as exc:
+        raise CarryallError(f"the prompt holds a lone surrogate at offset {exc.start}") from None
+    text = _utf8(raw, "the prompt")
+    if not piped.strip():
+        return text
+    return f"{piped.rstrip()}\n\n{text}"
+
+
+def _stdin_is_piped() -> bool:
+    """Whether standard input is something other than a terminal (a pipe, a file)."""
+    stdin = sys.stdin
+    if stdin is None or stdin.closed:
+        return False
+    try:
+        return not stdin.isatty()
+    except ValueError:
+        return False
+
+
+def _read_stdin() -> str:
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:
         return _utf8(sys.stdin.read().encode("utf-8", "surrogateescape"), "standard input")
@@ -505,20 +611,104 @@ def _backend_label(agent: Agent) -> str:
 # -- output -----------------------------------------------------------------------
 
 
-def _consoles() -> tuple[Console, Console]:
-    return Console(highlight=False, soft_wrap=True), Console(stderr=True, highlight=False)
+def _consoles(*, quiet: bool = False) -> tuple[Console, Console]:
+    """Standard output and error; `quiet` keeps the streamed answer off standard output."""
+    out = Console(file=io.StringIO(), highlight=False) if quiet else None
+    return out or Console(highlight=False, soft_wrap=True), Console(stderr=True, highlight=False)
 
 
-def _load_images(paths: Sequence[Path], err: Console) -> list[Image]:
-    """The images a person named on the command line, checked like any attachment.
+def _placeholder_downgrades(agent: Agent, start: int) -> list[dict[str, Any]]:
+    """Every image of this turn that reached the model only as its placeholder line.
+
+    A model without eyes is sent each image as `image_placeholder` text; a
+    person who handed one over is told, not left to think it was seen. The
+    entries have the shape of the codecs' downgrade report (index, kind, reason).
+    """
+    if agent.backend.capabilities.vision:
+        return []
+    found: list[dict[str, Any]] = []
+    for index, message in enumerate(agent.messages[start:], start):
+        for image in message.images():
+            found.append(
+                {
+                    "index": index,
+                    "kind": "image",
+                    "reason": (
+                        f"message {index}: {image.placeholder()} reached the model only as "
+                        f"that line ({_backend_label(agent)} cannot see images)"
+                    ),
+                }
+            )
+    return found
+
+
+def _turn_json(
+    agent: Agent,
+    start: int,
+    response: Response,
+    responses: Sequence[Response],
+    downgrades: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """What `run --json` prints: the turn's answer, calls, usage and session, for scripts."""
+    results = {
+        result.tool_use_id: result
+        for message in agent.messages[start:]
+        for result in message.tool_results_in()
+    }
+    calls = []
+    for message in agent.messages[start:]:
+        for use in message.tool_uses():
+            result = results.get(use.id)
+            calls.append(
+                {
+                    "id": use.id,
+                    "name": use.name,
+                    "input": use.input,
+                    "result": None if result is None else result.content,
+                    "is_error": None if result is None else result.is_error,
+                }
+            )
+    usage = {
+        field: sum(getattr(r.usage, field) for r in responses)
+        for field in ("input_tokens", "output_tokens")
+    }
+    from carryall.sessions import Session
+
+    session = agent.session if isinstance(agent.session, Session) else None
+    return {
+        "answer": response.message.text(),
+        "stop_reason": response.stop_reason,
+        "tool_calls": calls,
+        "usage": usage,
+        "model": agent.backend.model,
+        "session": None if session is None else session.id,
+        "downgrades": downgrades,
+    }
+
+
+def named_image(target: str) -> Image:
+    """An image a person named (`-i`, chat's `/image`), checked like any attachment.
 
     Naming a file is the permission to read it, so its own folder is the
-    allowed root; the size cap, extension and magic-byte checks still apply.
+    allowed root; naming a URL is the permission to fetch from its host.
+    The size cap, extension and magic-byte checks still apply. Raises
+    `AttachmentError`.
     """
+    if target[:8].lower().startswith(("http://", "https://")):
+        from urllib.parse import urlsplit
+
+        host = urlsplit(target).hostname or ""
+        return load_image(target, AttachmentPolicy(roots=[], allow_hosts=[host]))
+    path = Path(target).expanduser()
+    return load_image(str(path), AttachmentPolicy(roots=[path.parent]))
+
+
+def _load_images(targets: Sequence[str], err: Console) -> list[Image]:
+    """The images named on the command line (`named_image`); a bad one is an error line."""
     images: list[Image] = []
-    for path in paths:
+    for target in targets:
         try:
-            images.append(load_image(str(path), AttachmentPolicy(roots=[path.parent])))
+            images.append(named_image(target))
         except AttachmentError as exc:
             fail(str(exc), console=err)
     return images
@@ -539,6 +729,8 @@ class _Display:
         self._mid_line = False
         self._streamed = False
         self._running: set[str] = set()
+        self.responses: list[Response] = []
+        """Every response of the turns shown so far, for the usage `run --json` sums."""
 
     # The loop's callbacks.
 
@@ -555,6 +747,7 @@ class _Display:
             self._streamed = False
             self._spin("thinking…" if event.step == 1 else f"thinking… (step {event.step})")
         elif isinstance(event, ResponseReceived):
+            self.responses.append(event.response)
             self._stop_spinner()
             if not self._streamed:
                 # A server that answered in one piece streamed nothing: the

@@ -80,6 +80,8 @@ def install(
     llama-server instead; it needs cmake and a C/C++ compiler and takes about
     a quarter of an hour on two cores. Each step is verified, so running it
     again only checks the existing install.
+
+    Example: carryall local install -j 2
     """
     console = Console(highlight=False)
     tasks: dict[str, TaskID] = {}
@@ -134,6 +136,8 @@ def status(
 
     Exits 0 when the backend is ready and 1 when it is not, so a script can
     check it with `carryall local status >/dev/null || carryall local install`.
+
+    Example: carryall local status --json
     """
     try:
         result = local.status(verify=verify)
@@ -185,6 +189,8 @@ def serve(
     Prints the base URL: point an OpenAI client at BASE/v1 or an Anthropic
     client at BASE. A crash is restarted once; a second crash ends the
     command with an error.
+
+    Example: carryall local serve --port 8080
     """
     console = Console(highlight=False)
     try:

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 import typer
 
 from carryall._commands._output import echo, fail, snippet_text, warn_damage
-from carryall._text import json_printable, printable
+from carryall._text import age, json_printable, printable
 from carryall.errors import CarryallError
 
 if TYPE_CHECKING:
     from carryall.interchange import WireFormat
-    from carryall.sessions import AnyStore
+    from carryall.sessions import AnyStore, SessionInfo
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -146,9 +146,13 @@ def list_sessions(
     ] = None,
     location: StoreOption = None,
 ) -> None:
-    """List sessions, newest first: id, when, backend/model, turns, title.
+    """List sessions, newest first: id, age, turns, backend/model, title.
 
-    Turns count the messages of each session's current history.
+    Turns count the messages of each session's current history; age is since
+    it was last written. The table fits the terminal (titles cut with an
+    ellipsis); --json gives every field whole.
+
+    Example: carryall sessions list -n 10
     """
     problems: list[str] = []
     infos = _store(location).list(on_error=lambda exc: problems.append(str(exc)))
@@ -167,6 +171,7 @@ def list_sessions(
                 "turns": info.turns,
                 "title": info.meta.title,
                 "cwd": info.meta.cwd,
+                "failed": info.failed,
             }
             for info in infos
         ]
@@ -175,30 +180,71 @@ def list_sessions(
     if not infos:
         typer.echo("no sessions yet", err=True)
         return
+    typer.echo(_sessions_table(infos, _list_width()))
+
+
+def _list_width() -> int | None:
+    """The columns `sessions list` fits: the terminal's, `$COLUMNS`, else none (never cut)."""
+    import os
+    import shutil
+
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None
+
+
+def _sessions_table(infos: list[SessionInfo], width: int | None) -> str:
+    """The sessions as a table `width` columns wide (`None`: as wide as the cells).
+
+    At 80 columns every row keeps its whole id, age and turns and a title of
+    at least 30 characters, cut with an ellipsis; the backend column gives
+    way first.
+    """
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="")
-    for name in ("ID", "WHEN", "BACKEND/MODEL"):
-        table.add_column(name, no_wrap=True)
-    table.add_column("TURNS", justify="right", no_wrap=True)
-    table.add_column("TITLE", no_wrap=True)
-    for info in infos:
-        cells = (
+    now = datetime.now(UTC)
+    rows = [
+        (
             info.meta.id,
-            _when(info.meta.created),
-            "/".join(p for p in (info.meta.backend, info.meta.model) if p) or "-",
+            age(info.updated, now),
             str(info.turns),
-            info.meta.title or "(untitled)",
+            "/".join(p for p in (info.meta.backend, info.meta.model) if p) or "-",
+            ("(failed) " if info.failed else "")
+            + (info.meta.title or "(untitled)").replace("\n", " "),
         )
+        for info in infos
+    ]
+    headers = ("ID", "AGE", "TURNS", "BACKEND", "TITLE")
+    natural = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
+    limits: list[int | None] = [None] * len(headers)
+    if width is not None:
+        # Two spaces between columns. Id, age and turns are kept whole; the
+        # backend gives way to a title of at least 30 characters, then the
+        # title takes what is left.
+        left = width - sum(natural[:3]) - 2 * (len(headers) - 1)
+        backend = max(len(headers[3]) // 2, min(natural[3], left - 30))
+        limits[3], limits[4] = backend, max(30, left - backend)
+    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="")
+    for header, limit in zip(headers, limits, strict=True):
+        table.add_column(
+            header,
+            no_wrap=True,
+            overflow="ellipsis",
+            max_width=limit,
+            justify="right" if header == "TURNS" else "left",
+        )
+    for row in rows:
         # Text, not markup: a title is whatever a person typed, brackets included.
-        table.add_row(*(Text(printable(cell, keep="")) for cell in cells))
-    # Wide enough never to cut or wrap a cell: the list is read by scripts too.
-    console = Console(file=io.StringIO(), width=1 << 16, highlight=False, emoji=False)
+        table.add_row(*(Text(printable(cell, keep="")) for cell in row))
+    console = Console(
+        file=io.StringIO(), width=width or 1 << 16, highlight=False, emoji=False, color_system=None
+    )
     console.print(table)
     rendered = console.file.getvalue()  # type: ignore[attr-defined]
-    typer.echo("\n".join(line.rstrip() for line in rendered.splitlines()))
+    return "\n".join(line.rstrip() for line in rendered.splitlines())
 
 
 @_clear_errors
@@ -216,7 +262,10 @@ def show(
     ] = False,
     location: StoreOption = None,
 ) -> None:
-    """Print one session as text, Markdown, JSON or self-contained HTML."""
+    """Print one session as text, Markdown, JSON or self-contained HTML.
+
+    Example: carryall sessions show last --format markdown
+    """
     sys.stdout.write(_render(location, session_id, fmt, embed_images)[1])
 
 
@@ -252,6 +301,8 @@ def export(
     The `openai` and `anthropic` formats are the messages those APIs take
     (images always embedded, as the wire carries them), written by the same
     codecs that send requests; `sessions import` reads them back too.
+
+    Example: carryall sessions export last -f openai -o chat.json
     """
     if fmt == ExportFormat.openai:
         full_id, out = _wire_export(location, session_id, "openai")
@@ -283,7 +334,8 @@ def import_file(
         typer.Option("--format", "-f", help="The file's format (auto detects it)."),
     ] = ImportFormat.auto,
     backend: Annotated[
-        str | None, typer.Option(help="Backend to record (default: the format).")
+        str | None,
+        typer.Option(help="Backend to record (default: a carryall export's own, else none)."),
     ] = None,
     model: Annotated[str | None, typer.Option(help="Model to record.")] = None,
     title: Annotated[
@@ -291,7 +343,13 @@ def import_file(
     ] = None,
     location: StoreOption = None,
 ) -> None:
-    """Import an OpenAI or Anthropic messages JSON file (or a carryall export) as a session."""
+    """Import an OpenAI or Anthropic messages JSON file (or a carryall export) as a session.
+
+    A file with no messages, or with a history no request could carry (a
+    tool result that answers no call), is refused before anything is written.
+
+    Example: carryall sessions import chat.json -f openai
+    """
     from carryall.interchange import read_messages_file
 
     store = _store(location)
@@ -304,11 +362,15 @@ def import_file(
         return data
 
     imported = read_messages_file(file, fmt.value, blob=blob)
+    # A wire's messages file says nothing of where it ran, so no backend is
+    # claimed for it (resuming then uses the default one, or -b); a carryall
+    # export names the backend it really ran on.
     session = store.create(
-        backend=backend or imported.backend or imported.format,
+        backend=backend or imported.backend,
         model=model or imported.model,
         title=title or imported.title,
         system=imported.system,
+        origin=f"{imported.format} messages from {file}",
     )
     session.record([], imported.messages)
     echo(session.id)
@@ -321,24 +383,54 @@ def import_file(
 
 @_clear_errors
 def remove(
-    session_id: SessionId,
+    session_ids: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="ID...", help="Session ids, unique prefixes or `last`."),
+    ] = None,
+    empty: Annotated[
+        bool, typer.Option("--empty", help="Also every session with no messages.")
+    ] = False,
+    failed: Annotated[
+        bool,
+        typer.Option(
+            "--failed", help="Also every session whose last prompt failed (shown as (failed))."
+        ),
+    ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     location: StoreOption = None,
 ) -> None:
-    """Delete a session (asks first), and every image blob no other session refers to."""
+    """Delete sessions (asks first), and every image blob no other session refers to.
+
+    Example: carryall sessions rm --empty --failed -y
+    """
     store = _store(location)
-    session = store.open(session_id)
+    # Every id is resolved before anything is deleted: a typo stops the
+    # whole command rather than half of it.
+    chosen: dict[str, str] = {}
+    for session_id in session_ids or []:
+        session = store.open(session_id)
+        chosen[session.id] = f"{session.meta.title or '(untitled)'}, {len(session)} turns"
+    if empty or failed:
+        for info in store.list(on_error=lambda exc: None):
+            if empty and info.turns == 0:
+                chosen.setdefault(info.meta.id, "no messages")
+            elif failed and info.failed is not None:
+                chosen.setdefault(info.meta.id, f"failed: {info.failed}")
+    if not session_ids and not empty and not failed:
+        fail("name the sessions to remove (ID..., --empty or --failed)", 2)
+    if not chosen:
+        typer.echo("no session to remove", err=True)
+        return
     if not yes:
-        label = session.meta.title or "(untitled)"
-        if not typer.confirm(
-            printable(f"Delete session {session.id} ({label}, {len(session)} turns)?", keep=""),
-            default=False,
-        ):
+        listed = "\n".join(f"  {full} ({label})" for full, label in chosen.items())
+        question = printable(f"Delete {len(chosen)} session(s)?\n{listed}", keep="\n")
+        if not typer.confirm(f"{question}\n", default=False):
             typer.echo("kept", err=True)
             raise typer.Exit(1)
-    blobs = store.remove(session.id)
-    note = f" and {len(blobs)} image blob(s) only it referred to" if blobs else ""
-    typer.echo(f"removed session {session.id}{note}", err=True)
+    for full in chosen:
+        blobs = store.remove(full)
+        note = f" and {len(blobs)} image blob(s) only it referred to" if blobs else ""
+        typer.echo(f"removed session {full}{note}", err=True)
 
 
 @_clear_errors
@@ -347,6 +439,8 @@ def collect(location: StoreOption = None) -> None:
 
     A blob stored since the collection began is kept, so a writer that is
     recording right now keeps the image it is about to refer to.
+
+    Example: carryall sessions gc
     """
     store = _store(location)
     removed = store.collect_blobs()
@@ -375,6 +469,8 @@ def redact(
     and image bytes are never searched; signed thinking that matches loses
     its signature. New events are redacted as they are written (built-in
     API key shapes plus the config file's [redact] patterns).
+
+    Example: carryall sessions redact last -p 'corp-[0-9a-f]{32}'
     """
     from carryall.sessions.redact import compile_pattern
 
@@ -473,6 +569,8 @@ def recall(
     Best matches first, each with its session id, message index, role, time
     and a snippet. The index updates as sessions are recorded; --reindex
     rebuilds it from the transcripts.
+
+    Example: carryall recall lighthouse --since 7d --role user
     """
     store = _store(location)
     words = " ".join(query or [])
@@ -528,6 +626,8 @@ def tui(location: StoreOption = None) -> None:
     Keys: up/down move through sessions (the one under the cursor opens),
     / searches every session, enter on a hit opens it at that message,
     escape goes back to the list, ctrl+r reloads, ctrl+q quits.
+
+    Example: carryall tui --store /srv/team/sessions
     """
     from carryall.tui import SessionsApp
 

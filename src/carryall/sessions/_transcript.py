@@ -72,6 +72,10 @@ class SessionMeta(msgspec.Struct, frozen=True, omit_defaults=True):
     cwd: str = ""
     title: str | None = None
     system: str | None = None
+    origin: str | None = None
+    """Where an imported history came from (`openai messages from chat.json`); None if run here."""
+    tools: tuple[str, ...] | None = None
+    """The tools a run offered, by name, so a resumed run offers them again; None if unknown."""
 
 
 class _HeaderProbe(msgspec.Struct):
@@ -123,6 +127,8 @@ class Event(msgspec.Struct, Generic[M], frozen=True, omit_defaults=True):
     start: int = 0
     title: str | None = None
     messages: list[M] = []
+    failed: str | None = None
+    """The error of the request these messages were for, when it failed (the prompt is kept)."""
 
 
 class EventHead(msgspec.Struct, frozen=True):
@@ -132,6 +138,7 @@ class EventHead(msgspec.Struct, frozen=True):
     time: str
     n: int
     title: str | None = None
+    failed: str | None = None
 
 
 _probe_decoder = msgspec.json.Decoder(_HeaderProbe)

@@ -330,6 +330,8 @@ def export_dict(
     }
     if meta.system is not None:
         session["system"] = meta.system
+    if meta.origin is not None:
+        session["origin"] = meta.origin
     out_messages = []
     for index, message in enumerate(messages):
         item: dict[str, Any] = {
@@ -377,7 +379,7 @@ dl{display:grid;grid-template-columns:max-content 1fr;gap:.1rem 1rem}dt{color:#6
 section{border-left:4px solid #ccc;padding:.2rem .8rem;margin:1rem 0}
 section.user{border-color:#4a7}section.assistant{border-color:#47a}
 h2{font-size:.9rem;color:#555;margin:.2rem 0}
-.text{white-space:pre-wrap}
+.text>:first-child{margin-top:0}.text>:last-child{margin-bottom:0}
 pre{background:#f5f5f5;padding:.5rem;overflow-x:auto;white-space:pre-wrap}
 .error pre{background:#fbeaea}
 details{color:#555}
@@ -403,6 +405,9 @@ def render_html(
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        # A second wall behind the escaping: the page may run no script at all.
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "img-src data:; style-src 'unsafe-inline'\">",
         f"<title>{e(title)}</title><style>{_CSS}</style></head><body>",
         f"<header><h1>{e(title)}</h1><dl>",
     ]
@@ -419,10 +424,29 @@ def render_html(
     return printable("\n".join(out) + "\n")
 
 
+def _markdown(text: str) -> str:
+    """A text block's Markdown as HTML, with any HTML in the text escaped rather than kept.
+
+    CommonMark through markdown-it-py (already installed with rich) with raw
+    HTML off, so `<script>` in a message is shown as text; its link check
+    drops `javascript:` and `data:` targets other than images.
+    """
+    from markdown_it import MarkdownIt
+
+    global _renderer
+    if _renderer is None:
+        _renderer = MarkdownIt("commonmark", {"html": False}).enable("table")
+    rendered: str = _renderer.render(text)
+    return rendered
+
+
+_renderer: Any = None
+
+
 def _html_block(block: Block, embed_images: bool) -> str:
     e = html.escape
     if isinstance(block, Text):
-        return f'<div class="text">{e(block.text)}</div>'
+        return f'<div class="text">{_markdown(block.text)}</div>'
     if isinstance(block, Thinking):
         return f"<details><summary>thinking</summary><pre>{e(block.text)}</pre></details>"
     if isinstance(block, ToolUse):
@@ -461,6 +485,8 @@ def _meta_rows(meta: SessionMeta) -> list[tuple[str, str]]:
         rows.append(("backend", backend))
     if meta.cwd:
         rows.append(("cwd", meta.cwd))
+    if meta.origin:
+        rows.append(("imported", meta.origin))
     return rows
 
 

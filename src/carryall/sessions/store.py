@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO, Literal, Protocol
+from typing import BinaryIO, Final, Literal, Protocol
 
 import filelock
 import msgspec
@@ -99,6 +99,8 @@ log = logging.getLogger("carryall.sessions")
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _SUFFIX = ".jsonl"
+LAST: Final = "last"
+"""The session id that names the newest session, in every command that takes one."""
 _NOTE = "(its bytes are missing from the session store)"
 
 
@@ -124,6 +126,8 @@ class SessionInfo(msgspec.Struct, frozen=True):
     turns: int
     """Messages in the current history (each user or assistant message is a turn)."""
     updated: datetime
+    failed: str | None = None
+    """The error of the last request, when the last thing recorded is a prompt that failed."""
 
 
 @dataclass(frozen=True)
@@ -213,11 +217,14 @@ class SessionStore:
         cwd: str | os.PathLike[str] | None = None,
         title: str | None = None,
         system: str | None = None,
+        origin: str | None = None,
+        tools: Sequence[str] | None = None,
     ) -> Session:
         """Start a new, empty session and write its header.
 
         `cwd` defaults to the current working directory; `title` defaults to
-        the first thing a person says once it is recorded.
+        the first thing a person says once it is recorded; `origin` says
+        where an imported history came from; `tools` names the tools offered.
         """
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -235,6 +242,8 @@ class SessionStore:
                 cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
                 title=self.redactor.optional(title),
                 system=self.redactor.optional(system),
+                origin=self.redactor.optional(origin),
+                tools=None if tools is None else tuple(tools),
             )
             line = encode_header(meta)
             try:
@@ -279,7 +288,16 @@ class SessionStore:
         return infos
 
     def resolve(self, session_id: str) -> str:
-        """The full id of a session named by its id or by a unique prefix of it."""
+        """The full id of a session named by its id, a unique prefix of it, or `last`.
+
+        `last` is the newest session (what `run -c` continues); an id is a
+        timestamp first, so no real id or prefix of one reads as that word.
+        """
+        if session_id == LAST:
+            newest = self.list(on_error=lambda exc: None)
+            if not newest:
+                raise TranscriptError(f"no session yet in {self.root}, so none is the last")
+            return newest[0].meta.id
         if self.path(session_id).exists():
             return session_id
         names = sorted(self.transcripts())
@@ -639,11 +657,13 @@ class SessionStore:
                 last = _last_line(f, size)
         except OSError as exc:
             raise _failed(f"cannot read session file {path}", exc) from None
-        turns, updated = 0, meta.created
+        turns, updated, failed = 0, meta.created, None
         if last is not None and last[0] > 0:
             head = decode_head(last[1], where, None)
-            turns, updated = head.n, parse_time(head.time)
-        return SessionInfo(meta=with_title(meta, title), turns=turns, updated=updated)
+            turns, updated, failed = head.n, parse_time(head.time), head.failed
+        return SessionInfo(
+            meta=with_title(meta, title), turns=turns, updated=updated, failed=failed
+        )
 
     # -- locking ------------------------------------------------------------
 
@@ -776,14 +796,19 @@ class Session:
             self._write_rewrite(left)
             return "rewrite"
 
-    def append(self, messages: Sequence[Message]) -> None:
-        """Append messages after whatever the store holds now (another writer's included)."""
+    def append(self, messages: Sequence[Message], *, failed: str | None = None) -> None:
+        """Append messages after whatever the store holds now (another writer's included).
+
+        `failed` is the error of the request they were sent in: a prompt
+        whose request failed is kept, with why, rather than lost.
+        """
         tail = list(messages)
         with self._writing():
+            failed_note = self.store.redactor.optional(failed)
             if tail and self._replay.unsettled:
-                self._write_rewrite([*self._replay.messages, *tail])
+                self._write_rewrite([*self._replay.messages, *tail], failed_note)
             elif tail:
-                self._write_append(tail)
+                self._write_append(tail, failed_note)
 
     def refresh(self) -> None:
         """Read events other writers added since this session was loaded."""
@@ -878,14 +903,15 @@ class Session:
             ) from None
         log.warning("session %s: moved a torn last line (%d bytes) to %s", self.id, len(torn), keep)
 
-    def _write_append(self, tail: list[Message]) -> None:
+    def _write_append(self, tail: list[Message], failed: str | None = None) -> None:
         start = len(self._replay.messages)
         clean = self._redacted(tail, start)
         stored = [self._storable(m, start + i) for i, m in enumerate(clean)]
         title = None if self._titled() else title_from(clean)
         stamp = now()
+        n = start + len(tail)
         line = encode_event(
-            Event("append", stamp, n=start + len(tail), start=start, title=title, messages=stored)
+            Event("append", stamp, n=n, start=start, title=title, messages=stored, failed=failed)
         )
         before = self._end
         self._write_line(line)
@@ -893,12 +919,14 @@ class Session:
         self._after_write(title, stamp)
         self._publish(before, start, clean, [stamp] * len(tail))
 
-    def _write_rewrite(self, history: list[Message]) -> None:
+    def _write_rewrite(self, history: list[Message], failed: str | None = None) -> None:
         clean = self._redacted(history, 0)
         stored = [self._storable(m, i) for i, m in enumerate(clean)]
         title = None if self._titled() else title_from(clean)
         stamp = now()
-        line = encode_event(Event("rewrite", stamp, n=len(history), title=title, messages=stored))
+        line = encode_event(
+            Event("rewrite", stamp, n=len(history), title=title, messages=stored, failed=failed)
+        )
         before = self._end
         self._write_line(line)
         keep = self._replay.rewrite(list(history), stamp)

@@ -1,0 +1,280 @@
+"""`carryall chat`'s conversation: line editing, history, slash commands and kept prompts.
+
+At a terminal the lines are read by prompt_toolkit (the library made for
+this): arrow keys edit, Up and Ctrl-R recall earlier lines from a history
+kept across runs (`carryall.paths.chat_history_file`), Esc then Enter starts
+a new line within a prompt. From a pipe the lines are read plainly, one
+prompt per line, so a script can drive a chat too. Either way a line that
+ends with a backslash goes on on the next line.
+
+A line starting with `/` is a command to carryall, never a prompt: an
+unknown one is an error that sends nothing, and `//` sends a leading slash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Protocol
+
+from rich.console import Console
+from rich.markup import escape
+
+from carryall._commands._output import print_error
+from carryall.blocks import Image, Message
+from carryall.errors import CarryallError
+
+if TYPE_CHECKING:
+    from carryall._commands.agent import _Display
+    from carryall.agent import Agent
+
+__all__ = ["COMMANDS", "converse"]
+
+_PROMPT: Final = "you> "
+
+COMMANDS: Final = {
+    "/help": "list these commands",
+    "/image PATH|URL": "attach an image (PNG, JPEG, GIF or WebP) to the next prompt",
+    "/system TEXT": "set the system prompt from the next turn on (no TEXT clears it)",
+    "/model NAME": "ask for another model of the same backend from the next turn on",
+    "/tools": "list the tools the model may call",
+    "/save PATH": "write the conversation so far to PATH as Markdown",
+    "/exit, /quit": "leave (so does Ctrl-D)",
+}
+"""Every slash command and what it does, as `/help` prints it."""
+
+
+_HANDLERS: Final = {
+    "/help": "_help",
+    "/image": "_image",
+    "/system": "_system",
+    "/model": "_model",
+    "/tools": "_tools",
+    "/save": "_save",
+    "/exit": "_exit",
+    "/quit": "_exit",
+}
+"""Each command's method of `_Chat`."""
+
+
+class _Lines(Protocol):
+    def read(self) -> str:
+        """The next line typed; EOFError at the end, KeyboardInterrupt on Ctrl-C."""
+        ...
+
+
+class _TerminalLines:
+    """Lines read with prompt_toolkit: editing, persistent history, Esc-Enter for a new line."""
+
+    def __init__(self, history_file: Path) -> None:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import FileHistory, InMemoryHistory
+        from prompt_toolkit.key_binding import KeyBindings
+        from prompt_toolkit.key_binding.key_processor import KeyPressEvent
+
+        keys = KeyBindings()
+
+        @keys.add("escape", "enter")
+        def _newline(event: KeyPressEvent) -> None:
+            event.current_buffer.insert_text("\n")
+
+        try:
+            history_file.parent.mkdir(parents=True, exist_ok=True)
+            history: FileHistory | InMemoryHistory = FileHistory(str(history_file))
+        except OSError:
+            # A read-only home still gets editing and this run's history.
+            history = InMemoryHistory()
+        self._session: PromptSession[str] = PromptSession(
+            history=history, key_bindings=keys, enable_history_search=False
+        )
+
+    def read(self) -> str:
+        return self._session.prompt(_PROMPT, prompt_continuation="... ")
+
+
+class _PlainLines:
+    """Lines read from a pipe (or anything not a terminal), one prompt each."""
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+
+    def read(self) -> str:
+        return self._console.input(f"[bold green]{_PROMPT.strip()}[/] ")
+
+
+def _lines(out: Console, history_file: Path, terminal: bool) -> _Lines:
+    return _TerminalLines(history_file) if terminal else _PlainLines(out)
+
+
+@dataclass
+class _Chat:
+    """What a conversation keeps between lines: the agent and what waits for the next prompt."""
+
+    agent: Agent
+    display: _Display
+    out: Console
+    err: Console
+    pending: list[Image] = field(default_factory=list)
+    """Images (`-i`, `/image`) that go with the next prompt."""
+    done: bool = False
+
+    # -- commands -----------------------------------------------------------
+
+    def command(self, line: str) -> None:
+        name, _, argument = line.partition(" ")
+        argument = argument.strip()
+        method = _HANDLERS.get(name)
+        if method is None:
+            print_error(
+                f"unknown command {name}; /help lists them (// sends a leading /)", self.err
+            )
+            return
+        handler: Callable[[str], None] = getattr(self, method)
+        handler(argument)
+
+    def _help(self, argument: str) -> None:
+        width = max(len(name) for name in COMMANDS)
+        for name, what in COMMANDS.items():
+            self.err.print(f"  [bold]{escape(name.ljust(width))}[/]  {escape(what)}")
+        self.err.print(
+            "  [dim]Enter sends; Esc then Enter, or a line ending in \\, starts a new line; "
+            "Up recalls earlier lines; Ctrl-C stops a turn (your prompt is kept).[/]"
+        )
+
+    def _image(self, argument: str) -> None:
+        if not argument:
+            print_error("/image needs a PATH", self.err)
+            return
+        from carryall._commands.agent import named_image
+
+        try:
+            image = named_image(argument)
+        except CarryallError as exc:
+            print_error(str(exc), self.err)
+            return
+        self.pending.append(image)
+        self.err.print(
+            f"[dim]attached {escape(image.placeholder())} to your next prompt "
+            f"({len(self.pending)} waiting)[/]"
+        )
+
+    def _system(self, argument: str) -> None:
+        self.agent.system = argument or None
+        said = "cleared" if not argument else "set"
+        self.err.print(f"[dim]system prompt {said} from the next turn on[/]")
+
+    def _model(self, argument: str) -> None:
+        if not argument:
+            self.err.print(f"[dim]model: {escape(self.agent.backend.model)}[/]")
+            return
+        self.agent.backend.model = argument
+        self.err.print(f"[dim]model {escape(argument)} from the next turn on[/]")
+
+    def _tools(self, argument: str) -> None:
+        if not self.agent.tools:
+            self.err.print("[dim]no tools are offered (--tools)[/]")
+        for name, tool in self.agent.tools.items():
+            first = tool.spec.description.splitlines()[0] if tool.spec.description else ""
+            self.err.print(f"  [bold]{escape(name)}[/]  {escape(first)}")
+
+    def _save(self, argument: str) -> None:
+        from carryall.sessions import Session
+
+        session = self.agent.session if isinstance(self.agent.session, Session) else None
+        if not argument:
+            where = f"session {session.id}" if session is not None else "no session (--no-record)"
+            self.err.print(
+                f"[dim]every turn is recorded as it ends: {escape(where)}; "
+                "/save PATH writes a Markdown copy[/]"
+            )
+            return
+        import msgspec
+
+        from carryall.sessions import SessionMeta, render_markdown
+
+        meta = (
+            session.meta
+            if session is not None
+            else SessionMeta(id="(not recorded)", created=datetime.now(UTC))
+        )
+        meta = msgspec.structs.replace(
+            meta, system=self.agent.system, model=self.agent.backend.model
+        )
+        text = render_markdown(meta, self.agent.messages)
+        try:
+            Path(argument).expanduser().write_text(text, encoding="utf-8")
+        except OSError as exc:
+            print_error(f"cannot write {argument}: {exc.strerror or exc}", self.err)
+            return
+        self.err.print(f"[dim]saved {len(self.agent.messages)} message(s) to {escape(argument)}[/]")
+
+    def _exit(self, argument: str) -> None:
+        self.done = True
+
+    # -- turns --------------------------------------------------------------
+
+    def send(self, text: str) -> None:
+        images, self.pending = self.pending, []
+        start = len(self.agent.messages)
+        try:
+            self.agent.send(text, images)
+        except KeyboardInterrupt:
+            self.display.finish()
+            if len(self.agent.messages) == start:
+                # The turn's first request never finished, so the loop took
+                # the prompt back; a person who typed it wants it kept.
+                self.agent.messages.append(Message.user(text, images))
+                self.agent.record()
+            self.err.print(
+                "[yellow]interrupted[/]: the turn was stopped; your prompt is kept "
+                "and the conversation goes on"
+            )
+            return
+        except CarryallError as exc:
+            self.display.finish()
+            print_error(str(exc), self.err)
+            return
+        self.display.finish()
+
+
+def converse(
+    agent: Agent,
+    display: _Display,
+    out: Console,
+    err: Console,
+    *,
+    images: list[Image],
+    history_file: Path,
+    terminal: bool,
+) -> None:
+    """Take turns until Ctrl-D or /exit; `images` go with the first prompt."""
+    chat = _Chat(agent, display, out, err, pending=list(images))
+    lines = _lines(out, history_file, terminal)
+    while not chat.done:
+        try:
+            text = _read_prompt(lines)
+        except EOFError:
+            out.print()
+            break
+        except KeyboardInterrupt:
+            out.print()
+            err.print("[dim](Ctrl-D or /exit to leave)[/]")
+            continue
+        stripped = text.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("/") and not stripped.startswith("//"):
+            chat.command(stripped)
+            continue
+        chat.send(text[1:] if stripped.startswith("//") else stripped)
+
+
+def _read_prompt(lines: _Lines) -> str:
+    """One prompt: a line, joined with the next while it ends with a backslash."""
+    parts = [lines.read()]
+    while parts[-1].endswith("\\"):
+        parts[-1] = parts[-1][:-1]
+        parts.append(lines.read())
+    return "\n".join(parts)
