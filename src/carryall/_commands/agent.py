@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.status import Status
 
-from carryall._commands._output import fail, masked, print_error, shown, warn_damage
+from carryall._commands._output import fail, masked, shown, warn_damage
 from carryall._commands.mcp import McpOption, open_toolbox
 from carryall._commands.sessions import StoreOption
 from carryall._text import printable, shorten

@@ -17,7 +17,6 @@ from typing import Final, NamedTuple
 import msgspec
 
 from carryall._json import repair_surrogates, repair_text
-
 from carryall.blocks import (
     Block,
     Document,
