@@ -41,7 +41,7 @@ def show_paths(
         fail(str(exc))
     found = {
         "config": str(config_path()),
-        "sessions": str(store.root),
+        "sessions": store.location,
         "cache": str(paths.cache_dir()),
     }
     if as_json:

@@ -17,7 +17,7 @@ from mcp.server.fastmcp import FastMCP
 
 from carryall.blocks import Image
 from carryall.errors import CarryallError
-from carryall.sessions import Store, render_message_text, render_text
+from carryall.sessions import AnyStore, render_message_text, render_text
 
 __all__ = ["SERVER_NAME", "build_server", "serve"]
 
@@ -26,7 +26,7 @@ SERVER_NAME: Final = "carryall-sessions"
 _MAX_LIMIT: Final = 200
 
 
-def build_server(store: Store) -> FastMCP:
+def build_server(store: AnyStore) -> FastMCP:
     """The MCP server over `store`, its three tools registered."""
     server = FastMCP(
         SERVER_NAME,
@@ -102,7 +102,7 @@ def build_server(store: Store) -> FastMCP:
     return server
 
 
-def serve(store: Store) -> None:
+def serve(store: AnyStore) -> None:
     """Serve `store` over stdio until the client closes the connection."""
     build_server(store).run("stdio")
 

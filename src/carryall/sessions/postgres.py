@@ -81,7 +81,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA_VERSION", "PostgresRecall", "PostgresSession", "PostgresStore"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The newest schema this carryall creates and reads."""
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -131,6 +131,8 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         )""",
         "CREATE INDEX carryall_messages_tsv ON carryall_messages USING gin (tsv)",
     ),
+    # The error of the last request when the last event kept a prompt that failed.
+    2: ("ALTER TABLE carryall_sessions ADD COLUMN failed text",),
 }
 
 T = TypeVar("T")
@@ -261,8 +263,10 @@ class PostgresStore:
         cwd: str | os.PathLike[str] | None = None,
         title: str | None = None,
         system: str | None = None,
+        origin: str | None = None,
+        tools: Sequence[str] | None = None,
     ) -> PostgresSession:
-        """Start a new, empty session and write its row."""
+        """Start a new, empty session and write its row (the same meta as the JSONL store)."""
         created = datetime.now(UTC)
         for _ in range(16):
             meta = SessionMeta(
@@ -273,6 +277,8 @@ class PostgresStore:
                 cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
                 title=self.redactor.optional(title),
                 system=self.redactor.optional(system),
+                origin=origin,
+                tools=tuple(tools) if tools is not None else None,
             )
             if self._insert_session(meta, meta.title, 0, format_time(created), 0):
                 replay = Replay(self._where(meta.id), self._blob_loader(meta.id))
@@ -309,11 +315,11 @@ class PostgresStore:
 
         def rows(conn: psycopg.Connection[Any]) -> builtins.list[tuple[Any, ...]]:
             return conn.execute(
-                "SELECT id, header, title, turns, updated FROM carryall_sessions"
+                "SELECT id, header, title, turns, updated, failed FROM carryall_sessions"
             ).fetchall()
 
         infos: builtins.list[SessionInfo] = []
-        for session_id, header, title, turns, updated in self._retrying(rows):
+        for session_id, header, title, turns, updated, failed in self._retrying(rows):
             try:
                 meta = decode_header(bytes(header), self._where(session_id))
             except TranscriptError as exc:
@@ -322,7 +328,12 @@ class PostgresStore:
                 on_error(exc)
                 continue
             infos.append(
-                SessionInfo(meta=with_title(meta, title), turns=turns, updated=parse_time(updated))
+                SessionInfo(
+                    meta=with_title(meta, title),
+                    turns=turns,
+                    updated=parse_time(updated),
+                    failed=failed,
+                )
             )
         infos.sort(key=lambda info: (info.meta.created, info.meta.id), reverse=True)
         return infos
@@ -475,6 +486,8 @@ class PostgresStore:
         hashes: set[str] = set()
         for line_no, line in enumerate(lines, 2):
             event = replay.apply_line(line, line_no)
+            if event is None:  # a damaged line is not copied as if it were whole
+                raise TranscriptError(f"{replay.damage[-1]}; nothing was imported")
             hashes.update(_event_hashes(event))
         header = encode_header(meta)[:-1]
         updated = replay.updated or format_time(meta.created)
@@ -686,10 +699,13 @@ class PostgresSession:
 
         return self._write(decide)
 
-    def append(self, messages: Sequence[Message]) -> None:
-        """Append messages after whatever the store holds now (another writer's included)."""
+    def append(self, messages: Sequence[Message], *, failed: str | None = None) -> None:
+        """Append messages after whatever the store holds now (another writer's included).
+
+        `failed` is the error of the request they were sent in (the prompt is kept, with why).
+        """
         tail = list(messages)
-        self._write(lambda stored: ("append", tail))
+        self._write(lambda stored: ("append", tail), self.store.redactor.optional(failed))
 
     def refresh(self) -> None:
         """Read events other writers added since this session was loaded."""
@@ -704,6 +720,11 @@ class PostgresSession:
         """Every history this session has held, oldest first, the current one last."""
         _, replay, _ = self.store._load(self.id, keep_versions=True, images=True)
         return [*replay.versions, replay.messages]
+
+    @property
+    def damage(self) -> list[str]:
+        """The damaged event rows reading skipped, each named by its number (line = seq + 1)."""
+        return list(self._replay.damage)
 
     # -- internals ----------------------------------------------------------
 
@@ -725,6 +746,7 @@ class PostgresSession:
     def _write(
         self,
         decide: Callable[[list[Message]], tuple[Literal["append", "rewrite"], list[Message]]],
+        failed: str | None = None,
     ) -> Literal["append", "rewrite"]:
         token = uuid.uuid4()
         planned: list[Any] = []  # the event the last try sent, should its commit be lost
@@ -758,7 +780,7 @@ class PostgresSession:
                 stamp = now()
                 seq = self._seq + 1
                 planned[:] = [kind, messages, stamp, None]
-                planned[3] = title = self._insert(conn, kind, messages, stamp, seq, token)
+                planned[3] = title = self._insert(conn, kind, messages, stamp, seq, token, failed)
             self._applied(kind, messages, stamp, title, seq)
             return kind
 
@@ -774,6 +796,7 @@ class PostgresSession:
         stamp: str,
         seq: int,
         token: uuid.UUID,
+        failed: str | None = None,
     ) -> str | None:
         """Write one event and its index rows; returns the title it gave the session, if any."""
         start = len(self._replay.messages) if kind == "append" else 0
@@ -782,7 +805,9 @@ class PostgresSession:
         stored = [self._storable(conn, m, start + i, hashes) for i, m in enumerate(clean)]
         title = None if self._titled() else title_from(clean)
         total = start + len(messages)
-        event = Event(kind, stamp, n=total, start=start, title=title, messages=stored)
+        event = Event(
+            kind, stamp, n=total, start=start, title=title, messages=stored, failed=failed
+        )
         line = encode_event(event)[:-1]
         pg = self.store._pg
         try:
@@ -813,8 +838,8 @@ class PostgresSession:
         _index(conn, self.id, first, clean, [stamp] * len(clean))
         conn.execute(
             "UPDATE carryall_sessions SET seq = %s, turns = %s, updated = %s,"
-            " title = coalesce(title, %s) WHERE id = %s",
-            (seq, total, stamp, title, self.id),
+            " title = coalesce(title, %s), failed = %s WHERE id = %s",
+            (seq, total, stamp, title, failed, self.id),
         )
         return title
 

@@ -63,14 +63,22 @@ class AnySession(Protocol):
         writer changed underneath gets a rewrite, never a silent merge.
         """
 
-    def append(self, messages: Sequence[Message]) -> None:
-        """Append messages after whatever the store holds now (another writer's included)."""
+    def append(self, messages: Sequence[Message], *, failed: str | None = None) -> None:
+        """Append messages after whatever the store holds now (another writer's included).
+
+        `failed` is the error of the request they were sent in: the prompt is
+        kept, with why, and the session lists as failed until the next write.
+        """
 
     def refresh(self) -> None:
         """Read events other writers added since this session was loaded."""
 
     def versions(self) -> list[list[Message]]:
         """Every history this session has held, oldest first, the current one last."""
+
+    @property
+    def damage(self) -> list[str]:
+        """The damaged event lines reading skipped, each named by its line number."""
 
 
 class Recall(Protocol):
@@ -111,8 +119,10 @@ class AnyStore(Protocol):
         cwd: str | os.PathLike[str] | None = None,
         title: str | None = None,
         system: str | None = None,
+        origin: str | None = None,
+        tools: Sequence[str] | None = None,
     ) -> AnySession:
-        """Start a new, empty session."""
+        """Start a new, empty session (`origin`: where an imported history came from)."""
 
     def open(self, session_id: str) -> AnySession:
         """Open a session by id (or a unique prefix of one) with its current history loaded."""
