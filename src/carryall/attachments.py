@@ -262,15 +262,7 @@ def _load_path(target: str, policy: AttachmentPolicy) -> Image:
         raise AttachmentError(
             target, "the file name has no image extension (png, jpg, jpeg, gif or webp)"
         )
-    try:
-        # Non-strict: a missing path outside the roots is refused for being
-        # outside, so a declared target cannot probe what exists elsewhere.
-        real = os.path.realpath(target)
-    except (OSError, ValueError) as exc:
-        raise AttachmentError(target, f"the path cannot be resolved ({exc})") from None
-    if not policy.contains(real):
-        raise AttachmentError(target, "the path resolves outside the allowed roots")
-    fd = _open_regular(target, real, policy.max_image_bytes)
+    fd = _open_inside(target, policy)
     try:
         size = os.fstat(fd).st_size
         head = read_upto(fd, min(_SNIFF_BYTES, size))
@@ -311,13 +303,7 @@ def load_document(target: str, policy: AttachmentPolicy | None = None) -> Docume
     media_type = _DOCUMENT_EXTENSIONS.get(os.path.splitext(target)[1].lower())
     if media_type is None:
         raise AttachmentError(target, "the file name has no document extension (pdf or txt)")
-    try:
-        real = os.path.realpath(target)
-    except (OSError, ValueError) as exc:
-        raise AttachmentError(target, f"the path cannot be resolved ({exc})") from None
-    if not policy.contains(real):
-        raise AttachmentError(target, "the path resolves outside the allowed roots")
-    fd = _open_regular(target, real, policy.max_image_bytes)
+    fd = _open_inside(target, policy)
     try:
         size = os.fstat(fd).st_size
         data = read_upto(fd, size + 1)
@@ -335,6 +321,19 @@ def load_document(target: str, policy: AttachmentPolicy | None = None) -> Docume
         except UnicodeDecodeError:
             raise AttachmentError(target, "its bytes are not UTF-8 text") from None
     return Document.from_bytes(media_type, data, source=os.path.basename(target))
+
+
+def _open_inside(target: str, policy: AttachmentPolicy) -> int:
+    """Open a local target for reading, refused unless it resolves inside the policy's roots."""
+    try:
+        # Non-strict: a missing path outside the roots is refused for being
+        # outside, so a declared target cannot probe what exists elsewhere.
+        real = os.path.realpath(target)
+    except (OSError, ValueError) as exc:
+        raise AttachmentError(target, f"the path cannot be resolved ({exc})") from None
+    if not policy.contains(real):
+        raise AttachmentError(target, "the path resolves outside the allowed roots")
+    return _open_regular(target, real, policy.max_image_bytes)
 
 
 def _open_regular(target: str, real: str, cap: int) -> int:
