@@ -48,6 +48,7 @@ from carryall.blocks import (
     ToolUse,
 )
 from carryall.errors import TranscriptError
+from carryall.providers._types import Downgrade
 
 FORMAT_VERSION = 1
 """The transcript format this carryall writes, and the newest it reads."""
@@ -129,6 +130,8 @@ class Event(msgspec.Struct, Generic[M], frozen=True, omit_defaults=True):
     messages: list[M] = []
     failed: str | None = None
     """The error of the request these messages were for, when it failed (the prompt is kept)."""
+    downgrades: list[Downgrade] = []
+    """What the requests before this event could not send as held (`Encoded.downgrades`)."""
 
 
 class EventHead(msgspec.Struct, frozen=True):
@@ -357,6 +360,7 @@ class Replay:
     unsettled: bool = False
     """Damage since the last rewrite: the history is salvaged, not what was written, so the
     next writer records it whole (a rewrite) before appending to it."""
+    downgrades: list[Downgrade] = field(default_factory=list)
 
     def apply_line(self, line: bytes, line_no: int) -> AnyEvent | None:
         """Decode and apply one event line; a damaged one is noted in `damage` and skipped."""
@@ -407,6 +411,7 @@ class Replay:
             self.unsettled = True
         if event.title and not self.title:
             self.title = event.title
+        self.downgrades.extend(event.downgrades)
         self.updated = event.time
         self.events += 1
 

@@ -54,6 +54,7 @@ import msgspec
 
 from carryall.blocks import Image, Message, Text, image_placeholder
 from carryall.errors import BlockError, TranscriptError
+from carryall.providers._types import Downgrade
 from carryall.sessions._transcript import (
     Event,
     Replay,
@@ -679,7 +680,10 @@ class PostgresSession:
         return f"<PostgresSession {self.id} {len(self)} messages>"
 
     def record(
-        self, started_from: Sequence[Message], left_behind: Sequence[Message]
+        self,
+        started_from: Sequence[Message],
+        left_behind: Sequence[Message],
+        downgrades: Sequence[Downgrade] = (),
     ) -> Literal["append", "rewrite"]:
         """Record what a run left behind, given the history it started from.
 
@@ -697,7 +701,7 @@ class PostgresSession:
                 return "append", left[k:]
             return "rewrite", left
 
-        return self._write(decide)
+        return self._write(decide, downgrades=list(downgrades))
 
     def append(self, messages: Sequence[Message], *, failed: str | None = None) -> None:
         """Append messages after whatever the store holds now (another writer's included).
@@ -720,6 +724,10 @@ class PostgresSession:
         """Every history this session has held, oldest first, the current one last."""
         _, replay, _ = self.store._load(self.id, keep_versions=True, images=True)
         return [*replay.versions, replay.messages]
+
+    def downgrades(self) -> list[Downgrade]:
+        """Every downgrade recorded in this session, in the order recorded."""
+        return list(self._replay.downgrades)
 
     @property
     def damage(self) -> list[str]:
@@ -747,6 +755,7 @@ class PostgresSession:
         self,
         decide: Callable[[list[Message]], tuple[Literal["append", "rewrite"], list[Message]]],
         failed: str | None = None,
+        downgrades: list[Downgrade] | None = None,
     ) -> Literal["append", "rewrite"]:
         token = uuid.uuid4()
         planned: list[Any] = []  # the event the last try sent, should its commit be lost
@@ -780,7 +789,9 @@ class PostgresSession:
                 stamp = now()
                 seq = self._seq + 1
                 planned[:] = [kind, messages, stamp, None]
-                planned[3] = title = self._insert(conn, kind, messages, stamp, seq, token, failed)
+                planned[3] = title = self._insert(
+                    conn, kind, messages, stamp, seq, token, failed, downgrades or []
+                )
             self._applied(kind, messages, stamp, title, seq)
             return kind
 
@@ -797,6 +808,7 @@ class PostgresSession:
         seq: int,
         token: uuid.UUID,
         failed: str | None = None,
+        downgrades: list[Downgrade] | None = None,
     ) -> str | None:
         """Write one event and its index rows; returns the title it gave the session, if any."""
         start = len(self._replay.messages) if kind == "append" else 0
@@ -806,7 +818,14 @@ class PostgresSession:
         title = None if self._titled() else title_from(clean)
         total = start + len(messages)
         event = Event(
-            kind, stamp, n=total, start=start, title=title, messages=stored, failed=failed
+            kind,
+            stamp,
+            n=total,
+            start=start,
+            title=title,
+            messages=stored,
+            failed=failed,
+            downgrades=downgrades or [],
         )
         line = encode_event(event)[:-1]
         pg = self.store._pg

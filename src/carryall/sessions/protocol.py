@@ -26,6 +26,7 @@ from typing import Literal, Protocol
 
 from carryall.blocks import Message
 from carryall.errors import TranscriptError
+from carryall.providers._types import Downgrade
 from carryall.sessions._transcript import SessionMeta
 from carryall.sessions.recall import Hit
 from carryall.sessions.store import SessionInfo
@@ -54,9 +55,15 @@ class AnySession(Protocol):
         """How many messages the current history holds."""
 
     def record(
-        self, started_from: Sequence[Message], left_behind: Sequence[Message]
+        self,
+        started_from: Sequence[Message],
+        left_behind: Sequence[Message],
+        downgrades: Sequence[Downgrade] = (),
     ) -> Literal["append", "rewrite"]:
         """Append the new tail when `started_from` is what the store holds, else rewrite.
+
+        `downgrades` (what the run's requests could not send as held) ride
+        on the event written, and `downgrades()` lists them afterwards.
 
         A rewrite keeps every earlier history recoverable (`versions`); two
         writers never interleave, and a writer whose `started_from` another
@@ -75,6 +82,9 @@ class AnySession(Protocol):
 
     def versions(self) -> list[list[Message]]:
         """Every history this session has held, oldest first, the current one last."""
+
+    def downgrades(self) -> list[Downgrade]:
+        """Every downgrade recorded in this session, in the order recorded."""
 
     @property
     def damage(self) -> list[str]:
