@@ -30,6 +30,7 @@ from carryall.blocks import (
     Thinking,
     ToolResult,
     ToolUse,
+    validate_history,
 )
 from carryall.carrier import Marker, MarkerKind
 from carryall.errors import HistoryError, ProviderError
@@ -965,3 +966,12 @@ def test_a_tool_input_msgspec_will_not_convert_goes_by_reference() -> None:
             "role": "user",
             "content": [{"type": "tool_result", "tool_use_id": "a", "content": "ok"}],
         }
+
+
+def test_an_answer_with_no_blocks_reads_as_one_empty_text_and_the_history_stays_valid() -> None:
+    # A stop sequence hit before any output (seen from claude-haiku-4-5).
+    response = decode_response(sdk_message([], stop_reason="stop_sequence"))
+    assert response.message == Message.assistant([Text("")])
+    history = [Message.user("hi"), response.message, Message.user("again")]
+    validate_history(history)
+    assert [m["role"] for m in encode(history)["messages"]] == ["user", "user"]

@@ -465,3 +465,9 @@ def test_mangled_streams_decode_or_fail_clearly(events: list[Any]) -> None:
 def test_arbitrary_response_json_decodes_or_fails_clearly(body: Any) -> None:
     with contextlib.suppress(ProviderError):
         decode_response(body)
+
+
+def test_a_stream_with_no_blocks_reads_as_the_plain_call_does() -> None:
+    body = body_of([], stop_reason="stop_sequence")
+    assert decode_stream(stream_of(body)) == decode_response(body)
+    assert decode_response(body).message == Message.assistant([Text("")])

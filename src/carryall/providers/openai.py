@@ -48,16 +48,20 @@ Streaming is the transport's decision: `stream_body(body)` adds
 `stream: true` and `stream_options: {"include_usage": true}` (both
 dialects), so the last chunk carries the token counts.
 
-Decoding: `reasoning_content` becomes `Thinking(text, signature=None)`,
-first in the message; the text follows, then the tool calls. Arguments that
-are not JSON are counted in `Response.malformed_tool_args` and surface as a
-`ToolUse` whose input is the raw text, so the loop can answer it with an
-error result (empty arguments read as `{}`); sent back, that input is the
-JSON string of the raw text, so the history stays valid on the wire. A tool
-call without an id gets `call_<index>`. Finish reasons map `stop` to
-`end_turn` (`tool_use` when the message holds tool calls), `tool_calls` to
-`tool_use`, `length` to `max_tokens`, `content_filter` to `refusal`,
-anything else to `other`.
+Decoding: the reasoning (`reasoning_content`, or `reasoning`, or the text
+of `reasoning_details`: whichever the server uses) becomes `Thinking(text,
+signature=None)`, first in the message; the text follows, then the tool
+calls. Arguments that are not JSON are counted in
+`Response.malformed_tool_args` and surface as a `ToolUse` whose input is
+the raw text, so the loop can answer it with an error result (empty
+arguments read as `{}`); sent back, that input is the JSON string of the
+raw text, so the history stays valid on the wire. A tool call without an id
+gets `call_<index>`. Finish reasons map `stop` to `end_turn` (`tool_use`
+when the message holds tool calls, `refusal` when it is a refusal),
+`tool_calls` to `tool_use`, `length` to `max_tokens`, `content_filter` to
+`refusal`, anything else to `other`. A stream that reaches `[DONE]` is
+complete even with no `finish_reason` (audio models send none), and a
+streamed refusal is shown as it arrives.
 `input_tokens` excludes the cached prompt tokens, which go in
 `cache_read_input_tokens`, as on Anthropic's wire. A message with nothing in
 it reads as one empty `Text`, so it is still a valid message; a refusal with
@@ -409,7 +413,7 @@ def decode_response(data: Mapping[str, Any]) -> Response:
     where = f"{where}.choices[0].message"
     message = _mapping(choice.get("message"), where)
     texts = _content_texts(message.get("content"), f"{where}.content", ProviderError)
-    reasoning = _optional_str(message, "reasoning_content", where) or ""
+    reasoning = _reasoning(message, where)
     refusal = _optional_str(message, "refusal", where)
     raw_calls = message.get("tool_calls")
     calls: list[ToolUse] = []
@@ -432,7 +436,7 @@ def decode_response(data: Mapping[str, Any]) -> Response:
         )
     return Response(
         message=Message("assistant", _assistant_blocks(reasoning, texts, refusal, calls)),
-        stop_reason=_stop_reason(finish, bool(calls)),
+        stop_reason=_stop_reason(finish, bool(calls), bool(refusal)),
         usage=_usage(body.get("usage"), "response.usage"),
         model=_optional_str(body, "model", "response"),
         refusal=refusal or None,
@@ -479,13 +483,45 @@ def _assistant_blocks(
     return tuple(blocks)
 
 
-def _stop_reason(finish: str | None, has_calls: bool) -> StopReason:
+def _stop_reason(finish: str | None, has_calls: bool, refused: bool = False) -> StopReason:
     if finish is None:
         return "other"
     if finish == "stop" and has_calls:
         # Some servers say "stop" after tool calls; the calls still need answers.
         return "tool_use"
+    if finish == "stop" and refused:
+        # OpenAI ends a refusal with a plain "stop"; it is a refusal all the same,
+        # as the Anthropic codec reports one.
+        return "refusal"
     return _STOP_REASONS.get(finish, "other")
+
+
+def _reasoning(obj: Mapping[str, Any], where: str) -> str:
+    """A message's or delta's reasoning text, under whichever name its server uses.
+
+    llama-server and vLLM say `reasoning_content`; OpenRouter, Groq, Cerebras
+    and Ollama say `reasoning`, and OpenRouter adds `reasoning_details`
+    (text and summary entries) with the same text again: the first of the
+    three that is there is the reasoning, so nothing is counted twice.
+    """
+    for key in ("reasoning_content", "reasoning"):
+        text = _optional_str(obj, key, where)
+        if text:
+            return text
+    details = obj.get("reasoning_details")
+    if details is None:
+        return ""
+    if not isinstance(details, list):
+        raise ProviderError(f"{where}.reasoning_details must be an array, got {_shown(details)}")
+    parts: list[str] = []
+    for i, raw in enumerate(details):
+        entry = _mapping(raw, f"{where}.reasoning_details[{i}]")
+        for key in ("text", "summary"):
+            text = _optional_str(entry, key, f"{where}.reasoning_details[{i}]")
+            if text:
+                parts.append(text)
+                break
+    return "".join(parts)
 
 
 def _usage(raw: Any, where: str) -> Usage:
@@ -612,7 +648,7 @@ class StreamDecoder:
         delta = {} if delta_raw is None else _mapping(delta_raw, f"{where}.delta")
         where_delta = f"{where}.delta"
         content = _optional_str(delta, "content", where_delta)
-        reasoning = _optional_str(delta, "reasoning_content", where_delta)
+        reasoning = _reasoning(delta, where_delta)
         refusal = _optional_str(delta, "refusal", where_delta)
         calls = delta.get("tool_calls")
         if calls is not None and not isinstance(calls, list):
@@ -635,7 +671,9 @@ class StreamDecoder:
         if content:
             self._text.append(content)
             return content
-        return ""
+        # A refusal is the answer's text when there is no other (`_assistant_blocks`),
+        # so it is shown as it streams, as that text would be.
+        return refusal or ""
 
     def _call_fragment(self, raw: Any, where: str) -> None:
         fragment = _mapping(raw, where)
@@ -667,8 +705,13 @@ class StreamDecoder:
             call.arguments.append(arguments)
 
     def response(self) -> Response:
-        """The whole response; a `ProviderError` when the stream never finished."""
-        if self._finish is None:
+        """The whole response; a `ProviderError` when the stream never finished.
+
+        A stream that reached `[DONE]` finished, with or without a
+        `finish_reason` (audio models send none): it reads as the end of
+        the turn, or `tool_use` when it holds calls.
+        """
+        if self._finish is None and not self._done:
             raise ProviderError(
                 f"the stream ended after {self._chunks} chunk(s) without a finish_reason: "
                 "the response is truncated",
@@ -695,7 +738,7 @@ class StreamDecoder:
                 "assistant",
                 _assistant_blocks("".join(self._reasoning), [text], refusal or None, calls),
             ),
-            stop_reason=_stop_reason(self._finish, bool(calls)),
+            stop_reason=_stop_reason(self._finish or "stop", bool(calls), bool(refusal)),
             usage=self._usage,
             model=self._model,
             refusal=refusal or None,
