@@ -41,10 +41,7 @@ WIRE_DIALECT = {
 }
 """Which codec reads each folder: OpenAI-compatible servers speak the `openai` dialect."""
 
-ANTHROPIC_MODELED = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
-"""Anthropic response block types carryall has a block of its own for (text without citations)."""
-
-BETA_ONLY_BLOCKS = frozenset({"mcp_tool_use", "mcp_tool_result"})
+BETA_ONLY_BLOCKS = frozenset({"mcp_tool_use", "mcp_tool_result", "compaction", "tool_reference"})
 """Block types only the SDK's beta request type knows: a body holding one is checked against it."""
 
 ANTHROPIC_STOPS = {
@@ -79,7 +76,7 @@ class Expected:
     thinking: list[tuple[str, str | None]] = field(default_factory=list)
     redacted: list[str] = field(default_factory=list)
     tool_calls: list[tuple[str, str, Any]] = field(default_factory=list)
-    native: list[dict[str, Any]] = field(default_factory=list)
+    native: list[Any] = field(default_factory=list)
     survive: list[str] = field(default_factory=list)
     stop_reason: str = "end_turn"
     refusal: str | None = None
@@ -111,8 +108,11 @@ def expected_anthropic(body: Mapping[str, Any]) -> Expected:
     out = Expected(model=body.get("model"))
     for block in body.get("content") or []:
         kind = block.get("type")
-        if kind == "text" and not block.get("citations"):
+        if kind == "text":
             out.texts.append(block["text"])
+            if block.get("citations"):
+                # A cited text reads as its text and, after it, its citations as they came.
+                out.native.append(list(block["citations"]))
         elif kind == "thinking":
             out.thinking.append((block["thinking"], block.get("signature")))
         elif kind == "redacted_thinking":
@@ -190,11 +190,16 @@ _BETA_ANTHROPIC: TypeAdapter[Any] = TypeAdapter(BetaAnthropicRequest)
 
 def _block_types(messages: Any) -> Iterator[str]:
     for message in messages:
-        content = message.get("content")
-        if isinstance(content, list | tuple):
-            for block in content:
-                if isinstance(block, Mapping) and isinstance(block.get("type"), str):
-                    yield block["type"]
+        yield from _types_in(message.get("content"))
+
+
+def _types_in(content: Any) -> Iterator[str]:
+    """The type of every block in `content`, a tool result's own blocks included."""
+    if isinstance(content, list | tuple):
+        for block in content:
+            if isinstance(block, Mapping) and isinstance(block.get("type"), str):
+                yield block["type"]
+                yield from _types_in(block.get("content"))
 
 
 def _consume(value: Any) -> None:
