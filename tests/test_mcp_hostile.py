@@ -32,10 +32,12 @@ from tests.test_agent import ScriptedBackend, call, say
 FIXTURE = Path(__file__).parent / "fixtures" / "mcp_hostile_server.py"
 
 
-@pytest.fixture
-def box(tmp_path: Path) -> Iterator[McpToolbox]:
+@pytest.fixture(scope="module")
+def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpToolbox]:
+    """One server for the module: each case must leave it usable for the next, or restart it."""
     server = McpServer(command=sys.executable, args=[str(FIXTURE)], timeout=3)
-    with McpToolbox({"hostile": server}, reserved=[t.name for t in builtin_tools(tmp_path)]) as b:
+    builtin = [t.name for t in builtin_tools(tmp_path_factory.mktemp("workspace"))]
+    with McpToolbox({"hostile": server}, reserved=builtin) as b:
         (started,) = b.start()
         assert started.error is None, started.error
         yield b
