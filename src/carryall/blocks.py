@@ -222,16 +222,11 @@ class Image(
         goes in is bare base64, and the one dialect that wants a prefix adds
         it at the wire.
         """
-        if not isinstance(data, bytes | bytearray | memoryview):
-            raise BlockError(f"image bytes must be bytes, got {type(data).__name__}")
-        return cls(media_type, base64.b64encode(data).decode("ascii"), source)
+        return cls(media_type, _to_base64(data, "image"), source)
 
     def to_bytes(self) -> bytes:
         """The raw image bytes; a `BlockError` when `data` is not valid base64."""
-        try:
-            return base64.b64decode(self.data, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise BlockError(f"image data is not valid base64: {exc}") from None
+        return _from_base64(self.data, "image")
 
     def data_uri(self) -> str:
         """The `data:` URI form, for the dialects and carriers that want one."""
@@ -279,16 +274,11 @@ class Document(
         cls, media_type: str, data: bytes, source: str | None = None, title: str | None = None
     ) -> Document:
         """A document block from raw file bytes (bare base64 inside, as for images)."""
-        if not isinstance(data, bytes | bytearray | memoryview):
-            raise BlockError(f"document bytes must be bytes, got {type(data).__name__}")
-        return cls(media_type, base64.b64encode(data).decode("ascii"), title=title, source=source)
+        return cls(media_type, _to_base64(data, "document"), title=title, source=source)
 
     def to_bytes(self) -> bytes:
         """The raw document bytes; a `BlockError` when `data` is not valid base64."""
-        try:
-            return base64.b64decode(self.data, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise BlockError(f"document data is not valid base64: {exc}") from None
+        return _from_base64(self.data, "document")
 
     def plain_text(self) -> str | None:
         """A plain-text document's text (invalid UTF-8 replaced); None for a PDF or a URL."""
@@ -358,6 +348,20 @@ def document_placeholder(
     if name:
         return f"[document: {_CONTROL.sub(' ', name)} ({media_type})]"
     return f"[document: {media_type}]"
+
+
+def _to_base64(data: Any, what: str) -> str:
+    # One encoder for every file a block holds: bare base64, no `data:` prefix.
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise BlockError(f"{what} bytes must be bytes, got {type(data).__name__}")
+    return base64.b64encode(data).decode("ascii")
+
+
+def _from_base64(data: str, what: str) -> bytes:
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise BlockError(f"{what} data is not valid base64: {exc}") from None
 
 
 def _check_url(url: str, what: str) -> None:
