@@ -39,8 +39,11 @@ IO_MODULES = (
     "asyncio",
     "tarfile",
     "filelock",
+    "PIL",
+    "mcp",
 )
-"""What the core may never load: each one means the network, a process, a database or files."""
+"""What the core may never load: each one means the network, a process, a database or files
+(or decoding pixels, `PIL`, which `carryall.imagefit` does at the edge)."""
 
 CORE = (
     "carryall.blocks",

@@ -16,22 +16,28 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP tests need the mcp extra: pip install 'carryall[mcp]'")
 
+from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
+from pydantic import TypeAdapter
+
 from carryall.agent import Agent
 from carryall.blocks import Image, ToolResult, ToolUse
 from carryall.config import McpServer
 from carryall.imagefit import MAX_EDGE
 from carryall.mcp import McpToolbox
 from carryall.mcp._results import MAX_CONTENT_ITEMS
+from carryall.providers import Capabilities, anthropic
 from carryall.tools.builtin import builtin_tools
 from tests.test_agent import ScriptedBackend, call, say
 
 FIXTURE = Path(__file__).parent / "fixtures" / "mcp_hostile_server.py"
 
 
-@pytest.fixture
-def box(tmp_path: Path) -> Iterator[McpToolbox]:
+@pytest.fixture(scope="module")
+def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpToolbox]:
+    """One server for the module: each case must leave it usable for the next, or restart it."""
     server = McpServer(command=sys.executable, args=[str(FIXTURE)], timeout=3)
-    with McpToolbox({"hostile": server}, reserved=[t.name for t in builtin_tools(tmp_path)]) as b:
+    builtin = [t.name for t in builtin_tools(tmp_path_factory.mktemp("workspace"))]
+    with McpToolbox({"hostile": server}, reserved=builtin) as b:
         (started,) = b.start()
         assert started.error is None, started.error
         yield b
@@ -150,3 +156,30 @@ def test_a_tool_list_change_is_offered_from_the_next_request(
     assert "hostile__grown" in offered[1]
     (result,) = agent.messages[4].tool_results_in()
     assert result.content == "grown here" and not result.is_error
+
+
+def test_a_pdf_blob_is_a_document_after_the_results(box: McpToolbox, tmp_path: Path) -> None:
+    uses = [ToolUse("a", "hostile__report", {}), ToolUse("b", "hostile__fake_pdf", {})]
+    backend = ScriptedBackend(call(*uses), say("done"))
+    agent = Agent(backend, tools=box.tools)
+    agent.send("go")
+    carrying = agent.messages[2]
+    report, fake = carrying.tool_results_in()
+    (document,) = carrying.documents()
+    assert carrying.content[-1] == document
+    assert document.media_type == "application/pdf"
+    assert document.to_bytes().startswith(b"%PDF-1.4")
+    assert report.content.split("\n") == [
+        "the report:",
+        f"{document.placeholder()} (shown after the results)",
+        "end of report",
+    ]
+    assert "not shown: its bytes are not a PDF" in fake.content
+    # The next request carried it, and the Anthropic wire sends it as a
+    # document block after the results, in a body the SDK's type accepts.
+    request = backend.requests[1]
+    assert request.messages[2].documents() == [document]
+    body = anthropic.encode(request, Capabilities(vision=True)).body
+    TypeAdapter(MessageCreateParamsNonStreaming).validate_python(body)
+    kinds = [part["type"] for part in body["messages"][2]["content"]]
+    assert kinds == ["tool_result", "tool_result", "document"]

@@ -32,7 +32,7 @@ from typing import Protocol, TypeAlias
 
 import msgspec
 
-from carryall.blocks import Image, Message, ToolResult, ToolUse
+from carryall.blocks import Document, Image, Message, ToolResult, ToolUse
 from carryall.errors import CarryallError, ToolError
 from carryall.providers import Downgrade, Request, Response, ToolChoice
 from carryall.tools import Tool, ToolFunction, ToolOutput
@@ -450,11 +450,12 @@ class Agent:
 
     def _append_results(self, calls: list[ToolUse], outputs: list[ToolOutput | None]) -> None:
         results: list[ToolResult] = []
-        images: list[Image] = []
+        images: list[Image | Document] = []
         for call, output in zip(calls, outputs, strict=True):
             assert output is not None  # every slot is filled before this is called
             results.append(ToolResult(call.id, output.text, output.is_error))
             images.extend(output.images)
+        images.extend(d for output in outputs if output is not None for d in output.documents)
         self.messages.append(Message.tool_results(results, images))
 
     def _finished(self, call: ToolUse, output: ToolOutput | None, *, quiet: bool = False) -> None:

@@ -431,8 +431,10 @@ class Message(msgspec.Struct, frozen=True, dict=True):
         return cls("assistant", tuple(blocks))
 
     @classmethod
-    def tool_results(cls, results: Iterable[ToolResult], images: Iterable[Image] = ()) -> Message:
-        """One user message carrying every result of a round, then the round's images.
+    def tool_results(
+        cls, results: Iterable[ToolResult], images: Iterable[Image | Document] = ()
+    ) -> Message:
+        """One user message carrying every result of a round, then the round's images and documents.
 
         All results of a round go back together: splitting them teaches the
         model to stop calling tools in parallel.

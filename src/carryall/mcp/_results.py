@@ -19,12 +19,21 @@ from typing import Any, Final
 from mcp import types
 
 from carryall.attachments import DEFAULT_MAX_IMAGES, AttachmentPolicy, load_image
-from carryall.blocks import IMAGE_MEDIA_TYPES, Image, image_placeholder
+from carryall.blocks import (
+    IMAGE_MEDIA_TYPES,
+    Document,
+    Image,
+    document_placeholder,
+    image_placeholder,
+)
 from carryall.errors import AttachmentError
 from carryall.imagefit import IMAGE_FIT_INPUT_BYTES, fit_image
 from carryall.tools import ToolOutput
 
-__all__ = ["MAX_CONTENT_ITEMS", "MAX_RESULT_CHARS", "result_output"]
+__all__ = ["MAX_CONTENT_ITEMS", "MAX_DOCUMENT_BYTES", "MAX_RESULT_CHARS", "result_output"]
+
+MAX_DOCUMENT_BYTES: Final = 32 * 1024 * 1024
+"""The largest PDF taken from a server (Anthropic's request limit for one)."""
 
 MAX_CONTENT_ITEMS: Final = 1_000
 """Content items of one result that are read; the rest are counted in one line."""
@@ -41,15 +50,17 @@ def result_output(result: types.CallToolResult, label: str) -> ToolOutput:
 
     Text content is the result text, in order; an image is a placeholder
     line at its place in that text and an `Image` after the results; an
-    embedded text resource is its text, an image blob an image, anything
+    embedded text resource is its text, an image blob an image, a PDF blob
+    a `Document` after the results (placeholder line in its place), anything
     else a line naming it; `isError` is `is_error`; structured content is
     added as JSON to a result with no text.
     """
     parts: list[str] = []
     images: list[Image] = []
+    documents: list[Document] = []
     content = result.content
     for item in content[:MAX_CONTENT_ITEMS]:
-        parts.append(_item_text(item, label, images))
+        parts.append(_item_text(item, label, images, documents))
     if len(content) > MAX_CONTENT_ITEMS:
         parts.append(f"[{len(content) - MAX_CONTENT_ITEMS} more content items not shown]")
     structured = result.structuredContent
@@ -59,10 +70,10 @@ def result_output(result: types.CallToolResult, label: str) -> ToolOutput:
     if len(text) > MAX_RESULT_CHARS:
         cut = len(text) - MAX_RESULT_CHARS
         text = text[:MAX_RESULT_CHARS] + f"\n[{cut} more characters not shown]"
-    return ToolOutput(text, tuple(images), bool(result.isError))
+    return ToolOutput(text, tuple(images), bool(result.isError), tuple(documents))
 
 
-def _item_text(item: Any, label: str, images: list[Image]) -> str:
+def _item_text(item: Any, label: str, images: list[Image], documents: list[Document]) -> str:
     if isinstance(item, types.TextContent):
         return item.text
     if isinstance(item, types.ImageContent):
@@ -74,6 +85,8 @@ def _item_text(item: Any, label: str, images: list[Image]) -> str:
         media_type = resource.mimeType or "application/octet-stream"
         if media_type in IMAGE_MEDIA_TYPES:
             return _image(media_type, resource.blob, label, images)
+        if media_type == "application/pdf":
+            return _pdf(str(resource.uri), resource.blob, label, documents)
         return (
             f"[resource {resource.uri} ({media_type}, "
             f"{_blob_size(resource.blob)}): not shown to the model]"
@@ -101,6 +114,22 @@ def _image(media_type: str, data: str, label: str, images: list[Image]) -> str:
     images.append(fitted.image)
     line = f"{fitted.image.placeholder()} (shown after the results)"
     return line if fitted.note is None else f"{line} ({fitted.note})"
+
+
+def _pdf(uri: str, blob: str, label: str, documents: list[Document]) -> str:
+    """A PDF blob as a `Document` after the results, checked like an attachment first."""
+    shown = document_placeholder("application/pdf", uri)
+    if len(blob) > 4 * ((MAX_DOCUMENT_BYTES + 2) // 3):
+        return f"{shown} (not shown: larger than the {MAX_DOCUMENT_BYTES}-byte document limit)"
+    try:
+        data = base64.b64decode(blob, validate=True)
+    except (binascii.Error, ValueError):
+        return f"{shown} (not shown: the payload is not canonical base64)"
+    if not data.startswith(b"%PDF-"):
+        return f"{shown} (not shown: its bytes are not a PDF (no %PDF- header))"
+    document = Document.from_bytes("application/pdf", data, source=f"{label} {uri}", title=uri)
+    documents.append(document)
+    return f"{document.placeholder()} (shown after the results)"
 
 
 def _blob_size(blob: str) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from carryall.blocks import Image
+from carryall.blocks import Document, Image
 from carryall.errors import ToolError
 
 __all__ = ["ToolOutput", "tool_output"]
@@ -28,10 +28,14 @@ class ToolOutput(msgspec.Struct, frozen=True):
     text: str
     images: tuple[Image, ...] = ()
     is_error: bool = False
+    documents: tuple[Document, ...] = ()
+    """Documents the tool made (an MCP server's PDF); they ride after the images."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.images, tuple):
             msgspec.structs.force_setattr(self, "images", tuple(self.images))
+        if not isinstance(self.documents, tuple):
+            msgspec.structs.force_setattr(self, "documents", tuple(self.documents))
 
 
 def tool_output(value: Any) -> ToolOutput:
