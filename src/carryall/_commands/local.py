@@ -70,7 +70,9 @@ def install(
     ] = False,
     jobs: Annotated[
         int | None,
-        typer.Option("--jobs", "-j", help="Parallel compile jobs with --build (default: one per CPU)."),
+        typer.Option(
+            "--jobs", "-j", help="Parallel compile jobs with --build (default: one per CPU)."
+        ),
     ] = None,
 ) -> None:
     """Install llama.cpp's server and fetch the SmolLM2 model (skips what is already done).
