@@ -33,7 +33,7 @@ from typing import Protocol, TypeAlias
 import msgspec
 
 from carryall.blocks import Image, Message, ToolResult, ToolUse
-from carryall.context import Fitted, fit_history
+from carryall.context import CHARS_PER_TOKEN, Fitted, fit_history
 from carryall.errors import CarryallError, ToolError
 from carryall.providers import Request, Response, ToolChoice
 from carryall.tools import Tool, ToolFunction, ToolOutput
@@ -321,7 +321,9 @@ class Agent:
         # take their room first; the history gets the rest.
         fixed = len(msgspec.json.encode([t.spec for t in self.tools.values()]))
         fixed += len(self.system or "")
-        budget = self.context_window - request.max_tokens - fixed // 3 - 64
+        # 64 more for the chat template around the system prompt and a prompt
+        # mode's rendering of the tools.
+        budget = self.context_window - request.max_tokens - fixed // CHARS_PER_TOKEN - 64
         fitted = fit_history(self.messages, budget=budget)
         if not fitted.changed:
             return request
@@ -367,8 +369,8 @@ class Agent:
                 self.messages[:] = unfitted
                 del self.messages[rollback_to if step == 1 else before :]
                 raise
-            # A fitted history is shorter: the indices count from its end now.
-            before -= len(unfitted) - len(self.messages)
+            # A fitted history is shorter, cut before the turn's start: the
+            # start moves up with it.
             rollback_to -= len(unfitted) - len(self.messages)
             if response.message.content:
                 # An empty assistant message would fail validation on the
