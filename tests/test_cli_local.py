@@ -40,7 +40,9 @@ def test_each_local_command_has_help(command: str) -> None:
     assert "Usage:" in result.output
 
 
-def test_status_json_on_an_empty_cache(empty_cache: Path) -> None:
+def test_status_json_on_an_empty_cache(empty_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The build lives in the cache; the wheel may be in this environment, so it is not chosen.
+    monkeypatch.setenv("CARRYALL_LOCAL_SERVER", "build")
     result = runner.invoke(app, ["local", "status", "--json"])
     assert result.exit_code == 1
     report = json.loads(result.stdout)
@@ -51,6 +53,29 @@ def test_status_json_on_an_empty_cache(empty_cache: Path) -> None:
     assert report["model"]["installed"] is False
     assert report["model"]["sha256"] == local.MODEL_SHA256
     assert report["model"]["path"] == str(empty_cache / "models" / local.MODEL_FILENAME)
+    assert report["server"]["kind"] == "build"
+    assert report["server"]["wheel"]["package"] == local.WHEEL_REQUIREMENT
+
+
+def test_status_json_chooses_the_wheel_when_no_build_is_there(
+    empty_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CARRYALL_LOCAL_SERVER", raising=False)
+    report = json.loads(runner.invoke(app, ["local", "status", "--json"]).stdout)
+    assert report["server"]["kind"] == "wheel"
+    assert report["server"]["package"] == local.WHEEL_REQUIREMENT
+    assert report["server"]["installed"] is report["server"]["wheel"]["installed"]
+    assert report["server"]["build"]["installed"] is False
+
+
+def test_an_unknown_local_server_choice_is_one_clear_error(
+    empty_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CARRYALL_LOCAL_SERVER", "gpu")
+    result = runner.invoke(app, ["local", "status"])
+    assert result.exit_code == 1
+    assert "$CARRYALL_LOCAL_SERVER is 'gpu'" in result.output
+    assert "Traceback" not in result.output
 
 
 def test_status_text_says_what_to_run(empty_cache: Path) -> None:
@@ -60,7 +85,10 @@ def test_status_text_says_what_to_run(empty_cache: Path) -> None:
     assert "carryall local install" in result.output
 
 
-def test_serve_without_install_is_one_clear_error(empty_cache: Path) -> None:
+def test_serve_without_install_is_one_clear_error(
+    empty_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CARRYALL_LOCAL_SERVER", "build")
     result = runner.invoke(app, ["local", "serve"])
     assert result.exit_code == 1
     assert "error: llama-server not found at" in result.output
@@ -76,7 +104,7 @@ def test_install_without_build_tools_is_one_clear_error(
     monkeypatch.setenv("PATH", str(nothing))
     monkeypatch.delenv("CC", raising=False)
     monkeypatch.delenv("CXX", raising=False)
-    result = runner.invoke(app, ["local", "install"])
+    result = runner.invoke(app, ["local", "install", "--build"])
     assert result.exit_code == 1
     assert "error: cannot build llama-server: missing cmake" in result.output
     assert "Traceback" not in result.output

@@ -27,7 +27,7 @@ import pytest
 from carryall import local
 from carryall.agent import Agent
 from carryall.backends import open_backend
-from carryall.blocks import Image, Message, ToolResult, validate_history
+from carryall.blocks import Image, Message, Text, ToolResult, ToolUse, validate_history
 from carryall.errors import ProviderError
 from carryall.sessions import Store
 from carryall.tools.builtin import builtin_tools
@@ -140,13 +140,19 @@ def local_env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_a_repeated_failing_call_stops_the_turn_before_the_step_limit(tmp_path: Path) -> None:
-    # The workspace holds no such file, so every read fails the same way; the
-    # model is told the one path to use, so it repeats the same call.
+    # The workspace holds one file, and it is binary: every read fails the
+    # same way. Being the only file, it is the only path the constrained
+    # schema offers, so every call the model makes is the same call; with a
+    # missing file instead the model was free to vary the path (so no call
+    # repeated and the turn ran to the step limit), which made this flaky.
     workspace = tmp_path / "ws"
     workspace.mkdir()
+    (workspace / "blob.bin").write_bytes(bytes(range(256)) * 4)
     max_steps = 12
-    # Whether the model calls at all is its choice (see ATTEMPTS); a
-    # missing file makes an answer without a call likelier, so more tries.
+    # A read_file call's JSON fits in 96 tokens; less room to ramble keeps
+    # each of the up to 12 requests short on a loaded machine.
+    max_tokens = 96
+    # Whether the model calls at all is its choice (see ATTEMPTS).
     for _ in range(2 * ATTEMPTS):
         done = subprocess.run(
             [
@@ -154,7 +160,7 @@ def test_a_repeated_failing_call_stops_the_turn_before_the_step_limit(tmp_path: 
                 "-m",
                 "carryall",
                 "run",
-                'Use the read_file tool to read the file "missing.txt". Keep trying.',
+                'Use the read_file tool to read the file "blob.bin". Keep trying.',
                 "--backend",
                 "local",
                 "--tools",
@@ -162,7 +168,7 @@ def test_a_repeated_failing_call_stops_the_turn_before_the_step_limit(tmp_path: 
                 "--max-steps",
                 str(max_steps),
                 "--max-tokens",
-                str(MAX_TOKENS),
+                str(max_tokens),
                 "--workspace",
                 str(workspace),
             ],
@@ -342,3 +348,46 @@ def test_server_killed_mid_stream_is_a_clear_error_and_the_history_is_intact() -
     message = str(info.value)
     assert "\n" not in message
     assert url in message
+
+
+def test_a_history_larger_than_the_context_is_fitted_and_answered(tmp_path: Path) -> None:
+    # A server with a small context keeps the prompt (and the test) short;
+    # the context the loop fits into is the one the server's /props reports.
+    from carryall.agent import ContextFitted
+    from carryall.context import FIT_MARK, estimate_tokens
+    from carryall.transport.openai import OpenAIBackend
+
+    output = "Entry: the lighthouse keeper logged a passing ship at night. " * 60
+    history = [
+        Message.user("Read log.txt and tell me what it says."),
+        Message.assistant([ToolUse("call_1", "read_file", {"path": "log.txt"})]),
+        Message.tool_results([ToolResult("call_1", output)]),
+        Message.assistant([Text("It is a log of ships passing the lighthouse.")]),
+    ]
+    with local.LocalServer(context=768) as server:
+        backend = OpenAIBackend(
+            name="local",
+            dialect="llama-server",
+            model=server.model_id,
+            base_url=f"{server.base_url}/v1",
+            capabilities=server.capabilities,
+            server=server,
+        )
+        assert backend.context_window == 768
+        assert estimate_tokens(history) > 768  # it would not fit as it stands
+        session = Store(tmp_path / "sessions").create(backend="local")
+        session.record([], history)
+        events: list[object] = []
+        agent = Agent(backend, session=session, max_tokens=16, on_event=events.append)
+        response = agent.send("Say hello.")
+    assert response.stop_reason in ("end_turn", "max_tokens")
+    [fitted] = [event for event in events if isinstance(event, ContextFitted)]
+    assert fitted.context_window == 768
+    assert fitted.fitted.shortened_outputs + fitted.fitted.dropped_messages >= 1
+    assert output not in json.dumps([m.to_dict() for m in agent.messages])
+    validate_history(agent.messages)
+    # The cut is a rewrite of the session: the whole history is still there.
+    versions = session.versions()
+    assert versions[0] == history
+    assert FIT_MARK in json.dumps([m.to_dict() for m in versions[-1]])
+    assert versions[-1][-1].role == "assistant"

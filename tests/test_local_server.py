@@ -68,7 +68,7 @@ def test_layout_is_fixed_under_the_root(tmp_path: Path) -> None:
 
 
 def test_empty_cache_reports_nothing_installed(tmp_path: Path) -> None:
-    result = local.status(tmp_path)
+    result = local.status(tmp_path, kind="build")
     assert not result.server_installed
     assert not result.model_installed
     assert not result.ready
@@ -91,7 +91,7 @@ def test_missing_cxx_compiler_is_named_before_anything_downloads(
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setattr(shutil, "which", _which_without("c++", "g++", "clang++"))
     with pytest.raises(LocalBackendError, match=r"C\+\+ compiler \(looked for c\+\+, g\+\+"):
-        local.install(root=tmp_path)
+        local.install(root=tmp_path, build=True)
     assert not local.local_paths(tmp_path).download_dir.exists()
 
 
@@ -170,7 +170,7 @@ def test_existing_build_is_verified_not_rebuilt(
     assert ("build", "skipped") in [(e.step, e.state) for e in events]
     assert ("verify-server", "done") in [(e.step, e.state) for e in events]
     assert not paths.log("configure").exists()
-    result = local.status(paths.root)
+    result = local.status(paths.root, kind="build")
     assert result.server_installed
     assert result.server_version == "9.9.9-test"
 
@@ -191,8 +191,11 @@ def test_changed_binary_invalidates_the_stamp(tmp_path: Path) -> None:
     _fake_server(paths.binary)
     local.install_server(root=tmp_path)
     _fake_server(paths.binary, version="10.0.0-longer-version-string")
-    assert not local.status(tmp_path).server_installed
-    assert local.status(tmp_path, verify=True).server_version == "10.0.0-longer-version-string"
+    assert not local.status(tmp_path, kind="build").server_installed
+    assert (
+        local.status(tmp_path, verify=True, kind="build").server_version
+        == "10.0.0-longer-version-string"
+    )
 
 
 @posix_only
@@ -208,7 +211,7 @@ def test_configure_and_build_run_with_progress_from_make_lines(
     fractions = [e.fraction for e in events if e.step == "build" and e.state == "progress"]
     assert fractions == [0.10, 0.57, 1.0]
     assert "-j 3" in paths.log("build").read_text(encoding="utf-8")
-    assert local.status(paths.root).server_version == "1.2.3-fake"
+    assert local.status(paths.root, kind="build").server_version == "1.2.3-fake"
 
 
 @posix_only

@@ -33,6 +33,7 @@ from typing import Protocol, TypeAlias
 import msgspec
 
 from carryall.blocks import Document, Image, Message, ToolResult, ToolUse
+from carryall.context import CHARS_PER_TOKEN, Fitted, fit_history
 from carryall.errors import CarryallError, ToolError
 from carryall.providers import Downgrade, Request, Response, ToolChoice
 from carryall.tools import Tool, ToolFunction, ToolOutput
@@ -48,6 +49,7 @@ __all__ = [
     "WRAP_UP_TOKENS",
     "Agent",
     "AgentEvent",
+    "ContextFitted",
     "Recorder",
     "RepeatedCall",
     "RequestStarted",
@@ -153,6 +155,18 @@ class StepLimitReached(msgspec.Struct, frozen=True):
     wrapping_up: bool = True
 
 
+class ContextFitted(msgspec.Struct, frozen=True):
+    """The history was cut to fit the model's context before a request (`carryall.context`).
+
+    The cut is in `Agent.messages` (and so recorded as a rewrite of the
+    session); `fitted.summary` is the marked line the history now carries.
+    """
+
+    step: int
+    context_window: int
+    fitted: Fitted
+
+
 class RepeatedCall(msgspec.Struct, frozen=True):
     """`call` was made `times` times in this turn with the same arguments and result.
 
@@ -174,6 +188,7 @@ AgentEvent: TypeAlias = (
     | ToolCallFinished
     | StepLimitReached
     | RepeatedCall
+    | ContextFitted
 )
 
 
@@ -215,6 +230,7 @@ class Agent:
         max_tokens: int | None = None,
         wrap_up: bool = True,
         max_repeats: int = DEFAULT_MAX_REPEATS,
+        context_window: int | None = None,
     ) -> None:
         steps_default, tokens_default = default_budget(getattr(backend, "name", ""))
         max_steps = steps_default if max_steps is None else max_steps
@@ -240,6 +256,13 @@ class Agent:
         self.tool_timeout = tool_timeout
         self.max_tokens = max_tokens
         self.max_repeats = max_repeats
+        # The model's context in tokens: given, else what the backend knows
+        # (llama-server's /props), else None and the history is sent whole.
+        if context_window is None:
+            context_window = getattr(backend, "context_window", None)
+        if context_window is not None and context_window < 1:
+            raise CarryallError(f"agent context_window must be positive, got {context_window}")
+        self.context_window = context_window
         self.session = session
         self.on_text = on_text
         self.on_event = on_event
@@ -303,6 +326,25 @@ class Agent:
             tool_choice=tool_choice,
         )
 
+    def _fitted_request(self, step: int, tool_choice: ToolChoice | None) -> Request:
+        """The next request, the history first fitted into the context window when one is known."""
+        request = self.request(tool_choice=tool_choice)
+        if self.context_window is None:
+            return request
+        # The system prompt, the tools' descriptions and the answer's budget
+        # take their room first; the history gets the rest.
+        fixed = len(msgspec.json.encode([t.spec for t in self.tools.values()]))
+        fixed += len(self.system or "")
+        # 64 more for the chat template around the system prompt and a prompt
+        # mode's rendering of the tools.
+        budget = self.context_window - request.max_tokens - fixed // CHARS_PER_TOKEN - 64
+        fitted = fit_history(self.messages, budget=budget)
+        if not fitted.changed:
+            return request
+        self.messages[:] = fitted.messages
+        self._emit(ContextFitted(step, self.context_window, fitted))
+        return self.request(tool_choice=tool_choice)
+
     # -- the turn -------------------------------------------------------------
 
     def _turn(self, rollback_to: int) -> Response:
@@ -326,20 +368,25 @@ class Agent:
             # of their calls) but the model is told to answer without them.
             limit = self.wrap_up and rounds >= self.max_steps
             final = limit or settled
+            unfitted = list(self.messages)
             try:
                 if limit and not settled:
                     self._emit(StepLimitReached(self.max_steps, wrapping_up=True))
                 self._emit(RequestStarted(step))
-                request = self.request(tool_choice="none" if final else None)
+                request = self._fitted_request(step, "none" if final else None)
                 self._note_downgrades(request)
                 response = self.backend.complete(request, on_text=self.on_text)
                 self._emit(ResponseReceived(step, response))
             except BaseException:
-                # Nothing of a failed request may stay behind; on the turn's
-                # first request the prompt goes too, so the caller can simply
-                # send it again.
+                # Nothing of a failed request may stay behind, its fitting
+                # included; on the turn's first request the prompt goes too,
+                # so the caller can simply send it again.
+                self.messages[:] = unfitted
                 del self.messages[rollback_to if step == 1 else before :]
                 raise
+            # A fitted history is shorter, cut before the turn's start: the
+            # start moves up with it.
+            rollback_to -= len(unfitted) - len(self.messages)
             if response.message.content:
                 # An empty assistant message would fail validation on the
                 # next request; with nothing said there is nothing to keep.

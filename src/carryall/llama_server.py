@@ -16,7 +16,7 @@ from carryall.providers import Capabilities
 if TYPE_CHECKING:
     import httpx2
 
-__all__ = ["capabilities_from_props", "model_from_props", "read_props"]
+__all__ = ["capabilities_from_props", "context_from_props", "model_from_props", "read_props"]
 
 
 def read_props(
@@ -71,6 +71,13 @@ def capabilities_from_props(props: Mapping[str, Any]) -> Capabilities:
         native_tools=isinstance(template, Mapping) and template.get("supports_tools") is True,
         thinking=False,
     )
+
+
+def context_from_props(props: Mapping[str, Any]) -> int | None:
+    """The context window of one request slot in tokens (`n_ctx`), None when not reported."""
+    settings = props.get("default_generation_settings")
+    n_ctx = settings.get("n_ctx") if isinstance(settings, Mapping) else None
+    return n_ctx if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0 else None
 
 
 def model_from_props(props: Mapping[str, Any]) -> str | None:

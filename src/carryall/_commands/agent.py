@@ -32,6 +32,7 @@ from carryall.agent import (
     LOCAL_MAX_TOKENS,
     Agent,
     AgentEvent,
+    ContextFitted,
     RepeatedCall,
     RequestStarted,
     ResponseReceived,
@@ -772,6 +773,17 @@ class _Display:
             self._show_result(event)
             if self._running:
                 self._spin("running tools…")
+        elif isinstance(event, ContextFitted):
+            self._stop_spinner()
+            self._break_line()
+            summary = event.fitted.summary or ""
+            self.err.print(
+                f"[yellow]context:[/] about {event.fitted.tokens_before} tokens would not fit "
+                f"the {event.context_window}-token context; "
+                f"{escape(summary.removeprefix('[carryall: context fitted] '))} "
+                "(the cut is recorded as a rewrite of the session)",
+                soft_wrap=True,
+            )
         elif isinstance(event, RepeatedCall):
             self._stop_spinner()
             self._break_line()

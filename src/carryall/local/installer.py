@@ -213,16 +213,13 @@ def _kind_from_env() -> ServerKind | None:
 def _wheel_version(*, verify: bool) -> str | None:
     """The pinned wheel's version line when it is installed here, else None.
 
-    Cheap by default (the installed metadata says which version is there);
+    Cheap by default (the installed metadata folder says which version is there);
     `verify=True` starts the runner, which imports the wheel's library.
     """
-    from importlib import metadata
-
-    try:
-        installed = metadata.version(WHEEL_PACKAGE)
-    except metadata.PackageNotFoundError:
-        return None
-    if installed != WHEEL_VERSION:
+    # The installed wheel's metadata folder, looked for directly: a few
+    # `stat` calls, where `importlib.metadata` would import zipfile and more.
+    folder = f"{WHEEL_PACKAGE}-{WHEEL_VERSION}.dist-info"
+    if not any(Path(entry or ".", folder).is_dir() for entry in sys.path):
         return None
     if verify:
         try:

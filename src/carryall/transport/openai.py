@@ -73,6 +73,15 @@ class OpenAIBackend(SdkBackend):
             stream=stream,
         )
 
+    @property
+    def context_window(self) -> int | None:
+        """The local server's context in tokens, from its `/props`; None for any other server."""
+        if self._server is None:
+            return None
+        from carryall.llama_server import context_from_props
+
+        return context_from_props(self._server.props)
+
     def served_model(self) -> str | None:
         """The one model the server lists at `/models`; None when it lists several, or none.
 
