@@ -692,8 +692,9 @@ class PostgresSession:
         other writers added: an append when `started_from` is what the store
         holds and an unchanged prefix of `left_behind`, else a rewrite.
         """
-        started = list(started_from)
-        left = list(left_behind)
+        # No copies: a list walk per append is what grows with the history.
+        started = started_from if isinstance(started_from, list) else list(started_from)
+        left = left_behind if isinstance(left_behind, list) else list(left_behind)
 
         def decide(stored: list[Message]) -> tuple[Literal["append", "rewrite"], list[Message]]:
             k = len(started)
@@ -922,7 +923,9 @@ class PostgresRecall:
         if not words or limit <= 0:
             return []
         sql = [
-            "SELECT m.session_id, m.idx, m.role, m.time, ts_headline('english', m.body, q, %s),",
+            # Snippets only for the hits kept: ts_headline reparses the text.
+            "SELECT s, i, r, t, ts_headline('english', body, q, %s), score FROM (",
+            "SELECT m.session_id AS s, m.idx AS i, m.role AS r, m.time AS t, m.body, q,",
             " ts_rank(m.tsv, q) AS score",
             " FROM carryall_messages m, plainto_tsquery('english', %s) q WHERE m.tsv @@ q",
         ]
@@ -936,7 +939,7 @@ class PostgresRecall:
         if session is not None:
             sql.append(" AND m.session_id = %s")
             args.append(session)
-        sql.append(" ORDER BY score DESC, m.time DESC LIMIT %s")
+        sql.append(" ORDER BY score DESC, m.time DESC LIMIT %s) top ORDER BY score DESC, t DESC")
         args.append(limit)
 
         def run(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
