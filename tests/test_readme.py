@@ -74,4 +74,6 @@ def test_the_config_file_shown_is_valid_and_names_every_key(tmp_path: Path) -> N
     assert config.backend == "openai" and config.backends["openai"].native_tools is False
     for struct in (Config, BackendSettings, RedactSettings):
         for name in msgspec.structs.fields(struct):
-            assert re.search(rf"^{name.name} = ", config_block, re.MULTILINE), name.name
+            # A key, or a table of its own (`[redact]`, `[backends.NAME]`).
+            shown = rf"^({name.name} = |\[{name.name}[.\]])"
+            assert re.search(shown, config_block, re.MULTILINE), name.name
