@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 from rich.status import Status
 
+from carryall._commands._images import named_image
 from carryall._commands._output import fail, masked, shown, warn_damage
 from carryall._commands.mcp import McpOption, open_toolbox
 from carryall._commands.sessions import StoreOption
@@ -40,7 +41,6 @@ from carryall.agent import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from carryall.attachments import AttachmentPolicy, load_image
 from carryall.blocks import Image, Message, ToolUse
 from carryall.errors import AttachmentError, CarryallError
 from carryall.providers import Response
@@ -685,23 +685,6 @@ def _turn_json(
         "session": None if session is None else session.id,
         "downgrades": downgrades,
     }
-
-
-def named_image(target: str) -> Image:
-    """An image a person named (`-i`, chat's `/image`), checked like any attachment.
-
-    Naming a file is the permission to read it, so its own folder is the
-    allowed root; naming a URL is the permission to fetch from its host.
-    The size cap, extension and magic-byte checks still apply. Raises
-    `AttachmentError`.
-    """
-    if target[:8].lower().startswith(("http://", "https://")):
-        from urllib.parse import urlsplit
-
-        host = urlsplit(target).hostname or ""
-        return load_image(target, AttachmentPolicy(roots=[], allow_hosts=[host]))
-    path = Path(target).expanduser()
-    return load_image(str(path), AttachmentPolicy(roots=[path.parent]))
 
 
 def _load_images(targets: Sequence[str], err: Console) -> list[Image]:

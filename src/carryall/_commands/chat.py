@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 from rich.console import Console
 from rich.markup import escape
 
+from carryall._commands._images import named_image
 from carryall._commands._output import print_error
 from carryall.blocks import Image, Message
 from carryall.errors import CarryallError
@@ -147,8 +148,6 @@ class _Chat:
         if not argument:
             print_error("/image needs a PATH", self.err)
             return
-        from carryall._commands.agent import named_image
-
         try:
             image = named_image(argument)
         except CarryallError as exc:
