@@ -63,8 +63,8 @@ BackendOption = Annotated[
         "--backend",
         "-b",
         help=(
-            "Backend to talk to: anthropic, openai, llama-server or local (the embedded "
-            "llama-server). Default: the config file's `backend`, else anthropic if "
+            "Backend to talk to: anthropic, openai (Chat Completions), responses (the "
+            "OpenAI Responses API), llama-server or local (the embedded llama-server). Default: the config file's `backend`, else anthropic if "
             "ANTHROPIC_API_KEY is set, else openai if OPENAI_API_KEY is set, else local."
         ),
         show_default=False,

@@ -84,6 +84,8 @@ __all__ = [
     "decode_response",
     "encode_request",
     "encode_request_bytes",
+    "plain_request",
+    "read_calls",
     "response_format",
     "response_schema",
 ]
@@ -115,6 +117,21 @@ def encode_request(
     `constrained` adds the `response_format` that makes llama-server answer
     only with a real call or a plain response.
     """
+    inner = plain_request(request, caps, constrained=constrained)
+    body = openai_codec.encode_prepared(inner, inner.messages, caps, dialect)
+    if constrained:
+        body["response_format"] = response_format(request.tools, request.tool_choice)
+    return body
+
+
+def plain_request(request: Request, caps: Capabilities, *, constrained: bool = False) -> Request:
+    """The request as prompt mode sends it, on whichever wire: plain messages, tools in the system.
+
+    Validated, image-limited and blinded (`prepare_messages`); tool rounds
+    are prompt carriers and past calls are written in the convention (or in
+    the constrained JSON form); no `tools`, no `tool_choice`. Each wire's
+    codec encodes the result as it would any request.
+    """
     if request.tool_choice not in _TOOL_CHOICES:
         raise ProviderError(
             f"tool_choice {request.tool_choice!r} is not one of auto, none, required"
@@ -127,13 +144,9 @@ def encode_request(
         request.tools, constrained=constrained, tool_choice=request.tool_choice
     )
     system = "\n\n".join(part for part in (request.system, description) if part) or None
-    inner = msgspec.structs.replace(
+    return msgspec.structs.replace(
         request, messages=tuple(plain), system=system, tools=(), tool_choice=None
     )
-    body = openai_codec.encode_prepared(inner, inner.messages, caps, dialect)
-    if constrained:
-        body["response_format"] = response_format(request.tools, request.tool_choice)
-    return body
 
 
 def encode_request_bytes(
@@ -332,10 +345,14 @@ def decode_response(data: Mapping[str, Any], *, constrained: bool = False) -> Re
     """
     inner = openai_codec.decode_response(data)
     salt = data.get("id")
-    return _with_calls(inner, salt if isinstance(salt, str) else "", constrained)
+    return read_calls(inner, salt if isinstance(salt, str) else "", constrained=constrained)
 
 
-def _with_calls(inner: Response, salt: str, constrained: bool) -> Response:
+def read_calls(inner: Response, salt: str, *, constrained: bool = False) -> Response:
+    """A plain answer (decoded by any wire's codec) with its calls read out of its text.
+
+    `salt` (the answer's id) makes the derived call ids unique per answer.
+    """
     thinking = [b for b in inner.message.content if isinstance(b, Thinking)]
     native = inner.message.tool_uses()
     content = inner.message.text()
@@ -448,7 +465,7 @@ class StreamDecoder:
 
     def response(self) -> Response:
         """The whole response; a `ProviderError` when the stream never finished."""
-        return _with_calls(self._inner.response(), self._salt, self._constrained)
+        return read_calls(self._inner.response(), self._salt, constrained=self._constrained)
 
 
 _FENCE_LINE = re.compile(r"[ \t]{0,3}(`{3,}+)[^\n<]*+\n?")

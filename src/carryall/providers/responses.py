@@ -59,6 +59,7 @@ from carryall._text import shorten
 from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
 from carryall.errors import BlockError, HistoryError, ProviderError
 from carryall.providers._common import prepare_messages
+from carryall.providers import prompt as prompt_mode
 from carryall.providers._types import Capabilities, Request, Response, StopReason, Usage
 from carryall.providers.openai import (
     ERROR_PREFIX,
@@ -74,7 +75,9 @@ from carryall.providers.openai import (
 
 __all__ = [
     "DIALECT",
+    "PromptStreamDecoder",
     "StreamDecoder",
+    "decode_prompt_response",
     "decode_messages",
     "decode_response",
     "decode_stream",
@@ -105,9 +108,37 @@ def own_reasoning(block: Thinking) -> bool:
 # -- encoding ---------------------------------------------------------------
 
 
-def encode_request(request: Request, caps: Capabilities) -> dict[str, Any]:
-    """The `/v1/responses` body for a request (validated, image-limited, blinded first)."""
-    messages = prepare_messages(request, caps)
+def encode_request(
+    request: Request, caps: Capabilities, *, constrained: bool = False, llama: bool = False
+) -> dict[str, Any]:
+    """The `/v1/responses` body for a request (validated, image-limited, blinded first).
+
+    A model without native tool calls (`caps.native_tools` false) gets prompt
+    mode on this wire: the history rewritten by `prompt.plain_request`, and,
+    when `constrained`, its answer held to `prompt.response_schema` by
+    `text.format`, and on llama-server (`llama`), which reads no `text.format`
+    there, also by the top-level `json_schema` it does read.
+    """
+    if not caps.native_tools and request.tools:
+        inner = prompt_mode.plain_request(request, caps, constrained=constrained)
+        body = _encode(inner, list(inner.messages))
+        if constrained:
+            schema = prompt_mode.response_schema(request.tools, request.tool_choice)
+            body["text"] = {
+                "format": {
+                    "type": "json_schema",
+                    "name": prompt_mode.SCHEMA_NAME,
+                    "schema": schema,
+                    "strict": False,
+                }
+            }
+            if llama:
+                body["json_schema"] = schema
+        return body
+    return _encode(request, prepare_messages(request, caps))
+
+
+def _encode(request: Request, messages: list[Message]) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
         if message.role == "user":
@@ -144,9 +175,16 @@ def encode_request(request: Request, caps: Capabilities) -> dict[str, Any]:
     return body
 
 
-def encode_request_bytes(request: Request, caps: Capabilities, *, stream: bool = False) -> bytes:
+def encode_request_bytes(
+    request: Request,
+    caps: Capabilities,
+    *,
+    constrained: bool = False,
+    llama: bool = False,
+    stream: bool = False,
+) -> bytes:
     """`encode_request`'s body as the bytes sent, asking for a stream when `stream` is true."""
-    body = encode_request(request, caps)
+    body = encode_request(request, caps, constrained=constrained, llama=llama)
     return body_bytes({**body, "stream": True} if stream else body)
 
 
@@ -400,7 +438,8 @@ class StreamDecoder:
         index = body.get("output_index")
         if kind == "response.output_item.added":
             item = _mapping(body.get("item"), f"{where}.item")
-            self._partial[self._index(index, where)] = {**item, "_deltas": []}
+            at = len(self._partial) if index is None else self._index(index, where)
+            self._partial[at] = {**item, "_deltas": []}
         elif kind == "response.output_item.done":
             self._done[self._index(index, where)] = _mapping(body.get("item"), f"{where}.item")
         elif kind in (
@@ -419,8 +458,10 @@ class StreamDecoder:
                 return delta
         return ""
 
-    @staticmethod
-    def _index(value: Any, where: str) -> int:
+    def _index(self, value: Any, where: str) -> int:
+        # llama-server leaves `output_index` out: its items come one at a time.
+        if value is None:
+            return max((*self._partial, *self._done), default=0)
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 4096:
             raise ProviderError(f"{where}: output_index must be 0 to 4096, got {_shown(value)}")
         return value
@@ -481,6 +522,42 @@ def _from_deltas(partial: Mapping[str, Any]) -> dict[str, Any]:
     if reasoning:
         item["summary"] = [{"type": "summary_text", "text": reasoning}]
     return item
+
+
+class PromptStreamDecoder:
+    """`StreamDecoder` for prompt mode on this wire: the calls read out of the finished text.
+
+    It shows no text while streaming: until the answer is whole, text and a
+    call written in the convention (or the constrained JSON) cannot be told
+    apart, and a call must never be shown as prose.
+    """
+
+    def __init__(self, constrained: bool = False) -> None:
+        self._inner = StreamDecoder()
+        self._constrained = constrained
+
+    def feed(self, event: Mapping[str, Any] | str) -> str:
+        """Take one event's payload; prompt mode makes no text visible before the end."""
+        self._inner.feed(event)
+        return ""
+
+    def response(self) -> Response:
+        """The whole answer with its calls read out of its text."""
+        final = self._inner._final
+        salt = final.get("id") if final is not None else None
+        return prompt_mode.read_calls(
+            self._inner.response(),
+            salt if isinstance(salt, str) else "",
+            constrained=self._constrained,
+        )
+
+
+def decode_prompt_response(data: Mapping[str, Any], *, constrained: bool = False) -> Response:
+    """A prompt-mode answer on this wire: `decode_response`, then the calls read out of its text."""
+    salt = data.get("id") if isinstance(data, Mapping) else None
+    return prompt_mode.read_calls(
+        decode_response(data), salt if isinstance(salt, str) else "", constrained=constrained
+    )
 
 
 def decode_stream(events: Iterable[Mapping[str, Any] | str]) -> Response:
