@@ -20,11 +20,12 @@ The wire:
   Completions and llama-server cannot, and a history has to read the same
   on every wire it may be continued on (SPEC §1).
 - An assistant message becomes items in its block order: each text a
-  `message` item with string content (the form that needs no item id), each tool call a `function_call`
-  item with JSON-string arguments. Its thinking goes back as a `reasoning`
-  item right before the item it led to only when it came from this wire
-  (`own_reasoning`); any other thinking stays in the transcript but off the
-  wire, because a reasoning item the server did not write is refused.
+  `message` item with string content (the form that needs no item id),
+  each tool call a `function_call` item with JSON-string arguments. Its
+  thinking goes back as a `reasoning` item, right before the item it led
+  to, only when it came from this wire (`own_reasoning`); other thinking
+  stays in the transcript but off the wire, because a reasoning item the
+  server did not write is refused.
 - Tools are `function` tools with `strict: false` (carryall's schemas are
   not written for strict mode); `tool_choice` only with tools.
 - `max_output_tokens` is the token limit; `reasoning.effort` is sent when
@@ -52,14 +53,14 @@ are skipped, so new server features do not break old clients.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from carryall._json import body_bytes
 from carryall._text import shorten
 from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
 from carryall.errors import BlockError, HistoryError, ProviderError
-from carryall.providers._common import prepare_messages
 from carryall.providers import prompt as prompt_mode
+from carryall.providers._common import prepare_messages
 from carryall.providers._types import Capabilities, Request, Response, StopReason, Usage
 from carryall.providers.openai import (
     ERROR_PREFIX,
@@ -77,8 +78,8 @@ __all__ = [
     "DIALECT",
     "PromptStreamDecoder",
     "StreamDecoder",
-    "decode_prompt_response",
     "decode_messages",
+    "decode_prompt_response",
     "decode_response",
     "decode_stream",
     "encode_request",
@@ -315,7 +316,7 @@ class _Answer:
 
 
 def _reasoning(item: Mapping[str, Any], where: str, error: type[Exception]) -> Thinking | None:
-    """A reasoning item as `Thinking`: its raw text, else its summary; the encrypted content signs it."""
+    """A reasoning item as `Thinking`: its raw text, else its summary, signed by its encryption."""
     texts: list[str] = []
     for key, kinds in (("content", ("reasoning_text",)), ("summary", ("summary_text",))):
         parts = item.get(key)
@@ -593,7 +594,7 @@ def decode_messages(
     if isinstance(items, bytes) or not isinstance(items, Sequence):
         raise BlockError(f"input must be a string or an array of items, got {_shown(items)}")
     out: list[Message] = []
-    role: str | None = None
+    role: Literal["user", "assistant"] | None = None
     blocks: list[Block] = []
 
     def close() -> None:
@@ -602,7 +603,7 @@ def decode_messages(
             out.append(Message(role, tuple(blocks or [Text("")])))
         role, blocks = None, []
 
-    def turn(wanted: str) -> list[Block]:
+    def turn(wanted: Literal["user", "assistant"]) -> list[Block]:
         nonlocal role
         if role != wanted:
             close()
