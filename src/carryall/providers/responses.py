@@ -209,6 +209,7 @@ def _encode_user(message: Message, items: list[dict[str, Any]]) -> None:
 
 
 def _encode_assistant(message: Message, index: int, items: list[dict[str, Any]]) -> None:
+    start = len(items)
     for block in message.content:
         if isinstance(block, Text):
             if block.text:
@@ -226,6 +227,10 @@ def _encode_assistant(message: Message, index: int, items: list[dict[str, Any]])
             )
         elif isinstance(block, Thinking) and own_reasoning(block):
             items.append(_reasoning_item(block))
+    if len(items) == start:
+        # A turn with nothing this wire carries still took its turn: an
+        # empty message keeps the user turns around it apart.
+        items.append({"type": "message", "role": "assistant", "content": ""})
 
 
 def _reasoning_item(block: Thinking) -> dict[str, Any]:
