@@ -22,7 +22,11 @@ RESPONSES_CAPABILITIES: Final = Capabilities(vision=True, native_tools=True, thi
 
 
 class ResponsesBackend(SdkBackend):
-    """The Responses API through the `openai` SDK, with its retries, timeouts and typed errors."""
+    """The Responses API through the `openai` SDK, with its retries, timeouts and typed errors.
+
+    `llama` says the server is llama-server, whose grammar holds a model
+    without native tool calls to prompt mode's JSON schema.
+    """
 
     def __init__(
         self,
@@ -36,6 +40,7 @@ class ResponsesBackend(SdkBackend):
         max_retries: int = 3,
         retry_delay: float = RETRY_DELAY,
         stream: bool = True,
+        llama: bool = False,
     ) -> None:
         import openai
 
@@ -43,7 +48,7 @@ class ResponsesBackend(SdkBackend):
             name=name,
             model=model,
             capabilities=capabilities,
-            codec=responses_codec(capabilities),
+            codec=responses_codec(capabilities, llama=llama),
             errors=SdkErrors(openai, openai.OpenAIError, openai_status),
             client=openai.OpenAI(
                 api_key=api_key or NO_KEY,
