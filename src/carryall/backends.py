@@ -2,13 +2,15 @@
 
 A backend pairs a wire codec (`carryall.providers.codec`) with a transport
 (`carryall.transport`): the official `anthropic` or `openai` SDK, imported
-only when that backend is opened. Five backends share three transports over two SDKs:
+only when that backend is opened. Six backends share four transports over three SDKs:
 
 - `anthropic`: the Messages API; key from `ANTHROPIC_API_KEY`.
 - `openai`: Chat Completions at any base URL (any OpenAI-compatible server);
   key from `OPENAI_API_KEY`.
 - `responses`: the OpenAI Responses API at any base URL (llama-server answers
   it too); key from `OPENAI_API_KEY`, through the same `openai` SDK.
+- `gemini`: Google Gemini through the `google-genai` SDK (the `gemini`
+  extra); key from `GEMINI_API_KEY` (or `GOOGLE_API_KEY`).
 - `llama-server`: a llama.cpp server at a base URL; what its model can do is
   read from its `/props` (`carryall.llama_server`), never guessed from a name.
 - `local`: the embedded llama-server (`carryall.local`), started on demand;
@@ -61,6 +63,7 @@ DEFAULT_MODELS: Final = {
     "anthropic": "claude-sonnet-4-6",
     "openai": "gpt-4.1-mini",
     "responses": "gpt-4.1-mini",
+    "gemini": "gemini-2.5-flash",
 }
 """The model a hosted backend uses when neither the command line nor the config names one."""
 
@@ -168,6 +171,22 @@ def open_backend(
             base_url=base_url,
             api_key=key,
             capabilities=caps,
+            **options,
+        )
+    if name == "gemini":
+        from carryall.transport.gemini import GEMINI_CAPABILITIES, GeminiBackend
+
+        google_key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
+        if not google_key:
+            raise ProviderError(
+                "the gemini backend needs an API key: set GEMINI_API_KEY",
+                kind="authentication_error",
+            )
+        return GeminiBackend(
+            model=model or DEFAULT_MODELS["gemini"],
+            api_key=google_key,
+            base_url=base_url,
+            capabilities=_capabilities(GEMINI_CAPABILITIES, settings, no_vision),
             **options,
         )
     if name == "llama-server":

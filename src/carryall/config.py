@@ -23,8 +23,9 @@ builtin = true                    # also the built-in API key and token shapes
 ```
 
 API keys are not read from here: they stay in the environment
-(`ANTHROPIC_API_KEY`, `OPENAI_API_KEY` for both OpenAI wires), where every other tool that uses
-them already looks, so a config file can be shared without leaking one.
+(`ANTHROPIC_API_KEY`, `OPENAI_API_KEY` for both OpenAI wires, `GEMINI_API_KEY`),
+where every other tool that uses them already looks, so a config file can be
+shared without leaking one.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ __all__ = [
     "load_config",
 ]
 
-BACKEND_NAMES: Final = ("anthropic", "openai", "responses", "llama-server", "local")
+BACKEND_NAMES: Final = ("anthropic", "openai", "responses", "gemini", "llama-server", "local")
 """Every backend `open_backend` knows, in the order the docs list them."""
 
 CONFIG_FILENAME: Final = "config.toml"
