@@ -112,14 +112,15 @@ def encode_request(request: Request, caps: Capabilities) -> dict[str, Any]:
     """The `generateContent` body for a request (validated, image-limited, blinded first)."""
     messages = prepare_messages(request, caps)
     contents: list[dict[str, Any]] = []
+    names: dict[str, str] = {}  # the calls of the message before, which results answer by name
     for index, message in enumerate(messages):
         if message.role == "user":
-            previous = messages[index - 1] if index else None
-            names = {c.id: c.name for c in previous.tool_uses()} if previous is not None else {}
             parts = [_user_part(block, names, index) for block in _results_first(message)]
             contents.append({"role": "user", "parts": parts})
+            names = {}
         else:
-            parts = _model_parts(message)
+            names = {}
+            parts = _model_parts(message, names)
             contents.append({"role": "model", "parts": parts or [{"text": ""}]})
     if not contents:
         raise HistoryError(0, "the request has no messages: nothing to answer")
@@ -161,9 +162,19 @@ def encode_request_bytes(request: Request, caps: Capabilities, *, stream: bool =
     return body_bytes(encode_request(request, caps))
 
 
-def _results_first(message: Message) -> list[Block]:
-    results = [b for b in message.content if isinstance(b, ToolResult)]
-    return [*results, *(b for b in message.content if not isinstance(b, ToolResult))]
+def _results_first(message: Message) -> Sequence[Block]:
+    content = message.content
+    seen_other = False
+    for block in content:
+        if type(block) is ToolResult:
+            if seen_other:
+                break
+        else:
+            seen_other = True
+    else:
+        return content  # the common case: the results already lead
+    results = [b for b in content if isinstance(b, ToolResult)]
+    return [*results, *(b for b in content if not isinstance(b, ToolResult))]
 
 
 def _user_part(block: Block, names: Mapping[str, str], index: int) -> dict[str, Any]:
@@ -188,7 +199,7 @@ def _user_part(block: Block, names: Mapping[str, str], index: int) -> dict[str, 
     raise HistoryError(index, f"a {type(block).__name__} block has no place in a user turn")
 
 
-def _model_parts(message: Message) -> list[dict[str, Any]]:
+def _model_parts(message: Message, names: dict[str, str]) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     for block in message.content:
         if isinstance(block, Text):
@@ -200,6 +211,7 @@ def _model_parts(message: Message) -> list[dict[str, Any]]:
             plain = isinstance(block.input, dict) and set(block.input) != {"input"}
             args = block.input if plain else {"input": block.input}
             parts.append({"functionCall": {"id": block.id, "name": block.name, "args": args}})
+            names[block.id] = block.name
         elif isinstance(block, Thinking) and own_thought(block):
             part: dict[str, Any] = {"text": block.text, "thought": True}
             if block.signature:
