@@ -21,16 +21,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from carryall.blocks import Message, Text, Thinking, ToolUse
+from carryall.blocks import Message, Origin, RedactedThinking, Text, Thinking, ToolUse
 from carryall.errors import ProviderError
 from carryall.providers.anthropic import (
     StreamDecoder,
     decode_response,
     decode_stream,
-    redacted_thinking,
 )
 
 _SDK_EVENT = TypeAdapter(RawMessageStreamEvent)
+
+ORIGIN = Origin("anthropic", "", "claude-test")
+"""What a decoder with no endpoint stamps on the test bodies' signed blocks."""
 
 Cut = Callable[[str], list[str]]
 
@@ -136,8 +138,8 @@ def test_stream_gives_the_plain_calls_response() -> None:
     assert streamed == decode_response(TOOL_BODY)
     assert streamed.message == Message.assistant(
         [
-            Thinking("I should read it.", "c2lnbmF0dXJl"),
-            redacted_thinking("EmwKAhgBEgy3va3pzix/LafPsn4a"),
+            Thinking("I should read it.", "c2lnbmF0dXJl", ORIGIN),
+            RedactedThinking("EmwKAhgBEgy3va3pzix/LafPsn4a", ORIGIN),
             Text("Let me read that file."),
             ToolUse("toolu_1", "read_file", {"path": "a b.txt"}),
             ToolUse("toolu_2", "list", {}),
@@ -334,7 +336,10 @@ SIMPLE = stream_of(
             [*SIMPLE[:3], {**SIMPLE[6], "index": 0}, *SIMPLE[4:]],
             "input_json_delta for a text block",
         ),
-        (_edit(SIMPLE, 2, ["content_block", "type"], "server_tool_use"), "unknown block type"),
+        (
+            _edit(SIMPLE, 2, ["content_block", "type"], "server_tool_use"),
+            "text_delta for a server_tool_use block",
+        ),
         (_edit(SIMPLE, 2, ["content_block", "type"], None), "content_block.type"),
         (_edit(SIMPLE, 3, ["delta", "type"], "compaction_delta"), "unknown delta type"),
         (_edit(SIMPLE, 3, ["index"], "0"), "index: expected a block index"),
@@ -460,3 +465,9 @@ def test_mangled_streams_decode_or_fail_clearly(events: list[Any]) -> None:
 def test_arbitrary_response_json_decodes_or_fails_clearly(body: Any) -> None:
     with contextlib.suppress(ProviderError):
         decode_response(body)
+
+
+def test_a_stream_with_no_blocks_reads_as_the_plain_call_does() -> None:
+    body = body_of([], stop_reason="stop_sequence")
+    assert decode_stream(stream_of(body)) == decode_response(body)
+    assert decode_response(body).message == Message.assistant([Text("")])

@@ -18,7 +18,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
+from carryall.blocks import (
+    Block,
+    Image,
+    Message,
+    Origin,
+    RedactedThinking,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+)
 from carryall.errors import BlockError, HistoryError, ProviderError
 from carryall.providers import Capabilities, Request
 from carryall.providers.gemini import (
@@ -26,6 +36,7 @@ from carryall.providers.gemini import (
     decode_messages,
     decode_response,
     decode_stream,
+    encode,
     encode_request,
     encode_request_bytes,
 )
@@ -89,7 +100,9 @@ def expected_back(history: list[Message]) -> list[Message]:
         if message.role == "assistant":
             kept: list[Block] = []
             for b in message.content:
-                if isinstance(b, Thinking) or (isinstance(b, Text) and not b.text):
+                if isinstance(b, Thinking | RedactedThinking) or (
+                    isinstance(b, Text) and not b.text
+                ):
                     continue
                 if isinstance(b, ToolUse):
                     b = ToolUse(b.id, b.name, json.loads(json.dumps(b.input)))
@@ -223,6 +236,44 @@ def test_a_broken_history_is_refused_before_encoding() -> None:
         encode_request(request(broken), SEES)
 
 
+def _signed_round(endpoint: str, model: str) -> Any:
+    first = decode_response(
+        answer(
+            [
+                {"text": "plan", "thought": True, "thoughtSignature": "VGhvdWdodA=="},
+                {"functionCall": {"name": "read_file", "args": {}}, "thoughtSignature": "Q2FsbA=="},
+            ]
+        ),
+        endpoint="generativelanguage.googleapis.com",
+    )
+    call = first.message.tool_uses()[0]
+    history = [Message.user("go"), first.message, Message.tool_results([ToolResult(call.id, "ok")])]
+    return encode(
+        Request(model=model, endpoint=endpoint, messages=tuple(history), tools=TOOLS), SEES
+    )
+
+
+def test_thought_and_call_signatures_go_back_to_their_origin() -> None:
+    encoded = _signed_round("generativelanguage.googleapis.com", "gemini-2.5-flash")
+    parts = encoded.body["contents"][1]["parts"]
+    assert parts[0] == {"text": "plan", "thought": True, "thoughtSignature": "VGhvdWdodA=="}
+    assert parts[1]["thoughtSignature"] == "Q2FsbA=="
+    assert encoded.downgrades == ()
+    check_gemini_request(encoded.body)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "model"),
+    [("aiplatform.googleapis.com", "gemini-2.5-flash"), ("generativelanguage.googleapis.com", "x")],
+)
+def test_signatures_never_cross_to_another_origin(endpoint: str, model: str) -> None:
+    encoded = _signed_round(endpoint, model)
+    text = json.dumps(encoded.body)
+    assert "VGhvdWdodA==" not in text and "Q2FsbA==" not in text
+    assert sorted(d.kind for d in encoded.downgrades) == ["thinking", "tool_use"]
+    assert encoded.body["contents"][1]["parts"][0]["functionCall"]["name"] == "read_file"
+
+
 # -- decoding answers ----------------------------------------------------------------------
 
 
@@ -253,7 +304,7 @@ def test_thoughts_text_and_calls_keep_their_order_and_signatures() -> None:
         )
     )
     assert response.message.content == (
-        Thinking("pondering", signature="c2ln"),
+        Thinking("pondering", "c2ln", Origin("gemini", "", "gemini-2.5-flash")),
         Text("Let me look."),
         ToolUse("call_1", "read_file", {"path": "a"}),
         ToolUse("x9", "read_file", {"path": "b"}),

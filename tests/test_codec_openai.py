@@ -996,3 +996,10 @@ def test_decode_of_encode_is_the_history_minus_what_the_wire_cannot_hold(
     decoded_system, decoded = decode_messages(body["messages"])
     assert decoded_system == (system or None)  # 8
     assert decoded == normalize(history, dialect)
+
+
+def test_a_refusal_with_finish_stop_reports_refusal_as_anthropic_does() -> None:
+    response = decode_response(completion({"content": None, "refusal": "I can't help with that."}))
+    assert response.stop_reason == "refusal"
+    assert response.refusal == "I can't help with that."
+    assert response.message.text() == "I can't help with that."

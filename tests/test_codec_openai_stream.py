@@ -178,9 +178,48 @@ def test_a_truncated_stream_is_a_retryable_provider_error() -> None:
     assert caught.value.retryable
 
 
-def test_done_without_a_finish_is_truncated() -> None:
-    with pytest.raises(ProviderError, match="truncated"):
-        decode_stream([chunk({"content": "partial"}), "[DONE]"])
+def test_done_without_a_finish_reason_is_complete_not_truncated() -> None:
+    # Audio models end at [DONE] and never send a finish_reason.
+    response = decode_stream([chunk({"content": "whole"}), "[DONE]"])
+    assert response.message == Message.assistant([Text("whole")])
+    assert response.stop_reason == "end_turn"
+
+
+def test_streamed_refusal_is_shown_and_reported_as_a_refusal() -> None:
+    decoder = StreamDecoder()
+    shown = [
+        decoder.feed(c)
+        for c in [chunk({"refusal": "I can't "}), chunk({"refusal": "help."}), chunk({}, "stop")]
+    ]
+    assert "".join(shown) == "I can't help."
+    response = decoder.response()
+    assert response.message.text() == "I can't help."
+    assert response.refusal == "I can't help."
+    assert response.stop_reason == "refusal"
+
+
+@pytest.mark.parametrize(
+    "delta",
+    [
+        {"reasoning": "Weighing it."},
+        # OpenRouter sends the same text twice in one delta: read once.
+        {
+            "reasoning": "Weighing it.",
+            "reasoning_details": [{"type": "reasoning.text", "text": "Weighing it."}],
+        },
+        {"reasoning_details": [{"type": "reasoning.summary", "summary": "Weighing it."}]},
+    ],
+)
+def test_reasoning_under_every_servers_name_is_read_once(delta: dict[str, Any]) -> None:
+    response = decode_stream([chunk(delta), chunk({"content": "Yes."}, "stop"), "[DONE]"])
+    assert response.message == Message.assistant([Thinking("Weighing it."), Text("Yes.")])
+    whole = decode_response(
+        {
+            "model": "m",
+            "choices": [{"message": {"content": "Yes.", **delta}, "finish_reason": "stop"}],
+        }
+    )
+    assert whole.message == response.message
 
 
 def test_a_chunk_after_done_is_refused() -> None:

@@ -225,7 +225,7 @@ def test_image_names_never_carry_bytes_and_stay_distinct() -> None:
         "a.png",
         "image-2",
         "image-3",
-        "image-4",
+        "bad]name",  # a bracket is the target's own (upstream's marker rule)
         "image-5",
         "image-6",
     ]

@@ -21,7 +21,18 @@ from openai.types.responses.response_create_params import (
 )
 from pydantic import TypeAdapter, ValidationError
 
-from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
+from carryall.blocks import (
+    Block,
+    Image,
+    Message,
+    Opaque,
+    Origin,
+    RedactedThinking,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+)
 from carryall.errors import BlockError, HistoryError, ProviderError
 from carryall.providers import Capabilities, Request
 from carryall.providers.openai import ERROR_PREFIX
@@ -30,6 +41,7 @@ from carryall.providers.responses import (
     decode_messages,
     decode_response,
     decode_stream,
+    encode,
     encode_request,
     encode_request_bytes,
 )
@@ -63,7 +75,8 @@ def expected_back(history: list[Message]) -> list[Message]:
             kept = [
                 b
                 for b in message.content
-                if not isinstance(b, Thinking) and not (isinstance(b, Text) and not b.text)
+                if not isinstance(b, Thinking | RedactedThinking)
+                and not (isinstance(b, Text) and not b.text)
             ]
             out.append(Message("assistant", tuple(kept or [Text("")])))
             continue
@@ -205,6 +218,46 @@ def test_a_bad_tool_choice_is_refused() -> None:
         encode_request(request([Message.user("x")], tool_choice="any"), SEES)  # type: ignore[arg-type]
 
 
+def _continued(endpoint: str, model: str) -> Any:
+    first = decode_response(
+        {
+            "model": "gpt-5",
+            "status": "completed",
+            "output": [
+                {"type": "reasoning", "id": "rs", "summary": [], "encrypted_content": "ENC"},
+                {"type": "function_call", "call_id": "c", "name": "read_file", "arguments": "{}"},
+            ],
+        },
+        endpoint="api.openai.com",
+    )
+    history = [
+        Message.user("go"),
+        first.message,
+        Message.tool_results([ToolResult("c", "ok")]),
+    ]
+    return encode(
+        Request(model=model, endpoint=endpoint, messages=tuple(history), tools=TOOLS), SEES
+    )
+
+
+def test_encrypted_reasoning_goes_back_to_its_origin_right_before_its_call() -> None:
+    encoded = _continued("api.openai.com", "gpt-5")
+    kinds = [item["type"] for item in encoded.body["input"]]
+    assert kinds == ["message", "reasoning", "function_call", "function_call_output"]
+    assert encoded.body["input"][1]["encrypted_content"] == "ENC"
+    assert encoded.downgrades == ()
+    check_responses_request(encoded.body)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "model"), [("example.com", "gpt-5"), ("api.openai.com", "o3")]
+)
+def test_encrypted_reasoning_never_crosses_to_another_origin(endpoint: str, model: str) -> None:
+    encoded = _continued(endpoint, model)
+    assert "ENC" not in json.dumps(encoded.body)
+    assert [(d.index, d.kind) for d in encoded.downgrades] == [(1, "opaque")]
+
+
 # -- decoding answers ----------------------------------------------------------------------
 
 
@@ -242,8 +295,14 @@ def test_reasoning_text_and_calls_keep_their_order_with_the_encrypted_content() 
             },
         )
     )
+    reasoning = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "thought"}],
+        "encrypted_content": "gAAAA==",
+    }
     assert response.message.content == (
-        Thinking("thought", signature="gAAAA=="),
+        Opaque("reasoning", json.dumps(reasoning), Origin("responses", "", "gpt-5"), "thought"),
         Text("Let me look."),
         ToolUse("call_9", "read_file", {"path": "a"}),
     )
@@ -403,7 +462,11 @@ def test_import_groups_a_turn_as_the_block_model_does() -> None:
         Message.user("hi"),
         Message.assistant(
             [
-                Thinking("", signature="e"),
+                Opaque(
+                    "reasoning",
+                    '{"type": "reasoning", "id": "rs", "summary": [], "encrypted_content": "e"}',
+                    Origin("responses", "", ""),
+                ),
                 Text("looking"),
                 ToolUse("a", "f", {}),
                 ToolUse("b", "f", {}),

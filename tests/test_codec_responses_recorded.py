@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from carryall.blocks import Image, Message, Text, Thinking, ToolResult, ToolUse
+from carryall.blocks import Image, Message, Opaque, Text, Thinking, ToolResult, ToolUse
 from carryall.errors import ProviderError
 from carryall.providers import Capabilities, Request, ToolSpec
 from carryall.providers.openai import ERROR_PREFIX
@@ -91,9 +91,13 @@ def figures(data: dict[str, Any]) -> dict[str, Any]:
 def decoded_figures(message: Message, response: Any) -> dict[str, Any]:
     return {
         "texts": [b.text for b in message.content if isinstance(b, Text) and b.text],
-        "reasoning": [b.text for b in message.content if isinstance(b, Thinking) and b.text],
+        "reasoning": [
+            b.text for b in message.content if isinstance(b, Thinking | Opaque) and b.text
+        ],
         "encrypted": [
-            b.signature for b in message.content if isinstance(b, Thinking) and b.signature
+            json.loads(b.raw)["encrypted_content"]
+            for b in message.content
+            if isinstance(b, Opaque) and b.kind == "reasoning"
         ],
         "calls": [(b.id, b.name, b.input) for b in message.content if isinstance(b, ToolUse)],
         "usage": (

@@ -9,7 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from carryall.blocks import Image, Message, Text, Thinking, ToolResult, ToolUse
-from carryall.carrier import Marker, MarkerKind, classify, parse_native_tool_carrier
+from carryall.carrier import (
+    CarrierKind,
+    Marker,
+    MarkerKind,
+    classify,
+    parse_native_tool_carrier,
+)
 from carryall.errors import AttachmentError
 from carryall.rounds import RoundResult, append_tool_round, from_flat, image_target, to_flat
 from tests.goldens import GOLDENS, SHOT, PNG_1x1
@@ -46,11 +52,57 @@ def test_native_round_falls_back_to_position_only_without_id() -> None:
 
 def test_native_round_never_truncates_by_zipping() -> None:
     history: list[dict[str, object]] = []
-    results = [RoundResult("a"), RoundResult("b"), RoundResult("c", tool_call_id="extra")]
+    results = [
+        RoundResult("a"),
+        RoundResult("b", tool_call_id="c2"),
+        RoundResult("c", tool_call_id="extra"),
+    ]
     append_tool_round(history, "", CALLS[:1], results, native=True)
     assert len(history) == 4
     bodies = [json.loads(str(m["content"]))["content"] for m in history[1:]]
     assert bodies == ["a", "b", "c"]
+
+
+def test_native_round_with_a_result_answering_nothing_is_one_prompt_carrier() -> None:
+    # "b" has no id of its own and no call at its position: a native carrier
+    # would carry an empty id that answers no call.
+    history: list[dict[str, object]] = []
+    results = [RoundResult("a"), RoundResult("b"), RoundResult("c", tool_call_id="extra")]
+    append_tool_round(history, "", CALLS[:1], results, native=True)
+    assert [m["role"] for m in history] == ["assistant", "user"]
+    parts = classify("user", str(history[1]["content"]))
+    assert parts is not None and parts.kind is CarrierKind.PROMPT and parts.declared
+    assert all(body in parts.text for body in ("a", "b", "c"))
+    assert not any(m["role"] == "tool" for m in history)
+
+
+def test_to_flat_prompt_mode_names_an_unwritable_attachment_instead_of_raising() -> None:
+    bad = Marker(MarkerKind.DOCUMENT, "two\nlines.pdf")
+    messages = [
+        Message.user("go"),
+        Message.assistant([ToolUse("c1", "read_file", {"path": "a"})]),
+        Message.tool_results([ToolResult("c1", "done", attachments=(bad,))]),
+    ]
+    flat = to_flat(messages, native=False)
+    parts = classify("user", str(flat[-1]["content"]))
+    assert parts is not None and parts.declared and parts.attachments == ()
+    assert "(attachment not declared: document 'two\\nlines.pdf'" in parts.text
+
+
+def test_to_flat_native_mode_never_writes_an_empty_target() -> None:
+    empty = Marker(MarkerKind.AUDIO, "")
+    kept = Marker(MarkerKind.AUDIO, "clip.wav")
+    messages = [
+        Message.user("go"),
+        Message.assistant([ToolUse("c1", "record", {})]),
+        Message.tool_results([ToolResult("c1", "done", attachments=(empty, kept))]),
+    ]
+    flat = to_flat(messages)
+    envelope = json.loads(str(flat[-1]["content"]))
+    assert envelope["attachments"] == [{"kind": "audio", "target": "clip.wav"}]
+    assert "(attachment not declared: audio '': its target is empty)" in envelope["content"]
+    _, back = from_flat(flat, load_image=data_uri_loader)
+    assert back[-1].tool_results_in()[0].attachments == (kept,)
 
 
 def test_native_carrier_always_declares_attachments() -> None:

@@ -29,7 +29,7 @@ import pytest
 from carryall import local
 from carryall.agent import Agent
 from carryall.backends import Backend, open_backend
-from carryall.blocks import Message, Text, Thinking, ToolUse
+from carryall.blocks import Message, Origin, RedactedThinking, Text, Thinking, ToolUse
 from carryall.config import Config
 from carryall.errors import ProviderError
 from carryall.providers import Request
@@ -370,14 +370,15 @@ def test_anthropic_stream_keeps_signatures_redacted_thinking_and_skips_unknown_e
     with served([Reply(sse="anthropic_tool_thinking.sse")]) as server:
         response = ANTHROPIC.open(server.url).complete(hello())
     thinking, redacted, text, call = response.message.content
+    # The transport names the endpoint, the stream the model: the origin.
+    origin = Origin("anthropic", "127.0.0.1", "claude-sonnet-4-6")
     assert thinking == Thinking(
         "The user wants the weather, so I call the tool.",
         "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds",
+        origin,
     )
-    assert isinstance(redacted, Thinking) and redacted.signature is not None
-    assert redacted.signature.endswith(
-        "L5L8rLVyIwxtE3rAFBa8cr3qpPkNRj2YfWXGmKDxH4mPnZ5sQ7vB5URj2pabc"
-    )
+    assert isinstance(redacted, RedactedThinking) and redacted.origin == origin
+    assert redacted.data.endswith("L5L8rLVyIwxtE3rAFBa8cr3qpPkNRj2YfWXGmKDxH4mPnZ5sQ7vB5URj2pabc")
     assert text == Text("Let me check.")
     assert call == ToolUse(
         "toolu_01T1x1fJ34qAmk2tNTrN7Up6", "get_weather", {"location": "San Francisco, CA"}

@@ -1,7 +1,9 @@
 """The content-block model: what a conversation is made of, on every backend.
 
 A message is a role and a list of blocks. The system prompt belongs to the
-request, not the history, so a message is only ever `user` or `assistant`.
+request; a `system` message inside the history is an instruction given
+mid-conversation (OpenAI `system`/`developer` messages anywhere), text only,
+which each wire takes natively or folded into a user turn.
 Blocks are immutable values that compare by value: session recording decides
 between "append the new tail" and "the transcript was rewritten in place" by
 comparing the messages a run started from with what it left behind.
@@ -15,7 +17,7 @@ import functools
 import os
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, NamedTuple, TypeAlias
+from typing import Any, Final, Literal, NamedTuple, TypeAlias
 
 import msgspec
 
@@ -23,11 +25,17 @@ from carryall.carrier import Marker
 from carryall.errors import BlockError, HistoryError
 
 __all__ = [
+    "DOCUMENT_MEDIA_TYPES",
     "IMAGE_MEDIA_TYPES",
+    "LEGACY_REDACTED_PREFIX",
     "Block",
+    "Document",
     "HistorySurvey",
     "Image",
     "Message",
+    "Opaque",
+    "Origin",
+    "RedactedThinking",
     "Role",
     "Text",
     "Thinking",
@@ -36,6 +44,7 @@ __all__ = [
     "apply_image_limit",
     "block_from_dict",
     "block_to_dict",
+    "document_placeholder",
     "image_media_type",
     "image_placeholder",
     "messages_from_dicts",
@@ -44,12 +53,22 @@ __all__ = [
     "validate_history",
 ]
 
-Role: TypeAlias = Literal["user", "assistant"]
+Role: TypeAlias = Literal["user", "assistant", "system"]
 
 IMAGE_MEDIA_TYPES: frozenset[str] = frozenset(
     {"image/png", "image/jpeg", "image/gif", "image/webp"}
 )
 """The media types every backend takes. An allowlist, not a guess at what is an image."""
+
+DOCUMENT_MEDIA_TYPES: frozenset[str] = frozenset({"application/pdf", "text/plain"})
+"""The document types a `Document` holds: what the wires that take documents all take."""
+
+LEGACY_REDACTED_PREFIX: Final = "redacted_thinking:"
+"""How transcripts written before `RedactedThinking` spelled it: a `Thinking` signature prefix.
+
+Such a block loads as a `RedactedThinking` (see `Message`); nothing writes
+the prefix any more.
+"""
 
 _EXTENSION_MEDIA_TYPES = {
     ".png": "image/png",
@@ -58,6 +77,22 @@ _EXTENSION_MEDIA_TYPES = {
     ".gif": "image/gif",
     ".webp": "image/webp",
 }
+
+
+class Origin(msgspec.Struct, frozen=True, gc=False):
+    """Where something only its maker may read back was made: a wire, a server, a model.
+
+    Stamped by every decoder on signatures, redacted thinking and
+    provider-native blocks. `dialect` is the codec's wire (`anthropic`,
+    `openai`, `llama-server`), `endpoint` the host of the base URL the
+    answer came from (the transport supplies it: the same dialect on two
+    servers must not share signatures), `model` the model the response
+    names. An encoder sends a signed or opaque thing only to an equal origin.
+    """
+
+    dialect: str
+    endpoint: str
+    model: str
 
 
 class Text(msgspec.Struct, frozen=True, gc=False, tag="text", tag_field="type", omit_defaults=True):
@@ -71,13 +106,35 @@ class Thinking(
 ):
     """Reasoning.
 
-    `signature` is opaque and is echoed back unchanged when continuing on the
-    provider that made it; unsigned thinking (another backend's) stays in the
-    transcript but never goes back on a wire that checks signatures.
+    `signature` is opaque and is echoed back unchanged only to its `origin`;
+    thinking with no valid signature for a wire (another backend's, another
+    model's) stays in the transcript but never goes back on a wire that
+    checks signatures. A signature with no origin was written before origins
+    existed and counts as its dialect's (Anthropic's) alone.
     """
 
     text: str
     signature: str | None = None
+    origin: Origin | None = None
+
+
+class RedactedThinking(
+    msgspec.Struct,
+    frozen=True,
+    gc=False,
+    tag="redacted_thinking",
+    tag_field="type",
+    omit_defaults=True,
+):
+    """Reasoning the provider encrypted: `data` is opaque, for its `origin` only.
+
+    Meaningless to a person, so readers show that it was there and nothing
+    else; echoed byte for byte when continuing on its origin, left off
+    every other wire (and reported as left off).
+    """
+
+    data: str
+    origin: Origin | None = None
 
 
 class ToolUse(
@@ -97,6 +154,9 @@ class ToolUse(
     id: str
     name: str
     input: Any
+    signature: str | None = None
+    """An opaque token some wires put on a call (Gemini's `thoughtSignature`), for `origin` only."""
+    origin: Origin | None = None
 
 
 class ToolResult(
@@ -133,12 +193,15 @@ class Image(
     OpenAI dialect, so it belongs to the encoder that needs it, not to the
     type every backend shares. `source` is what the file was called where it
     came from: never sent to a provider, used by every human-facing reader
-    and by the text-only rendering.
+    and by the text-only rendering. `url` is a remote image (`data` is then
+    ""): never fetched by carryall on its own, sent as a URL to the wires
+    that take one and rendered as its placeholder (reported) elsewhere.
     """
 
     media_type: str
     data: str
     source: str | None = None
+    url: str | None = None
 
     def __post_init__(self) -> None:
         if self.media_type not in IMAGE_MEDIA_TYPES:
@@ -148,6 +211,8 @@ class Image(
             )
         if self.data[:5].lower() == "data:":
             raise BlockError("image data must be bare base64, not a data: URI")
+        if self.url is not None:
+            _check_url(self.url, "image")
 
     @classmethod
     def from_bytes(cls, media_type: str, data: bytes, source: str | None = None) -> Image:
@@ -174,10 +239,93 @@ class Image(
 
     def placeholder(self) -> str:
         """This image's `image_placeholder` line."""
-        return image_placeholder(self.media_type, self.source)
+        return image_placeholder(self.media_type, self.source or self.url)
 
 
-Block: TypeAlias = Text | Thinking | ToolUse | ToolResult | Image
+class Document(
+    msgspec.Struct, frozen=True, gc=False, tag="document", tag_field="type", omit_defaults=True
+):
+    """A document put in front of the model (PDF or plain text). User turns only, like `Image`.
+
+    It rides exactly where an image does, a tool's documents included (in
+    the user message after the round's results). `data` is bare base64 of
+    the file's bytes, plain text included, so every document is held one
+    way; `url` is a remote document instead (`data` is then ""), never
+    fetched by default. `title` is sent where a wire takes one; `source` is
+    the file's name where it came from, for readers only.
+    """
+
+    media_type: str
+    data: str = ""
+    url: str | None = None
+    title: str | None = None
+    source: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.media_type not in DOCUMENT_MEDIA_TYPES:
+            raise BlockError(
+                f"document media type {self.media_type!r} is not one of "
+                f"{', '.join(sorted(DOCUMENT_MEDIA_TYPES))}"
+            )
+        if self.data[:5].lower() == "data:":
+            raise BlockError("document data must be bare base64, not a data: URI")
+        if self.url is not None:
+            _check_url(self.url, "document")
+        elif not self.data:
+            raise BlockError("a document needs its data or a url")
+
+    @classmethod
+    def from_bytes(
+        cls, media_type: str, data: bytes, source: str | None = None, title: str | None = None
+    ) -> Document:
+        """A document block from raw file bytes (bare base64 inside, as for images)."""
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise BlockError(f"document bytes must be bytes, got {type(data).__name__}")
+        return cls(media_type, base64.b64encode(data).decode("ascii"), title=title, source=source)
+
+    def to_bytes(self) -> bytes:
+        """The raw document bytes; a `BlockError` when `data` is not valid base64."""
+        try:
+            return base64.b64decode(self.data, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise BlockError(f"document data is not valid base64: {exc}") from None
+
+    def plain_text(self) -> str | None:
+        """A plain-text document's text (invalid UTF-8 replaced); None for a PDF or a URL."""
+        if self.media_type != "text/plain" or not self.data:
+            return None
+        return self.to_bytes().decode("utf-8", errors="replace")
+
+    def data_uri(self) -> str:
+        """The `data:` URI form, for the dialects that want one."""
+        return f"data:{self.media_type};base64,{self.data}"
+
+    def placeholder(self) -> str:
+        """This document's `document_placeholder` line."""
+        return document_placeholder(self.media_type, self.title or self.source or self.url)
+
+
+class Opaque(
+    msgspec.Struct, frozen=True, gc=False, tag="opaque", tag_field="type", omit_defaults=True
+):
+    """A provider-native block carryall does not model, kept whole rather than refused.
+
+    Server-tool use and results, citations, `tool_reference`, audio and file
+    parts: `kind` is the wire's own type name, `raw` the block's JSON text,
+    echoed byte for byte to its `origin`; `text` is the one honest line every
+    other wire and every reader gets instead (for a web search, the query
+    and the result titles), or "" when there is nothing worth saying.
+    """
+
+    kind: str
+    raw: str
+    origin: Origin | None = None
+    text: str = ""
+
+
+Block: TypeAlias = (
+    Text | Thinking | RedactedThinking | ToolUse | ToolResult | Image | Document | Opaque
+)
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
@@ -197,6 +345,26 @@ def image_placeholder(media_type: str, source: str | None = None) -> str:
     return f"[image: {media_type}]"
 
 
+def document_placeholder(
+    media_type: str, source: str | None = None, title: str | None = None
+) -> str:
+    """How a person, or a wire that takes no documents, is told a document was here.
+
+    One wording for every reader and every text rendering, like
+    `image_placeholder`; the title (or the name it came from) is shown when
+    there is one.
+    """
+    name = title or source
+    if name:
+        return f"[document: {_CONTROL.sub(' ', name)} ({media_type})]"
+    return f"[document: {media_type}]"
+
+
+def _check_url(url: str, what: str) -> None:
+    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+        raise BlockError(f"{what} url must be an http(s) URL, got {url!r:.80}")
+
+
 def image_media_type(path: str | os.PathLike[str]) -> str | None:
     """The media type for a file name by its extension (any case), or None.
 
@@ -207,7 +375,11 @@ def image_media_type(path: str | os.PathLike[str]) -> str | None:
 
 
 class Message(msgspec.Struct, frozen=True, dict=True):
-    """A role and its blocks. The system prompt is the request's, not the history's."""
+    """A role and its blocks.
+
+    The request's system prompt is not a message; a `system` message is an
+    instruction given mid-conversation and holds text only.
+    """
 
     role: Role
     content: tuple[Block, ...]
@@ -217,8 +389,19 @@ class Message(msgspec.Struct, frozen=True, dict=True):
             # Accept any sequence at construction but store a tuple, so a
             # message can never be changed behind a recorded history's back.
             msgspec.structs.force_setattr(self, "content", tuple(self.content))
-        if self.role not in ("user", "assistant"):
-            raise BlockError(f"message role must be 'user' or 'assistant', not {self.role!r}")
+        role = self.role
+        if role == "assistant":
+            # Every way a message is made or decoded comes through here, so
+            # an old transcript's redacted thinking is read in its new form
+            # in one place, whatever path loaded it.
+            for block in self.content:
+                if type(block) is Thinking and _is_legacy(block.signature):
+                    msgspec.structs.force_setattr(
+                        self, "content", tuple(map(_unlegacy, self.content))
+                    )
+                    break
+        elif role not in ("user", "system"):
+            raise BlockError(f"message role must be 'user', 'assistant' or 'system', not {role!r}")
 
     @functools.cached_property
     def _shape(self) -> _Shape:
@@ -274,6 +457,10 @@ class Message(msgspec.Struct, frozen=True, dict=True):
         """The images in this message, in order."""
         return [b for b in self.content if isinstance(b, Image)]
 
+    def documents(self) -> list[Document]:
+        """The documents in this message, in order."""
+        return [b for b in self.content if isinstance(b, Document)]
+
     def is_plain_user_text(self) -> bool:
         """A user message with no tool result in it: something a person said."""
         return self.role == "user" and not any(isinstance(b, ToolResult) for b in self.content)
@@ -291,6 +478,17 @@ class Message(msgspec.Struct, frozen=True, dict=True):
         return message
 
 
+def _is_legacy(signature: str | None) -> bool:
+    return signature is not None and signature.startswith(LEGACY_REDACTED_PREFIX)
+
+
+def _unlegacy(block: Block) -> Block:
+    if type(block) is Thinking and _is_legacy(block.signature):
+        data = block.signature[len(LEGACY_REDACTED_PREFIX) :]  # type: ignore[index]
+        return RedactedThinking(data, block.origin)
+    return block
+
+
 def block_to_dict(block: Block) -> dict[str, Any]:
     """One block's JSON form, tagged by `"type"`."""
     out: dict[str, Any] = msgspec.to_builtins(block)
@@ -300,8 +498,12 @@ def block_to_dict(block: Block) -> dict[str, Any]:
 
 
 def block_from_dict(data: Any) -> Block:
-    """Decode one block; unknown types and missing fields are a `BlockError`."""
-    block: Block = _convert(data, Block, "block")
+    """Decode one block; unknown types and missing fields are a `BlockError`.
+
+    An old transcript's redacted thinking (see `LEGACY_REDACTED_PREFIX`)
+    reads as a `RedactedThinking`.
+    """
+    block: Block = _unlegacy(_convert(data, Block, "block"))
     return block
 
 
@@ -418,6 +620,8 @@ _EMPTY = _Shape((), (), 0, False, "message has no content blocks")
 def _shape_of(role: str, content: tuple[Any, ...]) -> _Shape:
     # Every message checked comes through here once, so the commonest
     # contents (one text, one result) take a short way.
+    if role == "system":
+        return _system_shape(content)
     if len(content) == 1:
         block = content[0]
         kind = type(block)
@@ -446,12 +650,14 @@ def _shape_of(role: str, content: tuple[Any, ...]) -> _Shape:
                 if call_id in ids:
                     return _faulty((), f"tool call id {call_id!r} is used twice")
                 ids.append(call_id)
-                if type(block.input) is not dict:
+                if type(block.input) is not dict or block.signature or block.origin:
                     canonical = False
-            elif kind is Thinking:
+            elif kind is Thinking or kind is RedactedThinking or kind is Opaque:
                 canonical = False
             elif kind is Image:
                 return _faulty((), "an image may only ride a user message")
+            elif kind is Document:
+                return _faulty((), "a document may only ride a user message")
             elif kind is ToolResult:
                 return _faulty((), "a tool result may only ride a user message")
             else:
@@ -477,9 +683,11 @@ def _shape_of(role: str, content: tuple[Any, ...]) -> _Shape:
         elif kind is Image:
             images += 1
             ahead = canonical = False
+        elif kind is Document or kind is Opaque:
+            ahead = canonical = False
         elif kind is ToolUse:
             return _faulty(ids, "a tool call may only ride an assistant message")
-        elif kind is Thinking:
+        elif kind is Thinking or kind is RedactedThinking:
             return _faulty(ids, "thinking may only ride an assistant message")
         else:
             stranger = True
@@ -489,6 +697,19 @@ def _shape_of(role: str, content: tuple[Any, ...]) -> _Shape:
     if canonical and not ids:
         return _PLAIN
     return _Shape(tuple(ids), (), images, canonical)
+
+
+def _system_shape(content: tuple[Any, ...]) -> _Shape:
+    # An instruction mid-conversation: text and nothing else, and always
+    # irregular, since no wire takes it as the block model holds it.
+    if not content:
+        return _EMPTY
+    for block in content:
+        if type(block) is not Text:
+            if type(block) in _KNOWN:
+                return _faulty((), "a system message holds text only")
+            return _faulty((), f"a content block is not a block: {_stranger(content)}")
+    return _BLANK
 
 
 def _faulty(answers: list[str] | tuple[()], fault: str) -> _Shape:
@@ -503,7 +724,7 @@ def _misfit(messages: Sequence[Message], index: int, pending: tuple[str, ...]) -
     if shape is _EMPTY:
         return HistoryError(index, _EMPTY.fault or "")
     caller = messages[index - 1] if index > 0 else message
-    if message.role == "assistant":
+    if message.role != "user":
         if pending:
             return HistoryError(
                 index - 1,
@@ -523,9 +744,11 @@ def _misfit(messages: Sequence[Message], index: int, pending: tuple[str, ...]) -
     return HistoryError(index, shape.stranger or "")
 
 
+_KNOWN: Final = (Text, Thinking, RedactedThinking, ToolUse, ToolResult, Image, Document, Opaque)
+
+
 def _stranger(content: tuple[Any, ...]) -> str:
-    known = (Text, Thinking, ToolUse, ToolResult, Image)
-    return next(type(b).__name__ for b in content if type(b) not in known)
+    return next(type(b).__name__ for b in content if type(b) not in _KNOWN)
 
 
 def _unexpected_result(messages: Sequence[Message], index: int, call_id: str) -> str:

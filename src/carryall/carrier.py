@@ -117,20 +117,13 @@ class CarrierParts(msgspec.Struct, frozen=True):
 
 
 def _target_problem(target: str) -> str | None:
+    # The target is everything between the first `:` and the final `]`, as
+    # the upstream runtime reads it: brackets inside (`shot]1.png`) are the
+    # target's own, so only what cannot stand on one line is refused.
     if not target:
         return "its target is empty"
     if "\n" in target:
         return "its target contains a line break"
-    depth = 0
-    for ch in target:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-            if depth < 0:
-                break
-    if depth != 0:
-        return "its target has unbalanced brackets"
     return None
 
 
@@ -138,7 +131,8 @@ def marker_line(marker: Marker) -> str:
     """The marker line for one attachment, `[KIND:target]`.
 
     A target that cannot stand on one line and read back the same (empty, a
-    line break, unbalanced brackets) is refused with a `CarrierError`.
+    line break) is refused with a `CarrierError`; brackets are the target's
+    own (`[IMAGE:shot]1.png]` names `shot]1.png`).
     """
     problem = _target_problem(marker.target)
     if problem is not None:
@@ -152,8 +146,9 @@ def marker_line(marker: Marker) -> str:
 def parse_marker_line(line: str) -> Marker | None:
     """Parse one marker line; only the kinds this grammar writes are accepted.
 
-    Foreign kinds (`PHOTO`, `FILE`), lower-case kinds, empty targets and
-    unbalanced brackets are not marker lines: the answer is None.
+    The target is everything between the first `:` and the final `]`.
+    Foreign kinds (`PHOTO`, `FILE`), lower-case kinds and empty targets are
+    not marker lines: the answer is None.
     """
     if len(line) < 4 or line[0] != "[" or line[-1] != "]":
         return None
@@ -198,15 +193,20 @@ def native_envelope(content: str) -> dict[str, Any] | None:
     """The JSON object a `tool` message's content holds, or None when it holds none.
 
     The one reading of a native envelope's JSON, for the grammar and for the
-    readers of its other fields (the call id, the error flag).
+    readers of its other fields (the call id, the error flag). Strict JSON
+    only, as the upstream runtime reads it: `NaN`, `Infinity` and lone
+    surrogates make the content legacy text, never a declared carrier.
     """
     try:
-        value = json.loads(content)
-    except (ValueError, RecursionError):
-        # RecursionError: deeply nested hostile JSON must read as "not an
-        # envelope", never as a crash.
+        value = _strict.decode(content)
+    except (msgspec.DecodeError, UnicodeError, ValueError, RecursionError):
+        # Deeply nested hostile JSON must read as "not an envelope", never
+        # as a crash.
         return None
     return value if isinstance(value, dict) else None
+
+
+_strict = msgspec.json.Decoder()
 
 
 def _load_envelope(content: str) -> dict[str, Any] | None:

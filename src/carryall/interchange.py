@@ -226,15 +226,17 @@ def export_messages(
     `read_messages_file` reads back.
     """
     request = Request(model=model, system=system, messages=tuple(messages), max_images=sys.maxsize)
-    # Every image and every tool round goes out: the export is the whole
-    # history, not what one model could take.
+    # Every image and every tool round goes out, and every signature and
+    # native block whatever made it: the export is the whole history, not
+    # what one model could take; whoever sends it on decides.
     caps = Capabilities(vision=True, native_tools=True, thinking=True)
     document: dict[str, Any]
     if fmt == "anthropic":
-        body = anthropic_codec.encode_request(request, caps)
+        body = anthropic_codec.encode_request(request, caps, every_origin=True)
         document = {"messages": body["messages"]}
         if "system" in body:
             document = {"system": body["system"], **document}
     else:
-        document = {"messages": openai_codec.encode_request(request, caps)["messages"]}
+        wire = openai_codec.encode_request(request, caps, every_origin=True)
+        document = {"messages": wire["messages"]}
     return json.dumps(document, ensure_ascii=False, indent=2) + "\n"

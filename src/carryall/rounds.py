@@ -173,11 +173,14 @@ def append_tool_round(
 
     Native mode: the assistant message, then one native carrier per result,
     each paired with its own call id (the call at the same position only when
-    a result has none; never truncated by zipping). Prompt mode: the
-    assistant message with the calls in the calling convention, then one
-    prompt carrier holding every result and every attachment in order. An
-    attachment that cannot be written at the fixed position is named in the
-    body as plain text instead.
+    a result has none; never truncated by zipping). A result with neither
+    answers no call a native carrier could name, so such a round is written
+    as one prompt carrier holding it, as the upstream runtime does, never as
+    a native carrier with an empty id. Prompt mode: the assistant message
+    with the calls in the calling convention, then one prompt carrier
+    holding every result and every attachment in order. An attachment that
+    cannot be written at the fixed position is named in the body as plain
+    text instead.
     """
     assistant: FlatMessage = {"role": "assistant", "content": assistant_content}
     if not native and tool_calls:
@@ -192,7 +195,7 @@ def append_tool_round(
         else (tool_calls[i].id if i < len(tool_calls) else "")
         for i, r in enumerate(results)
     ]
-    if native:
+    if native and all(ids):
         for result, call_id in zip(results, ids, strict=True):
             markers = [m for m in result.attachments if m.target]
             notes = [
@@ -258,27 +261,42 @@ def to_flat(
         if native:
             for position, result in enumerate(results):
                 last = position == len(results) - 1
-                markers = [*result.attachments, *(images if last else [])]
+                # An empty target would be written and then dropped on
+                # reading: named in the body instead, as `append_tool_round` does.
+                markers = [m for m in result.attachments if m.target]
+                notes = [
+                    _unwritable(m, "its target is empty")
+                    for m in result.attachments
+                    if not m.target
+                ]
+                markers += images if last else []
                 flat.append(
                     {
                         "role": "tool",
                         "content": render_native_tool_carrier(
-                            result.tool_use_id, result.content, markers, is_error=result.is_error
+                            result.tool_use_id,
+                            _with_notes(result.content, notes),
+                            markers,
+                            is_error=result.is_error,
                         ),
                     }
                 )
         else:
             names = {call.id: call.name for call in calls}
-            markers = [m for r in results for m in r.attachments] + images
+            markers = []
+            bodies: list[ToolResult] = []
+            for r in results:
+                # What cannot stand at the fixed position is named in the
+                # body, as `append_tool_round` does, never raised.
+                ok, notes = _writable_markers(r.attachments)
+                markers += ok
+                bodies.append(ToolResult(r.tool_use_id, _with_notes(r.content, notes), r.is_error))
+            markers += images
             flat.append(
                 {
                     "role": "user",
                     "content": render_prompt_tool_carrier(
-                        render_results_body(
-                            [ToolResult(r.tool_use_id, r.content, r.is_error) for r in results],
-                            names,
-                        ),
-                        markers,
+                        render_results_body(bodies, names), markers
                     ),
                 }
             )

@@ -11,7 +11,9 @@ No network and no files here: transport is a separate seam
 from carryall.providers._types import (
     Capabilities,
     Dialect,
+    Downgrade,
     Effort,
+    Encoded,
     Request,
     Response,
     StopReason,
@@ -23,7 +25,9 @@ from carryall.providers._types import (
 __all__ = [
     "Capabilities",
     "Dialect",
+    "Downgrade",
     "Effort",
+    "Encoded",
     "Request",
     "Response",
     "StopReason",

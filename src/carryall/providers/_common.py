@@ -1,44 +1,320 @@
-"""What every encoder does before it writes its dialect: one place, so all agree."""
+"""What every encoder does before it writes its dialect: one place, so all agree.
+
+`prepare` checks the history, applies the image limit and blinds it for a
+model with no eyes, then fits it to the wire (`Wire`): every block the wire
+cannot take as it is held is left off or rendered as text here, and named
+in a `Downgrade`. What an encoder gets back holds only what it writes
+natively, so the question "may this go on that wire" is answered once, for
+every dialect, and every answer "no" is reported.
+"""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
-from carryall.blocks import Image, Message, Text, apply_image_limit, survey_history
-from carryall.providers._types import Capabilities, Request
+from carryall.blocks import (
+    Block,
+    Document,
+    Image,
+    Message,
+    Opaque,
+    Origin,
+    RedactedThinking,
+    Text,
+    Thinking,
+    ToolUse,
+    apply_image_limit,
+    survey_history,
+)
+from carryall.providers._types import Capabilities, Downgrade, Request
 
-__all__ = ["Prepared", "prepare", "prepare_messages"]
+__all__ = [
+    "SYSTEM_NOTE",
+    "Prepared",
+    "Wire",
+    "prepare",
+    "system_note",
+    "target_origin",
+]
+
+SYSTEM_NOTE: Final = "[system message]"
+"""The line that opens a mid-conversation system message folded into a user turn."""
+
+
+class Wire(NamedTuple):
+    """What one dialect takes natively; everything else is fitted by `prepare`."""
+
+    dialect: str
+    """The codec's wire: the dialect part of every origin it stamps and accepts."""
+    signed: bool = False
+    """Signed thinking and redacted thinking, from its own origin (Anthropic)."""
+    thinking: bool = False
+    """Thinking text with no signature at all (llama-server's `reasoning_content`)."""
+    image_urls: bool = False
+    """Images by URL (`Image.url`)."""
+    pdf: bool = False
+    """PDF documents by their bytes."""
+    pdf_urls: bool = False
+    """PDF documents by URL."""
+    text_documents: bool = False
+    """Plain-text documents as documents (else their text, marked)."""
+    system_inside: bool = False
+    """`system` messages inside the history (else folded into the next user turn)."""
+    opaque_roles: frozenset[str] = frozenset({"user", "assistant"})
+    """The roles whose provider-native blocks the encoder can echo to their origin."""
+    call_signatures: bool = False
+    """A call's own signature, back to its origin (Gemini's `thoughtSignature` on a call)."""
 
 
 class Prepared(NamedTuple):
-    """A history ready for an encoder: checked, within the image limit, blind if need be."""
+    """A history ready for an encoder: checked, limited, blinded and fitted to its wire."""
 
     messages: list[Message]
     irregular: list[int]
     """Indices of the messages whose JSON form is not canonical (`survey_history`)."""
+    downgrades: tuple[Downgrade, ...] = ()
+    """What was left off or rendered as text, by message index in the request."""
 
 
-def prepare(request: Request, caps: Capabilities) -> Prepared:
-    """Validate the history, apply the image-count limit, and blind it for a model with no eyes.
+# Every reason a downgrade gives, worded once.
+_FOREIGN = "made by {origin}, not by this request's {target}: its signature is not valid here"
+_UNSIGNED = "unsigned thinking never goes to a wire that checks signatures"
+_NO_REASONING = "this wire takes no reasoning back"
+_NO_REDACTED = "this wire takes no redacted thinking"
+_BLIND = "the model cannot see: sent as its placeholder line"
+_LIMIT = "over the request's image limit: sent as its placeholder line"
+_IMAGE_URL = "this wire takes no image URLs (carryall fetches nothing): sent as its placeholder"
+_DOC_URL = "this wire takes no document URLs (carryall fetches nothing): sent as its placeholder"
+_NO_PDF = "this wire takes no PDF documents: sent as its placeholder line"
+_DOC_TEXT = "this wire takes no text documents: sent as the document's text"
+_OPAQUE_TEXT = "provider-native {kind} block of {origin}: sent as its text line"
+_OPAQUE_OFF = "provider-native {kind} block of {origin}: nothing of it can go on this wire"
+_TOOL_SIGNATURE = "the call's signature was made by {origin}: the call goes without it"
+_FOLDED = "this wire takes no system message inside the history: folded into a user turn"
+
+
+def target_origin(request: Request, dialect: str) -> Origin:
+    """The origin a request goes to: the codec's dialect, the request's endpoint and model."""
+    return Origin(dialect, request.endpoint, request.model)
+
+
+def system_note(text: str) -> str:
+    """A mid-conversation system message as the marked text a user turn carries instead."""
+    return f"{SYSTEM_NOTE}\n{text}"
+
+
+def prepare(
+    request: Request, caps: Capabilities, wire: Wire | None = None, *, every_origin: bool = False
+) -> Prepared:
+    """Validate the history, limit and blind its images, and fit it to `wire`.
 
     A model that cannot see gets each image as its `image_placeholder` line,
     so a run against a text-only model behaves as if images never existed
     rather than failing on a request it cannot serve. Only irregular
-    messages can hold an image, so only they are looked at again.
+    messages can hold anything to fit, so only they are looked at again.
+    With no `wire`, only the images are seen to (the old `prepare`).
+    `every_origin` keeps every signature and native block of this wire's
+    dialect, whatever model or server made it: for writing a history to a
+    file, where whoever sends it on decides.
     """
     survey = survey_history(request.messages)
     messages = list(request.messages)
+    irregular = survey.irregular
+    downgrades: list[Downgrade] = []
     if survey.images > max(request.max_images, 0):
-        messages = apply_image_limit(messages, request.max_images)
+        limited = apply_image_limit(messages, request.max_images)
+        for index in irregular:
+            if limited[index] is not messages[index]:
+                downgrades += _replaced_images(index, messages[index], limited[index], _LIMIT)
+        messages = limited
     if survey.images and not caps.vision:
-        for index in survey.irregular:
+        for index in irregular:
             message = messages[index]
             if any(type(b) is Image for b in message.content):
                 blind = (Text(b.placeholder()) if type(b) is Image else b for b in message.content)
                 messages[index] = Message(message.role, tuple(blind))
-    return Prepared(messages, survey.irregular)
+                downgrades += [
+                    Downgrade(index, "image", _BLIND) for b in message.content if type(b) is Image
+                ]
+    if wire is None or not irregular:
+        return Prepared(messages, irregular, tuple(downgrades))
+    target = target_origin(request, wire.dialect)
+    systems = False
+    for index in irregular:
+        message = messages[index]
+        if message.role == "system":
+            systems = True
+            continue
+        fitted = _fit(message, index, wire, target, every_origin, downgrades)
+        if fitted is not None:
+            messages[index] = fitted
+    if systems and not wire.system_inside:
+        messages, irregular = _fold_systems(messages, irregular, downgrades)
+    downgrades.sort(key=lambda d: d.index)
+    return Prepared(messages, irregular, tuple(downgrades))
 
 
-def prepare_messages(request: Request, caps: Capabilities) -> list[Message]:
-    """`prepare`'s messages, for the encoders that rewrite every message anyway."""
-    return prepare(request, caps).messages
+def _replaced_images(index: int, before: Message, after: Message, reason: str) -> list[Downgrade]:
+    return [
+        Downgrade(index, "image", reason)
+        for old, new in zip(before.content, after.content, strict=True)
+        if type(old) is Image and type(new) is not Image
+    ]
+
+
+def _matches(origin: Origin | None, wire: Wire, target: Origin, every_origin: bool) -> bool:
+    # A signature with no origin was written before origins existed, by the
+    # one dialect that signed then: it counts as that dialect's. An origin
+    # naming only a dialect (no endpoint, no model) is an imported file's:
+    # the file says which wire it is in and nothing more. `every_origin`
+    # asks only for the dialect: a file of this wire's form, for any model.
+    if origin is None:
+        return wire.dialect == "anthropic"
+    if every_origin or (not origin.endpoint and not origin.model):
+        return origin.dialect == wire.dialect
+    return origin == target
+
+
+def _named(origin: Origin | None) -> str:
+    if origin is None:
+        return "an unknown origin"
+    where = f" at {origin.endpoint}" if origin.endpoint else ""
+    return f"{origin.dialect} model {origin.model or '(unnamed)'}{where}"
+
+
+def _fit(
+    message: Message,
+    index: int,
+    wire: Wire,
+    target: Origin,
+    every_origin: bool,
+    downgrades: list[Downgrade],
+) -> Message | None:
+    """The message with what `wire` cannot take left off or as text; None when unchanged."""
+    out: list[Block] = []
+    changed = False
+    for block in message.content:
+        fitted: Block | None = block
+        if isinstance(block, Thinking):
+            fitted = _fit_thinking(block, index, wire, target, every_origin, downgrades)
+        elif isinstance(block, RedactedThinking):
+            if not wire.signed:
+                downgrades.append(Downgrade(index, "redacted_thinking", _NO_REDACTED))
+                fitted = None
+            elif not _matches(block.origin, wire, target, every_origin):
+                reason = _FOREIGN.format(origin=_named(block.origin), target=_named(target))
+                downgrades.append(Downgrade(index, "redacted_thinking", reason))
+                fitted = None
+        elif isinstance(block, ToolUse):
+            # A call's signature goes only to a wire that takes one, from its origin.
+            keep = wire.call_signatures and _matches(block.origin, wire, target, every_origin)
+            if block.signature is not None and not every_origin and not keep:
+                reason = _TOOL_SIGNATURE.format(origin=_named(block.origin))
+                downgrades.append(Downgrade(index, "tool_use", reason))
+                fitted = ToolUse(block.id, block.name, block.input)
+        elif isinstance(block, Image):
+            if block.url is not None and not block.data and not wire.image_urls:
+                downgrades.append(Downgrade(index, "image", _IMAGE_URL))
+                fitted = Text(block.placeholder())
+        elif isinstance(block, Document):
+            fitted = _fit_document(block, index, wire, downgrades)
+        elif isinstance(block, Opaque):
+            origin = block.origin
+            echo = (
+                message.role in wire.opaque_roles
+                and origin is not None
+                and _matches(origin, wire, target, every_origin)
+            )
+            if not echo:
+                wording = _OPAQUE_TEXT if block.text else _OPAQUE_OFF
+                reason = wording.format(kind=block.kind, origin=_named(origin))
+                fitted = Text(block.text) if block.text else None
+                downgrades.append(Downgrade(index, "opaque", reason))
+        if fitted is not block:
+            changed = True
+        if fitted is not None:
+            out.append(fitted)
+    if not changed:
+        return None
+    return Message(message.role, tuple(out))
+
+
+def _fit_thinking(
+    block: Thinking,
+    index: int,
+    wire: Wire,
+    target: Origin,
+    every_origin: bool,
+    downgrades: list[Downgrade],
+) -> Thinking | None:
+    if wire.thinking:
+        return block  # a wire that checks nothing takes the text, signed or not
+    if not wire.signed:
+        downgrades.append(Downgrade(index, "thinking", _NO_REASONING))
+        return None
+    if block.signature is None:
+        downgrades.append(Downgrade(index, "thinking", _UNSIGNED))
+        return None
+    if not _matches(block.origin, wire, target, every_origin):
+        reason = _FOREIGN.format(origin=_named(block.origin), target=_named(target))
+        downgrades.append(Downgrade(index, "thinking", reason))
+        return None
+    return block
+
+
+def _fit_document(
+    block: Document, index: int, wire: Wire, downgrades: list[Downgrade]
+) -> Block | None:
+    if block.media_type == "application/pdf":
+        if block.data:
+            if wire.pdf:
+                return block
+            downgrades.append(Downgrade(index, "document", _NO_PDF))
+        elif wire.pdf_urls:
+            return block
+        else:
+            downgrades.append(Downgrade(index, "document", _DOC_URL))
+        return Text(block.placeholder())
+    if not block.data:
+        downgrades.append(Downgrade(index, "document", _DOC_URL))
+        return Text(block.placeholder())
+    if wire.text_documents:
+        return block
+    downgrades.append(Downgrade(index, "document", _DOC_TEXT))
+    return Text(f"{block.placeholder()}\n{block.plain_text()}")
+
+
+def _fold_systems(
+    messages: list[Message], irregular: list[int], downgrades: list[Downgrade]
+) -> tuple[list[Message], list[int]]:
+    """Each system message as marked text at the head of the next user turn.
+
+    When the next message is not a user turn (an assistant turn, or the end
+    of the history), the marked text becomes a user turn of its own there,
+    so roles still alternate for the templates that insist on it. The
+    irregular indices are worked out again for the shorter history.
+    """
+    marked = set(irregular)
+    out: list[Message] = []
+    out_irregular: list[int] = []
+    pending: list[Text] = []
+    for index, message in enumerate(messages):
+        if message.role == "system":
+            downgrades.append(Downgrade(index, "system", _FOLDED))
+            pending.append(Text(system_note(message.text())))
+            continue
+        if pending:
+            if message.role == "user":
+                message = Message("user", (*pending, *message.content))
+            else:
+                out_irregular.append(len(out))
+                out.append(Message("user", tuple(pending)))
+            pending = []
+            marked.add(index)
+        if index in marked:
+            out_irregular.append(len(out))
+        out.append(message)
+    if pending:
+        out_irregular.append(len(out))
+        out.append(Message("user", tuple(pending)))
+    return out, out_irregular

@@ -11,7 +11,9 @@ from carryall.blocks import Message
 __all__ = [
     "Capabilities",
     "Dialect",
+    "Downgrade",
     "Effort",
+    "Encoded",
     "Request",
     "Response",
     "StopReason",
@@ -59,10 +61,19 @@ class Capabilities(msgspec.Struct, frozen=True):
 
 
 class Request(msgspec.Struct, frozen=True, kw_only=True):
-    """One call to a model. Everything but `model` and `messages` is optional."""
+    """One call to a model. Everything but `model` and `messages` is optional.
+
+    `endpoint` is the host (and port) of the base URL the request goes to.
+    The backend fills it from its transport's base URL before encoding
+    (`SdkBackend.complete`), so that with the codec's dialect and `model` it
+    names the target origin: a signature or provider-native block goes out
+    only when its `Origin` is that one. Empty means "no particular server",
+    which no stamped origin matches.
+    """
 
     model: str
     messages: tuple[Message, ...]
+    endpoint: str = ""
     system: str | None = None
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int = 4096
@@ -104,3 +115,25 @@ class Response(msgspec.Struct, frozen=True, kw_only=True):
     model: str | None = None
     refusal: str | None = None
     malformed_tool_args: int = 0
+
+
+class Downgrade(msgspec.Struct, frozen=True, gc=False):
+    """One thing of a history that a wire did not get as it is held.
+
+    `index` is the message's position in `Request.messages`, `kind` the
+    block's tag (`thinking`, `redacted_thinking`, `image`, `document`,
+    `opaque`, `system`, ...), `reason` why: a foreign signature, no vision,
+    a wire that takes no documents, a URL this wire cannot send. Left off or
+    rendered as text, it is named here, so a loss is never silent.
+    """
+
+    index: int
+    kind: str
+    reason: str
+
+
+class Encoded(msgspec.Struct, frozen=True):
+    """A request body and every `Downgrade` made to write it."""
+
+    body: dict[str, Any]
+    downgrades: tuple[Downgrade, ...] = ()

@@ -19,14 +19,22 @@ Choices this dialect forces, each made once here:
   backend's) stays in the transcript but off this wire, as thinking or as
   text: a made-up signature would be refused, and thinking passed as text
   would put words in the model's mouth.
-- **Redacted thinking** has no block of its own in the block model, so it is
-  a `Thinking` whose text is empty and whose signature is
-  `REDACTED_PREFIX + data` (see `redacted_thinking`). The data is opaque,
-  encrypted and meaningless to a person, so it belongs with the other opaque
-  token rather than in the text readers print; and Anthropic signatures are
-  base64, which has no `:`, so the prefix cannot collide with a real one.
-  Decoding then encoding gives the `redacted_thinking` block back byte for
-  byte.
+- **Provenance.** Every signed thinking block, redacted thinking and
+  provider-native block decoded is stamped with its `Origin` (this dialect,
+  the endpoint the transport names, the model the response names), and
+  goes back only to that origin (`_common.prepare`): a signature from
+  another model or server is left off and reported. Redacted thinking is a
+  `RedactedThinking`; decoding then encoding gives it back byte for byte.
+- **Provider-native blocks** (server-tool use and results, MCP blocks,
+  `tool_reference`, anything newer) are `Opaque` blocks holding the block's
+  JSON, echoed as they came to their origin and elsewhere their one text
+  line; a text block's `citations` ride an `Opaque` of kind `citations`
+  right after its `Text`, joined back onto the text for its origin. A
+  response is never refused for a block type it does not know.
+- **Documents** go as `document` blocks (PDF by base64 or URL, plain text
+  as a `text` source, with the title); images by URL as `url` sources. A
+  mid-conversation `system` message is folded into the next user turn
+  (the Messages API has no such role), and reported.
 - **Blank text** (empty or whitespace only) is left off the wire, and a
   message left with nothing is left out: the API refuses both.
 - **Tool input** on this wire is always an object. Any other value (the raw
@@ -64,27 +72,50 @@ import msgspec
 
 from carryall._json import body_bytes
 from carryall._text import json_type_phrase, shorten
-from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
+from carryall.blocks import (
+    Block,
+    Document,
+    Image,
+    Message,
+    Opaque,
+    Origin,
+    RedactedThinking,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+    image_media_type,
+)
 from carryall.errors import BlockError, ProviderError
-from carryall.providers._common import prepare
-from carryall.providers._types import Capabilities, Request, Response, StopReason, Usage
+from carryall.providers._common import Wire, prepare
+from carryall.providers._types import Capabilities, Encoded, Request, Response, StopReason, Usage
 
 __all__ = [
+    "DIALECT",
     "INVALID_JSON_KEY",
     "MIN_THINKING_BUDGET",
-    "REDACTED_PREFIX",
+    "WIRE",
     "StreamDecoder",
     "decode_messages",
     "decode_response",
     "decode_stream",
+    "encode",
     "encode_request",
     "encode_request_bytes",
-    "redacted_data",
-    "redacted_thinking",
 ]
 
-REDACTED_PREFIX: Final = "redacted_thinking:"
-"""The signature prefix marking a `Thinking` block as Anthropic redacted thinking."""
+DIALECT: Final = "anthropic"
+"""The dialect part of every origin this codec stamps."""
+
+WIRE: Final = Wire(
+    DIALECT,
+    signed=True,
+    image_urls=True,
+    pdf=True,
+    pdf_urls=True,
+    text_documents=True,
+)
+"""What the Messages API takes natively."""
 
 INVALID_JSON_KEY: Final = "INVALID_JSON"
 """The key a non-object tool input is wrapped under on this wire."""
@@ -121,25 +152,24 @@ _USAGE_FIELDS: Final = (
 _MISSING: Final[Any] = object()
 
 
-def redacted_thinking(data: str) -> Thinking:
-    """The `Thinking` block that stands for a `redacted_thinking` block with this data."""
-    return Thinking("", REDACTED_PREFIX + data)
-
-
-def redacted_data(block: Thinking) -> str | None:
-    """The redacted-thinking data a `Thinking` block stands for, or None for real thinking."""
-    signature = block.signature
-    if signature is not None and signature.startswith(REDACTED_PREFIX):
-        return signature[len(REDACTED_PREFIX) :]
-    return None
-
-
 # -- requests ---------------------------------------------------------------
 
 
-def encode_request(request: Request, caps: Capabilities) -> dict[str, Any]:
-    """The Messages API body for `request`, for a model that can do what `caps` says.
+def encode_request(
+    request: Request, caps: Capabilities, *, every_origin: bool = False
+) -> dict[str, Any]:
+    """The Messages API body for `request` (`encode`'s body alone)."""
+    return encode(request, caps, every_origin=every_origin).body
 
+
+def encode(request: Request, caps: Capabilities, *, every_origin: bool = False) -> Encoded:
+    """The Messages API body for `request`, and every downgrade made to write it.
+
+    The target origin is this dialect, `request.endpoint` (the backend fills
+    it from its base URL before encoding) and `request.model`: a signature
+    or provider-native block of another origin is left off, and named in
+    `Encoded.downgrades` with everything else this wire could not take as it
+    is held. `every_origin` keeps them all, for writing a history to a file.
     The history is validated and the image limit applied first
     (`prepare`), so a broken history fails here, before anything is sent.
     Image data and tool schemas are referenced, not copied. A canonical
@@ -149,7 +179,7 @@ def encode_request(request: Request, caps: Capabilities) -> dict[str, Any]:
     arrays to every serializer and to the SDK; the body is for sending, and
     a caller who edits it should copy it first.
     """
-    messages, irregular = prepare(request, caps)
+    messages, irregular, downgrades = prepare(request, caps, WIRE, every_origin=every_origin)
     wire: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens}
     if request.system:
         if request.cache_prompt:
@@ -178,7 +208,7 @@ def encode_request(request: Request, caps: Capabilities) -> dict[str, Any]:
         wire["thinking"] = {"type": "enabled", "budget_tokens": _thinking_budget(request)}
     if request.effort is not None:
         wire["output_config"] = {"effort": request.effort}
-    return wire
+    return Encoded(wire, downgrades)
 
 
 def encode_request_bytes(request: Request, caps: Capabilities, *, stream: bool = False) -> bytes:
@@ -235,10 +265,22 @@ def _encode_message(message: Message) -> dict[str, Any] | None:
     # order behind.
     content: list[dict[str, Any]] = []
     results = 0
+    last_text: dict[str, Any] | None = None
     for block in message.content:
         if isinstance(block, Text):
+            last_text = None
             if block.text and not block.text.isspace():
-                content.append({"type": "text", "text": block.text})
+                last_text = {"type": "text", "text": block.text}
+                content.append(last_text)
+            continue
+        if isinstance(block, Opaque) and block.kind == CITATIONS:
+            # `prepare` kept it, so it is this origin's: back onto its text.
+            if last_text is not None:
+                last_text["citations"] = json.loads(block.raw)
+            continue
+        last_text = None
+        if isinstance(block, Opaque):
+            content.append(json.loads(block.raw))
         elif isinstance(block, ToolResult):
             result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.tool_use_id}
             if block.content:
@@ -248,8 +290,15 @@ def _encode_message(message: Message) -> dict[str, Any] | None:
             content.insert(results, result)
             results += 1
         elif isinstance(block, Image):
-            source = {"type": "base64", "media_type": block.media_type, "data": block.data}
+            if block.data or block.url is None:
+                source = {"type": "base64", "media_type": block.media_type, "data": block.data}
+            else:
+                source = {"type": "url", "url": block.url}
             content.append({"type": "image", "source": source})
+        elif isinstance(block, Document):
+            content.append(_document(block))
+        elif isinstance(block, RedactedThinking):
+            content.append({"type": "redacted_thinking", "data": block.data})
         elif isinstance(block, ToolUse):
             content.append(
                 {
@@ -259,15 +308,25 @@ def _encode_message(message: Message) -> dict[str, Any] | None:
                     "input": _wire_input(block.input),
                 }
             )
-        elif block.signature:  # thinking: only signed thinking goes back
-            data = redacted_data(block)
-            if data is not None:
-                content.append({"type": "redacted_thinking", "data": data})
-            else:
-                content.append(
-                    {"type": "thinking", "thinking": block.text, "signature": block.signature}
-                )
+        elif isinstance(block, Thinking) and block.signature:
+            content.append(
+                {"type": "thinking", "thinking": block.text, "signature": block.signature}
+            )
     return {"role": message.role, "content": content} if content else None
+
+
+def _document(block: Document) -> dict[str, Any]:
+    source: dict[str, Any]
+    if not block.data and block.url is not None:
+        source = {"type": "url", "url": block.url}
+    elif block.media_type == "text/plain":
+        source = {"type": "text", "media_type": "text/plain", "data": block.plain_text()}
+    else:
+        source = {"type": "base64", "media_type": block.media_type, "data": block.data}
+    out: dict[str, Any] = {"type": "document", "source": source}
+    if block.title is not None:
+        out["title"] = block.title
+    return out
 
 
 def _wire_input(value: Any) -> dict[str, Any]:
@@ -354,9 +413,43 @@ def _refusal(value: Any, where: str) -> str | None:
     return _opt_str(details, "explanation", where)
 
 
-def _thinking(signature: str | None, text: str) -> Thinking:
-    # An empty signature signs nothing: the block reads as unsigned.
-    return Thinking(text, signature or None)
+def _thinking(signature: str | None, text: str, origin: Origin | None) -> Thinking:
+    # An empty signature signs nothing: the block reads as unsigned, of no origin.
+    if not signature:
+        return Thinking(text)
+    return Thinking(text, signature, origin)
+
+
+CITATIONS: Final = "citations"
+"""The `Opaque.kind` of a text block's citations, riding right after its `Text`."""
+
+
+def _opaque(kind: str, block: Mapping[str, Any], origin: Origin | None) -> Opaque:
+    return Opaque(kind, _raw_value(block), origin, _native_line(kind, block))
+
+
+def _native_line(kind: str, block: Mapping[str, Any]) -> str:
+    """The one honest line a provider-native block is on other wires and to readers."""
+    if kind in ("server_tool_use", "mcp_tool_use"):
+        name = block.get("name")
+        value = block.get("input")
+        shown = ""
+        if isinstance(value, Mapping):
+            query = value.get("query", value.get("url", value.get("command")))
+            shown = query if isinstance(query, str) else json.dumps(value, ensure_ascii=False)
+        return f"[{kind} {name if isinstance(name, str) else '?'}: {shorten(shown, 200)}]"
+    content = block.get("content")
+    if kind.endswith("_tool_result") and isinstance(content, list):
+        titles: list[str] = []
+        for item in content:
+            name = item.get("title") or item.get("url") if isinstance(item, Mapping) else None
+            if isinstance(name, str):
+                titles.append(name)
+        if titles:
+            return f"[{kind}: {shorten('; '.join(titles), 300)}]"
+    if kind.endswith("_tool_result"):
+        return f"[{kind}]"
+    return ""
 
 
 def _tool_input(raw: str) -> tuple[Any, bool]:
@@ -370,26 +463,53 @@ def _tool_input(raw: str) -> tuple[Any, bool]:
     return value, False
 
 
-def _response_block(raw: Any, where: str) -> Block:
-    """One block of an assistant message as the API returns it."""
+def _response_blocks(
+    raw: Any, where: str, origin: Origin | None, native: Origin | None = None
+) -> list[Block]:
+    """One block of an assistant message as the API returns it (a cited text is two).
+
+    `origin` is stamped on signed blocks, `native` (by default the same) on
+    provider-native ones.
+    """
+    native = native or origin
     block = _object(raw, where)
     kind = block.get("type")
     if kind == "text":
-        return Text(_str(block, "text", where))
+        text = Text(_str(block, "text", where))
+        citations = block.get("citations")
+        if citations:
+            _array(citations, f"{where}.citations")
+            return [text, Opaque(CITATIONS, _raw_value(citations), native)]
+        return [text]
     if kind == "thinking":
-        return _thinking(_opt_str(block, "signature", where), _str(block, "thinking", where))
+        signature = _opt_str(block, "signature", where)
+        return [_thinking(signature, _str(block, "thinking", where), origin)]
     if kind == "redacted_thinking":
-        return redacted_thinking(_str(block, "data", where))
+        return [RedactedThinking(_str(block, "data", where), origin)]
     if kind == "tool_use":
         value = block.get("input", _MISSING)
         if not isinstance(value, Mapping):
             raise _bad(f"{where}.input", "an object", value)
-        return ToolUse(
-            _str(block, "id", where),
-            _str(block, "name", where),
-            value if isinstance(value, dict) else dict(value),
-        )
+        return [
+            ToolUse(
+                _str(block, "id", where),
+                _str(block, "name", where),
+                value if isinstance(value, dict) else dict(value),
+            )
+        ]
+    if kind in _USER_KINDS:
+        raise ProviderError(f"Anthropic {where}: block type {kind!r} may only ride a user message")
+    if isinstance(kind, str):
+        return [_opaque(kind, block, native)]
     raise _unknown_block(kind, where)
+
+
+_USER_KINDS: Final = frozenset({"image", "document", "tool_result"})
+
+
+def _raw_value(value: Any) -> str:
+    # Compact, in the order it came: what `json.loads` then msgspec give back.
+    return msgspec.json.encode(value).decode()
 
 
 def _unknown_block(kind: Any, where: str) -> ProviderError:
@@ -398,12 +518,16 @@ def _unknown_block(kind: Any, where: str) -> ProviderError:
     return _bad(f"{where}.type", "a block type string", kind)
 
 
-def decode_response(data: Mapping[str, Any]) -> Response:
+def decode_response(data: Mapping[str, Any], *, endpoint: str = "") -> Response:
     """The `Response` for a non-streamed Messages API answer (the JSON body).
 
     An error body (`{"type": "error", ...}`) is raised as the `ProviderError`
     it describes; anything that is not a well-formed message is a
-    `ProviderError` naming the field.
+    `ProviderError` naming the field. Signed and native blocks are stamped
+    with the origin this dialect, `endpoint` (the transport's host) and the
+    response's `model` name. An answer with no block at all (a stop
+    sequence hit first) reads as one empty `Text`, so the history stays
+    valid for the next request.
     """
     body = _object(data, "response")
     kind = body.get("type")
@@ -419,13 +543,17 @@ def decode_response(data: Mapping[str, Any]) -> Response:
             f"Anthropic response: expected role 'assistant', got {shorten(repr(role), 60)}"
         )
     content = _array(body.get("content", _MISSING), "response.content")
-    blocks = [_response_block(b, f"response.content[{i}]") for i, b in enumerate(content)]
+    model = _opt_str(body, "model", "response")
+    origin = Origin(DIALECT, endpoint, model or "")
+    blocks: list[Block] = []
+    for i, b in enumerate(content):
+        blocks += _response_blocks(b, f"response.content[{i}]", origin)
     usage = _usage(body.get("usage"), "response.usage", {})
     return Response(
-        message=Message("assistant", tuple(blocks)),
+        message=Message("assistant", tuple(blocks) or (Text(""),)),
         stop_reason=_stop_reason(body.get("stop_reason"), "response.stop_reason"),
         usage=Usage(**usage),
-        model=_opt_str(body, "model", "response"),
+        model=model,
         refusal=_refusal(body.get("stop_details"), "response.stop_details"),
     )
 
@@ -452,7 +580,10 @@ def decode_messages(
 
     So a conversation held in this format can be continued on any backend.
     `system` is a string or a list of text blocks (joined by a blank line);
-    leading `role: "system"` messages join it too. What `encode_request`
+    leading `role: "system"` messages join it too, and a later one is a
+    `system` message where it stood. Blocks this model does not hold are
+    `Opaque`, stamped as a file of this dialect (no endpoint, no model), so
+    they go back to this wire and no other. What `encode_request`
     wrote reads back as the blocks it came from (see the module notes for
     what this wire cannot hold). The history is not validated here: one that
     stops on unanswered tool calls is a legitimate thing to import.
@@ -467,12 +598,12 @@ def decode_messages(
         message = _object(raw, where)
         role = message.get("role")
         if role == "system":
+            texts = _system_parts(message.get("content", _MISSING), f"{where}.content")
             if out:
-                raise ProviderError(
-                    f"Anthropic {where}: a system message after the conversation started "
-                    "cannot be held (the system prompt belongs to the request)"
-                )
-            parts.extend(_system_parts(message.get("content", _MISSING), f"{where}.content"))
+                # An instruction mid-conversation: held where it stood.
+                out.append(Message("system", tuple(Text(t) for t in texts) or (Text(""),)))
+            else:
+                parts.extend(texts)
             continue
         if role not in ("user", "assistant"):
             raise ProviderError(
@@ -486,7 +617,9 @@ def decode_messages(
             if role == "user":
                 blocks = _user_blocks(items, f"{where}.content")
             else:
-                blocks = [_history_block(b, f"{where}.content[{i}]") for i, b in enumerate(items)]
+                blocks = []
+                for i, b in enumerate(items):
+                    blocks += _history_blocks(b, f"{where}.content[{i}]")
         out.append(Message(role, tuple(blocks)))
     return ("\n\n".join(parts) if parts else None), out
 
@@ -508,19 +641,26 @@ def _system_parts(value: Any, where: str) -> list[str]:
     return texts
 
 
-def _history_block(raw: Any, where: str) -> Block:
+_IMPORTED: Final = Origin(DIALECT, "", "")
+"""The origin of what an imported file holds: this wire, no endpoint or model known."""
+
+
+def _history_blocks(raw: Any, where: str) -> list[Block]:
     """An assistant block of an imported history; a wrapped non-object input is unwrapped."""
-    block = _response_block(raw, where)
+    # A signature read from a file has no origin to name, like one written
+    # before origins existed; a native block is this wire's.
+    blocks = _response_blocks(raw, where, None, _IMPORTED)
+    block = blocks[0]
     if isinstance(block, ToolUse) and len(block.input) == 1:
         wrapped = block.input.get(INVALID_JSON_KEY)
         if isinstance(wrapped, str):
-            return ToolUse(block.id, block.name, wrapped)
-    return block
+            return [ToolUse(block.id, block.name, wrapped)]
+    return blocks
 
 
 def _user_blocks(items: Sequence[Any], where: str) -> list[Block]:
     blocks: list[Block] = []
-    lifted: list[Image] = []
+    lifted: list[Block] = []
     after = 0
     for i, raw in enumerate(items):
         at = f"{where}[{i}]"
@@ -530,16 +670,20 @@ def _user_blocks(items: Sequence[Any], where: str) -> list[Block]:
             blocks.append(Text(_str(block, "text", at)))
         elif kind == "image":
             blocks.append(_image(block.get("source", _MISSING), f"{at}.source"))
+        elif kind == "document":
+            blocks.append(_document_block(block, at))
         elif kind == "tool_result":
-            text, images = _tool_result_content(block.get("content", ""), f"{at}.content")
+            text, riders = _tool_result_content(block.get("content", ""), f"{at}.content")
             is_error = block.get("is_error", False)
             if is_error is None:
                 is_error = False
             if not isinstance(is_error, bool):
                 raise _bad(f"{at}.is_error", "a boolean", is_error)
             blocks.append(ToolResult(_str(block, "tool_use_id", at), text, is_error))
-            lifted += images
+            lifted += riders
             after = len(blocks)
+        elif isinstance(kind, str):
+            blocks.append(_opaque(kind, block, _IMPORTED))
         else:
             raise _unknown_block(kind, at)
     if lifted:
@@ -548,14 +692,15 @@ def _user_blocks(items: Sequence[Any], where: str) -> list[Block]:
     return blocks
 
 
-def _tool_result_content(value: Any, where: str) -> tuple[str, list[Image]]:
+def _tool_result_content(value: Any, where: str) -> tuple[str, list[Block]]:
+    """A result's text, and what rode inside it (images, documents, native blocks) to lift."""
     if value is None:
         return "", []
     if isinstance(value, str):
         return value, []
     items = _array(value, where)
     texts: list[str] = []
-    images: list[Image] = []
+    riders: list[Block] = []
     for i, raw in enumerate(items):
         at = f"{where}[{i}]"
         block = _object(raw, at)
@@ -563,24 +708,53 @@ def _tool_result_content(value: Any, where: str) -> tuple[str, list[Image]]:
         if kind == "text":
             texts.append(_str(block, "text", at))
         elif kind == "image":
-            images.append(_image(block.get("source", _MISSING), f"{at}.source"))
+            riders.append(_image(block.get("source", _MISSING), f"{at}.source"))
+        elif kind == "document":
+            riders.append(_document_block(block, at))
+        elif isinstance(kind, str):
+            riders.append(_opaque(kind, block, _IMPORTED))
         else:
             raise _unknown_block(kind, at)
-    return "\n".join(texts), images
+    return "\n".join(texts), riders
 
 
 def _image(value: Any, where: str) -> Image:
     source = _object(value, where)
     kind = source.get("type")
-    if kind != "base64":
-        raise ProviderError(
-            f"Anthropic {where}: image source type {_kind_or(kind)} cannot be held "
-            "(only base64 sources: an image block keeps its bytes)"
-        )
     try:
+        if kind == "url":
+            url = _str(source, "url", where)
+            media_type = image_media_type(url.split("?", 1)[0]) or "image/png"
+            return Image(media_type, "", url=url)
+        if kind != "base64":
+            raise ProviderError(
+                f"Anthropic {where}: image source type {_kind_or(kind)} cannot be held "
+                "(only base64 and url sources)"
+            )
         return Image(_str(source, "media_type", where), _str(source, "data", where))
     except BlockError as exc:
         raise ProviderError(f"Anthropic {where}: {exc}") from None
+
+
+def _document_block(block: Mapping[str, Any], where: str) -> Document:
+    source = _object(block.get("source", _MISSING), f"{where}.source")
+    kind = source.get("type")
+    title = _opt_str(block, "title", where)
+    at = f"{where}.source"
+    try:
+        if kind == "url":
+            return Document("application/pdf", url=_str(source, "url", at), title=title)
+        if kind == "text":
+            data = _str(source, "data", at).encode()
+            return Document.from_bytes("text/plain", data, title=title)
+        if kind == "base64":
+            return Document(_str(source, "media_type", at), _str(source, "data", at), title=title)
+    except BlockError as exc:
+        raise ProviderError(f"Anthropic {at}: {exc}") from None
+    raise ProviderError(
+        f"Anthropic {at}: document source type {_kind_or(kind)} cannot be held "
+        "(base64, text and url sources only)"
+    )
 
 
 # -- streams ----------------------------------------------------------------------
@@ -589,13 +763,15 @@ def _image(value: Any, where: str) -> Image:
 class _Open:
     """A content block whose deltas are still arriving: parts joined once, at its stop."""
 
-    __slots__ = ("base", "kind", "parts", "signature")
+    __slots__ = ("base", "citations", "kind", "native", "parts", "signature")
 
-    def __init__(self, kind: str, base: Mapping[str, Any], first: str) -> None:
+    def __init__(self, kind: str, base: Mapping[str, Any], first: str, native: bool) -> None:
         self.kind = kind
         self.base = base
+        self.native = native  # a provider-native block, kept whole as an `Opaque`
         self.parts: list[str] = [first] if first else []
         self.signature: list[str] = []
+        self.citations: list[Any] = []
 
 
 class StreamDecoder:
@@ -604,10 +780,12 @@ class StreamDecoder:
     Feed it the parsed JSON of each SSE `data:` line in order. Deltas are
     kept as lists and joined once per block, so a 10 MB arguments string
     costs linear time; every field is type-checked, so hostile input is a
-    `ProviderError`, never a crash.
+    `ProviderError`, never a crash. `endpoint` is the transport's host, for
+    the origin stamped on signed and native blocks (see `decode_response`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, endpoint: str = "") -> None:
+        self._endpoint = endpoint
         self._events = 0
         self._started = False
         self._stopped = False
@@ -615,7 +793,7 @@ class StreamDecoder:
         self._stop_reason: Any = None
         self._refusal: str | None = None
         self._usage: dict[str, int] = {}
-        self._blocks: list[Block] = []
+        self._blocks: list[list[Block]] = []
         self._open: dict[int, _Open] = {}
         self._started_blocks = 0
         self._malformed = 0
@@ -654,8 +832,9 @@ class StreamDecoder:
                 f"Anthropic stream ended {state} after {self._events} events: "
                 "the response is truncated"
             )
+        blocks = tuple(block for group in self._blocks for block in group)
         return Response(
-            message=Message("assistant", tuple(self._blocks)),
+            message=Message("assistant", blocks or (Text(""),)),
             stop_reason=_stop_reason(self._stop_reason, "stream stop_reason"),
             usage=Usage(**self._usage),
             model=self._model,
@@ -674,8 +853,10 @@ class StreamDecoder:
         content = message.get("content")
         if content is not None:
             items = _array(content, f"{where}.message.content")
+            origin = self._origin()
             self._blocks = [
-                _response_block(b, f"{where}.message.content[{i}]") for i, b in enumerate(items)
+                _response_blocks(b, f"{where}.message.content[{i}]", origin)
+                for i, b in enumerate(items)
             ]
             self._started_blocks = len(self._blocks)
         self._stop_reason = message.get("stop_reason")
@@ -692,6 +873,7 @@ class StreamDecoder:
         at = f"{where}.content_block"
         kind = block.get("type")
         first = ""
+        native = False
         if kind == "text":
             first = _str(block, "text", at)
         elif kind == "thinking":
@@ -704,17 +886,21 @@ class StreamDecoder:
             value = block.get("input", {})
             if not isinstance(value, Mapping):
                 raise _bad(f"{at}.input", "an object", value)
+        elif isinstance(kind, str):
+            native = True
         else:
             raise _unknown_block(kind, at)
-        opened = _Open(kind, block, first)
+        opened = _Open(kind, block, first, native)
         if kind == "thinking":
             signature = _opt_str(block, "signature", at)
             if signature:
                 opened.signature.append(signature)
+        elif kind == "text" and block.get("citations"):
+            opened.citations += _array(block["citations"], f"{at}.citations")
         self._open[index] = opened
         self._started_blocks += 1
         # Blocks land at their index, whatever order they stop in.
-        self._blocks.append(Text(""))
+        self._blocks.append([])
         return first if kind == "text" else ""
 
     def _block_delta(self, data: Mapping[str, Any], where: str) -> str:
@@ -724,7 +910,7 @@ class StreamDecoder:
         expected = _DELTA_BLOCKS.get(kind) if isinstance(kind, str) else None
         if expected is None:
             raise ProviderError(f"Anthropic {where}: unknown delta type {_kind_or(kind)}")
-        if opened.kind != expected:
+        if opened.kind != expected and not (opened.native and kind == "input_json_delta"):
             raise ProviderError(f"Anthropic {where}: a {kind} for a {opened.kind} block")
         if kind == "text_delta":
             text = _str(delta, "text", f"{where}.delta")
@@ -737,8 +923,10 @@ class StreamDecoder:
         elif kind == "input_json_delta":
             opened.parts.append(_str(delta, "partial_json", f"{where}.delta"))
         else:
-            # citations_delta: where the text came from, not text; the block model keeps none.
-            _object(delta.get("citation", _MISSING), f"{where}.delta.citation")
+            # citations_delta: where the text came from, kept beside it (`CITATIONS`).
+            opened.citations.append(
+                _object(delta.get("citation", _MISSING), f"{where}.delta.citation")
+            )
         return ""
 
     def _block_stop(self, data: Mapping[str, Any], where: str) -> str:
@@ -746,22 +934,35 @@ class StreamDecoder:
         opened = self._opened(data, where)
         del self._open[index]
         base = opened.base
-        block: Block
-        if opened.kind == "text":
-            block = Text("".join(opened.parts))
+        origin = self._origin()
+        blocks: list[Block]
+        if opened.native:
+            whole = dict(base)
+            if opened.parts:
+                value, malformed = _tool_input("".join(opened.parts))
+                self._malformed += malformed
+                whole["input"] = value
+            blocks = [_opaque(opened.kind, whole, origin)]
+        elif opened.kind == "text":
+            blocks = [Text("".join(opened.parts))]
+            if opened.citations:
+                blocks.append(Opaque(CITATIONS, _raw_value(opened.citations), origin))
         elif opened.kind == "thinking":
-            block = _thinking("".join(opened.signature), "".join(opened.parts))
+            blocks = [_thinking("".join(opened.signature), "".join(opened.parts), origin)]
         elif opened.kind == "redacted_thinking":
-            block = redacted_thinking(base["data"])
+            blocks = [RedactedThinking(base["data"], origin)]
         else:
             raw = "".join(opened.parts)
-            value: Any = base.get("input", {})
+            value = base.get("input", {})
             if raw:
                 value, malformed = _tool_input(raw)
                 self._malformed += malformed
-            block = ToolUse(base["id"], base["name"], value)
-        self._blocks[index] = block
+            blocks = [ToolUse(base["id"], base["name"], value)]
+        self._blocks[index] = blocks
         return ""
+
+    def _origin(self) -> Origin:
+        return Origin(DIALECT, self._endpoint, self._model or "")
 
     def _message_delta(self, data: Mapping[str, Any], where: str) -> str:
         self._require_closed(where)
@@ -822,9 +1023,9 @@ _DELTA_BLOCKS: Final = {
 }
 
 
-def decode_stream(events: Iterable[Mapping[str, Any]]) -> Response:
+def decode_stream(events: Iterable[Mapping[str, Any]], *, endpoint: str = "") -> Response:
     """The `Response` for a whole stream of events (see `StreamDecoder`)."""
-    decoder = StreamDecoder()
+    decoder = StreamDecoder(endpoint)
     for event in events:
         decoder.feed(event)
     return decoder.response()

@@ -13,13 +13,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from carryall.providers import Capabilities, Dialect, Request, Response
+from carryall.providers import Capabilities, Dialect, Downgrade, Encoded, Request, Response
 from carryall.providers import anthropic as anthropic_wire
 from carryall.providers import openai as openai_wire
 from carryall.providers import prompt as prompt_mode
 from carryall.providers import responses as responses_wire
 
-__all__ = ["Codec", "StreamDecoder", "anthropic_codec", "openai_codec", "responses_codec"]
+__all__ = [
+    "Codec",
+    "Downgrade",
+    "Encoded",
+    "StreamDecoder",
+    "anthropic_codec",
+    "openai_codec",
+    "responses_codec",
+]
 
 
 class StreamDecoder(Protocol):
@@ -39,40 +47,51 @@ class Codec:
     """One dialect bound to a model's capabilities: the request body out, the answer back.
 
     `encode`, `decode` and `stream_decoder` are the codec proper. `encode`
-    gives the body as a dict, for inspection; `encode_bytes(request, stream)`
+    gives the body as a dict, for inspection; `encode_reported` the same
+    body with the downgrades made to write it (`Encoded`), which the agent
+    records; `encode_bytes(request, stream)`
     gives the same JSON as the bytes a transport sends (asking for a stream
     when `stream` is true), written once. `event_payload`
     is what the decoder is fed for an event of a given name. `completes` says
     an event finished the answer (what may follow is bookkeeping, such as a
     usage chunk), and `ends` that nothing follows it, so reading stops there
     instead of waiting for the server to close the connection.
+
+    `endpoint` is the host of the base URL the codec's backend talks to,
+    bound when the transport builds the codec: the decoders stamp it on the
+    origin of what they read, and the backend puts it on each request
+    (`Request.endpoint`) so the encoder knows which origin it writes for.
     """
 
     encode: Callable[[Request], dict[str, Any]]
+    encode_reported: Callable[[Request], Encoded]
     encode_bytes: Callable[[Request, bool], bytes]
     decode: Callable[[Mapping[str, Any]], Response]
     stream_decoder: Callable[[], StreamDecoder]
     event_payload: Callable[[str | None, Any], Any]
     completes: Callable[[Any], bool]
     ends: Callable[[Any], bool]
+    endpoint: str = ""
 
 
-def anthropic_codec(caps: Capabilities) -> Codec:
-    """The Messages API codec for a model with `caps`."""
+def anthropic_codec(caps: Capabilities, endpoint: str = "") -> Codec:
+    """The Messages API codec for a model with `caps`, at `endpoint` (a base URL's host)."""
     return Codec(
         encode=lambda request: anthropic_wire.encode_request(request, caps),
+        encode_reported=lambda request: anthropic_wire.encode(request, caps),
         encode_bytes=lambda request, stream: anthropic_wire.encode_request_bytes(
             request, caps, stream=stream
         ),
-        decode=anthropic_wire.decode_response,
-        stream_decoder=anthropic_wire.StreamDecoder,
+        decode=lambda data: anthropic_wire.decode_response(data, endpoint=endpoint),
+        stream_decoder=lambda: anthropic_wire.StreamDecoder(endpoint),
         event_payload=_as_sent,
         completes=_message_stop,
         ends=_message_stop,
+        endpoint=endpoint,
     )
 
 
-def openai_codec(caps: Capabilities, dialect: Dialect) -> Codec:
+def openai_codec(caps: Capabilities, dialect: Dialect, endpoint: str = "") -> Codec:
     """The Chat Completions codec: native tool calls if the model has them, else prompt mode.
 
     Prompt mode is constrained by a JSON schema on llama-server, which
@@ -83,6 +102,7 @@ def openai_codec(caps: Capabilities, dialect: Dialect) -> Codec:
     if caps.native_tools:
         return Codec(
             encode=lambda request: openai_wire.encode_request(request, caps, dialect),
+            encode_reported=lambda request: openai_wire.encode(request, caps, dialect),
             encode_bytes=lambda request, stream: openai_wire.encode_request_bytes(
                 request, caps, dialect, stream=stream
             ),
@@ -91,10 +111,14 @@ def openai_codec(caps: Capabilities, dialect: Dialect) -> Codec:
             event_payload=_bare_error_wrapped,
             completes=_chunk_finishes,
             ends=_done,
+            endpoint=endpoint,
         )
     constrained = dialect == "llama-server"
     return Codec(
         encode=lambda request: prompt_mode.encode_request(
+            request, caps, dialect=dialect, constrained=constrained
+        ),
+        encode_reported=lambda request: prompt_mode.encode(
             request, caps, dialect=dialect, constrained=constrained
         ),
         encode_bytes=lambda request, stream: prompt_mode.encode_request_bytes(
@@ -105,10 +129,11 @@ def openai_codec(caps: Capabilities, dialect: Dialect) -> Codec:
         event_payload=_bare_error_wrapped,
         completes=_chunk_finishes,
         ends=_done,
+        endpoint=endpoint,
     )
 
 
-def responses_codec(caps: Capabilities, *, llama: bool = False) -> Codec:
+def responses_codec(caps: Capabilities, *, llama: bool = False, endpoint: str = "") -> Codec:
     """The OpenAI Responses codec for a model with `caps`; prompt mode without native tools.
 
     Prompt mode is constrained on llama-server (`llama`), which enforces a
@@ -122,18 +147,24 @@ def responses_codec(caps: Capabilities, *, llama: bool = False) -> Codec:
         encode=lambda request: responses_wire.encode_request(
             request, caps, constrained=constrained, llama=llama
         ),
+        encode_reported=lambda request: responses_wire.encode(
+            request, caps, constrained=constrained, llama=llama
+        ),
         encode_bytes=lambda request, stream: responses_wire.encode_request_bytes(
             request, caps, constrained=constrained, llama=llama, stream=stream
         ),
-        decode=responses_wire.decode_response
+        decode=(lambda data: responses_wire.decode_response(data, endpoint=endpoint))
         if native
-        else lambda data: responses_wire.decode_prompt_response(data, constrained=constrained),
-        stream_decoder=responses_wire.StreamDecoder
+        else lambda data: responses_wire.decode_prompt_response(
+            data, constrained=constrained, endpoint=endpoint
+        ),
+        stream_decoder=(lambda: responses_wire.StreamDecoder(endpoint))
         if native
-        else lambda: responses_wire.PromptStreamDecoder(constrained),
+        else lambda: responses_wire.PromptStreamDecoder(constrained, endpoint),
         event_payload=_as_sent,
         completes=_response_finished,
         ends=_response_finished,
+        endpoint=endpoint,
     )
 
 

@@ -62,6 +62,7 @@ from carryall.blocks import (
     Block,
     Image,
     Message,
+    Origin,
     Text,
     Thinking,
     ToolResult,
@@ -69,8 +70,15 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
-from carryall.providers._common import prepare_messages
-from carryall.providers._types import Capabilities, Request, Response, StopReason, Usage
+from carryall.providers._common import Wire, prepare
+from carryall.providers._types import (
+    Capabilities,
+    Encoded,
+    Request,
+    Response,
+    StopReason,
+    Usage,
+)
 from carryall.providers.openai import _count, _mapping, _shown
 
 __all__ = [
@@ -79,13 +87,16 @@ __all__ = [
     "decode_messages",
     "decode_response",
     "decode_stream",
+    "encode",
     "encode_request",
     "encode_request_bytes",
-    "own_thought",
 ]
 
 DIALECT: Final = "gemini"
 """The name this wire goes by in an origin, a backend and the switch matrix."""
+
+_IMPORTED: Final = Origin(DIALECT, "", "")
+"""The origin of what an imported `contents` array holds: this wire, no endpoint or model."""
 
 _MODES: Final = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
 _BASE64: Final = re.compile(r"[A-Za-z0-9+/]*={0,2}")
@@ -94,23 +105,31 @@ _REFUSALS: Final = frozenset(
 )
 
 
-def own_thought(block: Thinking) -> bool:
-    """Whether `block` is a thought this wire wrote, which alone may go back on it.
+WIRE: Final = Wire(DIALECT, signed=True, call_signatures=True)
+"""What this wire takes natively: its own thought signatures back, nobody else's.
 
-    A `thoughtSignature` means something to the endpoint that made it only
-    (the Gemini API and Vertex are different endpoints); thinking from any
-    other backend would read to the model as its own. Until a thought
-    carries its origin, none goes back.
-    """
-    return False
+A `thoughtSignature` (on a thought or on a call) means something to the
+endpoint and model that made it only (the Gemini API and Vertex are
+different endpoints); `prepare` leaves every other one off and reports it.
+"""
 
 
 # -- encoding ---------------------------------------------------------------
 
 
 def encode_request(request: Request, caps: Capabilities) -> dict[str, Any]:
-    """The `generateContent` body for a request (validated, image-limited, blinded first)."""
-    messages = prepare_messages(request, caps)
+    """The `generateContent` body for a request (`encode`'s body)."""
+    return encode(request, caps).body
+
+
+def encode(request: Request, caps: Capabilities) -> Encoded:
+    """The `generateContent` body for a request, and every downgrade made to write it.
+
+    The history is validated, image-limited, blinded and fitted to this wire
+    first (`prepare` with `WIRE`): signatures go back only to their origin.
+    """
+    prepared = prepare(request, caps, WIRE)
+    messages = prepared.messages
     contents: list[dict[str, Any]] = []
     names: dict[str, str] = {}  # the calls of the message before, which results answer by name
     for index, message in enumerate(messages):
@@ -154,7 +173,7 @@ def encode_request(request: Request, caps: Capabilities) -> dict[str, Any]:
             thinking["thinkingBudget"] = request.thinking_budget
         config["thinkingConfig"] = thinking
     body["generationConfig"] = config
-    return body
+    return Encoded(body, prepared.downgrades)
 
 
 def encode_request_bytes(request: Request, caps: Capabilities, *, stream: bool = False) -> bytes:
@@ -201,6 +220,7 @@ def _user_part(block: Block, names: Mapping[str, str], index: int) -> dict[str, 
 
 def _model_parts(message: Message, names: dict[str, str]) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
+    part: dict[str, Any]
     for block in message.content:
         if isinstance(block, Text):
             if block.text:
@@ -210,13 +230,15 @@ def _model_parts(message: Message, names: dict[str, str]) -> list[dict[str, Any]
             # does an object that is only "input", so that reading back is exact.
             plain = isinstance(block.input, dict) and set(block.input) != {"input"}
             args = block.input if plain else {"input": block.input}
-            parts.append({"functionCall": {"id": block.id, "name": block.name, "args": args}})
-            names[block.id] = block.name
-        elif isinstance(block, Thinking) and own_thought(block):
-            part: dict[str, Any] = {"text": block.text, "thought": True}
+            part = {"functionCall": {"id": block.id, "name": block.name, "args": args}}
             if block.signature:
+                # `prepare` kept it: this origin's own signature, echoed with its call.
                 part["thoughtSignature"] = block.signature
             parts.append(part)
+            names[block.id] = block.name
+        elif isinstance(block, Thinking) and block.signature:
+            # `prepare` kept it: this origin's own signed thought.
+            parts.append({"text": block.text, "thought": True, "thoughtSignature": block.signature})
     return parts
 
 
@@ -224,7 +246,11 @@ def _model_parts(message: Message, names: dict[str, str]) -> list[dict[str, Any]
 
 
 def _part_blocks(
-    raw: Any, where: str, minted: list[int], error: type[Exception] = ProviderError
+    raw: Any,
+    where: str,
+    minted: list[int],
+    error: type[Exception] = ProviderError,
+    origin: Origin | None = None,
 ) -> list[Block]:
     """One part as blocks (none for a kind the block model has no use for)."""
     if not isinstance(raw, Mapping):
@@ -237,7 +263,7 @@ def _part_blocks(
         if not isinstance(text, str):
             raise error(f"{where}.text must be a string, got {_shown(text)}")
         if raw.get("thought") is True:
-            return [Thinking(text, signature=signature)]
+            return [Thinking(text, signature, origin if signature else None)]
         return [Text(text)] if text else []
     call = raw.get("functionCall")
     if call is not None:
@@ -258,6 +284,8 @@ def _part_blocks(
         if not isinstance(args, Mapping):
             raise error(f"{where}.functionCall.args must be an object, got {_shown(args)}")
         value: Any = args["input"] if set(args) == {"input"} else dict(args)
+        if signature:
+            return [ToolUse(call_id, name, value, signature, origin)]
         return [ToolUse(call_id, name, value)]
     return []
 
@@ -311,7 +339,8 @@ def _raise_wire_error(body: Mapping[str, Any], where: str) -> None:
 class _Answer:
     """An answer's blocks as parts arrive, whole or chunk by chunk: adjacent texts join."""
 
-    def __init__(self) -> None:
+    def __init__(self, endpoint: str = "") -> None:
+        self.endpoint = endpoint
         self.blocks: list[Block] = []
         self.minted = [0]
         self.finish: Any = None
@@ -352,7 +381,10 @@ class _Answer:
             raise ProviderError(f"{where}.content.parts must be an array, got {_shown(parts)}")
         shown: list[str] = []
         for i, raw in enumerate(parts):
-            for block in _part_blocks(raw, f"{where}.content.parts[{i}]", self.minted):
+            origin = Origin(DIALECT, self.endpoint, self.model or "")
+            for block in _part_blocks(
+                raw, f"{where}.content.parts[{i}]", self.minted, ProviderError, origin
+            ):
                 self._add(block)
                 if isinstance(block, Text):
                     shown.append(block.text)
@@ -363,7 +395,7 @@ class _Answer:
         if type(block) is Text and type(last) is Text:
             self.blocks[-1] = Text(last.text + block.text)
         elif type(block) is Thinking and type(last) is Thinking and not last.signature:
-            self.blocks[-1] = Thinking(last.text + block.text, signature=block.signature)
+            self.blocks[-1] = Thinking(last.text + block.text, block.signature, block.origin)
         else:
             self.blocks.append(block)
 
@@ -389,9 +421,13 @@ class _Answer:
         )
 
 
-def decode_response(data: Mapping[str, Any]) -> Response:
-    """A `GenerateContentResponse` as a `Response`; an error body is a `ProviderError`."""
-    answer = _Answer()
+def decode_response(data: Mapping[str, Any], *, endpoint: str = "") -> Response:
+    """A `GenerateContentResponse` as a `Response`; an error body is a `ProviderError`.
+
+    Signatures are stamped with their origin: this dialect, `endpoint` (the
+    transport's host) and the model version the answer names.
+    """
+    answer = _Answer(endpoint)
     answer.chunk(data, "response")
     if answer.finish is None and answer.blocked is None and not answer.blocks:
         candidates = data.get("candidates") if isinstance(data, Mapping) else None
@@ -408,8 +444,8 @@ class StreamDecoder:
     chunk carries the `finishReason` and the usage.
     """
 
-    def __init__(self) -> None:
-        self._answer = _Answer()
+    def __init__(self, endpoint: str = "") -> None:
+        self._answer = _Answer(endpoint)
         self._chunks = 0
 
     def feed(self, chunk: Mapping[str, Any] | str) -> str:
@@ -434,9 +470,9 @@ class StreamDecoder:
         return self._answer.response()
 
 
-def decode_stream(chunks: Iterable[Mapping[str, Any] | str]) -> Response:
+def decode_stream(chunks: Iterable[Mapping[str, Any] | str], *, endpoint: str = "") -> Response:
     """A whole stream of chunks as one `Response` (see `StreamDecoder`)."""
-    decoder = StreamDecoder()
+    decoder = StreamDecoder(endpoint)
     for chunk in chunks:
         decoder.feed(chunk)
     return decoder.response()
@@ -472,7 +508,9 @@ def decode_messages(
         if role == "model":
             blocks: list[Block] = []
             for i, part in enumerate(parts):
-                blocks.extend(_part_blocks(part, f"{where}.parts[{i}]", minted, BlockError))
+                blocks.extend(
+                    _part_blocks(part, f"{where}.parts[{i}]", minted, BlockError, _IMPORTED)
+                )
             out.append(Message("assistant", tuple(blocks or [Text("")])))
         elif role == "user":
             calls = out[-1].tool_uses() if out and out[-1].role == "assistant" else []

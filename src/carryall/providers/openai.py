@@ -15,7 +15,7 @@ The wire, both dialects:
   `ERROR_PREFIX` (`"Error: "`). The message's text and images follow in one
   `user` message: a lone text as a string, anything else as content parts,
   images as `data:` URLs. A model with no eyes gets each image as its
-  `image_placeholder` line (`prepare_messages`), on every dialect.
+  `image_placeholder` line (`_common.prepare`), on every dialect.
 - An assistant message is its text (empty texts left out), then its tool
   calls with JSON-string arguments; with neither it is `content: ""`.
 - Tools are always sent with `description` and `parameters`; `tool_choice`
@@ -48,16 +48,20 @@ Streaming is the transport's decision: `stream_body(body)` adds
 `stream: true` and `stream_options: {"include_usage": true}` (both
 dialects), so the last chunk carries the token counts.
 
-Decoding: `reasoning_content` becomes `Thinking(text, signature=None)`,
-first in the message; the text follows, then the tool calls. Arguments that
-are not JSON are counted in `Response.malformed_tool_args` and surface as a
-`ToolUse` whose input is the raw text, so the loop can answer it with an
-error result (empty arguments read as `{}`); sent back, that input is the
-JSON string of the raw text, so the history stays valid on the wire. A tool
-call without an id gets `call_<index>`. Finish reasons map `stop` to
-`end_turn` (`tool_use` when the message holds tool calls), `tool_calls` to
-`tool_use`, `length` to `max_tokens`, `content_filter` to `refusal`,
-anything else to `other`.
+Decoding: the reasoning (`reasoning_content`, or `reasoning`, or the text
+of `reasoning_details`: whichever the server uses) becomes `Thinking(text,
+signature=None)`, first in the message; the text follows, then the tool
+calls. Arguments that are not JSON are counted in
+`Response.malformed_tool_args` and surface as a `ToolUse` whose input is
+the raw text, so the loop can answer it with an error result (empty
+arguments read as `{}`); sent back, that input is the JSON string of the
+raw text, so the history stays valid on the wire. A tool call without an id
+gets `call_<index>`. Finish reasons map `stop` to `end_turn` (`tool_use`
+when the message holds tool calls, `refusal` when it is a refusal),
+`tool_calls` to `tool_use`, `length` to `max_tokens`, `content_filter` to
+`refusal`, anything else to `other`. A stream that reaches `[DONE]` is
+complete even with no `finish_reason` (audio models send none), and a
+streamed refusal is shown as it arrives.
 `input_tokens` excludes the cached prompt tokens, which go in
 `cache_read_input_tokens`, as on Anthropic's wire. A message with nothing in
 it reads as one empty `Text`, so it is still a valid message; a refusal with
@@ -119,8 +123,10 @@ from carryall._text import shorten
 from carryall.blocks import (
     IMAGE_MEDIA_TYPES,
     Block,
+    Document,
     Image,
     Message,
+    Opaque,
     Text,
     Thinking,
     ToolResult,
@@ -129,10 +135,11 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
-from carryall.providers._common import prepare_messages
+from carryall.providers._common import Wire, prepare
 from carryall.providers._types import (
     Capabilities,
     Dialect,
+    Encoded,
     Request,
     Response,
     StopReason,
@@ -147,10 +154,12 @@ __all__ = [
     "decode_messages",
     "decode_response",
     "decode_stream",
+    "encode",
     "encode_prepared",
     "encode_request",
     "encode_request_bytes",
     "stream_body",
+    "wire_of",
 ]
 
 ERROR_PREFIX = "Error: "
@@ -173,18 +182,49 @@ _MAX_TOOL_CALL_INDEX = 4096
 
 # -- encoding ---------------------------------------------------------------
 
+_WIRES: dict[str, Wire] = {
+    # OpenAI takes images by URL, PDFs as `file` parts, system messages
+    # anywhere; plain-text documents go as their text.
+    "openai": Wire("openai", image_urls=True, pdf=True, system_inside=True),
+    # llama-server takes reasoning back and images as data: URLs only;
+    # its chat templates want the system message first, if at all.
+    "llama-server": Wire("llama-server", thinking=True),
+}
+
+
+def wire_of(dialect: Dialect) -> Wire:
+    """What `dialect` takes natively (see `carryall.providers._common.prepare`)."""
+    wire = _WIRES.get(dialect)
+    if wire is None:
+        raise ProviderError(
+            f"unknown OpenAI-style dialect {dialect!r}: expected one of {', '.join(_DIALECTS)}"
+        )
+    return wire
+
 
 def encode_request(
-    request: Request, caps: Capabilities, dialect: Dialect = "openai"
+    request: Request, caps: Capabilities, dialect: Dialect = "openai", *, every_origin: bool = False
 ) -> dict[str, Any]:
-    """The `/v1/chat/completions` body for a request, in the given dialect.
+    """The `/v1/chat/completions` body for a request, in the given dialect (`encode`'s body)."""
+    return encode(request, caps, dialect, every_origin=every_origin).body
 
-    The history is validated, image-limited and blinded for a model with no
-    eyes first (`prepare_messages`), so every dialect refuses and renders the
-    same histories. The body shares the tool schemas and strings of the
-    request rather than copying them: treat it as read-only.
+
+def encode(
+    request: Request, caps: Capabilities, dialect: Dialect = "openai", *, every_origin: bool = False
+) -> Encoded:
+    """The `/v1/chat/completions` body for a request, and every downgrade made to write it.
+
+    The history is validated, image-limited, blinded for a model with no
+    eyes and fitted to the dialect first (`_common.prepare`), so every
+    dialect refuses and renders the same histories, and names in
+    `Encoded.downgrades` what it left off or sent as text. The target
+    origin is `dialect`, `request.endpoint` (the backend fills it from its
+    base URL) and `request.model`. The body shares the tool schemas and
+    strings of the request rather than copying them: treat it as read-only.
     """
-    return encode_prepared(request, prepare_messages(request, caps), caps, dialect)
+    prepared = prepare(request, caps, wire_of(dialect), every_origin=every_origin)
+    body = encode_prepared(request, prepared.messages, caps, dialect)
+    return Encoded(body, prepared.downgrades)
 
 
 def encode_request_bytes(
@@ -205,7 +245,7 @@ def encode_prepared(
     caps: Capabilities,
     dialect: Dialect = "openai",
 ) -> dict[str, Any]:
-    """`encode_request` for messages already through `prepare_messages`.
+    """`encode_request` for messages already through `_common.prepare`.
 
     For prompt mode, which prepares the history itself before rewriting it
     as plain messages: checking it a second time would be the same work again.
@@ -227,6 +267,8 @@ def encode_prepared(
     for index, message in enumerate(messages):
         if message.role == "user":
             _encode_user(message, wire)
+        elif message.role == "system":
+            wire.append({"role": "system", "content": message.text()})
         else:
             wire.append(_encode_assistant(message, index, llama))
     if not wire:
@@ -258,7 +300,7 @@ def stream_body(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _encode_user(message: Message, wire: list[dict[str, Any]]) -> None:
-    rest: list[Text | Image] = []
+    rest: list[Text | Image | Document | Opaque] = []
     for block in message.content:
         if isinstance(block, ToolResult):
             wire.append(
@@ -268,7 +310,7 @@ def _encode_user(message: Message, wire: list[dict[str, Any]]) -> None:
                     "content": ERROR_PREFIX + block.content if block.is_error else block.content,
                 }
             )
-        elif isinstance(block, Text | Image):
+        elif isinstance(block, Text | Image | Document | Opaque):
             rest.append(block)
     if not rest:
         return
@@ -280,9 +322,20 @@ def _encode_user(message: Message, wire: list[dict[str, Any]]) -> None:
     wire.append({"role": "user", "content": content})
 
 
-def _user_part(block: Text | Image) -> dict[str, Any]:
+def _user_part(block: Text | Image | Document | Opaque) -> dict[str, Any]:
     if isinstance(block, Text):
         return {"type": "text", "text": block.text}
+    if isinstance(block, Opaque):
+        # `prepare` kept it, so it is this origin's own part: as it came.
+        part: dict[str, Any] = json.loads(block.raw)
+        return part
+    if isinstance(block, Document):
+        # `prepare` leaves only PDFs by their bytes on this wire.
+        file: dict[str, Any] = {"file_data": block.data_uri()}
+        file["filename"] = block.title or block.source or "document.pdf"
+        return {"type": "file", "file": file}
+    if not block.data and block.url is not None:
+        return {"type": "image_url", "image_url": {"url": block.url}}
     # The one copy of the image data the encoder makes: the data: URL itself.
     return {"type": "image_url", "image_url": {"url": block.data_uri()}}
 
@@ -360,7 +413,7 @@ def decode_response(data: Mapping[str, Any]) -> Response:
     where = f"{where}.choices[0].message"
     message = _mapping(choice.get("message"), where)
     texts = _content_texts(message.get("content"), f"{where}.content", ProviderError)
-    reasoning = _optional_str(message, "reasoning_content", where) or ""
+    reasoning = _reasoning(message, where)
     refusal = _optional_str(message, "refusal", where)
     raw_calls = message.get("tool_calls")
     calls: list[ToolUse] = []
@@ -383,7 +436,7 @@ def decode_response(data: Mapping[str, Any]) -> Response:
         )
     return Response(
         message=Message("assistant", _assistant_blocks(reasoning, texts, refusal, calls)),
-        stop_reason=_stop_reason(finish, bool(calls)),
+        stop_reason=_stop_reason(finish, bool(calls), bool(refusal)),
         usage=_usage(body.get("usage"), "response.usage"),
         model=_optional_str(body, "model", "response"),
         refusal=refusal or None,
@@ -430,13 +483,45 @@ def _assistant_blocks(
     return tuple(blocks)
 
 
-def _stop_reason(finish: str | None, has_calls: bool) -> StopReason:
+def _stop_reason(finish: str | None, has_calls: bool, refused: bool = False) -> StopReason:
     if finish is None:
         return "other"
     if finish == "stop" and has_calls:
         # Some servers say "stop" after tool calls; the calls still need answers.
         return "tool_use"
+    if finish == "stop" and refused:
+        # OpenAI ends a refusal with a plain "stop"; it is a refusal all the same,
+        # as the Anthropic codec reports one.
+        return "refusal"
     return _STOP_REASONS.get(finish, "other")
+
+
+def _reasoning(obj: Mapping[str, Any], where: str) -> str:
+    """A message's or delta's reasoning text, under whichever name its server uses.
+
+    llama-server and vLLM say `reasoning_content`; OpenRouter, Groq, Cerebras
+    and Ollama say `reasoning`, and OpenRouter adds `reasoning_details`
+    (text and summary entries) with the same text again: the first of the
+    three that is there is the reasoning, so nothing is counted twice.
+    """
+    for key in ("reasoning_content", "reasoning"):
+        text = _optional_str(obj, key, where)
+        if text:
+            return text
+    details = obj.get("reasoning_details")
+    if details is None:
+        return ""
+    if not isinstance(details, list):
+        raise ProviderError(f"{where}.reasoning_details must be an array, got {_shown(details)}")
+    parts: list[str] = []
+    for i, raw in enumerate(details):
+        entry = _mapping(raw, f"{where}.reasoning_details[{i}]")
+        for key in ("text", "summary"):
+            text = _optional_str(entry, key, f"{where}.reasoning_details[{i}]")
+            if text:
+                parts.append(text)
+                break
+    return "".join(parts)
 
 
 def _usage(raw: Any, where: str) -> Usage:
@@ -563,7 +648,7 @@ class StreamDecoder:
         delta = {} if delta_raw is None else _mapping(delta_raw, f"{where}.delta")
         where_delta = f"{where}.delta"
         content = _optional_str(delta, "content", where_delta)
-        reasoning = _optional_str(delta, "reasoning_content", where_delta)
+        reasoning = _reasoning(delta, where_delta)
         refusal = _optional_str(delta, "refusal", where_delta)
         calls = delta.get("tool_calls")
         if calls is not None and not isinstance(calls, list):
@@ -586,7 +671,9 @@ class StreamDecoder:
         if content:
             self._text.append(content)
             return content
-        return ""
+        # A refusal is the answer's text when there is no other (`_assistant_blocks`),
+        # so it is shown as it streams, as that text would be.
+        return refusal or ""
 
     def _call_fragment(self, raw: Any, where: str) -> None:
         fragment = _mapping(raw, where)
@@ -618,8 +705,13 @@ class StreamDecoder:
             call.arguments.append(arguments)
 
     def response(self) -> Response:
-        """The whole response; a `ProviderError` when the stream never finished."""
-        if self._finish is None:
+        """The whole response; a `ProviderError` when the stream never finished.
+
+        A stream that reached `[DONE]` finished, with or without a
+        `finish_reason` (audio models send none): it reads as the end of
+        the turn, or `tool_use` when it holds calls.
+        """
+        if self._finish is None and not self._done:
             raise ProviderError(
                 f"the stream ended after {self._chunks} chunk(s) without a finish_reason: "
                 "the response is truncated",
@@ -646,7 +738,7 @@ class StreamDecoder:
                 "assistant",
                 _assistant_blocks("".join(self._reasoning), [text], refusal or None, calls),
             ),
-            stop_reason=_stop_reason(self._finish, bool(calls)),
+            stop_reason=_stop_reason(self._finish or "stop", bool(calls), bool(refusal)),
             usage=self._usage,
             model=self._model,
             refusal=refusal or None,

@@ -17,7 +17,7 @@ message:
   stand on a marker line, repeats, or is a `data:` URI: a picture's bytes
   never go into text), and the image parts follow the carrier text in that
   order, so the model knows which picture is which. For a model that
-  cannot see, `prepare_messages` already turned each image into its
+  cannot see, `_common.prepare` already turned each image into its
   `image_placeholder` line and the carrier declares nothing. Non-image
   attachments of a result (`ToolResult.attachments`) have no wire here,
   as on every dialect.
@@ -63,8 +63,16 @@ from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, T
 from carryall.carrier import Marker, MarkerKind, marker_line, render_prompt_tool_carrier
 from carryall.errors import CarrierError, HistoryError, ProviderError
 from carryall.providers import openai as openai_codec
-from carryall.providers._common import prepare_messages
-from carryall.providers._types import Capabilities, Dialect, Request, Response, ToolSpec
+from carryall.providers._common import Wire, prepare
+from carryall.providers._types import (
+    Capabilities,
+    Dialect,
+    Downgrade,
+    Encoded,
+    Request,
+    Response,
+    ToolSpec,
+)
 from carryall.providers.calling_convention import (
     CALL_FENCE_LABELS,
     CALL_OPEN,
@@ -82,6 +90,7 @@ __all__ = [
     "SCHEMA_NAME",
     "StreamDecoder",
     "decode_response",
+    "encode",
     "encode_request",
     "encode_request_bytes",
     "plain_request",
@@ -110,33 +119,52 @@ def encode_request(
     dialect: Dialect = "openai",
     constrained: bool = False,
 ) -> dict[str, Any]:
-    """The `/v1/chat/completions` body for a request in prompt mode.
+    """The `/v1/chat/completions` body for a request in prompt mode (`encode`'s body)."""
+    return encode(request, caps, dialect=dialect, constrained=constrained).body
+
+
+def encode(
+    request: Request,
+    caps: Capabilities,
+    *,
+    dialect: Dialect = "openai",
+    constrained: bool = False,
+) -> Encoded:
+    """The `/v1/chat/completions` body for a request in prompt mode, and its downgrades.
 
     The system prompt is `request.system` then `describe_tools`; there are
     no `tools` or `tool_choice` keys; tool rounds are prompt carriers.
     `constrained` adds the `response_format` that makes llama-server answer
-    only with a real call or a plain response.
+    only with a real call or a plain response. The history is fitted to the
+    dialect as the OpenAI codec fits it (`openai.wire_of`), with the same
+    target origin, and what was left off or sent as text is reported.
     """
-    inner = plain_request(request, caps, constrained=constrained)
+    inner, downgrades = plain_request(
+        request, caps, openai_codec.wire_of(dialect), constrained=constrained
+    )
     body = openai_codec.encode_prepared(inner, inner.messages, caps, dialect)
     if constrained:
         body["response_format"] = response_format(request.tools, request.tool_choice)
-    return body
+    return Encoded(body, downgrades)
 
 
-def plain_request(request: Request, caps: Capabilities, *, constrained: bool = False) -> Request:
-    """The request as prompt mode sends it, on whichever wire: plain messages, tools in the system.
+def plain_request(
+    request: Request, caps: Capabilities, wire: Wire, *, constrained: bool = False
+) -> tuple[Request, tuple[Downgrade, ...]]:
+    """The request as prompt mode sends it on `wire`, and the downgrades made to fit it.
 
-    Validated, image-limited and blinded (`prepare_messages`); tool rounds
-    are prompt carriers and past calls are written in the convention (or in
-    the constrained JSON form); no `tools`, no `tool_choice`. Each wire's
-    codec encodes the result as it would any request.
+    Validated, image-limited, blinded and fitted to the wire (`prepare`);
+    tool rounds are prompt carriers and past calls are written in the
+    convention (or in the constrained JSON form); no `tools`, no
+    `tool_choice`. Each wire's codec encodes the result as it would any
+    request.
     """
     if request.tool_choice not in _TOOL_CHOICES:
         raise ProviderError(
             f"tool_choice {request.tool_choice!r} is not one of auto, none, required"
         )
-    messages = prepare_messages(request, caps)
+    prepared = prepare(request, caps, wire)
+    messages = prepared.messages
     plain = [
         _plain(message, index, messages, constrained) for index, message in enumerate(messages)
     ]
@@ -144,9 +172,10 @@ def plain_request(request: Request, caps: Capabilities, *, constrained: bool = F
         request.tools, constrained=constrained, tool_choice=request.tool_choice
     )
     system = "\n\n".join(part for part in (request.system, description) if part) or None
-    return msgspec.structs.replace(
+    inner = msgspec.structs.replace(
         request, messages=tuple(plain), system=system, tools=(), tool_choice=None
     )
+    return inner, prepared.downgrades
 
 
 def encode_request_bytes(

@@ -23,9 +23,9 @@ The wire:
   `message` item with string content (the form that needs no item id),
   each tool call a `function_call` item with JSON-string arguments. Its
   thinking goes back as a `reasoning` item, right before the item it led
-  to, only when it came from this wire (`own_reasoning`); other thinking
-  stays in the transcript but off the wire, because a reasoning item the
-  server did not write is refused.
+  to, only to the origin that made it (`WIRE`, `prepare`); other thinking
+  stays in the transcript but off the wire and is reported as a
+  downgrade, because a reasoning item the server did not write is refused.
 - Tools are `function` tools with `strict: false` (carryall's schemas are
   not written for strict mode); `tool_choice` only with tools.
 - `max_output_tokens` is the token limit; `reasoning.effort` is sent when
@@ -33,9 +33,10 @@ The wire:
   when thinking was asked for, so that a `store: false` history can carry
   its reasoning forward.
 
-Decoding: a `reasoning` item becomes `Thinking` (its `content` texts, else
-its `summary` texts, joined) whose signature is the item's
-`encrypted_content`; `message` items' `output_text` parts become `Text`
+Decoding: a `reasoning` item with `encrypted_content` becomes an `Opaque`
+block of kind `reasoning` (the item whole, stamped with its origin; its
+`content` texts, else its `summary` texts, are its text line), one without
+becomes `Thinking` of that text; `message` items' `output_text` parts become `Text`
 (a `refusal` part is the refusal, and its text when nothing else was said);
 `function_call` items become `ToolUse` by `call_id`, arguments that are not
 JSON counted in `Response.malformed_tool_args`. Blocks keep the order of the
@@ -52,6 +53,7 @@ are skipped, so new server features do not break old clients.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
@@ -59,11 +61,28 @@ import msgspec
 
 from carryall._json import body_bytes
 from carryall._text import shorten
-from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
+from carryall.blocks import (
+    Block,
+    Image,
+    Message,
+    Opaque,
+    Origin,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+)
 from carryall.errors import BlockError, HistoryError, ProviderError
 from carryall.providers import prompt as prompt_mode
-from carryall.providers._common import prepare_messages
-from carryall.providers._types import Capabilities, Request, Response, StopReason, Usage
+from carryall.providers._common import Wire, prepare
+from carryall.providers._types import (
+    Capabilities,
+    Encoded,
+    Request,
+    Response,
+    StopReason,
+    Usage,
+)
 from carryall.providers.openai import (
     ERROR_PREFIX,
     _arguments,
@@ -84,29 +103,35 @@ __all__ = [
     "decode_prompt_response",
     "decode_response",
     "decode_stream",
+    "encode",
     "encode_request",
     "encode_request_bytes",
-    "own_reasoning",
 ]
 
 DIALECT: Final = "responses"
 """The name this wire goes by in an origin, a backend and the switch matrix."""
 
+REASONING: Final = "reasoning"
+"""The `Opaque.kind` of an encrypted reasoning item, echoed whole to its origin."""
+
+_IMPORTED: Final = Origin(DIALECT, "", "")
+"""The origin of what an imported input list holds: this wire, no endpoint or model known."""
+
 _TOOL_CHOICES = ("auto", "none", "required")
 _ARGUMENTS: Final = msgspec.json.Encoder()
+_REASONING_KEYS: Final = ("type", "id", "summary", "content", "encrypted_content")
 _ENCRYPTED: Final = "reasoning.encrypted_content"
 
 
-def own_reasoning(block: Thinking) -> bool:
-    """Whether `block` is a reasoning item this wire wrote, which alone may go back on it.
+WIRE: Final = Wire(DIALECT, signed=True)
+"""What this wire takes natively: its own encrypted reasoning back, nothing signed by others.
 
-    A Responses reasoning item is opaque: its `encrypted_content` means
-    something to OpenAI only, and a reasoning item without it (another
-    backend's thinking) is refused by OpenAI and mistaken for the model's
-    own by llama-server. Only thinking this wire decoded, which carries its
-    encrypted content as the signature and no foreign mark, goes back.
-    """
-    return False
+A reasoning item is opaque: its `encrypted_content` means something to the
+OpenAI endpoint and model that made it only, and a reasoning item without
+it (another backend's thinking) is refused by OpenAI and mistaken for the
+model's own by llama-server; `prepare` leaves every other thinking off and
+reports it.
+"""
 
 
 # -- encoding ---------------------------------------------------------------
@@ -115,7 +140,18 @@ def own_reasoning(block: Thinking) -> bool:
 def encode_request(
     request: Request, caps: Capabilities, *, constrained: bool = False, llama: bool = False
 ) -> dict[str, Any]:
-    """The `/v1/responses` body for a request (validated, image-limited, blinded first).
+    """The `/v1/responses` body for a request (`encode`'s body)."""
+    return encode(request, caps, constrained=constrained, llama=llama).body
+
+
+def encode(
+    request: Request, caps: Capabilities, *, constrained: bool = False, llama: bool = False
+) -> Encoded:
+    """The `/v1/responses` body for a request, and every downgrade made to write it.
+
+    The history is validated, image-limited, blinded and fitted to this wire
+    first (`prepare` with `WIRE`): thinking goes back only to the origin
+    (this dialect, `request.endpoint`, `request.model`) that made it.
 
     A model without native tool calls (`caps.native_tools` false) gets prompt
     mode on this wire: the history rewritten by `prompt.plain_request`, and,
@@ -124,7 +160,7 @@ def encode_request(
     there, also by the top-level `json_schema` it does read.
     """
     if not caps.native_tools and request.tools:
-        inner = prompt_mode.plain_request(request, caps, constrained=constrained)
+        inner, downgrades = prompt_mode.plain_request(request, caps, WIRE, constrained=constrained)
         body = _encode(inner, list(inner.messages))
         if constrained:
             schema = prompt_mode.response_schema(request.tools, request.tool_choice)
@@ -138,8 +174,9 @@ def encode_request(
             }
             if llama:
                 body["json_schema"] = schema
-        return body
-    return _encode(request, prepare_messages(request, caps))
+        return Encoded(body, downgrades)
+    prepared = prepare(request, caps, WIRE)
+    return Encoded(_encode(request, prepared.messages), prepared.downgrades)
 
 
 def _encode(request: Request, messages: list[Message]) -> dict[str, Any]:
@@ -228,8 +265,9 @@ def _encode_assistant(message: Message, index: int, items: list[dict[str, Any]])
                     "arguments": _call_arguments(block, index),
                 }
             )
-        elif isinstance(block, Thinking) and own_reasoning(block):
-            items.append(_reasoning_item(block))
+        elif isinstance(block, Opaque) and block.kind == REASONING:
+            # `prepare` kept it: this origin's own reasoning item, as it came.
+            items.append(json.loads(block.raw))
     if len(items) == start:
         # A turn with nothing this wire carries still took its turn: an
         # empty message keeps the user turns around it apart.
@@ -256,24 +294,16 @@ def _call_arguments(block: ToolUse, index: int) -> str:
     return text
 
 
-def _reasoning_item(block: Thinking) -> dict[str, Any]:
-    item: dict[str, Any] = {"type": "reasoning", "summary": []}
-    if block.text:
-        item["summary"] = [{"type": "summary_text", "text": block.text}]
-    if block.signature:
-        item["encrypted_content"] = block.signature
-    return item
-
-
 # -- decoding responses -----------------------------------------------------
 
 
 class _Answer:
     """The blocks of one answer as its output items are read, in their order."""
 
-    __slots__ = ("blocks", "malformed", "refusal", "seen", "texts")
+    __slots__ = ("blocks", "malformed", "origin", "refusal", "seen", "texts")
 
-    def __init__(self) -> None:
+    def __init__(self, origin: Origin | None = None) -> None:
+        self.origin = origin
         self.blocks: list[Block] = []
         self.texts = 0
         self.refusal: list[str] = []
@@ -286,7 +316,7 @@ class _Answer:
         if kind == "message":
             self._message(item, where)
         elif kind == "reasoning":
-            thinking = _reasoning(item, where, ProviderError)
+            thinking = _reasoning(item, where, ProviderError, self.origin)
             if thinking is not None:
                 self.blocks.append(thinking)
         elif kind == "function_call":
@@ -329,7 +359,7 @@ class _Answer:
         refusal = "".join(self.refusal) or None
         blocks = list(self.blocks)
         if refusal and not self.texts:
-            blocks.insert(sum(isinstance(b, Thinking) for b in blocks), Text(refusal))
+            blocks.insert(sum(isinstance(b, Thinking | Opaque) for b in blocks), Text(refusal))
         if not blocks:
             blocks.append(Text(""))
         calls = any(isinstance(b, ToolUse) for b in blocks)
@@ -343,8 +373,16 @@ class _Answer:
         )
 
 
-def _reasoning(item: Mapping[str, Any], where: str, error: type[Exception]) -> Thinking | None:
-    """A reasoning item as `Thinking`: its raw text, else its summary, signed by its encryption."""
+def _reasoning(
+    item: Mapping[str, Any], where: str, error: type[Exception], origin: Origin | None
+) -> Thinking | Opaque | None:
+    """A reasoning item: `Opaque` when encrypted (the item whole), else `Thinking` of its text.
+
+    An encrypted item goes back whole, its `id` with it (the SDK's item type
+    requires one), to its origin only; its summary or raw text is the line
+    every other reader gets. Plain reasoning text (llama-server, gpt-oss) is
+    unsigned thinking.
+    """
     texts: list[str] = []
     for key, kinds in (("content", ("reasoning_text",)), ("summary", ("summary_text",))):
         parts = item.get(key)
@@ -364,9 +402,11 @@ def _reasoning(item: Mapping[str, Any], where: str, error: type[Exception]) -> T
     encrypted = item.get("encrypted_content")
     if encrypted is not None and not isinstance(encrypted, str):
         raise error(f"{where}.encrypted_content must be a string, got {_shown(encrypted)}")
-    if not texts and not encrypted:
-        return None
-    return Thinking("\n\n".join(texts), signature=encrypted or None)
+    text = "\n\n".join(texts)
+    if encrypted:
+        kept = {k: item[k] for k in _REASONING_KEYS if k in item}
+        return Opaque(REASONING, json.dumps(kept, ensure_ascii=False), origin, text)
+    return Thinking(text) if text else None
 
 
 def _stop_reason(status: Any, incomplete: Any, calls: bool, refused: bool) -> StopReason:
@@ -402,10 +442,12 @@ def _usage(raw: Any, where: str) -> Usage:
     )
 
 
-def decode_response(data: Mapping[str, Any]) -> Response:
+def decode_response(data: Mapping[str, Any], *, endpoint: str = "") -> Response:
     """A non-streamed `response` object as a `Response`.
 
-    A body carrying an `error` object, or `status: failed`, is raised as the
+    Encrypted reasoning is stamped with its origin: this dialect,
+    `endpoint` (the transport's host) and the model the answer names. A
+    body carrying an `error` object, or `status: failed`, is raised as the
     `ProviderError` it describes, with the server's message and status.
     """
     where = "response"
@@ -416,14 +458,15 @@ def decode_response(data: Mapping[str, Any]) -> Response:
     output = body.get("output")
     if not isinstance(output, list):
         raise ProviderError(f"{where}.output must be an array, got {_shown(output)}")
-    answer = _Answer()
+    model = _optional_str(body, "model", where)
+    answer = _Answer(Origin(DIALECT, endpoint, model or ""))
     for i, raw in enumerate(output):
         answer.item(raw, f"{where}.output[{i}]")
     return answer.response(
         body.get("status"),
         body.get("incomplete_details"),
         _usage(body.get("usage"), f"{where}.usage"),
-        _optional_str(body, "model", where),
+        model,
     )
 
 
@@ -442,7 +485,8 @@ class StreamDecoder:
     built from their deltas.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, endpoint: str = "") -> None:
+        self._endpoint = endpoint
         self._final: Mapping[str, Any] | None = None
         self._done: dict[int, Any] = {}
         self._partial: dict[int, dict[str, Any]] = {}
@@ -527,7 +571,7 @@ class StreamDecoder:
         if not isinstance(output, list) or not output:
             indices = sorted(set(self._done) | set(self._partial))
             output = [self._done.get(i) or _from_deltas(self._partial[i]) for i in indices]
-        return decode_response({**final, "output": output})
+        return decode_response({**final, "output": output}, endpoint=self._endpoint)
 
 
 def _from_deltas(partial: Mapping[str, Any]) -> dict[str, Any]:
@@ -561,8 +605,8 @@ class PromptStreamDecoder:
     apart, and a call must never be shown as prose.
     """
 
-    def __init__(self, constrained: bool = False) -> None:
-        self._inner = StreamDecoder()
+    def __init__(self, constrained: bool = False, endpoint: str = "") -> None:
+        self._inner = StreamDecoder(endpoint)
         self._constrained = constrained
 
     def feed(self, event: Mapping[str, Any] | str) -> str:
@@ -581,17 +625,21 @@ class PromptStreamDecoder:
         )
 
 
-def decode_prompt_response(data: Mapping[str, Any], *, constrained: bool = False) -> Response:
+def decode_prompt_response(
+    data: Mapping[str, Any], *, constrained: bool = False, endpoint: str = ""
+) -> Response:
     """A prompt-mode answer on this wire: `decode_response`, then the calls read out of its text."""
     salt = data.get("id") if isinstance(data, Mapping) else None
     return prompt_mode.read_calls(
-        decode_response(data), salt if isinstance(salt, str) else "", constrained=constrained
+        decode_response(data, endpoint=endpoint),
+        salt if isinstance(salt, str) else "",
+        constrained=constrained,
     )
 
 
-def decode_stream(events: Iterable[Mapping[str, Any] | str]) -> Response:
+def decode_stream(events: Iterable[Mapping[str, Any] | str], *, endpoint: str = "") -> Response:
     """A whole stream of event payloads as one `Response` (see `StreamDecoder`)."""
-    decoder = StreamDecoder()
+    decoder = StreamDecoder(endpoint)
     for event in events:
         decoder.feed(event)
     return decoder.response()
@@ -655,7 +703,8 @@ def decode_messages(
             else:
                 raise BlockError(f"{where}: role {_shown(item_role)} has no block form")
         elif kind == "reasoning":
-            thinking = _reasoning(raw, where, BlockError)
+            # Read from a file: this wire's, no endpoint or model known.
+            thinking = _reasoning(raw, where, BlockError, _IMPORTED)
             if thinking is not None:
                 turn("assistant").append(thinking)
         elif kind == "function_call":

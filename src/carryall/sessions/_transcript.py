@@ -28,7 +28,17 @@ from typing import Any, Generic, Literal, TypeVar
 import msgspec
 
 from carryall._text import shorten
-from carryall.blocks import Image, Message, Text, Thinking, ToolResult, ToolUse
+from carryall.blocks import (
+    Document,
+    Image,
+    Message,
+    Opaque,
+    RedactedThinking,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+)
 from carryall.errors import TranscriptError
 
 FORMAT_VERSION = 1
@@ -64,20 +74,27 @@ class _HeaderProbe(msgspec.Struct):
 
 
 class StoredImage(msgspec.Struct, frozen=True, tag="image", tag_field="type", omit_defaults=True):
-    """An image as a transcript line holds it: the hash of bytes kept in the blob folder."""
+    """An image as a transcript line holds it: the hash of bytes kept in the blob folder.
+
+    A remote image (`Image.url`) has no bytes here: its `sha256` is "" and
+    its `url` says where it is.
+    """
 
     media_type: str
     sha256: str
     source: str | None = None
+    url: str | None = None
 
 
-StoredBlock = Text | Thinking | ToolUse | ToolResult | StoredImage
+StoredBlock = (
+    Text | Thinking | RedactedThinking | ToolUse | ToolResult | StoredImage | Document | Opaque
+)
 
 
 class StoredMessage(msgspec.Struct, frozen=True):
     """A message as a transcript line holds it (images by hash)."""
 
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "system"]
     content: tuple[StoredBlock, ...]
 
 
@@ -259,7 +276,7 @@ def image_stand_in(stored: StoredImage) -> Image:
     The recall index reads every transcript; reading every image blob to
     say `[image: name (type)]` would cost it the blob folder for nothing.
     """
-    return Image(stored.media_type, "", stored.source)
+    return Image(stored.media_type, "", stored.source, stored.url)
 
 
 def restore(stored: Message | StoredMessage, load_image: BlobLoader) -> Message:

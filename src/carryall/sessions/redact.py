@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import msgspec
 
-from carryall.blocks import Message, Text, Thinking, ToolResult, ToolUse
+from carryall.blocks import Message, Opaque, Text, Thinking, ToolResult, ToolUse
 from carryall.errors import CarryallError
 
 __all__ = ["BUILTIN_PATTERNS", "REDACTED", "Redactor", "compile_pattern"]
@@ -111,7 +111,9 @@ class Redactor:
         """One block redacted; anything opaque or binary (images, signatures) kept as it is.
 
         A signed `Thinking` is kept whole unless `unsign`, in which case its
-        text is redacted and, if that changed it, its signature dropped.
+        text is redacted and, if that changed it, its signature dropped. A
+        provider-native `Opaque` block is kept whole the same way; with
+        `unsign`, one whose JSON or text matches becomes its redacted text line.
         """
         if isinstance(block, Text):
             new = self.text(block.text)
@@ -132,7 +134,12 @@ class Redactor:
             new = self.text(block.text)
             if new == block.text:
                 return block
-            return msgspec.structs.replace(block, text=new, signature=None)
+            return msgspec.structs.replace(block, text=new, signature=None, origin=None)
+        if isinstance(block, Opaque) and unsign and self._pattern is not None:
+            # Its raw JSON is echoed byte for byte or not at all: a native
+            # block holding the pattern becomes its redacted text line.
+            new = self.text(block.text)
+            return block if new == block.text and not self._pattern.search(block.raw) else Text(new)
         return block
 
     def message(self, message: Any, *, unsign: bool = False) -> Any:

@@ -18,8 +18,11 @@ from typing import Any, Literal
 
 from carryall.blocks import (
     Block,
+    Document,
     Image,
     Message,
+    Opaque,
+    RedactedThinking,
     Text,
     Thinking,
     ToolResult,
@@ -32,8 +35,10 @@ from carryall.sessions._transcript import SessionMeta, format_time
 
 __all__ = [
     "EXPORT_KIND",
+    "REDACTED_THINKING_LINE",
     "Format",
     "attachment_label",
+    "block_line",
     "export_dict",
     "render",
     "render_html",
@@ -67,8 +72,25 @@ def searchable_text(message: Message) -> str:
             parts.append(block.content)
             parts.extend(attachment_label(marker) for marker in block.attachments)
         else:
-            parts.append(block.placeholder())
+            parts.append(block_line(block))
     return "\n".join(parts)
+
+
+REDACTED_THINKING_LINE = "[redacted thinking]"
+"""What a reader shows for encrypted reasoning: that it was there, nothing more."""
+
+
+def block_line(block: RedactedThinking | Image | Document | Opaque) -> str:
+    """The one line every reader shows for a block that is not text to a person.
+
+    An image's or document's placeholder, the redacted-thinking line, or a
+    provider-native block's own text line (its kind when it has none).
+    """
+    if isinstance(block, Image | Document):
+        return block.placeholder()
+    if isinstance(block, RedactedThinking):
+        return REDACTED_THINKING_LINE
+    return block.text or f"[{block.kind}]"
 
 
 def render(
@@ -142,7 +164,7 @@ def _text_block(block: Block) -> list[str]:
             *_indent(block.content, "  "),
             *(f"  attachment: {attachment_label(m)}" for m in block.attachments),
         ]
-    return [block.placeholder()]
+    return [block_line(block)]
 
 
 # -- markdown ------------------------------------------------------------------
@@ -179,7 +201,7 @@ def _markdown_block(block: Block) -> list[str]:
             *_fence(block.content),
         ]
     # Verbatim: with no link definition in the page, `[image: ...]` stays text.
-    return [block.placeholder()]
+    return [block_line(block)]
 
 
 def _fence(text: str, lang: str = "") -> list[str]:
@@ -344,8 +366,8 @@ def _html_block(block: Block, embed_images: bool) -> str:
             f'<div class="{cls}">tool result for <code>{e(block.tool_use_id)}</code>{status}'
             f"<pre>{e(block.content)}</pre>{attached}</div>"
         )
-    label = e(block.placeholder())
-    if embed_images and block.data:
+    label = e(block_line(block))
+    if embed_images and isinstance(block, Image) and block.data:
         return (
             f'<figure><img src="{e(block.data_uri())}" alt="{label}">'
             f"<figcaption>{label}</figcaption></figure>"

@@ -552,6 +552,8 @@ class SessionStore:
         cache: dict[str, str] = {}
 
         def load(stored: StoredImage) -> Image | Text:
+            if not stored.sha256:
+                return image_stand_in(stored)  # a remote image: nothing kept here
             data = cache.get(stored.sha256)
             if data is None:
                 try:
@@ -879,7 +881,9 @@ class Session:
             return message
         blocks: list[StoredBlock] = []
         for block in message.content:
-            if isinstance(block, Image):
+            if isinstance(block, Image) and not block.data and block.url is not None:
+                blocks.append(StoredImage(block.media_type, "", block.source, block.url))
+            elif isinstance(block, Image):
                 try:
                     raw = block.to_bytes()
                 except BlockError as exc:
@@ -984,7 +988,9 @@ def _hashes(path: Path) -> set[str]:
         if b'"image"' not in line:  # as in `decode_event`: no image block can be there
             continue
         for message in decode_event(line, where, line_no).messages:
-            found.update(b.sha256 for b in message.content if isinstance(b, StoredImage))
+            found.update(
+                b.sha256 for b in message.content if isinstance(b, StoredImage) and b.sha256
+            )
     return found
 
 

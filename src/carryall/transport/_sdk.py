@@ -18,12 +18,13 @@ import contextlib
 import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import msgspec
 
 from carryall._secrets import mask
 from carryall.errors import ProviderError
-from carryall.providers import Capabilities, Request, Response
+from carryall.providers import Capabilities, Encoded, Request, Response
 from carryall.providers.codec import Codec
 from carryall.transport._errors import (
     RETRYABLE_KINDS,
@@ -39,9 +40,18 @@ from carryall.transport._errors import (
 )
 from carryall.transport.sse import iter_sse
 
-__all__ = ["SdkBackend"]
+__all__ = ["SdkBackend", "endpoint_of"]
 
 _END: Final = object()
+
+
+def endpoint_of(base_url: str) -> str:
+    """The host a base URL names, lowercased: the `endpoint` of every origin made there.
+
+    The host alone, not the port: a local server that comes back on another
+    port is the same server.
+    """
+    return (urlsplit(base_url).hostname or "").lower()
 
 
 class SdkBackend:
@@ -62,7 +72,7 @@ class SdkBackend:
         name: str,
         model: str,
         capabilities: Capabilities,
-        codec: Codec,
+        codec: Callable[[str], Codec],
         errors: SdkErrors,
         client: Any,
         path: str,
@@ -78,10 +88,12 @@ class SdkBackend:
         self.max_retries = max_retries
         self.retry_delay = retry_delay
         self.stream = stream
-        self._codec = codec
         self._errors = errors
         self._client = client
         self._path = path
+        self.endpoint = endpoint_of(self.base_url)
+        """The base URL's host: what this backend's origins name (`carryall.blocks.Origin`)."""
+        self._codec = codec(self.endpoint)
 
     @property
     def base_url(self) -> str:
@@ -91,13 +103,14 @@ class SdkBackend:
     def complete(self, request: Request, on_text: Callable[[str], None] | None = None) -> Response:
         """Send `request` and return the whole answer, or raise `ProviderError`.
 
-        An empty `request.model` is filled with this backend's model. A broken
+        An empty `request.model` is filled with this backend's model, and an
+        empty `request.endpoint` with this backend's, so the encoder knows
+        which origin it writes for. A broken
         history is refused by the codec (`HistoryError`) before anything is
         sent. A stream that breaks off is sent again whole, at most
         `max_retries` times, with doubling pauses from `retry_delay`.
         """
-        if not request.model:
-            request = msgspec.structs.replace(request, model=self.model)
+        request = self.addressed(request)
         body = self._codec.encode_bytes(request, self.stream)
         try:
             return send_whole(
@@ -110,6 +123,18 @@ class SdkBackend:
             if safe is error:
                 raise
             raise safe from error.__cause__
+
+    def addressed(self, request: Request) -> Request:
+        """`request` with this backend's model and endpoint where it names none."""
+        if request.model and request.endpoint:
+            return request
+        return msgspec.structs.replace(
+            request, model=request.model or self.model, endpoint=request.endpoint or self.endpoint
+        )
+
+    def encode(self, request: Request) -> Encoded:
+        """The body `complete` would send for `request`, and the downgrades made to write it."""
+        return self._codec.encode_reported(self.addressed(request))
 
     def close(self) -> None:
         """Close the SDK client's connection pool."""

@@ -41,7 +41,7 @@ class AnthropicBackend(SdkBackend):
             name="anthropic",
             model=model,
             capabilities=capabilities,
-            codec=anthropic_codec(capabilities),
+            codec=lambda endpoint: anthropic_codec(capabilities, endpoint),
             errors=SdkErrors(anthropic, anthropic.AnthropicError, anthropic_status),
             client=anthropic.Anthropic(
                 api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries

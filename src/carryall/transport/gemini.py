@@ -21,6 +21,7 @@ from carryall.providers import Capabilities, Request, Response
 from carryall.providers import gemini as gemini_wire
 from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import Broken, send_whole
+from carryall.transport._sdk import endpoint_of
 
 __all__ = ["GEMINI_CAPABILITIES", "MISSING_EXTRA", "GeminiBackend"]
 
@@ -81,15 +82,22 @@ class GeminiBackend:
         except Exception as exc:  # the SDK raises ValueError and auth errors alike here
             raise ProviderError(f"gemini: the client could not start: {mask(str(exc))}") from None
         self.base_url = base_url or (
-            "vertex" if vertex else "https://generativelanguage.googleapis.com"
+            "https://aiplatform.googleapis.com"
+            if vertex
+            else "https://generativelanguage.googleapis.com"
         )
+        self.endpoint = endpoint_of(self.base_url)
 
     def complete(self, request: Request, on_text: Callable[[str], None] | None = None) -> Response:
         """Send `request` and return the whole answer, or raise `ProviderError`."""
-        if not request.model:
+        if not request.model or not request.endpoint:
             import msgspec
 
-            request = msgspec.structs.replace(request, model=self.model)
+            request = msgspec.structs.replace(
+                request,
+                model=request.model or self.model,
+                endpoint=request.endpoint or self.endpoint,
+            )
         from google.genai import types
 
         body = gemini_wire.encode_request(request, self.capabilities)
@@ -128,8 +136,8 @@ class GeminiBackend:
                 answer = self._client.models.generate_content(
                     model=model, contents=contents, config=config
                 )
-                return gemini_wire.decode_response(_wire(answer))
-            decoder = gemini_wire.StreamDecoder()
+                return gemini_wire.decode_response(_wire(answer), endpoint=self.endpoint)
+            decoder = gemini_wire.StreamDecoder(self.endpoint)
             for chunk in self._client.models.generate_content_stream(
                 model=model, contents=contents, config=config
             ):

@@ -63,7 +63,7 @@ class OpenAIBackend(SdkBackend):
             name=name,
             model=model,
             capabilities=capabilities,
-            codec=openai_codec(capabilities, dialect),
+            codec=lambda endpoint: openai_codec(capabilities, dialect, endpoint),
             errors=SdkErrors(openai, openai.OpenAIError, openai_status),
             client=self._new_client(base_url, timeout, max_retries),
             path="/chat/completions",

@@ -48,7 +48,7 @@ class ResponsesBackend(SdkBackend):
             name=name,
             model=model,
             capabilities=capabilities,
-            codec=responses_codec(capabilities, llama=llama),
+            codec=lambda endpoint: responses_codec(capabilities, llama=llama, endpoint=endpoint),
             errors=SdkErrors(openai, openai.OpenAIError, openai_status),
             client=openai.OpenAI(
                 api_key=api_key or NO_KEY,
