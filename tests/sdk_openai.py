@@ -2,7 +2,7 @@
 
 A request passes only if the official SDK's own type accepts it with every
 lazily validated iterable consumed, nothing dropped, and every image a
-`data:` URL of an allowlisted media type.
+`data:` URL of an allowlisted media type or a remote `https:` URL.
 """
 
 from __future__ import annotations
@@ -57,6 +57,8 @@ def _check_images(body: Mapping[str, Any]) -> None:
             if part.get("type") != "image_url":
                 continue
             url = part["image_url"]["url"]
+            if url.startswith("https://"):
+                continue  # a remote image, sent as the URL it is
             head, sep, payload = url.partition(",")
             assert sep and head.startswith("data:") and head.endswith(";base64"), url[:40]
             assert head[5:-7] in IMAGE_MEDIA_TYPES, f"media type {head[5:-7]!r} not allowlisted"

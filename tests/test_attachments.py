@@ -911,3 +911,53 @@ def test_image_limit_keeps_exactly_the_newest(per_message: list[int], limit: int
         b for m in apply_image_limit(history, limit) for b in m.content if isinstance(b, Image)
     ]
     assert after == before[len(before) - min(limit, len(before)) :]
+
+
+# -- documents ------------------------------------------------------------------
+
+
+def test_a_pdf_and_a_text_file_load_as_documents_inside_the_roots(tmp_path: Path) -> None:
+    from carryall.attachments import load_document
+    from carryall.blocks import Document
+
+    (tmp_path / "paper.pdf").write_bytes(b"%PDF-1.7\n%body\n")
+    (tmp_path / "notes.txt").write_text("plain notes\n", encoding="utf-8")
+    policy = AttachmentPolicy(roots=[tmp_path])
+    pdf = load_document(str(tmp_path / "paper.pdf"), policy)
+    assert pdf == Document.from_bytes("application/pdf", b"%PDF-1.7\n%body\n", source="paper.pdf")
+    assert load_document(str(tmp_path / "notes.txt"), policy).plain_text() == "plain notes\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "reason"),
+    [
+        ("fake.pdf", b"\x89PNG\r\n\x1a\n", "not a PDF"),
+        ("bad.txt", b"\xff\xfe\x00", "not UTF-8"),
+        ("paper.docx", b"PK\x03\x04", "no document extension"),
+    ],
+)
+def test_a_document_whose_bytes_are_not_what_its_name_says_is_refused(
+    tmp_path: Path, name: str, data: bytes, reason: str
+) -> None:
+    from carryall.attachments import load_document
+
+    (tmp_path / name).write_bytes(data)
+    with pytest.raises(AttachmentError, match=reason):
+        load_document(str(tmp_path / name), AttachmentPolicy(roots=[tmp_path]))
+
+
+def test_a_document_outside_the_roots_or_over_the_cap_is_refused(tmp_path: Path) -> None:
+    from carryall.attachments import load_document
+
+    inside, outside = tmp_path / "in", tmp_path / "out"
+    inside.mkdir()
+    outside.mkdir()
+    (outside / "paper.pdf").write_bytes(b"%PDF-1.7\n")
+    (inside / "big.pdf").write_bytes(b"%PDF-" + b"x" * 100)
+    with pytest.raises(AttachmentError, match="outside the allowed roots"):
+        load_document(str(outside / "paper.pdf"), AttachmentPolicy(roots=[inside]))
+    with pytest.raises(AttachmentError, match="limit"):
+        load_document(str(inside / "big.pdf"), AttachmentPolicy(roots=[inside], max_image_bytes=50))
+    os.symlink(outside / "paper.pdf", inside / "link.pdf")
+    with pytest.raises(AttachmentError):
+        load_document(str(inside / "link.pdf"), AttachmentPolicy(roots=[inside]))

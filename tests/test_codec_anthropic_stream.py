@@ -471,3 +471,125 @@ def test_a_stream_with_no_blocks_reads_as_the_plain_call_does() -> None:
     body = body_of([], stop_reason="stop_sequence")
     assert decode_stream(stream_of(body)) == decode_response(body)
     assert decode_response(body).message == Message.assistant([Text("")])
+
+
+SEARCH_RESULT = {
+    "type": "web_search_result",
+    "title": "Paris weather",
+    "url": "https://example.com/paris",
+    "encrypted_content": "EqgfCioIARgBIiQ3YTAw",
+    "page_age": None,
+}
+CITATION = {
+    "type": "web_search_result_location",
+    "url": "https://example.com/paris",
+    "title": "Paris weather",
+    "encrypted_index": "Eo8BCioIAhgBIiQ",
+    "cited_text": "Sunny, 21 C",
+}
+SERVER_TOOL_BODY = body_of(
+    [
+        {
+            "type": "server_tool_use",
+            "id": "srvtoolu_01",
+            "name": "web_search",
+            "input": {"query": "paris weather"},
+        },
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_01",
+            "content": [SEARCH_RESULT],
+        },
+        {"type": "text", "text": "It is sunny.", "citations": [CITATION]},
+    ],
+    stop_reason="pause_turn",
+)
+
+
+def _server_tool_stream() -> list[dict[str, Any]]:
+    start = {
+        "type": "message_start",
+        "message": {
+            **{k: v for k, v in SERVER_TOOL_BODY.items() if k not in ("content", "usage")},
+            "content": [],
+            "stop_reason": None,
+            "usage": {**SERVER_TOOL_BODY["usage"], "output_tokens": 1},
+        },
+    }
+    use = {**SERVER_TOOL_BODY["content"][0], "input": {}}
+    return [
+        start,
+        {"type": "content_block_start", "index": 0, "content_block": use},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": '{"query": "paris'},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": ' weather"}'},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": SERVER_TOOL_BODY["content"][1],
+        },
+        {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}},
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "text_delta", "text": "It is"},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "citations_delta", "citation": CITATION},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "text_delta", "text": " sunny."},
+        },
+        {"type": "content_block_stop", "index": 2},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "pause_turn"},
+            "usage": {"output_tokens": 34},
+        },
+        {"type": "message_stop"},
+    ]
+
+
+def test_server_tool_blocks_and_citations_are_kept_not_refused_and_go_back_byte_for_byte() -> None:
+    from carryall.blocks import Opaque
+    from carryall.providers import Capabilities, Request
+    from carryall.providers.anthropic import encode
+
+    events = _server_tool_stream()
+    for event in events:
+        _SDK_EVENT.validate_python(event)
+    streamed = decode_stream(events)
+    assert streamed == decode_response(SERVER_TOOL_BODY)
+    assert streamed.stop_reason == "pause_turn"
+    assert streamed.usage.output_tokens == 34
+    assert streamed.message.text() == "It is sunny."
+    use, result, text, citations = streamed.message.content
+    assert text == Text("It is sunny.")
+    assert isinstance(use, Opaque) and use.origin == ORIGIN
+    assert use.text == "[server_tool_use web_search: paris weather]"
+    assert isinstance(result, Opaque) and result.text == "[web_search_tool_result: Paris weather]"
+    assert isinstance(citations, Opaque) and citations.kind == "citations"
+    history = [Message.user("Weather in Paris?"), streamed.message, Message.user("Thanks.")]
+    home = encode(Request(model="claude-test", messages=tuple(history)), Capabilities())
+    assert home.downgrades == ()
+    assert home.body["messages"][1]["content"] == SERVER_TOOL_BODY["content"]
+    elsewhere = encode(Request(model="claude-other", messages=tuple(history)), Capabilities())
+    assert [d.kind for d in elsewhere.downgrades] == ["opaque"] * 3
+    assert elsewhere.body["messages"][1]["content"] == [
+        {"type": "text", "text": "[server_tool_use web_search: paris weather]"},
+        {"type": "text", "text": "[web_search_tool_result: Paris weather]"},
+        {"type": "text", "text": "It is sunny."},
+    ]

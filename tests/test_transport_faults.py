@@ -738,3 +738,32 @@ def test_real_local_server_killed_mid_stream_is_restarted_and_the_answer_is_whol
         assert response.stop_reason in ("end_turn", "max_tokens")
     finally:
         local.shutdown_local_server()
+
+
+def test_a_foreign_signature_stays_off_the_wire_and_the_session_records_the_downgrade(
+    tmp_path: Path,
+) -> None:
+    from carryall._commands.sessions import ShowFormat, _render
+    from carryall.sessions.redact import Redactor
+    from carryall.sessions.store import SessionStore
+
+    store = SessionStore(tmp_path, redactor=Redactor((), builtin=False))
+    session = store.create(backend="anthropic", model="claude-sonnet-4-6")
+    # Thought on another model at another endpoint: its signature is not valid here.
+    other = Origin("anthropic", "api.anthropic.com", "claude-opus-4-1")
+    session.append(
+        [Message.user("Hi"), Message.assistant([Thinking("old", "SIG-OTHER", other), Text("Hi!")])]
+    )
+    with served([Reply(sse=ANTHROPIC.ok), Reply(sse=ANTHROPIC.ok)]) as server:
+        agent = Agent(ANTHROPIC.open(server.url, model="claude-sonnet-4-6"), session=session)
+        agent.send("Again?")
+        agent.send("Once more?")
+    for sent in server.requests:
+        assert "SIG-OTHER" not in json.dumps(sent["body"])
+    # Recorded once, though both requests left it off.
+    [downgrade] = store.open(session.id).downgrades()
+    assert (downgrade.index, downgrade.kind) == (1, "thinking")
+    assert "claude-opus-4-1 at api.anthropic.com" in downgrade.reason
+    _, shown = _render(str(tmp_path), session.id, ShowFormat.text, False)
+    assert "Not sent as held (downgrades):" in shown
+    assert f"message 1: thinking: {downgrade.reason}" in shown

@@ -34,7 +34,7 @@ import msgspec
 
 from carryall.blocks import Image, Message, ToolResult, ToolUse
 from carryall.errors import CarryallError, ToolError
-from carryall.providers import Request, Response, ToolChoice
+from carryall.providers import Downgrade, Request, Response, ToolChoice
 from carryall.tools import Tool, ToolFunction, ToolOutput
 from carryall.transport import Backend
 
@@ -100,7 +100,14 @@ class Recorder(Protocol):
 
     def messages(self) -> list[Message]: ...
 
-    def record(self, started_from: Sequence[Message], left_behind: Sequence[Message]) -> str: ...
+    def record(
+        self,
+        started_from: Sequence[Message],
+        left_behind: Sequence[Message],
+        downgrades: Sequence[Downgrade] = (),
+    ) -> str:
+        """Record a run; `downgrades` is passed only when there are some (see `Agent`)."""
+        ...
 
 
 # -- events -------------------------------------------------------------------
@@ -242,6 +249,9 @@ class Agent:
         # What the session last recorded, so an edit between turns is seen
         # as a rewrite rather than mistaken for an unchanged prefix.
         self._recorded: list[Message] = list(self.messages)
+        self._downgrades: list[Downgrade] = []  # noted since the last record
+        recorded = getattr(session, "downgrades", None)
+        self._downgrades_seen: set[Downgrade] = set(recorded() if recorded is not None else ())
 
     # -- public ---------------------------------------------------------------
 
@@ -317,6 +327,7 @@ class Agent:
                     self._emit(StepLimitReached(self.max_steps, wrapping_up=True))
                 self._emit(RequestStarted(step))
                 request = self.request(tool_choice="none" if final else None)
+                self._note_downgrades(request)
                 response = self.backend.complete(request, on_text=self.on_text)
                 self._emit(ResponseReceived(step, response))
             except BaseException:
@@ -465,11 +476,27 @@ class Agent:
 
     # -- recording ------------------------------------------------------------
 
+    def _note_downgrades(self, request: Request) -> None:
+        # What this request cannot send as held, for the session: a loss is
+        # never silent. Each is recorded once, not again with every later
+        # request that makes it too. Only a backend that can say (`encode`).
+        encode = getattr(self.backend, "encode", None)
+        if self.session is None or encode is None:
+            return
+        for downgrade in encode(request).downgrades:
+            if downgrade not in self._downgrades_seen:
+                self._downgrades_seen.add(downgrade)
+                self._downgrades.append(downgrade)
+
     def _record(self) -> None:
         if self.session is None or self.messages == self._recorded:
             return
         left_behind = list(self.messages)
-        self.session.record(self._recorded, left_behind)
+        if self._downgrades:
+            self.session.record(self._recorded, left_behind, self._downgrades)
+            self._downgrades = []
+        else:
+            self.session.record(self._recorded, left_behind)
         self._recorded = left_behind
 
     def _record_after_failure(self, exc: BaseException) -> None:

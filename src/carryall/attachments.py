@@ -44,7 +44,7 @@ import time
 import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -59,6 +59,7 @@ from carryall._beneath import (
 )
 from carryall.blocks import (
     IMAGE_MEDIA_TYPES,
+    Document,
     Image,
     apply_image_limit,
     image_media_type,
@@ -76,6 +77,7 @@ __all__ = [
     "AttachmentPolicy",
     "apply_image_limit",
     "lift",
+    "load_document",
     "load_image",
 ]
 
@@ -284,6 +286,55 @@ def _load_path(target: str, policy: AttachmentPolicy) -> Image:
     if len(data) != size or not data.startswith(head):
         raise AttachmentError(target, "the file changed while it was read")
     return Image.from_bytes(media_type, data, os.path.basename(target))
+
+
+_DOCUMENT_EXTENSIONS: Final = {".pdf": "application/pdf", ".txt": "text/plain"}
+
+
+def load_document(target: str, policy: AttachmentPolicy | None = None) -> Document:
+    """Load one local PDF or plain-text file into a `Document`, behind the image boundary.
+
+    The same boundary as `load_image`: the path must resolve inside the
+    policy's roots, be a regular file under its size cap, opened without
+    following a link swapped in after the check; and the bytes must be what
+    the extension says (`%PDF-` for `.pdf`, UTF-8 for `.txt`). Only local
+    paths: a document by URL is a `Document(url=...)`, never fetched here.
+    """
+    policy = policy if policy is not None else AttachmentPolicy()
+    if not target:
+        raise AttachmentError(target, "the target is empty")
+    if "\x00" in target:
+        raise AttachmentError(target, "the target contains a NUL character")
+    too_long = length_problem(target)
+    if too_long is not None:
+        raise AttachmentError(target, too_long)
+    media_type = _DOCUMENT_EXTENSIONS.get(os.path.splitext(target)[1].lower())
+    if media_type is None:
+        raise AttachmentError(target, "the file name has no document extension (pdf or txt)")
+    try:
+        real = os.path.realpath(target)
+    except (OSError, ValueError) as exc:
+        raise AttachmentError(target, f"the path cannot be resolved ({exc})") from None
+    if not policy.contains(real):
+        raise AttachmentError(target, "the path resolves outside the allowed roots")
+    fd = _open_regular(target, real, policy.max_image_bytes)
+    try:
+        size = os.fstat(fd).st_size
+        data = read_upto(fd, size + 1)
+    except OSError as exc:
+        raise AttachmentError(target, f"the file could not be read ({os_reason(exc)})") from None
+    finally:
+        os.close(fd)
+    if len(data) != size:
+        raise AttachmentError(target, "the file changed while it was read")
+    if media_type == "application/pdf" and not data.startswith(b"%PDF-"):
+        raise AttachmentError(target, "its bytes are not a PDF (no %PDF- header)")
+    if media_type == "text/plain":
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise AttachmentError(target, "its bytes are not UTF-8 text") from None
+    return Document.from_bytes(media_type, data, source=os.path.basename(target))
 
 
 def _open_regular(target: str, real: str, cap: int) -> int:

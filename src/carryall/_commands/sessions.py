@@ -116,7 +116,15 @@ def _render(
 
     session = _store(store).open(session_id)
     messages, times = session.messages(), session.times()
-    return session.id, render(fmt.value, session.meta, messages, times, embed_images=embed_images)
+    out = render(
+        fmt.value,
+        session.meta,
+        messages,
+        times,
+        embed_images=embed_images,
+        downgrades=session.downgrades(),
+    )
+    return session.id, out
 
 
 def _wire_export(store: str | None, session_id: str, fmt: WireFormat) -> tuple[str, str]:

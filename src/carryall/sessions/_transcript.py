@@ -40,6 +40,7 @@ from carryall.blocks import (
     ToolUse,
 )
 from carryall.errors import TranscriptError
+from carryall.providers._types import Downgrade
 
 FORMAT_VERSION = 1
 """The transcript format this carryall writes, and the newest it reads."""
@@ -115,6 +116,8 @@ class Event(msgspec.Struct, Generic[M], frozen=True, omit_defaults=True):
     start: int = 0
     title: str | None = None
     messages: list[M] = []
+    downgrades: list[Downgrade] = []
+    """What the requests before this event could not send as held (`Encoded.downgrades`)."""
 
 
 class EventHead(msgspec.Struct, frozen=True):
@@ -309,6 +312,7 @@ class Replay:
     updated: str | None = None
     events: int = 0
     versions: list[list[Message]] = field(default_factory=list)
+    downgrades: list[Downgrade] = field(default_factory=list)
 
     def apply_line(self, line: bytes, line_no: int) -> AnyEvent:
         """Decode and apply one event line."""
@@ -340,6 +344,7 @@ class Replay:
             )
         if event.title and not self.title:
             self.title = event.title
+        self.downgrades.extend(event.downgrades)
         self.updated = event.time
         self.events += 1
 

@@ -31,6 +31,7 @@ from carryall.blocks import (
 )
 from carryall.carrier import Marker, marker_line
 from carryall.errors import CarrierError
+from carryall.providers._types import Downgrade
 from carryall.sessions._transcript import SessionMeta, format_time
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "Format",
     "attachment_label",
     "block_line",
+    "downgrade_line",
     "export_dict",
     "render",
     "render_html",
@@ -100,17 +102,34 @@ def render(
     times: Sequence[datetime] | None = None,
     *,
     embed_images: bool = False,
+    downgrades: Sequence[Downgrade] = (),
 ) -> str:
-    """A session in one of the reader formats (`embed_images` applies to HTML and JSON)."""
+    """A session in one of the reader formats (`embed_images` applies to HTML and JSON).
+
+    `downgrades` (what the session's requests could not send as held) close
+    the text and Markdown forms, one line each, so a loss is never silent.
+    """
     if fmt == "text":
-        return render_text(meta, messages, times)
+        return render_text(meta, messages, times) + _downgrade_section(downgrades, "")
     if fmt == "markdown":
-        return render_markdown(meta, messages, times)
+        return render_markdown(meta, messages, times) + _downgrade_section(downgrades, "- ")
     if fmt == "json":
         return render_json(meta, messages, times, embed_images=embed_images)
     if fmt == "html":
         return render_html(meta, messages, times, embed_images=embed_images)
     raise ValueError(f"unknown session format {fmt!r}")
+
+
+def downgrade_line(downgrade: Downgrade) -> str:
+    """One downgrade as a reader shows it: where, what, why."""
+    return f"message {downgrade.index}: {downgrade.kind}: {downgrade.reason}"
+
+
+def _downgrade_section(downgrades: Sequence[Downgrade], bullet: str) -> str:
+    if not downgrades:
+        return ""
+    lines = [f"{bullet}{downgrade_line(d)}" for d in downgrades]
+    return "\n".join(["", "Not sent as held (downgrades):", *lines]) + "\n"
 
 
 def attachment_label(marker: Marker) -> str:

@@ -59,6 +59,7 @@ from carryall import paths
 from carryall.blocks import Image, Message, Text, image_placeholder
 from carryall.config import load_config
 from carryall.errors import BlockError, TranscriptError
+from carryall.providers._types import Downgrade
 from carryall.sessions._transcript import (
     Event,
     Replay,
@@ -699,7 +700,10 @@ class Session:
     # -- recording ----------------------------------------------------------
 
     def record(
-        self, started_from: Sequence[Message], left_behind: Sequence[Message]
+        self,
+        started_from: Sequence[Message],
+        left_behind: Sequence[Message],
+        downgrades: Sequence[Downgrade] = (),
     ) -> Literal["append", "rewrite"]:
         """Record what a run left behind, given the history it started from.
 
@@ -709,7 +713,8 @@ class Session:
         or another writer changed the store underneath it: the whole of
         `left_behind` is written as one rewrite event, and every earlier
         version stays recoverable through `versions()`. Nothing new to add
-        is an "append" that writes nothing.
+        is an "append" that writes nothing. `downgrades` (what the run's
+        requests could not send as held) ride on the event written.
         """
         started = started_from if isinstance(started_from, list) else list(started_from)
         left = left_behind if isinstance(left_behind, list) else list(left_behind)
@@ -719,9 +724,9 @@ class Session:
             if len(stored) == k and started == stored and common_prefix(started, left) == k:
                 tail = left[k:]
                 if tail:
-                    self._write_append(tail)
+                    self._write_append(tail, list(downgrades))
                 return "append"
-            self._write_rewrite(left)
+            self._write_rewrite(left, list(downgrades))
             return "rewrite"
 
     def append(self, messages: Sequence[Message]) -> None:
@@ -824,30 +829,54 @@ class Session:
             ) from None
         log.warning("session %s: moved a torn last line (%d bytes) to %s", self.id, len(torn), keep)
 
-    def _write_append(self, tail: list[Message]) -> None:
+    def downgrades(self) -> list[Downgrade]:
+        """Every downgrade recorded in this session, in the order recorded."""
+        return list(self._replay.downgrades)
+
+    def _write_append(self, tail: list[Message], downgrades: list[Downgrade] | None = None) -> None:
         start = len(self._replay.messages)
         clean = self._redacted(tail, start)
         stored = [self._storable(m, start + i) for i, m in enumerate(clean)]
         title = None if self._titled() else title_from(clean)
         stamp = now()
         line = encode_event(
-            Event("append", stamp, n=start + len(tail), start=start, title=title, messages=stored)
+            Event(
+                "append",
+                stamp,
+                n=start + len(tail),
+                start=start,
+                title=title,
+                messages=stored,
+                downgrades=downgrades or [],
+            )
         )
         before = self._end
         self._write_line(line)
         self._replay.append(tail, stamp)
+        self._replay.downgrades.extend(downgrades or ())
         self._after_write(title, stamp)
         self._publish(before, start, clean, [stamp] * len(tail))
 
-    def _write_rewrite(self, history: list[Message]) -> None:
+    def _write_rewrite(
+        self, history: list[Message], downgrades: list[Downgrade] | None = None
+    ) -> None:
         clean = self._redacted(history, 0)
         stored = [self._storable(m, i) for i, m in enumerate(clean)]
         title = None if self._titled() else title_from(clean)
         stamp = now()
-        line = encode_event(Event("rewrite", stamp, n=len(history), title=title, messages=stored))
+        event = Event(
+            "rewrite",
+            stamp,
+            n=len(history),
+            title=title,
+            messages=stored,
+            downgrades=downgrades or [],
+        )
+        line = encode_event(event)
         before = self._end
         self._write_line(line)
         keep = self._replay.rewrite(list(history), stamp)
+        self._replay.downgrades.extend(downgrades or ())
         self._after_write(title, stamp)
         self._publish(before, keep, clean[keep:], self._replay.times[keep:])
 
