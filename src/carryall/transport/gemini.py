@@ -15,9 +15,11 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, Final
 
+import msgspec
+
 from carryall._secrets import mask
 from carryall.errors import ProviderError
-from carryall.providers import Capabilities, Request, Response
+from carryall.providers import Capabilities, Encoded, Request, Response
 from carryall.providers import gemini as gemini_wire
 from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import Broken, send_whole
@@ -112,6 +114,18 @@ class GeminiBackend:
             max_retries=self.max_retries,
             retry_delay=self.retry_delay,
         )
+
+    def addressed(self, request: Request) -> Request:
+        """`request` with this backend's model and endpoint where it names none."""
+        if request.model and request.endpoint:
+            return request
+        return msgspec.structs.replace(
+            request, model=request.model or self.model, endpoint=request.endpoint or self.endpoint
+        )
+
+    def encode(self, request: Request) -> Encoded:
+        """The body `complete` would send for `request`, and the downgrades made to write it."""
+        return gemini_wire.encode(self.addressed(request), self.capabilities)
 
     def close(self) -> None:
         """Close the SDK client's connections."""
