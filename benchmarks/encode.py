@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import functools
 import gc
 import importlib.util
@@ -528,6 +529,207 @@ def bench(work: Workload, rounds: int, processes: int) -> None:
         )
 
 
+# -- the other wires: Responses and Gemini, carryall beside pydantic-ai's own mapping ----------
+
+
+def _b64(value: Any) -> str:
+    # pydantic-ai leaves inline data as bytes for its SDK to encode: the SDK sends base64.
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(type(value).__name__)
+
+
+def responses_pair(tasks: list[Task]) -> dict[str, Callable[[], bytes]]:
+    """carryall's Responses codec and pydantic-ai's `OpenAIResponsesModel._map_messages`."""
+    from pydantic_ai.models.openai import OpenAIResponsesModel, OpenAIResponsesModelSettings
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from carryall.providers import responses
+
+    model = OpenAIResponsesModel(MODEL, provider=OpenAIProvider(api_key="not-used"))
+    params = _pydantic_ai_params()
+    settings = OpenAIResponsesModelSettings()
+    tools = [
+        {
+            "type": "function",
+            "name": t.name,
+            "description": t.description,
+            "parameters": t.input_schema,
+            "strict": False,
+        }
+        for t in TOOLS
+    ]
+    return _pair(
+        tasks,
+        lambda request: responses.encode_request_bytes(request, Capabilities()),
+        lambda request: responses.encode_request(request, Capabilities()),
+        lambda history: _with_loop(
+            lambda: model._map_messages(history, settings, params),
+            lambda mapped: {
+                "model": MODEL,
+                # `Omit` when the system prompt went into the input items instead.
+                **({"instructions": mapped[0]} if isinstance(mapped[0], str) else {}),
+                "input": mapped[1],
+                "tools": tools,
+                "max_output_tokens": MAX_TOKENS,
+                "store": False,
+            },
+        ),
+    )
+
+
+def gemini_pair(tasks: list[Task]) -> dict[str, Callable[[], bytes]]:
+    """carryall's Gemini codec and pydantic-ai's `GoogleModel._map_messages`."""
+    from pydantic_ai.models.google import GoogleModel
+    from pydantic_ai.providers.google import GoogleProvider
+
+    from carryall.providers import gemini
+
+    model = GoogleModel("gemini-2.5-flash", provider=GoogleProvider(api_key="not-used"))
+    params = _pydantic_ai_params()
+    tools = [
+        {
+            "functionDeclarations": [
+                {
+                    "name": t.name,
+                    "description": t.description,
+                    "parametersJsonSchema": t.input_schema,
+                }
+                for t in TOOLS
+            ]
+        }
+    ]
+    return _pair(
+        tasks,
+        lambda request: gemini.encode_request_bytes(request, Capabilities()),
+        lambda request: gemini.encode_request(request, Capabilities()),
+        lambda history: _with_loop(
+            lambda: model._map_messages(history, params),
+            lambda mapped: {
+                "contents": mapped[1],
+                "systemInstruction": mapped[0],
+                "tools": tools,
+                "generationConfig": {"maxOutputTokens": MAX_TOKENS},
+            },
+        ),
+    )
+
+
+def _pydantic_ai_params() -> Any:
+    from pydantic_ai.models import ModelRequestParameters
+    from pydantic_ai.tools import ToolDefinition
+
+    return ModelRequestParameters(
+        function_tools=[
+            ToolDefinition(
+                name=t.name, description=t.description, parameters_json_schema=t.input_schema
+            )
+            for t in TOOLS
+        ]
+    )
+
+
+def _with_loop(mapping: Callable[[], Any], body: Callable[[Any], dict[str, Any]]) -> bytes:
+    return orjson.dumps(body(asyncio.run(mapping())), default=_b64)
+
+
+def _pair(
+    tasks: list[Task],
+    ours: Callable[[Request], bytes],
+    finished: Callable[[Request], dict[str, Any]],
+    theirs: Callable[[list[ModelMessage]], bytes],
+) -> dict[str, Callable[[], bytes]]:
+    """The floor, carryall and pydantic-ai for one wire, each built only when its turn comes."""
+    return {
+        FLOOR: lambda: _floor(tasks, finished),
+        "carryall": lambda: _ours(tasks, ours),
+        "pydantic-ai": lambda: _theirs(tasks, theirs),
+    }
+
+
+def _request(tasks: list[Task]) -> Request:
+    return Request(model=MODEL, messages=tuple(carryall_history(tasks)), system=SYSTEM, tools=TOOLS)
+
+
+def _floor(tasks: list[Task], finished: Callable[[Request], dict[str, Any]]) -> Any:
+    body = finished(_request(tasks))
+    return functools.partial(orjson.dumps, body)
+
+
+def _ours(tasks: list[Task], ours: Callable[[Request], bytes]) -> Any:
+    history = carryall_history(tasks)
+    return lambda: ours(Request(model=MODEL, messages=tuple(history), system=SYSTEM, tools=TOOLS))
+
+
+def _theirs(tasks: list[Task], theirs: Callable[[list[ModelMessage]], bytes]) -> Any:
+    history = pydantic_ai_history(tasks)
+    return lambda: theirs(history)
+
+
+WIRES = {"responses": responses_pair, "gemini": gemini_pair}
+WIRE_CONTENDERS = (FLOOR, "carryall", "pydantic-ai")
+WIRE_PEER_TARGET = 3.0
+
+
+def measure_wire(work: Workload, wire: str, rounds: int) -> dict[str, dict[str, Any]]:
+    """Time the floor, carryall and pydantic-ai on one wire, one after another (see `measure`)."""
+    importlib.import_module("openai")
+    tasks = conversation(work.messages, work.images, seed=4)
+    got: dict[str, dict[str, Any]] = {}
+    for name, build in WIRES[wire](tasks).items():
+        run = build()
+        body = run()
+        got[name] = {**timed(rounds, run), "bytes": len(body)}
+        del run
+    return got
+
+
+def bench_wire(work: Workload, wire: str, rounds: int, processes: int) -> None:
+    """One wire's table: pooled medians and means, and the 3x target against pydantic-ai."""
+    got: dict[str, dict[str, Any]] = {}
+    for _ in range(processes):
+        done = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--wire-worker",
+                str(WORKLOADS.index(work)),
+                wire,
+                str(rounds),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            sys.exit(f"timing {wire} on {work.name!r} failed:\n{done.stderr.strip()}")
+        for name, figures in json.loads(done.stdout).items():
+            if name not in got:
+                got[name] = figures
+            else:
+                got[name]["cpu"] += figures["cpu"]
+    medians = {name: statistics.median(got[name]["cpu"]) for name in WIRE_CONTENDERS}
+    floor, ours = medians[FLOOR], medians["carryall"]
+    print(f"\n{wire} wire, {work.name}: {work.messages:,} messages, {work.images} images")
+    print(
+        f"  {'contender':<22}{'median ms':>10}{'mean ms':>9}{'x floor':>9}{'x carryall':>11}"
+        f"{'body MiB':>10}"
+    )
+    for name in WIRE_CONTENDERS:
+        mean = statistics.fmean(got[name]["cpu"])
+        print(
+            f"  {name:<22}{medians[name] * 1000:10.1f}{mean * 1000:9.1f}"
+            f"{medians[name] / floor:9.2f}{medians[name] / ours:11.2f}"
+            f"{got[name]['bytes'] / 2**20:10.2f}"
+        )
+    ratio = medians["pydantic-ai"] / ours
+    verdict = "met" if ratio >= WIRE_PEER_TARGET else "MISSED"
+    print(
+        f"  target: pydantic-ai at least {WIRE_PEER_TARGET:g}x slower than carryall: "
+        f"{ratio:.2f}x -> {verdict}"
+    )
+
+
 def main() -> None:
     """Run both workloads and print their tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -538,21 +740,35 @@ def main() -> None:
         "--processes", type=int, default=3, help="fresh processes to repeat it all in"
     )
     parser.add_argument("--worker", nargs=2, type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--wire-worker", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--wires",
+        default="anthropic,responses,gemini",
+        help="which wires' tables to print (anthropic is the table beside LiteLLM)",
+    )
     args = parser.parse_args()
+    if args.wire_worker:
+        index, wire, rounds = args.wire_worker
+        print(json.dumps(measure_wire(WORKLOADS[int(index)], wire, int(rounds))))
+        return
     if args.worker:
         index, rounds = args.worker
         print(json.dumps(measure(WORKLOADS[index], rounds)))
         return
-    missing = [
-        name for name in ("litellm", "pydantic_ai") if importlib.util.find_spec(name) is None
-    ]
+    wires = args.wires.split(",")
+    needed = ("litellm", "pydantic_ai") if "anthropic" in wires else ("pydantic_ai",)
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if missing:
         sys.exit(
             f"benchmarks/encode.py needs the bench extra ({', '.join(missing)} missing): "
             "pip install -e '.[bench]'"
         )
     for work in WORKLOADS:
-        bench(work, args.rounds, args.processes)
+        if "anthropic" in wires:
+            bench(work, args.rounds, args.processes)
+        for wire in WIRES:
+            if wire in wires:
+                bench_wire(work, wire, args.rounds, args.processes)
 
 
 if __name__ == "__main__":

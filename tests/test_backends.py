@@ -223,7 +223,7 @@ def test_top_level_model_belongs_to_the_default_backend_only() -> None:
         ('modle = "x"\n', "modle"),
         ('[backends.openai]\nbase_ulr = "x"\n', "base_ulr"),
         ("[backends.openai]\nvision = 1\n", "vision"),
-        ('backend = "gemini"\n', "'gemini' is not one of"),
+        ('backend = "cohere"\n', "'cohere' is not one of"),
         ('[backends.ollama]\nmodel = "x"\n', "[backends.ollama] names no backend"),
         ("backend = \n", "not valid TOML"),
     ],
@@ -264,8 +264,8 @@ def test_config_backend_beats_a_key_that_is_set(
 
 
 def test_unknown_backend_name_is_a_clear_error() -> None:
-    with pytest.raises(ProviderError, match="unknown backend 'gemini': expected one of anthropic"):
-        open_backend("gemini")
+    with pytest.raises(ProviderError, match="unknown backend 'cohere': expected one of anthropic"):
+        open_backend("cohere")
 
 
 @pytest.mark.parametrize(

@@ -2,11 +2,15 @@
 
 A backend pairs a wire codec (`carryall.providers.codec`) with a transport
 (`carryall.transport`): the official `anthropic` or `openai` SDK, imported
-only when that backend is opened. Four backends share two transports:
+only when that backend is opened. Six backends share four transports over three SDKs:
 
 - `anthropic`: the Messages API; key from `ANTHROPIC_API_KEY`.
 - `openai`: Chat Completions at any base URL (any OpenAI-compatible server);
   key from `OPENAI_API_KEY`.
+- `responses`: the OpenAI Responses API at any base URL (llama-server answers
+  it too); key from `OPENAI_API_KEY`, through the same `openai` SDK.
+- `gemini`: Google Gemini through the `google-genai` SDK (the `gemini`
+  extra); key from `GEMINI_API_KEY` (or `GOOGLE_API_KEY`).
 - `llama-server`: a llama.cpp server at a base URL; what its model can do is
   read from its `/props` (`carryall.llama_server`), never guessed from a name.
 - `local`: the embedded llama-server (`carryall.local`), started on demand;
@@ -34,6 +38,7 @@ from carryall.providers import Capabilities
 from carryall.transport import NO_KEY, RETRY_DELAY, Backend
 from carryall.transport.anthropic import ANTHROPIC_CAPABILITIES, AnthropicBackend
 from carryall.transport.openai import OPENAI_CAPABILITIES, OpenAIBackend
+from carryall.transport.responses import RESPONSES_CAPABILITIES, ResponsesBackend
 from carryall.transport.sse import ServerSentEvent, iter_sse
 
 __all__ = [
@@ -42,17 +47,24 @@ __all__ = [
     "DEFAULT_MODELS",
     "LLAMA_SERVER_URL",
     "OPENAI_CAPABILITIES",
+    "RESPONSES_CAPABILITIES",
     "RETRY_DELAY",
     "AnthropicBackend",
     "Backend",
     "OpenAIBackend",
+    "ResponsesBackend",
     "ServerSentEvent",
     "default_backend_name",
     "iter_sse",
     "open_backend",
 ]
 
-DEFAULT_MODELS: Final = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1-mini"}
+DEFAULT_MODELS: Final = {
+    "anthropic": "claude-sonnet-4-6",
+    "openai": "gpt-4.1-mini",
+    "responses": "gpt-4.1-mini",
+    "gemini": "gemini-2.5-flash",
+}
 """The model a hosted backend uses when neither the command line nor the config names one."""
 
 LLAMA_SERVER_URL: Final = "http://127.0.0.1:8080"
@@ -146,6 +158,37 @@ def open_backend(
         if model is None and base_url is not None:
             backend.model = backend.served_model() or backend.model
         return backend
+    if name == "responses":
+        key = _api_key(api_key, "OPENAI_API_KEY", name, base_url)
+        caps = _capabilities(RESPONSES_CAPABILITIES, settings, no_vision)
+        if not caps.native_tools:
+            raise ProviderError(
+                "the responses backend has no prompt mode: it always sends native tool calls; "
+                "remove native_tools = false from its config, or use the openai backend"
+            )
+        return ResponsesBackend(
+            model=model or DEFAULT_MODELS["responses"],
+            base_url=base_url,
+            api_key=key,
+            capabilities=caps,
+            **options,
+        )
+    if name == "gemini":
+        from carryall.transport.gemini import GEMINI_CAPABILITIES, GeminiBackend
+
+        google_key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
+        if not google_key:
+            raise ProviderError(
+                "the gemini backend needs an API key: set GEMINI_API_KEY",
+                kind="authentication_error",
+            )
+        return GeminiBackend(
+            model=model or DEFAULT_MODELS["gemini"],
+            api_key=google_key,
+            base_url=base_url,
+            capabilities=_capabilities(GEMINI_CAPABILITIES, settings, no_vision),
+            **options,
+        )
     if name == "llama-server":
         root = _server_root(
             _checked_base_url(base_url or os.environ.get("LLAMA_SERVER_URL")) or LLAMA_SERVER_URL

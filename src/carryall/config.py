@@ -34,8 +34,9 @@ headers = { Authorization = "Bearer ..." }
 VS Code use (`carryall.mcp.read_mcp_file` reads one of those files).
 
 API keys are not read from here: they stay in the environment
-(`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`), where every other tool that uses
-them already looks, so a config file can be shared without leaking one.
+(`ANTHROPIC_API_KEY`, `OPENAI_API_KEY` for both OpenAI wires, `GEMINI_API_KEY`),
+where every other tool that uses them already looks, so a config file can be
+shared without leaking one.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ __all__ = [
     "load_config",
 ]
 
-BACKEND_NAMES: Final = ("anthropic", "openai", "llama-server", "local")
+BACKEND_NAMES: Final = ("anthropic", "openai", "responses", "gemini", "llama-server", "local")
 """Every backend `open_backend` knows, in the order the docs list them."""
 
 CONFIG_FILENAME: Final = "config.toml"

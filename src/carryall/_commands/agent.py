@@ -67,8 +67,10 @@ BackendOption = Annotated[
         "--backend",
         "-b",
         help=(
-            "Backend to talk to: anthropic, openai, llama-server or local (the embedded "
-            "llama-server). Default: the config file's `backend`, else anthropic if "
+            "Backend to talk to: anthropic, openai (Chat Completions), responses (the "
+            "OpenAI Responses API), gemini (needs the gemini extra), llama-server or local "
+            "(the embedded llama-server). "
+            "Default: the config file's `backend`, else anthropic if "
             "ANTHROPIC_API_KEY is set, else openai if OPENAI_API_KEY is set, else local."
         ),
         show_default=False,
@@ -763,7 +765,7 @@ class _Display:
             self.err.print(
                 f"[yellow]context:[/] about {event.fitted.tokens_before} tokens would not fit "
                 f"the {event.context_window}-token context; "
-                f"{escape(summary.removeprefix('[carryall: context fitted] '))} "
+                f"{shown(summary.removeprefix('[carryall: context fitted] '))} "
                 "(the cut is recorded as a rewrite of the session)",
                 soft_wrap=True,
             )

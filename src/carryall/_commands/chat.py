@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
 from rich.console import Console
-from rich.markup import escape
 
 from carryall._commands._images import named_image
-from carryall._commands._output import print_error
+from carryall._commands._output import print_error, shown
 from carryall.blocks import Image, Message
 from carryall.errors import CarryallError
 
@@ -138,7 +137,7 @@ class _Chat:
     def _help(self, argument: str) -> None:
         width = max(len(name) for name in COMMANDS)
         for name, what in COMMANDS.items():
-            self.err.print(f"  [bold]{escape(name.ljust(width))}[/]  {escape(what)}")
+            self.err.print(f"  [bold]{shown(name.ljust(width))}[/]  {shown(what)}")
         self.err.print(
             "  [dim]Enter sends; Esc then Enter, or a line ending in \\, starts a new line; "
             "Up recalls earlier lines; Ctrl-C stops a turn (your prompt is kept).[/]"
@@ -155,7 +154,7 @@ class _Chat:
             return
         self.pending.append(image)
         self.err.print(
-            f"[dim]attached {escape(image.placeholder())} to your next prompt "
+            f"[dim]attached {shown(image.placeholder())} to your next prompt "
             f"({len(self.pending)} waiting)[/]"
         )
 
@@ -166,17 +165,17 @@ class _Chat:
 
     def _model(self, argument: str) -> None:
         if not argument:
-            self.err.print(f"[dim]model: {escape(self.agent.backend.model)}[/]")
+            self.err.print(f"[dim]model: {shown(self.agent.backend.model)}[/]")
             return
         self.agent.backend.model = argument
-        self.err.print(f"[dim]model {escape(argument)} from the next turn on[/]")
+        self.err.print(f"[dim]model {shown(argument)} from the next turn on[/]")
 
     def _tools(self, argument: str) -> None:
         if not self.agent.tools:
             self.err.print("[dim]no tools are offered (--tools)[/]")
         for name, tool in self.agent.tools.items():
             first = tool.spec.description.splitlines()[0] if tool.spec.description else ""
-            self.err.print(f"  [bold]{escape(name)}[/]  {escape(first)}")
+            self.err.print(f"  [bold]{shown(name)}[/]  {shown(first)}")
 
     def _save(self, argument: str) -> None:
         from carryall.sessions import Session
@@ -185,7 +184,7 @@ class _Chat:
         if not argument:
             where = f"session {session.id}" if session is not None else "no session (--no-record)"
             self.err.print(
-                f"[dim]every turn is recorded as it ends: {escape(where)}; "
+                f"[dim]every turn is recorded as it ends: {shown(where)}; "
                 "/save PATH writes a Markdown copy[/]"
             )
             return
@@ -207,7 +206,7 @@ class _Chat:
         except OSError as exc:
             print_error(f"cannot write {argument}: {exc.strerror or exc}", self.err)
             return
-        self.err.print(f"[dim]saved {len(self.agent.messages)} message(s) to {escape(argument)}[/]")
+        self.err.print(f"[dim]saved {len(self.agent.messages)} message(s) to {shown(argument)}[/]")
 
     def _exit(self, argument: str) -> None:
         self.done = True

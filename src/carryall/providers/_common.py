@@ -69,6 +69,8 @@ class Wire(NamedTuple):
     """`system` messages inside the history (else folded into the next user turn)."""
     opaque_roles: frozenset[str] = frozenset({"user", "assistant"})
     """The roles whose provider-native blocks the encoder can echo to their origin."""
+    call_signatures: bool = False
+    """A call's own signature, back to its origin (Gemini's `thoughtSignature` on a call)."""
 
 
 class Prepared(NamedTuple):
@@ -211,8 +213,9 @@ def _fit(
                 downgrades.append(Downgrade(index, "redacted_thinking", reason))
                 fitted = None
         elif isinstance(block, ToolUse):
-            # No wire carryall speaks takes a call's signature yet; the call goes.
-            if block.signature is not None and not every_origin:
+            # A call's signature goes only to a wire that takes one, from its origin.
+            keep = wire.call_signatures and _matches(block.origin, wire, target, every_origin)
+            if block.signature is not None and not every_origin and not keep:
                 reason = _TOOL_SIGNATURE.format(origin=_named(block.origin))
                 downgrades.append(Downgrade(index, "tool_use", reason))
                 fitted = ToolUse(block.id, block.name, block.input)

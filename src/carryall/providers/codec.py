@@ -17,6 +17,7 @@ from carryall.providers import Capabilities, Dialect, Downgrade, Encoded, Reques
 from carryall.providers import anthropic as anthropic_wire
 from carryall.providers import openai as openai_wire
 from carryall.providers import prompt as prompt_mode
+from carryall.providers import responses as responses_wire
 
 __all__ = [
     "Codec",
@@ -25,6 +26,7 @@ __all__ = [
     "StreamDecoder",
     "anthropic_codec",
     "openai_codec",
+    "responses_codec",
 ]
 
 
@@ -128,6 +130,48 @@ def openai_codec(caps: Capabilities, dialect: Dialect, endpoint: str = "") -> Co
         completes=_chunk_finishes,
         ends=_done,
         endpoint=endpoint,
+    )
+
+
+def responses_codec(caps: Capabilities, *, llama: bool = False, endpoint: str = "") -> Codec:
+    """The OpenAI Responses codec for a model with `caps`; prompt mode without native tools.
+
+    Prompt mode is constrained on llama-server (`llama`), which enforces a
+    JSON schema. A stream is read to `response.completed` (or
+    `response.incomplete`): that event carries the finished answer, and some
+    servers send `[DONE]` after it, others nothing.
+    """
+    native = caps.native_tools
+    constrained = llama and not native
+    return Codec(
+        encode=lambda request: responses_wire.encode_request(
+            request, caps, constrained=constrained, llama=llama
+        ),
+        encode_reported=lambda request: responses_wire.encode(
+            request, caps, constrained=constrained, llama=llama
+        ),
+        encode_bytes=lambda request, stream: responses_wire.encode_request_bytes(
+            request, caps, constrained=constrained, llama=llama, stream=stream
+        ),
+        decode=(lambda data: responses_wire.decode_response(data, endpoint=endpoint))
+        if native
+        else lambda data: responses_wire.decode_prompt_response(
+            data, constrained=constrained, endpoint=endpoint
+        ),
+        stream_decoder=(lambda: responses_wire.StreamDecoder(endpoint))
+        if native
+        else lambda: responses_wire.PromptStreamDecoder(constrained, endpoint),
+        event_payload=_as_sent,
+        completes=_response_finished,
+        ends=_response_finished,
+        endpoint=endpoint,
+    )
+
+
+def _response_finished(payload: Any) -> bool:
+    return isinstance(payload, Mapping) and payload.get("type") in (
+        "response.completed",
+        "response.incomplete",
     )
 
 

@@ -63,8 +63,16 @@ from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, T
 from carryall.carrier import Marker, MarkerKind, marker_line, render_prompt_tool_carrier
 from carryall.errors import CarrierError, HistoryError, ProviderError
 from carryall.providers import openai as openai_codec
-from carryall.providers._common import answer_message, prepare
-from carryall.providers._types import Capabilities, Dialect, Encoded, Request, Response, ToolSpec
+from carryall.providers._common import Wire, answer_message, prepare
+from carryall.providers._types import (
+    Capabilities,
+    Dialect,
+    Downgrade,
+    Encoded,
+    Request,
+    Response,
+    ToolSpec,
+)
 from carryall.providers.calling_convention import (
     CALL_FENCE_LABELS,
     CALL_OPEN,
@@ -85,6 +93,8 @@ __all__ = [
     "encode",
     "encode_request",
     "encode_request_bytes",
+    "plain_request",
+    "read_calls",
     "response_format",
     "response_schema",
 ]
@@ -129,11 +139,31 @@ def encode(
     dialect as the OpenAI codec fits it (`openai.wire_of`), with the same
     target origin, and what was left off or sent as text is reported.
     """
+    inner, downgrades = plain_request(
+        request, caps, openai_codec.wire_of(dialect), constrained=constrained
+    )
+    body = openai_codec.encode_prepared(inner, inner.messages, caps, dialect)
+    if constrained:
+        body["response_format"] = response_format(request.tools, request.tool_choice)
+    return Encoded(body, downgrades)
+
+
+def plain_request(
+    request: Request, caps: Capabilities, wire: Wire, *, constrained: bool = False
+) -> tuple[Request, tuple[Downgrade, ...]]:
+    """The request as prompt mode sends it on `wire`, and the downgrades made to fit it.
+
+    Validated, image-limited, blinded and fitted to the wire (`prepare`);
+    tool rounds are prompt carriers and past calls are written in the
+    convention (or in the constrained JSON form); no `tools`, no
+    `tool_choice`. Each wire's codec encodes the result as it would any
+    request.
+    """
     if request.tool_choice not in _TOOL_CHOICES:
         raise ProviderError(
             f"tool_choice {request.tool_choice!r} is not one of auto, none, required"
         )
-    prepared = prepare(request, caps, openai_codec.wire_of(dialect))
+    prepared = prepare(request, caps, wire)
     messages = prepared.messages
     plain = [
         _plain(message, index, messages, constrained) for index, message in enumerate(messages)
@@ -145,10 +175,7 @@ def encode(
     inner = msgspec.structs.replace(
         request, messages=tuple(plain), system=system, tools=(), tool_choice=None
     )
-    body = openai_codec.encode_prepared(inner, inner.messages, caps, dialect)
-    if constrained:
-        body["response_format"] = response_format(request.tools, request.tool_choice)
-    return Encoded(body, prepared.downgrades)
+    return inner, prepared.downgrades
 
 
 def encode_request_bytes(
@@ -347,10 +374,14 @@ def decode_response(data: Mapping[str, Any], *, constrained: bool = False) -> Re
     """
     inner = openai_codec.decode_response(data)
     salt = data.get("id")
-    return _with_calls(inner, salt if isinstance(salt, str) else "", constrained)
+    return read_calls(inner, salt if isinstance(salt, str) else "", constrained=constrained)
 
 
-def _with_calls(inner: Response, salt: str, constrained: bool) -> Response:
+def read_calls(inner: Response, salt: str, *, constrained: bool = False) -> Response:
+    """A plain answer (decoded by any wire's codec) with its calls read out of its text.
+
+    `salt` (the answer's id) makes the derived call ids unique per answer.
+    """
     thinking = [b for b in inner.message.content if isinstance(b, Thinking)]
     native = inner.message.tool_uses()
     content = inner.message.text()
@@ -463,7 +494,7 @@ class StreamDecoder:
 
     def response(self) -> Response:
         """The whole response; a `ProviderError` when the stream never finished."""
-        return _with_calls(self._inner.response(), self._salt, self._constrained)
+        return read_calls(self._inner.response(), self._salt, constrained=self._constrained)
 
 
 _FENCE_LINE = re.compile(r"[ \t]{0,3}(`{3,}+)[^\n<]*+\n?")

@@ -1,0 +1,592 @@
+"""Google Gemini: the `generateContent` wire (Gemini API and Vertex AI), on the same blocks.
+
+`encode_request` turns a `Request` into the JSON body of
+`models/{model}:generateContent` (and `:streamGenerateContent`, the same
+body); `decode_response`, `StreamDecoder` and `decode_stream` turn its
+answers back into a `Response`; `decode_messages` reads a `contents` array
+someone already holds into blocks.
+
+The wire:
+
+- The system prompt is `systemInstruction`; the history is `contents`, each
+  a `role` (`user` or `model`) and its `parts`.
+- A user message's tool results go first, each a `functionResponse` part
+  naming its call (by the call's `id`, and by its `name`, which Gemini
+  requires: found on the call in the message before), the result text under
+  `response.output`, or `response.error` for an error result. The
+  message's text and images follow as `text` and `inlineData` parts.
+- Tool-made images ride that user message after the results, never inside
+  a `functionResponse`, although newer Gemini models could take them there:
+  Chat Completions and llama-server cannot, and a history has to read the
+  same on every wire it may be continued on (SPEC §1).
+- An assistant message is a `model` turn: its text as `text` parts, each
+  call a `functionCall` part with its `id`, `name` and `args` (an object:
+  a non-object input, or an object whose one key is `input`, goes as
+  `{"input": value}`, and `{"input": value}` reads back as `value`). Its thinking goes back as
+  a `thought: true` part with its `thoughtSignature` only when it came from
+  this wire (`own_thought`); other thinking stays in the transcript but off
+  the wire.
+- Tools are one `functionDeclarations` tool; `tool_choice` is
+  `toolConfig.functionCallingConfig.mode` (`AUTO`, `NONE`, `ANY`), only
+  with tools. `maxOutputTokens` is the token limit; thinking asked for is
+  `thinkingConfig` with `includeThoughts` and the budget when one is set.
+
+Decoding: the first candidate's parts, in order: `thought: true` parts
+become `Thinking` (signed by their `thoughtSignature`), other text parts
+`Text`, `functionCall` parts `ToolUse` (a call without an id gets a minted
+one, `call_<n>`). `finishReason` `STOP` is `end_turn` (`tool_use` when the
+answer holds calls), `MAX_TOKENS` is `max_tokens`, `SAFETY`, `RECITATION`,
+`BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII`, `IMAGE_SAFETY` and a blocked
+prompt (`promptFeedback.blockReason`) are `refusal`, anything else `other`.
+Usage: `input_tokens` is `promptTokenCount + toolUsePromptTokenCount -
+cachedContentTokenCount`, the cached figure `cache_read_input_tokens`;
+`output_tokens` is `candidatesTokenCount + thoughtsTokenCount`.
+
+Every parser here answers hostile input with a `ProviderError` naming the
+place (or, for `decode_messages`, a `BlockError`); unknown fields and part
+kinds the block model has no use for (executable code and the like) are
+skipped, so new server features do not break old clients.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from carryall._json import body_bytes
+from carryall._text import shorten
+from carryall.blocks import (
+    IMAGE_MEDIA_TYPES,
+    Block,
+    Image,
+    Message,
+    Origin,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+    image_placeholder,
+)
+from carryall.errors import BlockError, HistoryError, ProviderError
+from carryall.providers._common import Wire, answer_message, prepare
+from carryall.providers._types import (
+    Capabilities,
+    Encoded,
+    Request,
+    Response,
+    StopReason,
+    Usage,
+)
+from carryall.providers.openai import _count, _mapping, _shown
+
+__all__ = [
+    "DIALECT",
+    "StreamDecoder",
+    "decode_messages",
+    "decode_response",
+    "decode_stream",
+    "encode",
+    "encode_request",
+    "encode_request_bytes",
+]
+
+DIALECT: Final = "gemini"
+"""The name this wire goes by in an origin, a backend and the switch matrix."""
+
+_IMPORTED: Final = Origin(DIALECT, "", "")
+"""The origin of what an imported `contents` array holds: this wire, no endpoint or model."""
+
+_MODES: Final = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
+_BASE64: Final = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_REFUSALS: Final = frozenset(
+    {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
+)
+
+
+WIRE: Final = Wire(DIALECT, signed=True, call_signatures=True)
+"""What this wire takes natively: its own thought signatures back, nobody else's.
+
+A `thoughtSignature` (on a thought or on a call) means something to the
+endpoint and model that made it only (the Gemini API and Vertex are
+different endpoints); `prepare` leaves every other one off and reports it.
+"""
+
+
+# -- encoding ---------------------------------------------------------------
+
+
+def encode_request(request: Request, caps: Capabilities) -> dict[str, Any]:
+    """The `generateContent` body for a request (`encode`'s body)."""
+    return encode(request, caps).body
+
+
+def encode(request: Request, caps: Capabilities) -> Encoded:
+    """The `generateContent` body for a request, and every downgrade made to write it.
+
+    The history is validated, image-limited, blinded and fitted to this wire
+    first (`prepare` with `WIRE`): signatures go back only to their origin.
+    """
+    prepared = prepare(request, caps, WIRE)
+    messages = prepared.messages
+    contents: list[dict[str, Any]] = []
+    names: dict[str, str] = {}  # the calls of the message before, which results answer by name
+    for index, message in enumerate(messages):
+        if message.role == "user":
+            parts = [_user_part(block, names, index) for block in _results_first(message)]
+            contents.append({"role": "user", "parts": parts})
+            names = {}
+        else:
+            names = {}
+            parts = _model_parts(message, names)
+            contents.append({"role": "model", "parts": parts or [{"text": ""}]})
+    if not contents:
+        raise HistoryError(0, "the request has no messages: nothing to answer")
+    body: dict[str, Any] = {"contents": contents}
+    if request.system:
+        body["systemInstruction"] = {"parts": [{"text": request.system}]}
+    if request.tools:
+        body["tools"] = [
+            {
+                "functionDeclarations": [
+                    {
+                        "name": spec.name,
+                        "description": spec.description,
+                        "parametersJsonSchema": spec.input_schema,
+                    }
+                    for spec in request.tools
+                ]
+            }
+        ]
+        if request.tool_choice is not None:
+            mode = _MODES.get(request.tool_choice)
+            if mode is None:
+                raise ProviderError(
+                    f"tool_choice {request.tool_choice!r} is not one of {', '.join(_MODES)}"
+                )
+            body["toolConfig"] = {"functionCallingConfig": {"mode": mode}}
+    config: dict[str, Any] = {"maxOutputTokens": request.max_tokens}
+    if request.thinking:
+        thinking: dict[str, Any] = {"includeThoughts": True}
+        if request.thinking_budget is not None:
+            thinking["thinkingBudget"] = request.thinking_budget
+        config["thinkingConfig"] = thinking
+    body["generationConfig"] = config
+    return Encoded(body, prepared.downgrades)
+
+
+def encode_request_bytes(request: Request, caps: Capabilities, *, stream: bool = False) -> bytes:
+    """`encode_request`'s body as bytes: the stream endpoint takes the same body."""
+    return body_bytes(encode_request(request, caps))
+
+
+def _results_first(message: Message) -> Sequence[Block]:
+    content = message.content
+    seen_other = False
+    for block in content:
+        if type(block) is ToolResult:
+            if seen_other:
+                break
+        else:
+            seen_other = True
+    else:
+        return content  # the common case: the results already lead
+    results = [b for b in content if isinstance(b, ToolResult)]
+    return [*results, *(b for b in content if not isinstance(b, ToolResult))]
+
+
+def _user_part(block: Block, names: Mapping[str, str], index: int) -> dict[str, Any]:
+    if isinstance(block, ToolResult):
+        name = names.get(block.tool_use_id)
+        if name is None:
+            raise HistoryError(
+                index, f"tool result {block.tool_use_id!r} answers no call of the message before"
+            )
+        key = "error" if block.is_error else "output"
+        return {
+            "functionResponse": {
+                "id": block.tool_use_id,
+                "name": name,
+                "response": {key: block.content},
+            }
+        }
+    if isinstance(block, Image):
+        return {"inlineData": {"mimeType": block.media_type, "data": block.data}}
+    if isinstance(block, Text):
+        return {"text": block.text}
+    raise HistoryError(index, f"a {type(block).__name__} block has no place in a user turn")
+
+
+def _model_parts(message: Message, names: dict[str, str]) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    part: dict[str, Any]
+    for block in message.content:
+        if isinstance(block, Text):
+            if block.text:
+                parts.append({"text": block.text})
+        elif isinstance(block, ToolUse):
+            # `args` must be an object: anything else rides under "input", and so
+            # does an object that is only "input", so that reading back is exact.
+            plain = isinstance(block.input, dict) and set(block.input) != {"input"}
+            args = block.input if plain else {"input": block.input}
+            part = {"functionCall": {"id": block.id, "name": block.name, "args": args}}
+            if block.signature:
+                # `prepare` kept it: this origin's own signature, echoed with its call.
+                part["thoughtSignature"] = block.signature
+            parts.append(part)
+            names[block.id] = block.name
+        elif isinstance(block, Thinking) and block.signature:
+            # `prepare` kept it: this origin's own signed thought.
+            parts.append({"text": block.text, "thought": True, "thoughtSignature": block.signature})
+    return parts
+
+
+# -- decoding responses -----------------------------------------------------
+
+
+def _part_blocks(
+    raw: Any,
+    where: str,
+    minted: list[int],
+    error: type[Exception] = ProviderError,
+    origin: Origin | None = None,
+) -> list[Block]:
+    """One part as blocks (none for a kind the block model has no use for)."""
+    if not isinstance(raw, Mapping):
+        raise error(f"{where} must be an object, got {_shown(raw)}")
+    text = raw.get("text")
+    signature = raw.get("thoughtSignature")
+    if signature is not None and not isinstance(signature, str):
+        raise error(f"{where}.thoughtSignature must be a string, got {_shown(signature)}")
+    if text is not None:
+        if not isinstance(text, str):
+            raise error(f"{where}.text must be a string, got {_shown(text)}")
+        if raw.get("thought") is True:
+            return [Thinking(text, signature, origin if signature else None)]
+        return [Text(text)] if text else []
+    call = raw.get("functionCall")
+    if call is not None:
+        if not isinstance(call, Mapping):
+            raise error(f"{where}.functionCall must be an object, got {_shown(call)}")
+        name = call.get("name")
+        if not isinstance(name, str) or not name:
+            raise error(f"{where}.functionCall needs a name, got {_shown(name)}")
+        call_id = call.get("id")
+        if call_id is not None and (not isinstance(call_id, str) or not call_id):
+            raise error(f"{where}.functionCall.id must be a string, got {_shown(call_id)}")
+        if call_id is None:
+            minted[0] += 1
+            call_id = f"call_{minted[0]}"
+        args = call.get("args", {})
+        if args is None:
+            args = {}
+        if not isinstance(args, Mapping):
+            raise error(f"{where}.functionCall.args must be an object, got {_shown(args)}")
+        value: Any = args["input"] if set(args) == {"input"} else dict(args)
+        if signature:
+            return [ToolUse(call_id, name, value, signature, origin)]
+        return [ToolUse(call_id, name, value)]
+    return []
+
+
+def _stop_reason(finish: Any, calls: bool) -> StopReason:
+    if calls and finish in (None, "STOP"):
+        return "tool_use"
+    if finish == "STOP":
+        return "end_turn"
+    if finish == "MAX_TOKENS":
+        return "max_tokens"
+    if finish in _REFUSALS:
+        return "refusal"
+    return "other"
+
+
+def _usage(raw: Any, where: str) -> Usage:
+    if raw is None:
+        return Usage()
+    usage = _mapping(raw, where)
+    prompt = _count(usage, "promptTokenCount", where)
+    tool_prompt = _count(usage, "toolUsePromptTokenCount", where)
+    cached = _count(usage, "cachedContentTokenCount", where)
+    return Usage(
+        input_tokens=max(prompt + tool_prompt - cached, 0),
+        output_tokens=_count(usage, "candidatesTokenCount", where)
+        + _count(usage, "thoughtsTokenCount", where),
+        cache_read_input_tokens=cached,
+    )
+
+
+def _raise_wire_error(body: Mapping[str, Any], where: str) -> None:
+    error = body.get("error")
+    if error is None:
+        return
+    if not isinstance(error, Mapping):
+        raise ProviderError(f"{where}: the server reported an error: {_shown(error)}")
+    message = error.get("message")
+    code = error.get("code")
+    status = code if isinstance(code, int) and not isinstance(code, bool) else None
+    kind = error.get("status")
+    text = shorten(message, 300) if isinstance(message, str) and message else _shown(error)
+    raise ProviderError(
+        f"{where}: the server reported an error: {text}",
+        status=status,
+        kind=kind if isinstance(kind, str) else None,
+        retryable=status in (429, 500, 502, 503, 504),
+    )
+
+
+class _Answer:
+    """An answer's blocks as parts arrive, whole or chunk by chunk: adjacent texts join."""
+
+    def __init__(self, endpoint: str = "") -> None:
+        self.endpoint = endpoint
+        self.blocks: list[Block] = []
+        self.minted = [0]
+        self.finish: Any = None
+        self.usage = Usage()
+        self.model: str | None = None
+        self.blocked: str | None = None
+
+    def chunk(self, data: Any, where: str) -> str:
+        body = _mapping(data, where)
+        _raise_wire_error(body, where)
+        model = body.get("modelVersion")
+        if isinstance(model, str) and model:
+            self.model = model
+        if body.get("usageMetadata") is not None:
+            self.usage = _usage(body["usageMetadata"], f"{where}.usageMetadata")
+        feedback = body.get("promptFeedback")
+        if isinstance(feedback, Mapping) and isinstance(feedback.get("blockReason"), str):
+            self.blocked = feedback["blockReason"]
+        candidates = body.get("candidates")
+        if candidates is None:
+            return ""
+        if not isinstance(candidates, list):
+            raise ProviderError(f"{where}.candidates must be an array, got {_shown(candidates)}")
+        if not candidates:
+            return ""
+        where = f"{where}.candidates[0]"
+        candidate = _mapping(candidates[0], where)
+        finish = candidate.get("finishReason")
+        if finish is not None:
+            if not isinstance(finish, str):
+                raise ProviderError(f"{where}.finishReason must be a string")
+            self.finish = finish
+        content = candidate.get("content")
+        if content is None:
+            return ""
+        parts = _mapping(content, f"{where}.content").get("parts") or []
+        if not isinstance(parts, list):
+            raise ProviderError(f"{where}.content.parts must be an array, got {_shown(parts)}")
+        shown: list[str] = []
+        for i, raw in enumerate(parts):
+            origin = Origin(DIALECT, self.endpoint, self.model or "")
+            for block in _part_blocks(
+                raw, f"{where}.content.parts[{i}]", self.minted, ProviderError, origin
+            ):
+                self._add(block)
+                if isinstance(block, Text):
+                    shown.append(block.text)
+        return "".join(shown)
+
+    def _add(self, block: Block) -> None:
+        last = self.blocks[-1] if self.blocks else None
+        if type(block) is Text and type(last) is Text:
+            self.blocks[-1] = Text(last.text + block.text)
+        elif type(block) is Thinking and type(last) is Thinking and not last.signature:
+            self.blocks[-1] = Thinking(last.text + block.text, block.signature, block.origin)
+        else:
+            self.blocks.append(block)
+
+    def response(self) -> Response:
+        blocks = list(self.blocks)
+        calls = any(isinstance(b, ToolUse) for b in blocks)
+        refusal: str | None = None
+        stop = _stop_reason(self.finish, calls)
+        if self.blocked is not None and not blocks:
+            stop, refusal = "refusal", f"the prompt was blocked ({self.blocked})"
+        elif stop == "refusal" and not any(isinstance(b, Text) for b in blocks):
+            refusal = f"the answer was stopped ({self.finish})"
+        if refusal is not None and not any(isinstance(b, Text) for b in blocks):
+            blocks.append(Text(refusal))
+        if not blocks:
+            blocks.append(Text(""))
+        return Response(
+            message=answer_message(blocks, "Gemini answer"),
+            stop_reason=stop,
+            usage=self.usage,
+            model=self.model,
+            refusal=refusal,
+        )
+
+
+def decode_response(data: Mapping[str, Any], *, endpoint: str = "") -> Response:
+    """A `GenerateContentResponse` as a `Response`; an error body is a `ProviderError`.
+
+    Signatures are stamped with their origin: this dialect, `endpoint` (the
+    transport's host) and the model version the answer names.
+    """
+    answer = _Answer(endpoint)
+    answer.chunk(data, "response")
+    if answer.finish is None and answer.blocked is None and not answer.blocks:
+        candidates = data.get("candidates") if isinstance(data, Mapping) else None
+        if not candidates:
+            raise ProviderError("response: no candidates and no prompt feedback")
+    return answer.response()
+
+
+class StreamDecoder:
+    """Decodes `streamGenerateContent` chunks (each a partial response) into a `Response`.
+
+    Adjacent text parts across chunks join into one `Text` (thoughts into
+    one `Thinking`, up to the part that carries its signature); the last
+    chunk carries the `finishReason` and the usage.
+    """
+
+    def __init__(self, endpoint: str = "") -> None:
+        self._answer = _Answer(endpoint)
+        self._chunks = 0
+
+    def feed(self, chunk: Mapping[str, Any] | str) -> str:
+        """Take one chunk; return the text it made newly visible."""
+        self._chunks += 1
+        if isinstance(chunk, str) and chunk.strip() == "[DONE]":
+            return ""
+        if self._answer.finish is not None and isinstance(chunk, Mapping):
+            candidates = chunk.get("candidates")
+            if candidates:
+                raise ProviderError(f"stream chunk {self._chunks}: a candidate after the finish")
+        return self._answer.chunk(chunk, f"stream chunk {self._chunks}")
+
+    def response(self) -> Response:
+        """The whole answer; a `ProviderError` when the stream never finished it."""
+        if self._answer.finish is None and self._answer.blocked is None:
+            raise ProviderError(
+                f"the stream ended after {self._chunks} chunk(s) without a finishReason: "
+                "the response is truncated",
+                retryable=True,
+            )
+        return self._answer.response()
+
+
+def decode_stream(chunks: Iterable[Mapping[str, Any] | str], *, endpoint: str = "") -> Response:
+    """A whole stream of chunks as one `Response` (see `StreamDecoder`)."""
+    decoder = StreamDecoder(endpoint)
+    for chunk in chunks:
+        decoder.feed(chunk)
+    return decoder.response()
+
+
+# -- importing histories ----------------------------------------------------
+
+
+def decode_messages(
+    contents: Sequence[Mapping[str, Any]], *, system_instruction: Any = None
+) -> tuple[str | None, list[Message]]:
+    """A Gemini `contents` array read into a system prompt and block messages.
+
+    A `functionResponse` answers the call of the same id in the model turn
+    before, else the call of the same name there (the first not yet
+    answered); a user turn's results come first in its message.
+    """
+    system: str | None = None
+    if system_instruction is not None:
+        system = "".join(_texts(system_instruction, "systemInstruction"))
+    if isinstance(contents, str | bytes) or not isinstance(contents, Sequence):
+        raise BlockError(f"contents must be an array, got {_shown(contents)}")
+    out: list[Message] = []
+    minted = [0]
+    for index, raw in enumerate(contents):
+        where = f"contents[{index}]"
+        if not isinstance(raw, Mapping):
+            raise BlockError(f"{where} must be an object, got {_shown(raw)}")
+        role = raw.get("role", "user")
+        parts = raw.get("parts")
+        if not isinstance(parts, list):
+            raise BlockError(f"{where}.parts must be an array, got {_shown(parts)}")
+        if role == "model":
+            blocks: list[Block] = []
+            for i, part in enumerate(parts):
+                blocks.extend(
+                    _part_blocks(part, f"{where}.parts[{i}]", minted, BlockError, _IMPORTED)
+                )
+            out.append(Message("assistant", tuple(blocks or [Text("")])))
+        elif role == "user":
+            calls = out[-1].tool_uses() if out and out[-1].role == "assistant" else []
+            out.append(_import_user(parts, where, calls))
+        else:
+            raise BlockError(f"{where}: role {_shown(role)} has no block form (user or model)")
+    return system, out
+
+
+def _import_user(parts: list[Any], where: str, calls: list[ToolUse]) -> Message:
+    results: list[ToolResult] = []
+    rest: list[Block] = []
+    answered: set[str] = set()
+    for i, raw in enumerate(parts):
+        part_where = f"{where}.parts[{i}]"
+        if not isinstance(raw, Mapping):
+            raise BlockError(f"{part_where} must be an object, got {_shown(raw)}")
+        if "functionResponse" in raw:
+            results.append(_import_response(raw["functionResponse"], part_where, calls, answered))
+        elif "inlineData" in raw:
+            rest.append(_import_inline(raw["inlineData"], f"{part_where}.inlineData"))
+        elif isinstance(raw.get("text"), str):
+            rest.append(Text(raw["text"]))
+        else:
+            raise BlockError(f"{part_where}: this part has no block form")
+    return Message("user", (*results, *rest) or (Text(""),))
+
+
+def _import_response(raw: Any, where: str, calls: list[ToolUse], answered: set[str]) -> ToolResult:
+    if not isinstance(raw, Mapping):
+        raise BlockError(f"{where}.functionResponse must be an object, got {_shown(raw)}")
+    call_id = raw.get("id")
+    name = raw.get("name")
+    if not isinstance(call_id, str) or not call_id:
+        matches = [c for c in calls if c.name == name and c.id not in answered]
+        if not matches:
+            raise BlockError(f"{where}: a function response for {_shown(name)} answers no call")
+        call_id = matches[0].id
+    answered.add(call_id)
+    response = raw.get("response", {})
+    if not isinstance(response, Mapping):
+        raise BlockError(f"{where}.functionResponse.response must be an object")
+    if set(response) == {"error"}:
+        return ToolResult(call_id, _as_text(response["error"]), is_error=True)
+    if set(response) == {"output"}:
+        return ToolResult(call_id, _as_text(response["output"]))
+    return ToolResult(call_id, _as_text(dict(response)))
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _import_inline(raw: Any, where: str) -> Block:
+    if not isinstance(raw, Mapping):
+        raise BlockError(f"{where} must be an object, got {_shown(raw)}")
+    media_type = raw.get("mimeType")
+    data = raw.get("data")
+    if not isinstance(media_type, str) or not isinstance(data, str):
+        raise BlockError(f"{where} needs mimeType and data strings")
+    if media_type not in IMAGE_MEDIA_TYPES:
+        # A PDF or an audio clip has no block yet: named, not lost.
+        return Text(image_placeholder(media_type))
+    if len(data) % 4 or _BASE64.fullmatch(data) is None:
+        raise BlockError(f"{where}: the data is not canonical base64")
+    return Image(media_type, data)
+
+
+def _texts(content: Any, where: str) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, Mapping) or not isinstance(content.get("parts"), list):
+        raise BlockError(f"{where} must be a string or an object with parts")
+    texts: list[str] = []
+    for i, part in enumerate(content["parts"]):
+        if not isinstance(part, Mapping) or not isinstance(part.get("text"), str):
+            raise BlockError(f"{where}.parts[{i}] must be a text part")
+        texts.append(part["text"])
+    return texts

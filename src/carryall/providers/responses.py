@@ -1,0 +1,785 @@
+"""OpenAI Responses: the `POST /v1/responses` wire, on the same blocks.
+
+`encode_request` turns a `Request` into the JSON body of `/v1/responses`;
+`decode_response`, `StreamDecoder` and `decode_stream` turn that endpoint's
+answers back into a `Response`; `decode_messages` reads a Responses `input`
+item list someone already holds into blocks.
+
+The wire:
+
+- The system prompt is `instructions` (an empty one is not sent); the
+  history is the `input` item list; `store: false`, so nothing depends on
+  items the server kept and no item needs an id.
+- A user message's tool results go first, each a `function_call_output`
+  item paired to its call by `call_id`, its output the result text (an
+  error result is that text behind `ERROR_PREFIX`, as on Chat Completions).
+  The message's text and images follow as one `message` item of
+  `input_text` and `input_image` parts, images as `data:` URLs.
+- Tool-made images ride that user message after the results, never inside
+  a `function_call_output`, although this wire could hold them there: Chat
+  Completions and llama-server cannot, and a history has to read the same
+  on every wire it may be continued on (SPEC §1).
+- An assistant message becomes items in its block order: each text a
+  `message` item with string content (the form that needs no item id),
+  each tool call a `function_call` item with JSON-string arguments. Its
+  thinking goes back as a `reasoning` item, right before the item it led
+  to, only to the origin that made it (`WIRE`, `prepare`); other thinking
+  stays in the transcript but off the wire and is reported as a
+  downgrade, because a reasoning item the server did not write is refused.
+- Tools are `function` tools with `strict: false` (carryall's schemas are
+  not written for strict mode); `tool_choice` only with tools.
+- `max_output_tokens` is the token limit; `reasoning.effort` is sent when
+  `Request.effort` is set, and `include: ["reasoning.encrypted_content"]`
+  when thinking was asked for, so that a `store: false` history can carry
+  its reasoning forward.
+
+Decoding: a `reasoning` item with `encrypted_content` becomes an `Opaque`
+block of kind `reasoning` (the item whole, stamped with its origin; its
+`content` texts, else its `summary` texts, are its text line), one without
+becomes `Thinking` of that text; `message` items' `output_text` parts become `Text`
+(a `refusal` part is the refusal, and its text when nothing else was said);
+`function_call` items become `ToolUse` by `call_id`, arguments that are not
+JSON counted in `Response.malformed_tool_args`. Blocks keep the order of the
+output items. `status: incomplete` for `max_output_tokens` is `max_tokens`,
+a refusal part `refusal`, calls `tool_use`, `completed` `end_turn`,
+anything else `other`. `input_tokens` excludes the cached prompt tokens,
+which go in `cache_read_input_tokens`; `output_tokens` includes reasoning.
+
+Every wire parser here answers hostile input with a `ProviderError` naming
+the place (or, for `decode_messages`, a `BlockError`); unknown fields and
+item types the block model has no use for (web search calls and the like)
+are skipped, so new server features do not break old clients.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final, Literal
+
+import msgspec
+
+from carryall._json import body_bytes
+from carryall._text import shorten
+from carryall.blocks import (
+    Block,
+    Image,
+    Message,
+    Opaque,
+    Origin,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+)
+from carryall.errors import BlockError, HistoryError, ProviderError
+from carryall.providers import prompt as prompt_mode
+from carryall.providers._common import Wire, answer_message, prepare
+from carryall.providers._types import (
+    Capabilities,
+    Encoded,
+    Request,
+    Response,
+    StopReason,
+    Usage,
+)
+from carryall.providers.openai import (
+    ERROR_PREFIX,
+    _arguments,
+    _count,
+    _import_image,
+    _mapping,
+    _optional_str,
+    _parse_arguments,
+    _raise_wire_error,
+    _shown,
+)
+
+__all__ = [
+    "DIALECT",
+    "PromptStreamDecoder",
+    "StreamDecoder",
+    "decode_messages",
+    "decode_prompt_response",
+    "decode_response",
+    "decode_stream",
+    "encode",
+    "encode_request",
+    "encode_request_bytes",
+]
+
+DIALECT: Final = "responses"
+"""The name this wire goes by in an origin, a backend and the switch matrix."""
+
+REASONING: Final = "reasoning"
+"""The `Opaque.kind` of an encrypted reasoning item, echoed whole to its origin."""
+
+_IMPORTED: Final = Origin(DIALECT, "", "")
+"""The origin of what an imported input list holds: this wire, no endpoint or model known."""
+
+_TOOL_CHOICES = ("auto", "none", "required")
+_ARGUMENTS: Final = msgspec.json.Encoder()
+_REASONING_KEYS: Final = ("type", "id", "summary", "content", "encrypted_content")
+_ENCRYPTED: Final = "reasoning.encrypted_content"
+
+
+WIRE: Final = Wire(DIALECT, signed=True)
+"""What this wire takes natively: its own encrypted reasoning back, nothing signed by others.
+
+A reasoning item is opaque: its `encrypted_content` means something to the
+OpenAI endpoint and model that made it only, and a reasoning item without
+it (another backend's thinking) is refused by OpenAI and mistaken for the
+model's own by llama-server; `prepare` leaves every other thinking off and
+reports it.
+"""
+
+
+# -- encoding ---------------------------------------------------------------
+
+
+def encode_request(
+    request: Request, caps: Capabilities, *, constrained: bool = False, llama: bool = False
+) -> dict[str, Any]:
+    """The `/v1/responses` body for a request (`encode`'s body)."""
+    return encode(request, caps, constrained=constrained, llama=llama).body
+
+
+def encode(
+    request: Request, caps: Capabilities, *, constrained: bool = False, llama: bool = False
+) -> Encoded:
+    """The `/v1/responses` body for a request, and every downgrade made to write it.
+
+    The history is validated, image-limited, blinded and fitted to this wire
+    first (`prepare` with `WIRE`): thinking goes back only to the origin
+    (this dialect, `request.endpoint`, `request.model`) that made it.
+
+    A model without native tool calls (`caps.native_tools` false) gets prompt
+    mode on this wire: the history rewritten by `prompt.plain_request`, and,
+    when `constrained`, its answer held to `prompt.response_schema` by
+    `text.format`, and on llama-server (`llama`), which reads no `text.format`
+    there, also by the top-level `json_schema` it does read.
+    """
+    if not caps.native_tools and request.tools:
+        inner, downgrades = prompt_mode.plain_request(request, caps, WIRE, constrained=constrained)
+        body = _encode(inner, list(inner.messages))
+        if constrained:
+            schema = prompt_mode.response_schema(request.tools, request.tool_choice)
+            body["text"] = {
+                "format": {
+                    "type": "json_schema",
+                    "name": prompt_mode.SCHEMA_NAME,
+                    "schema": schema,
+                    "strict": False,
+                }
+            }
+            if llama:
+                body["json_schema"] = schema
+        return Encoded(body, downgrades)
+    prepared = prepare(request, caps, WIRE)
+    return Encoded(_encode(request, prepared.messages), prepared.downgrades)
+
+
+def _encode(request: Request, messages: list[Message]) -> dict[str, Any]:
+    items: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        if message.role == "user":
+            _encode_user(message, items)
+        else:
+            _encode_assistant(message, index, items)
+    if not items:
+        raise HistoryError(0, "the request has no messages: nothing to answer")
+    body: dict[str, Any] = {"model": request.model, "input": items, "store": False}
+    if request.system:
+        body["instructions"] = request.system
+    body["max_output_tokens"] = request.max_tokens
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "name": spec.name,
+                "description": spec.description,
+                "parameters": spec.input_schema,
+                "strict": False,
+            }
+            for spec in request.tools
+        ]
+        if request.tool_choice is not None:
+            if request.tool_choice not in _TOOL_CHOICES:
+                raise ProviderError(
+                    f"tool_choice {request.tool_choice!r} is not one of {', '.join(_TOOL_CHOICES)}"
+                )
+            body["tool_choice"] = request.tool_choice
+    if request.effort is not None:
+        body["reasoning"] = {"effort": request.effort}
+    if request.thinking:
+        body["include"] = [_ENCRYPTED]
+    return body
+
+
+def encode_request_bytes(
+    request: Request,
+    caps: Capabilities,
+    *,
+    constrained: bool = False,
+    llama: bool = False,
+    stream: bool = False,
+) -> bytes:
+    """`encode_request`'s body as the bytes sent, asking for a stream when `stream` is true."""
+    body = encode_request(request, caps, constrained=constrained, llama=llama)
+    return body_bytes({**body, "stream": True} if stream else body)
+
+
+def _encode_user(message: Message, items: list[dict[str, Any]]) -> None:
+    parts: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, ToolResult):
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": block.tool_use_id,
+                    "output": ERROR_PREFIX + block.content if block.is_error else block.content,
+                }
+            )
+        elif isinstance(block, Text):
+            parts.append({"type": "input_text", "text": block.text})
+        elif isinstance(block, Image):
+            parts.append({"type": "input_image", "image_url": block.data_uri(), "detail": "auto"})
+    if parts:
+        items.append({"type": "message", "role": "user", "content": parts})
+
+
+def _encode_assistant(message: Message, index: int, items: list[dict[str, Any]]) -> None:
+    start = len(items)
+    for block in message.content:
+        if isinstance(block, Text):
+            if block.text:
+                # The easy message form: an output message item would need the id
+                # the server gave it, and a `store: false` history has none.
+                items.append({"type": "message", "role": "assistant", "content": block.text})
+        elif isinstance(block, ToolUse):
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": block.id,
+                    "name": block.name,
+                    "arguments": _call_arguments(block, index),
+                }
+            )
+        elif isinstance(block, Opaque) and block.kind == REASONING:
+            # `prepare` kept it: this origin's own reasoning item, as it came.
+            items.append(json.loads(block.raw))
+    if len(items) == start:
+        # A turn with nothing this wire carries still took its turn: an
+        # empty message keeps the user turns around it apart.
+        items.append({"type": "message", "role": "assistant", "content": ""})
+
+
+def _call_arguments(block: ToolUse, index: int) -> str:
+    """A call's input as the JSON string this wire carries: msgspec's, in one pass.
+
+    Compact and UTF-8 where Chat Completions' `_arguments` keeps the stdlib's
+    spacing: this wire has no history of bytes to stay identical to, and the
+    stdlib encoder is most of an encode's time on a long history.
+    """
+    try:
+        text = _ARGUMENTS.encode(block.input).decode("utf-8")
+    except (TypeError, ValueError, msgspec.EncodeError, RecursionError) as exc:
+        raise HistoryError(
+            index, f"tool call {block.id!r} ({block.name}): input is not JSON: {exc}"
+        ) from None
+    if "null" in text:
+        # msgspec writes NaN and infinities as null: the stdlib's strict reading
+        # refuses a value no wire can carry, as every other codec does.
+        _arguments(block, index)
+    return text
+
+
+# -- decoding responses -----------------------------------------------------
+
+
+class _Answer:
+    """The blocks of one answer as its output items are read, in their order."""
+
+    __slots__ = ("blocks", "malformed", "origin", "refusal", "seen", "texts")
+
+    def __init__(self, origin: Origin | None = None) -> None:
+        self.origin = origin
+        self.blocks: list[Block] = []
+        self.texts = 0
+        self.refusal: list[str] = []
+        self.malformed = 0
+        self.seen: set[str] = set()
+
+    def item(self, raw: Any, where: str) -> None:
+        item = _mapping(raw, where)
+        kind = item.get("type")
+        if kind == "message":
+            self._message(item, where)
+        elif kind == "reasoning":
+            thinking = _reasoning(item, where, ProviderError, self.origin)
+            if thinking is not None:
+                self.blocks.append(thinking)
+        elif kind == "function_call":
+            call_id = _optional_str(item, "call_id", where) or f"call_{len(self.seen)}"
+            if call_id in self.seen:
+                raise ProviderError(f"{where}: call_id {call_id!r} is used twice")
+            self.seen.add(call_id)
+            name = _optional_str(item, "name", where)
+            if not name:
+                raise ProviderError(f"{where}: the function call has no name")
+            value, bad = _parse_arguments(_optional_str(item, "arguments", where) or "")
+            self.malformed += int(bad)
+            self.blocks.append(ToolUse(call_id, name, value))
+        elif not isinstance(kind, str):
+            raise ProviderError(f"{where}: an output item needs a type string, got {_shown(kind)}")
+        # Other item types (hosted tools' calls and results) have no block form.
+
+    def _message(self, item: Mapping[str, Any], where: str) -> None:
+        content = item.get("content")
+        if content is None:
+            return
+        if not isinstance(content, list):
+            raise ProviderError(f"{where}.content must be an array, got {_shown(content)}")
+        for i, raw in enumerate(content):
+            part_where = f"{where}.content[{i}]"
+            part = _mapping(raw, part_where)
+            kind = part.get("type")
+            if kind == "output_text":
+                text = _optional_str(part, "text", part_where) or ""
+                if text:
+                    self.blocks.append(Text(text))
+                    self.texts += 1
+            elif kind == "refusal":
+                refusal = _optional_str(part, "refusal", part_where) or ""
+                self.refusal.append(refusal)
+            elif not isinstance(kind, str):
+                raise ProviderError(f"{part_where}: a part needs a type string")
+
+    def response(self, status: Any, incomplete: Any, usage: Usage, model: str | None) -> Response:
+        refusal = "".join(self.refusal) or None
+        blocks = list(self.blocks)
+        if refusal and not self.texts:
+            blocks.insert(sum(isinstance(b, Thinking | Opaque) for b in blocks), Text(refusal))
+        if not blocks:
+            blocks.append(Text(""))
+        calls = any(isinstance(b, ToolUse) for b in blocks)
+        return Response(
+            message=answer_message(blocks, "Responses answer"),
+            stop_reason=_stop_reason(status, incomplete, calls, refusal is not None),
+            usage=usage,
+            model=model,
+            refusal=refusal,
+            malformed_tool_args=self.malformed,
+        )
+
+
+def _reasoning(
+    item: Mapping[str, Any], where: str, error: type[Exception], origin: Origin | None
+) -> Thinking | Opaque | None:
+    """A reasoning item: `Opaque` when encrypted (the item whole), else `Thinking` of its text.
+
+    An encrypted item goes back whole, its `id` with it (the SDK's item type
+    requires one), to its origin only; its summary or raw text is the line
+    every other reader gets. Plain reasoning text (llama-server, gpt-oss) is
+    unsigned thinking.
+    """
+    texts: list[str] = []
+    for key, kinds in (("content", ("reasoning_text",)), ("summary", ("summary_text",))):
+        parts = item.get(key)
+        if parts is None:
+            continue
+        if not isinstance(parts, list):
+            raise error(f"{where}.{key} must be an array, got {_shown(parts)}")
+        for i, raw in enumerate(parts):
+            if not isinstance(raw, Mapping) or raw.get("type") not in kinds:
+                raise error(f"{where}.{key}[{i}] must be a {kinds[0]} part, got {_shown(raw)}")
+            text = raw.get("text")
+            if not isinstance(text, str):
+                raise error(f"{where}.{key}[{i}].text must be a string, got {_shown(text)}")
+            texts.append(text)
+        if texts:
+            break
+    encrypted = item.get("encrypted_content")
+    if encrypted is not None and not isinstance(encrypted, str):
+        raise error(f"{where}.encrypted_content must be a string, got {_shown(encrypted)}")
+    text = "\n\n".join(texts)
+    if encrypted:
+        kept = {k: item[k] for k in _REASONING_KEYS if k in item}
+        return Opaque(REASONING, json.dumps(kept, ensure_ascii=False), origin, text)
+    return Thinking(text) if text else None
+
+
+def _stop_reason(status: Any, incomplete: Any, calls: bool, refused: bool) -> StopReason:
+    if calls:
+        return "tool_use"
+    if status == "incomplete":
+        reason = incomplete.get("reason") if isinstance(incomplete, Mapping) else None
+        if reason == "max_output_tokens":
+            return "max_tokens"
+        if reason == "content_filter":
+            return "refusal"
+        return "other"
+    if refused:
+        return "refusal"
+    if status == "completed":
+        return "end_turn"
+    return "other"
+
+
+def _usage(raw: Any, where: str) -> Usage:
+    if raw is None:
+        return Usage()
+    usage = _mapping(raw, where)
+    prompt = _count(usage, "input_tokens", where)
+    cached = 0
+    details = usage.get("input_tokens_details")
+    if details is not None:
+        cached = _count(_mapping(details, f"{where}.input_tokens_details"), "cached_tokens", where)
+    return Usage(
+        input_tokens=max(prompt - cached, 0),
+        output_tokens=_count(usage, "output_tokens", where),
+        cache_read_input_tokens=cached,
+    )
+
+
+def decode_response(data: Mapping[str, Any], *, endpoint: str = "") -> Response:
+    """A non-streamed `response` object as a `Response`.
+
+    Encrypted reasoning is stamped with its origin: this dialect,
+    `endpoint` (the transport's host) and the model the answer names. A
+    body carrying an `error` object, or `status: failed`, is raised as the
+    `ProviderError` it describes, with the server's message and status.
+    """
+    where = "response"
+    body = _mapping(data, where)
+    _raise_wire_error(body, where)
+    if body.get("status") == "failed":
+        raise ProviderError(f"{where}: the server reports the response failed", kind="failed")
+    output = body.get("output")
+    if not isinstance(output, list):
+        raise ProviderError(f"{where}.output must be an array, got {_shown(output)}")
+    model = _optional_str(body, "model", where)
+    answer = _Answer(Origin(DIALECT, endpoint, model or ""))
+    for i, raw in enumerate(output):
+        answer.item(raw, f"{where}.output[{i}]")
+    return answer.response(
+        body.get("status"),
+        body.get("incomplete_details"),
+        _usage(body.get("usage"), f"{where}.usage"),
+        model,
+    )
+
+
+# -- decoding streams -------------------------------------------------------
+
+
+class StreamDecoder:
+    """Decodes Responses stream events one at a time into a `Response`.
+
+    Visible text comes from `response.output_text.delta` as it arrives; the
+    answer itself is the finished response of `response.completed` (or
+    `response.incomplete`), so a streamed and a non-streamed answer decode
+    to the same blocks. When that event carries no output items (some
+    servers leave them out), the items each `response.output_item.done`
+    finished are used, in their output order; items never finished are
+    built from their deltas.
+    """
+
+    def __init__(self, endpoint: str = "") -> None:
+        self._endpoint = endpoint
+        self._final: Mapping[str, Any] | None = None
+        self._done: dict[int, Any] = {}
+        self._partial: dict[int, dict[str, Any]] = {}
+        self._events = 0
+
+    def feed(self, event: Mapping[str, Any] | str) -> str:
+        """Take one event's payload; return the text it made newly visible."""
+        self._events += 1
+        where = f"stream event {self._events}"
+        if isinstance(event, str) and event.strip() == "[DONE]":
+            return ""
+        body = _mapping(event, where)
+        kind = body.get("type")
+        if self._final is not None and kind not in (None, "[DONE]"):
+            raise ProviderError(f"{where}: an event ({_shown(kind)}) after the response finished")
+        if kind == "error" or kind == "response.failed":
+            self._raise_error(body, where)
+        _raise_wire_error(body, where)
+        if kind in ("response.completed", "response.incomplete"):
+            self._final = _mapping(body.get("response"), f"{where}.response")
+            return ""
+        index = body.get("output_index")
+        if kind == "response.output_item.added":
+            item = _mapping(body.get("item"), f"{where}.item")
+            at = len(self._partial) if index is None else self._index(index, where)
+            self._partial[at] = {**item, "_deltas": []}
+        elif kind == "response.output_item.done":
+            self._done[self._index(index, where)] = _mapping(body.get("item"), f"{where}.item")
+        elif kind in (
+            "response.output_text.delta",
+            "response.function_call_arguments.delta",
+            "response.reasoning_summary_text.delta",
+            "response.reasoning_text.delta",
+            "response.refusal.delta",
+        ):
+            delta = body.get("delta")
+            if not isinstance(delta, str):
+                raise ProviderError(f"{where}.delta must be a string, got {_shown(delta)}")
+            partial = self._partial.setdefault(self._index(index, where), {"_deltas": []})
+            partial["_deltas"].append((kind, delta))
+            if kind == "response.output_text.delta":
+                return delta
+        return ""
+
+    def _index(self, value: Any, where: str) -> int:
+        # llama-server leaves `output_index` out: its items come one at a time.
+        if value is None:
+            return max((*self._partial, *self._done), default=0)
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 4096:
+            raise ProviderError(f"{where}: output_index must be 0 to 4096, got {_shown(value)}")
+        return value
+
+    @staticmethod
+    def _raise_error(body: Mapping[str, Any], where: str) -> None:
+        error: Any = body
+        if body.get("type") == "response.failed":
+            response = body.get("response")
+            error = response.get("error") if isinstance(response, Mapping) else None
+        elif isinstance(body.get("error"), Mapping):
+            error = body["error"]
+        if not isinstance(error, Mapping):
+            raise ProviderError(f"{where}: the stream reported a failure")
+        message = error.get("message")
+        code = error.get("code")
+        text = shorten(message, 300) if isinstance(message, str) and message else "no message"
+        raise ProviderError(
+            f"{where}: the server reported an error: {text}",
+            kind=code if isinstance(code, str) else None,
+            retryable=code in ("server_error", "rate_limit_exceeded"),
+        )
+
+    def response(self) -> Response:
+        """The whole answer; a `ProviderError` when the stream never finished it."""
+        if self._final is None:
+            raise ProviderError(
+                f"the stream ended after {self._events} event(s) without response.completed: "
+                "the response is truncated",
+                retryable=True,
+            )
+        final = self._final
+        output = final.get("output")
+        if not isinstance(output, list) or not output:
+            indices = sorted(set(self._done) | set(self._partial))
+            output = [self._done.get(i) or _from_deltas(self._partial[i]) for i in indices]
+        return decode_response({**final, "output": output}, endpoint=self._endpoint)
+
+
+def _from_deltas(partial: Mapping[str, Any]) -> dict[str, Any]:
+    """An output item that never got its `done` event, rebuilt from its deltas."""
+    item = {k: v for k, v in partial.items() if k != "_deltas"}
+    pieces: dict[str, list[str]] = {}
+    for kind, delta in partial["_deltas"]:
+        pieces.setdefault(kind, []).append(delta)
+    if "response.function_call_arguments.delta" in pieces:
+        item["arguments"] = "".join(pieces["response.function_call_arguments.delta"])
+    text = "".join(pieces.get("response.output_text.delta", ()))
+    refusal = "".join(pieces.get("response.refusal.delta", ()))
+    if text or refusal:
+        item["content"] = [{"type": "output_text", "text": text}] if text else []
+        if refusal:
+            item["content"].append({"type": "refusal", "refusal": refusal})
+    reasoning = "".join(
+        pieces.get("response.reasoning_text.delta", ())
+        or pieces.get("response.reasoning_summary_text.delta", ())
+    )
+    if reasoning:
+        item["summary"] = [{"type": "summary_text", "text": reasoning}]
+    return item
+
+
+class PromptStreamDecoder:
+    """`StreamDecoder` for prompt mode on this wire: the calls read out of the finished text.
+
+    It shows no text while streaming: until the answer is whole, text and a
+    call written in the convention (or the constrained JSON) cannot be told
+    apart, and a call must never be shown as prose.
+    """
+
+    def __init__(self, constrained: bool = False, endpoint: str = "") -> None:
+        self._inner = StreamDecoder(endpoint)
+        self._constrained = constrained
+
+    def feed(self, event: Mapping[str, Any] | str) -> str:
+        """Take one event's payload; prompt mode makes no text visible before the end."""
+        self._inner.feed(event)
+        return ""
+
+    def response(self) -> Response:
+        """The whole answer with its calls read out of its text."""
+        final = self._inner._final
+        salt = final.get("id") if final is not None else None
+        return prompt_mode.read_calls(
+            self._inner.response(),
+            salt if isinstance(salt, str) else "",
+            constrained=self._constrained,
+        )
+
+
+def decode_prompt_response(
+    data: Mapping[str, Any], *, constrained: bool = False, endpoint: str = ""
+) -> Response:
+    """A prompt-mode answer on this wire: `decode_response`, then the calls read out of its text."""
+    salt = data.get("id") if isinstance(data, Mapping) else None
+    return prompt_mode.read_calls(
+        decode_response(data, endpoint=endpoint),
+        salt if isinstance(salt, str) else "",
+        constrained=constrained,
+    )
+
+
+def decode_stream(events: Iterable[Mapping[str, Any] | str], *, endpoint: str = "") -> Response:
+    """A whole stream of event payloads as one `Response` (see `StreamDecoder`)."""
+    decoder = StreamDecoder(endpoint)
+    for event in events:
+        decoder.feed(event)
+    return decoder.response()
+
+
+# -- importing histories ----------------------------------------------------
+
+
+def decode_messages(
+    items: Sequence[Mapping[str, Any]] | str, *, instructions: Any = None
+) -> tuple[str | None, list[Message]]:
+    """A Responses `input` (a string or an item list) read into a system prompt and messages.
+
+    Grouped as the block model does: a turn's reasoning, messages and
+    function calls are one assistant message; the `function_call_output`
+    results after it and the user input that follows them one user message.
+    `system` and `developer` messages join `instructions`, by a blank line.
+    A `BlockError` names the index of anything that has no block form.
+    """
+    systems: list[str] = []
+    if instructions is not None:
+        if not isinstance(instructions, str):
+            raise BlockError(f"instructions must be a string, got {_shown(instructions)}")
+        if instructions:
+            systems.append(instructions)
+    if isinstance(items, str):
+        return ("\n\n".join(systems) or None), [Message.user(items)]
+    if isinstance(items, bytes) or not isinstance(items, Sequence):
+        raise BlockError(f"input must be a string or an array of items, got {_shown(items)}")
+    out: list[Message] = []
+    role: Literal["user", "assistant"] | None = None
+    blocks: list[Block] = []
+
+    def close() -> None:
+        nonlocal role, blocks
+        if role is not None:
+            out.append(Message(role, tuple(blocks or [Text("")])))
+        role, blocks = None, []
+
+    def turn(wanted: Literal["user", "assistant"]) -> list[Block]:
+        nonlocal role
+        if role != wanted:
+            close()
+            role = wanted
+        return blocks
+
+    for index, raw in enumerate(items):
+        where = f"input[{index}]"
+        if not isinstance(raw, Mapping):
+            raise BlockError(f"{where}: an item must be an object, got {_shown(raw)}")
+        kind = raw.get("type", "message" if "role" in raw else None)
+        if kind == "message":
+            item_role = raw.get("role")
+            if item_role in ("system", "developer"):
+                systems.append("".join(_texts(raw.get("content"), f"{where}.content")))
+            elif item_role == "user":
+                turn("user").extend(_user_parts(raw.get("content"), f"{where}.content"))
+            elif item_role == "assistant":
+                target = turn("assistant")
+                target.extend(Text(t) for t in _texts(raw.get("content"), f"{where}.content") if t)
+            else:
+                raise BlockError(f"{where}: role {_shown(item_role)} has no block form")
+        elif kind == "reasoning":
+            # Read from a file: this wire's, no endpoint or model known.
+            thinking = _reasoning(raw, where, BlockError, _IMPORTED)
+            if thinking is not None:
+                turn("assistant").append(thinking)
+        elif kind == "function_call":
+            turn("assistant").append(_import_call(raw, where))
+        elif kind == "function_call_output":
+            results = turn("user")
+            if any(not isinstance(b, ToolResult) for b in results):
+                # Results after user text start a new message: results come first in one.
+                close()
+                results = turn("user")
+            results.append(_import_output(raw, where))
+        else:
+            raise BlockError(f"{where}: item type {_shown(kind)} has no block form")
+    close()
+    return ("\n\n".join(systems) or None), out
+
+
+def _texts(content: Any, where: str) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        raise BlockError(f"{where} must be a string or an array of parts, got {_shown(content)}")
+    texts: list[str] = []
+    for i, raw in enumerate(content):
+        if not isinstance(raw, Mapping):
+            raise BlockError(f"{where}[{i}] must be an object, got {_shown(raw)}")
+        kind = raw.get("type")
+        key = "refusal" if kind == "refusal" else "text"
+        if kind not in ("input_text", "output_text", "refusal", "text"):
+            raise BlockError(f"{where}[{i}]: part type {_shown(kind)} is not text")
+        value = raw.get(key)
+        if not isinstance(value, str):
+            raise BlockError(f"{where}[{i}].{key} must be a string, got {_shown(value)}")
+        texts.append(value)
+    return texts
+
+
+def _user_parts(content: Any, where: str) -> list[Block]:
+    if isinstance(content, str):
+        return [Text(content)]
+    if not isinstance(content, list):
+        raise BlockError(f"{where} must be a string or an array of parts, got {_shown(content)}")
+    blocks: list[Block] = []
+    for i, raw in enumerate(content):
+        part_where = f"{where}[{i}]"
+        if not isinstance(raw, Mapping):
+            raise BlockError(f"{part_where} must be an object, got {_shown(raw)}")
+        kind = raw.get("type")
+        if kind == "input_image":
+            blocks.append(_import_image({"url": raw.get("image_url")}, f"{part_where}.image_url"))
+        else:
+            blocks.extend(Text(t) for t in _texts([raw], where))
+    return blocks
+
+
+def _import_call(item: Mapping[str, Any], where: str) -> ToolUse:
+    call_id = item.get("call_id")
+    name = item.get("name")
+    arguments = item.get("arguments", "")
+    if not isinstance(call_id, str) or not call_id:
+        raise BlockError(f"{where}: a function call needs a call_id string, got {_shown(call_id)}")
+    if not isinstance(name, str) or not name:
+        raise BlockError(f"{where}: a function call needs a name, got {_shown(name)}")
+    if not isinstance(arguments, str):
+        raise BlockError(f"{where}.arguments must be a string, got {_shown(arguments)}")
+    value, _ = _parse_arguments(arguments)
+    return ToolUse(call_id, name, value)
+
+
+def _import_output(item: Mapping[str, Any], where: str) -> ToolResult:
+    call_id = item.get("call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise BlockError(f"{where}: a call output needs a call_id string, got {_shown(call_id)}")
+    output = item.get("output")
+    text = "".join(_texts(output, f"{where}.output"))
+    if text.startswith(ERROR_PREFIX):
+        return ToolResult(call_id, text[len(ERROR_PREFIX) :], is_error=True)
+    return ToolResult(call_id, text)

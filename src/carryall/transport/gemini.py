@@ -1,0 +1,194 @@
+"""Google Gemini through the official `google-genai` SDK (the `gemini` extra).
+
+The codec's body is handed to `client.models.generate_content` (or its
+stream), whose own types take it as it stands: the SDK keeps what it is for
+(the API key or Vertex credentials, its retries with backoff on 408, 429 and
+5xx, timeouts, typed `APIError`s), and each answer it returns is dumped back
+to the wire's JSON for the codec to decode, so one decoder reads Gemini
+whichever way it arrived. The SDK is imported when a backend is made; when
+it is missing that is one line saying which `pip install` fixes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any, Final
+
+import msgspec
+
+from carryall._secrets import mask
+from carryall.errors import ProviderError
+from carryall.providers import Capabilities, Encoded, Request, Response
+from carryall.providers import gemini as gemini_wire
+from carryall.transport import RETRY_DELAY
+from carryall.transport._errors import Broken, send_whole
+from carryall.transport._sdk import endpoint_of
+
+__all__ = ["GEMINI_CAPABILITIES", "MISSING_EXTRA", "GeminiBackend"]
+
+GEMINI_CAPABILITIES: Final = Capabilities(vision=True, native_tools=True, thinking=True)
+"""What carryall assumes of a Gemini model: current models see, call tools and think."""
+
+MISSING_EXTRA: Final = (
+    "the gemini backend needs the google-genai SDK, which is not installed: "
+    "pip install 'carryall[gemini]'"
+)
+
+_RETRYABLE: Final = frozenset({408, 429, 500, 502, 503, 504})
+
+
+class GeminiBackend:
+    """Gemini (the Gemini API, or Vertex AI with `vertex`) through the `google-genai` SDK.
+
+    `complete` returns a whole `Response` or raises `ProviderError`, never a
+    partial answer: a stream that breaks off is sent again whole, at most
+    `max_retries` times, so the caller's history is never half-appended.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        capabilities: Capabilities = GEMINI_CAPABILITIES,
+        timeout: float = 600.0,
+        max_retries: int = 3,
+        retry_delay: float = RETRY_DELAY,
+        stream: bool = True,
+        vertex: bool = False,
+    ) -> None:
+        try:
+            from google import genai
+            from google.genai import types
+        except ImportError:
+            raise ProviderError(MISSING_EXTRA, kind="missing_extra") from None
+        self.name = "gemini"
+        self.model = model
+        self.capabilities = capabilities
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.retry_delay = retry_delay
+        self.stream = stream
+        self._key = api_key
+        options = types.HttpOptions(
+            base_url=base_url,
+            timeout=int(timeout * 1000),
+            retry_options=types.HttpRetryOptions(attempts=max_retries + 1),
+        )
+        try:
+            self._client = genai.Client(
+                api_key=None if vertex else api_key, vertexai=vertex, http_options=options
+            )
+        except Exception as exc:  # the SDK raises ValueError and auth errors alike here
+            raise ProviderError(f"gemini: the client could not start: {mask(str(exc))}") from None
+        self.base_url = base_url or (
+            "https://aiplatform.googleapis.com"
+            if vertex
+            else "https://generativelanguage.googleapis.com"
+        )
+        self.endpoint = endpoint_of(self.base_url)
+
+    def complete(self, request: Request, on_text: Callable[[str], None] | None = None) -> Response:
+        """Send `request` and return the whole answer, or raise `ProviderError`."""
+        if not request.model or not request.endpoint:
+            import msgspec
+
+            request = msgspec.structs.replace(
+                request,
+                model=request.model or self.model,
+                endpoint=request.endpoint or self.endpoint,
+            )
+        from google.genai import types
+
+        body = gemini_wire.encode_request(request, self.capabilities)
+        config = types.GenerateContentConfig.model_validate(
+            {
+                **body.get("generationConfig", {}),
+                **{k: body[k] for k in ("systemInstruction", "tools", "toolConfig") if k in body},
+            }
+        )
+        return send_whole(
+            lambda: self._attempt(request.model, body["contents"], config, on_text),
+            max_retries=self.max_retries,
+            retry_delay=self.retry_delay,
+        )
+
+    def addressed(self, request: Request) -> Request:
+        """`request` with this backend's model and endpoint where it names none."""
+        if request.model and request.endpoint:
+            return request
+        return msgspec.structs.replace(
+            request, model=request.model or self.model, endpoint=request.endpoint or self.endpoint
+        )
+
+    def encode(self, request: Request) -> Encoded:
+        """The body `complete` would send for `request`, and the downgrades made to write it."""
+        return gemini_wire.encode(self.addressed(request), self.capabilities)
+
+    def close(self) -> None:
+        """Close the SDK client's connections."""
+        with contextlib.suppress(Exception):
+            self._client.close()
+
+    def __repr__(self) -> str:
+        return f"<GeminiBackend {self.model!r} at {mask(self.base_url)}>"
+
+    def _attempt(
+        self,
+        model: str,
+        contents: list[Any],
+        config: Any,
+        on_text: Callable[[str], None] | None,
+    ) -> Response:
+        from google.genai import errors
+
+        where = f"gemini at {mask(self.base_url)} (model {model})"
+        try:
+            if not self.stream:
+                answer = self._client.models.generate_content(
+                    model=model, contents=contents, config=config
+                )
+                return gemini_wire.decode_response(_wire(answer), endpoint=self.endpoint)
+            decoder = gemini_wire.StreamDecoder(self.endpoint)
+            for chunk in self._client.models.generate_content_stream(
+                model=model, contents=contents, config=config
+            ):
+                text = decoder.feed(_wire(chunk))
+                if text and on_text is not None:
+                    on_text(text)
+            return decoder.response()
+        except errors.APIError as exc:
+            code = exc.code if isinstance(exc.code, int) else None
+            error = ProviderError(
+                f"{where}: {mask(str(exc.message or exc))}",
+                status=code,
+                kind=exc.status if isinstance(exc.status, str) else None,
+                retryable=code in _RETRYABLE,
+            )
+            raise error from exc
+        except ProviderError as exc:
+            error = ProviderError(
+                f"{where}: {exc.message}", status=exc.status, kind=exc.kind, retryable=exc.retryable
+            )
+            if exc.retryable:
+                raise Broken(error) from exc
+            raise error from exc
+        except (OSError, TimeoutError) as exc:
+            raise Broken(
+                ProviderError(f"{where}: the connection failed: {exc}", retryable=True)
+            ) from exc
+        except Exception as exc:
+            # httpx's errors and the SDK's own validation, without importing httpx here.
+            if type(exc).__module__.startswith(("httpx", "httpcore")):
+                raise Broken(
+                    ProviderError(f"{where}: the connection failed: {exc}", retryable=True)
+                ) from exc
+            raise ProviderError(f"{where}: {type(exc).__name__}: {mask(str(exc))}") from exc
+
+
+def _wire(answer: Any) -> dict[str, Any]:
+    """An SDK answer back as the wire's JSON (camelCase, nulls left out)."""
+    data: dict[str, Any] = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return data

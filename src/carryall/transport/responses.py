@@ -1,0 +1,64 @@
+"""OpenAI Responses through the official `openai` SDK: OpenAI, or any server speaking it.
+
+The same SDK and client as Chat Completions, posting the Responses codec's
+bytes to `/responses`; llama-server answers there too. The SDK is imported
+when a backend is made, not with this module.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from carryall.providers import Capabilities
+from carryall.providers.codec import responses_codec
+from carryall.transport import NO_KEY, RETRY_DELAY
+from carryall.transport._errors import SdkErrors, openai_status
+from carryall.transport._sdk import SdkBackend
+
+__all__ = ["RESPONSES_CAPABILITIES", "ResponsesBackend"]
+
+RESPONSES_CAPABILITIES: Final = Capabilities(vision=True, native_tools=True, thinking=True)
+"""What carryall assumes of a Responses model: it sees, calls tools and may reason."""
+
+
+class ResponsesBackend(SdkBackend):
+    """The Responses API through the `openai` SDK, with its retries, timeouts and typed errors.
+
+    `llama` says the server is llama-server, whose grammar holds a model
+    without native tool calls to prompt mode's JSON schema.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        name: str = "responses",
+        capabilities: Capabilities = RESPONSES_CAPABILITIES,
+        timeout: float = 600.0,
+        max_retries: int = 3,
+        retry_delay: float = RETRY_DELAY,
+        stream: bool = True,
+        llama: bool = False,
+    ) -> None:
+        import openai
+
+        super().__init__(
+            name=name,
+            model=model,
+            capabilities=capabilities,
+            codec=lambda endpoint: responses_codec(capabilities, llama=llama, endpoint=endpoint),
+            errors=SdkErrors(openai, openai.OpenAIError, openai_status),
+            client=openai.OpenAI(
+                api_key=api_key or NO_KEY,
+                base_url=base_url,
+                timeout=timeout,
+                max_retries=max_retries,
+            ),
+            path="/responses",
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+            stream=stream,
+        )
