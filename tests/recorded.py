@@ -84,9 +84,13 @@ class Expected:
     model: str | None = None
 
 
+WIRES = ("anthropic", "openai", "openai_compatible", "llama_server")
+"""The folders in this form; other wires' folders (`responses/`, ...) have their own tests."""
+
+
 def fixture_paths() -> list[Path]:
-    """Every recorded exchange, in a stable order."""
-    return sorted(ROOT.glob("*/*.json"))
+    """Every recorded exchange of `WIRES`, in a stable order."""
+    return sorted(path for wire in WIRES for path in (ROOT / wire).glob("*.json"))
 
 
 def load(path: Path) -> dict[str, Any]:

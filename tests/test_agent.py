@@ -14,6 +14,7 @@ from carryall.agent import (
     DEFAULT_MAX_TOKENS,
     LOCAL_MAX_STEPS,
     LOCAL_MAX_TOKENS,
+    MIN_ANSWER_TOKENS,
     WRAP_UP_TOKENS,
     Agent,
     AgentEvent,
@@ -25,7 +26,7 @@ from carryall.agent import (
     ToolCallStarted,
 )
 from carryall.blocks import Image, Message, Text, ToolResult, ToolUse, validate_history
-from carryall.errors import CarryallError, ProviderError, ToolError
+from carryall.errors import CarryallError, HistoryError, ProviderError, ToolError
 from carryall.providers import Capabilities, Request, Response
 from carryall.tools import Tool, ToolOutput
 
@@ -637,3 +638,24 @@ def test_every_round_is_recorded_as_it_lands() -> None:
     # Both whole rounds were recorded before the third request failed.
     assert lengths[:2] == [3, 5]
     assert len(agent.messages) == 5
+
+
+def test_an_answer_budget_larger_than_the_context_gives_way_before_the_history() -> None:
+    # `--max-tokens 4000` on a 4,096-token context: the answer budget shrinks
+    # to what the window leaves; nothing of the history is cut for room the
+    # answer could never use, and the request is sent instead of refused.
+    backend = ScriptedBackend(say("ok"))
+    history = [Message.user("an earlier question " * 20), Message.assistant([Text("an answer")])]
+    agent = Agent(backend, tools=[], messages=history, max_tokens=4000, context_window=4096)
+    agent.send("Write a very long story")
+    (request,) = backend.requests
+    assert MIN_ANSWER_TOKENS <= request.max_tokens < 4000
+    assert list(request.messages[:2]) == history
+
+
+def test_a_context_too_small_even_for_the_least_answer_is_refused_before_sending() -> None:
+    backend = ScriptedBackend(say("ok"))
+    agent = Agent(backend, tools=[], max_tokens=4000, context_window=MIN_ANSWER_TOKENS)
+    with pytest.raises(HistoryError, match="free in the context"):
+        agent.send("hi")
+    assert backend.requests == []

@@ -88,5 +88,6 @@ def test_the_config_file_shown_is_valid_and_names_every_key(tmp_path: Path) -> N
     for struct in (Config, BackendSettings, RedactSettings):
         for name in msgspec.structs.fields(struct):
             # A key, or a table of its own (`[redact]`, `[backends.NAME]`).
-            shown = rf"^({name.name} = |\[{name.name}[.\]])"
-            assert re.search(shown, config_block, re.MULTILINE), name.name
+            key = re.escape(name.encode_name)  # as the file spells it (`mcpServers`)
+            shown = rf"^({key} = |\[{key}[.\]])"
+            assert re.search(shown, config_block, re.MULTILINE), name.encode_name

@@ -28,12 +28,12 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol, TypeAlias
+from typing import Final, Protocol, TypeAlias
 
 import msgspec
 
 from carryall.blocks import Document, Image, Message, ToolResult, ToolUse
-from carryall.context import CHARS_PER_TOKEN, Fitted, fit_history
+from carryall.context import CHARS_PER_TOKEN, Fitted, estimate_tokens, fit_history
 from carryall.errors import CarryallError, ToolError
 from carryall.providers import Downgrade, Request, Response, ToolChoice
 from carryall.tools import Tool, ToolFunction, ToolOutput
@@ -46,6 +46,7 @@ __all__ = [
     "DEFAULT_TOOL_TIMEOUT",
     "LOCAL_MAX_STEPS",
     "LOCAL_MAX_TOKENS",
+    "MIN_ANSWER_TOKENS",
     "WRAP_UP_TOKENS",
     "Agent",
     "AgentEvent",
@@ -153,6 +154,10 @@ class StepLimitReached(msgspec.Struct, frozen=True):
 
     max_steps: int
     wrapping_up: bool = True
+
+
+MIN_ANSWER_TOKENS: Final = 256
+"""The least answer budget a request keeps when the context is tight (see `Agent`)."""
 
 
 class ContextFitted(msgspec.Struct, frozen=True):
@@ -337,13 +342,22 @@ class Agent:
         fixed += len(self.system or "")
         # 64 more for the chat template around the system prompt and a prompt
         # mode's rendering of the tools.
-        budget = self.context_window - request.max_tokens - fixed // CHARS_PER_TOKEN - 64
-        fitted = fit_history(self.messages, budget=budget)
+        room = self.context_window - fixed // CHARS_PER_TOKEN - 64
+        # An answer budget larger than the context leaves (a `--max-tokens`
+        # near the window) gives way first, down to `MIN_ANSWER_TOKENS`: the
+        # server would stop at the window's end anyway, and cutting the
+        # history for room the answer cannot use would lose it for nothing.
+        answer = request.max_tokens
+        need = estimate_tokens(self.messages)
+        if need + answer > room and answer > MIN_ANSWER_TOKENS:
+            answer = max(MIN_ANSWER_TOKENS, room - need)
+            request = msgspec.structs.replace(request, max_tokens=answer)
+        fitted = fit_history(self.messages, budget=room - answer)
         if not fitted.changed:
             return request
         self.messages[:] = fitted.messages
         self._emit(ContextFitted(step, self.context_window, fitted))
-        return self.request(tool_choice=tool_choice)
+        return msgspec.structs.replace(request, messages=tuple(self.messages))
 
     # -- the turn -------------------------------------------------------------
 

@@ -30,6 +30,7 @@ __all__ = [
     "LEGACY_REDACTED_PREFIX",
     "Block",
     "Document",
+    "Downgrade",
     "HistorySurvey",
     "Image",
     "Message",
@@ -376,6 +377,21 @@ def image_media_type(path: str | os.PathLike[str]) -> str | None:
     """
     _, ext = os.path.splitext(os.fspath(path))
     return _EXTENSION_MEDIA_TYPES.get(ext.lower())
+
+
+class Downgrade(msgspec.Struct, frozen=True, gc=False):
+    """One thing of a history that a wire did not get as it is held.
+
+    `index` is the message's position in `Request.messages`, `kind` the
+    block's tag (`thinking`, `redacted_thinking`, `image`, `document`,
+    `opaque`, `system`, ...), `reason` why: a foreign signature, no vision,
+    a wire that takes no documents, a URL this wire cannot send. Left off or
+    rendered as text, it is named here, so a loss is never silent.
+    """
+
+    index: int
+    kind: str
+    reason: str
 
 
 class Message(msgspec.Struct, frozen=True, dict=True):

@@ -96,6 +96,8 @@ def serve(store: StoreOption = None) -> None:
     Its tools: recall (search every session), sessions_list and
     session_show (text, or one message's images as image content). Add it
     to an MCP client as {"command": "carryall", "args": ["mcp", "serve"]}.
+
+    Example: carryall mcp serve --store ~/team/sessions
     """
     err = Console(stderr=True, highlight=False)
     try:

@@ -520,12 +520,12 @@ def copy(
 ) -> None:
     """Copy every session, with every version and image blob, to another store, then verify it.
 
-    For example from the JSON Lines folder to PostgreSQL:
-    `carryall sessions copy --from ~/.local/share/carryall/sessions --to postgresql://host/db`.
     Each session is read back from the target and compared with the source.
     A session the target already holds is skipped when equal (so an
     interrupted copy can be run again) and is an error when it differs:
     nothing is overwritten.
+
+    Example: carryall sessions copy --from ~/.local/share/carryall/sessions --to postgresql://host/db
     """
     from carryall.sessions import open_store
     from carryall.sessions.copy import copy_sessions

@@ -6,7 +6,7 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from carryall.blocks import Message
+from carryall.blocks import Downgrade, Message
 
 __all__ = [
     "Capabilities",
@@ -115,21 +115,6 @@ class Response(msgspec.Struct, frozen=True, kw_only=True):
     model: str | None = None
     refusal: str | None = None
     malformed_tool_args: int = 0
-
-
-class Downgrade(msgspec.Struct, frozen=True, gc=False):
-    """One thing of a history that a wire did not get as it is held.
-
-    `index` is the message's position in `Request.messages`, `kind` the
-    block's tag (`thinking`, `redacted_thinking`, `image`, `document`,
-    `opaque`, `system`, ...), `reason` why: a foreign signature, no vision,
-    a wire that takes no documents, a URL this wire cannot send. Left off or
-    rendered as text, it is named here, so a loss is never silent.
-    """
-
-    index: int
-    kind: str
-    reason: str
 
 
 class Encoded(msgspec.Struct, frozen=True):

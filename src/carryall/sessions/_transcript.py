@@ -38,6 +38,7 @@ import msgspec
 from carryall._text import shorten
 from carryall.blocks import (
     Document,
+    Downgrade,
     Image,
     Message,
     Opaque,
@@ -48,7 +49,6 @@ from carryall.blocks import (
     ToolUse,
 )
 from carryall.errors import TranscriptError
-from carryall.providers._types import Downgrade
 
 FORMAT_VERSION = 1
 """The transcript format this carryall writes, and the newest it reads."""

@@ -52,9 +52,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
 
-from carryall.blocks import Image, Message, Text, image_placeholder
+from carryall.blocks import Downgrade, Image, Message, Text, image_placeholder
 from carryall.errors import BlockError, TranscriptError
-from carryall.providers._types import Downgrade
 from carryall.sessions._transcript import (
     Event,
     Replay,

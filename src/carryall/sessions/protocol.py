@@ -24,9 +24,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Literal, Protocol
 
-from carryall.blocks import Message
+from carryall.blocks import Downgrade, Message
 from carryall.errors import TranscriptError
-from carryall.providers._types import Downgrade
 from carryall.sessions._transcript import SessionMeta
 from carryall.sessions.recall import Hit
 from carryall.sessions.store import SessionInfo

@@ -24,6 +24,7 @@ from carryall._text import json_printable, printable
 from carryall.blocks import (
     Block,
     Document,
+    Downgrade,
     Image,
     Message,
     Opaque,
@@ -36,7 +37,6 @@ from carryall.blocks import (
 )
 from carryall.carrier import Marker, marker_line
 from carryall.errors import CarrierError
-from carryall.providers._types import Downgrade
 from carryall.sessions._transcript import SessionMeta, format_time
 
 __all__ = [

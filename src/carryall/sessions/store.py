@@ -56,10 +56,9 @@ import filelock
 import msgspec
 
 from carryall import paths
-from carryall.blocks import Image, Message, Text, image_placeholder
+from carryall.blocks import Downgrade, Image, Message, Text, image_placeholder
 from carryall.config import load_config
 from carryall.errors import BlockError, TranscriptError
-from carryall.providers._types import Downgrade
 from carryall.sessions._transcript import (
     Event,
     Replay,
