@@ -74,7 +74,13 @@ from carryall.sessions._transcript import (
 )
 from carryall.sessions.recall import Hit, marked_hit, passage, query_words
 from carryall.sessions.redact import Redactor, compile_pattern
-from carryall.sessions.store import SessionInfo, configured_redactor, storable, writable
+from carryall.sessions.store import (
+    ReplayedSession,
+    SessionInfo,
+    configured_redactor,
+    storable,
+    writable,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -645,7 +651,7 @@ class PostgresStore:
         return load
 
 
-class PostgresSession:
+class PostgresSession(ReplayedSession):
     """One conversation in a PostgreSQL store; the same use as `carryall.sessions.Session`."""
 
     def __init__(self, store: PostgresStore, meta: SessionMeta, replay: Replay, seq: int) -> None:
@@ -653,27 +659,6 @@ class PostgresSession:
         self._meta = meta
         self._replay = replay
         self._seq = seq
-
-    @property
-    def id(self) -> str:
-        """The session id."""
-        return self._meta.id
-
-    @property
-    def meta(self) -> SessionMeta:
-        """Id, creation time, backend, model, working directory, title, system prompt."""
-        return with_title(self._meta, self._replay.title)
-
-    def messages(self) -> list[Message]:
-        """The current history, as a new list the caller may change."""
-        return list(self._replay.messages)
-
-    def times(self) -> list[datetime]:
-        """When each message of the current history was recorded in its current form."""
-        return [parse_time(t) for t in self._replay.times]
-
-    def __len__(self) -> int:
-        return len(self._replay.messages)
 
     def __repr__(self) -> str:
         return f"<PostgresSession {self.id} {len(self)} messages>"
@@ -724,15 +709,6 @@ class PostgresSession:
         """Every history this session has held, oldest first, the current one last."""
         _, replay, _ = self.store._load(self.id, keep_versions=True, images=True)
         return [*replay.versions, replay.messages]
-
-    def downgrades(self) -> list[Downgrade]:
-        """Every downgrade recorded in this session, in the order recorded."""
-        return list(self._replay.downgrades)
-
-    @property
-    def damage(self) -> list[str]:
-        """The damaged event rows reading skipped, each named by its number (line = seq + 1)."""
-        return list(self._replay.damage)
 
     # -- internals ----------------------------------------------------------
 
@@ -880,9 +856,6 @@ class PostgresSession:
         self._replay.updated = stamp
         self._replay.events += 1
         self._seq = seq
-
-    def _titled(self) -> bool:
-        return bool(self._meta.title or self._replay.title)
 
     def _redacted(self, messages: list[Message], start: int) -> list[Message]:
         return writable(self.store.redactor, self.id, messages, start)

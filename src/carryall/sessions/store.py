@@ -695,7 +695,55 @@ class SessionStore:
             lock.release()
 
 
-class Session:
+class ReplayedSession:
+    """What every store's session reads off its replayed events: the one home of these.
+
+    A store's session class (`Session` here, `PostgresSession`) keeps its
+    header meta in `_meta` and its replayed events in `_replay`.
+    """
+
+    _meta: SessionMeta
+    _replay: Replay
+
+    @property
+    def id(self) -> str:
+        """The session id (for the JSON Lines store also the transcript's file name)."""
+        return self._meta.id
+
+    @property
+    def meta(self) -> SessionMeta:
+        """Id, creation time, backend, model, working directory, title, system prompt."""
+        return with_title(self._meta, self._replay.title)
+
+    def messages(self) -> list[Message]:
+        """The current history, as a new list the caller may change."""
+        return list(self._replay.messages)
+
+    def times(self) -> list[datetime]:
+        """When each message of the current history was recorded in its current form."""
+        return [parse_time(t) for t in self._replay.times]
+
+    def __len__(self) -> int:
+        return len(self._replay.messages)
+
+    @property
+    def damage(self) -> list[str]:
+        """The damaged lines reading skipped or read in part, each naming its line number.
+
+        Empty for a whole transcript. A reader shows these; the history is
+        every undamaged event, and the next write records it whole first.
+        """
+        return list(self._replay.damage)
+
+    def downgrades(self) -> list[Downgrade]:
+        """Every downgrade recorded in this session, in the order recorded."""
+        return list(self._replay.downgrades)
+
+    def _titled(self) -> bool:
+        return bool(self._meta.title or self._replay.title)
+
+
+class Session(ReplayedSession):
     """One recorded conversation: its meta and its history, appended as it grows.
 
     The agent loop's use, which is kept stable:
@@ -731,38 +779,8 @@ class Session:
         self._lines = lines
         self._ident = ident
 
-    @property
-    def id(self) -> str:
-        """The session id (also the transcript's file name)."""
-        return self._meta.id
-
-    @property
-    def meta(self) -> SessionMeta:
-        """Id, creation time, backend, model, working directory, title, system prompt."""
-        return with_title(self._meta, self._replay.title)
-
-    def messages(self) -> list[Message]:
-        """The current history, as a new list the caller may change."""
-        return list(self._replay.messages)
-
-    def times(self) -> list[datetime]:
-        """When each message of the current history was recorded in its current form."""
-        return [parse_time(t) for t in self._replay.times]
-
-    def __len__(self) -> int:
-        return len(self._replay.messages)
-
     def __repr__(self) -> str:
         return f"<Session {self.id} {len(self)} messages>"
-
-    @property
-    def damage(self) -> list[str]:
-        """The damaged lines reading skipped or read in part, each naming its line number.
-
-        Empty for a whole transcript. A reader shows these; the history is
-        every undamaged event, and the next write records it whole first.
-        """
-        return list(self._replay.damage)
 
     # -- recording ----------------------------------------------------------
 
@@ -907,10 +925,6 @@ class Session:
             ) from None
         log.warning("session %s: moved a torn last line (%d bytes) to %s", self.id, len(torn), keep)
 
-    def downgrades(self) -> list[Downgrade]:
-        """Every downgrade recorded in this session, in the order recorded."""
-        return list(self._replay.downgrades)
-
     def _write_append(
         self,
         tail: list[Message],
@@ -971,9 +985,6 @@ class Session:
         self._replay.downgrades.extend(downgrades or ())
         self._after_write(title, stamp)
         self._publish(before, keep, clean[keep:], self._replay.times[keep:])
-
-    def _titled(self) -> bool:
-        return bool(self._meta.title or self._replay.title)
 
     def _after_write(self, title: str | None, stamp: str) -> None:
         if title and not self._replay.title:
