@@ -284,6 +284,18 @@ def test_missing_blob_reads_as_its_placeholder_with_a_note(store: AnyStore) -> N
 # -- recall ------------------------------------------------------------------------
 
 
+def test_recall_keeps_the_same_bounds_on_every_store(store: AnyStore) -> None:
+    store.create().record([], [_user("a few words to find")])
+    with pytest.raises(TranscriptError, match="at most 64"):
+        store.recall.search(" ".join(f"w{i}" for i in range(65)))
+    with pytest.raises(TranscriptError, match="--limit"):
+        store.recall.search("words", limit=2**63)
+    with pytest.raises(TranscriptError, match="not valid UTF-8"):
+        store.recall.search("words \udcff")
+    # A repeated word is one condition, not 20,000.
+    assert len(store.recall.search(" ".join(["words"] * 20_000))) == 1
+
+
 def test_recall_finds_ranked_snippets_with_filters(store: AnyStore) -> None:
     one = store.create()
     one.record([], [_user("the flaky test fails on bananas"), _assistant("try pinning the seed")])

@@ -72,7 +72,7 @@ from carryall.sessions._transcript import (
     title_from,
     with_title,
 )
-from carryall.sessions.recall import Hit, marked_hit, passage, query_words
+from carryall.sessions.recall import Hit, bounded_words, marked_hit, passage
 from carryall.sessions.redact import Redactor, compile_pattern
 from carryall.sessions.store import (
     ReplayedSession,
@@ -891,7 +891,7 @@ class PostgresRecall:
 
         `sync` is accepted for the same call shape: this index is never behind.
         """
-        words = query_words(query)
+        words = bounded_words(query, limit)
         if not words or limit <= 0:
             return []
         sql = [

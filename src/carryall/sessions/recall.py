@@ -53,6 +53,7 @@ __all__ = [
     "MAX_QUERY_WORDS",
     "Hit",
     "RecallIndex",
+    "bounded_words",
     "fts_query",
     "marked_hit",
     "passage",
@@ -97,16 +98,24 @@ def fts_query(query: str) -> str | None:
     Quoting each word (double quotes doubled) means nothing a person types
     is read as FTS5 syntax: `C++`, `AND`, `a-b`, `"` and `*` are words.
     """
-    words = query_words(query)
+    words = bounded_words(query)
     if not words:
         return None
+    return " ".join('"' + word.replace('"', '""') + '"' for word in words)
+
+
+def bounded_words(query: str, limit: int = 0) -> list[str]:
+    """`query_words`, refused past the bounds every store's search keeps (and `limit` too)."""
+    if limit > MAX_LIMIT:
+        raise TranscriptError(f"recall: --limit {limit} is more than {MAX_LIMIT}")
+    words = query_words(query)
     if len(words) > MAX_QUERY_WORDS:
         raise TranscriptError(
             f"recall: the query has {len(words)} different words; at most {MAX_QUERY_WORDS}"
         )
     if any("\ud800" <= ch <= "\udfff" for ch in query):
         raise TranscriptError("recall: the query is not valid UTF-8 text")
-    return " ".join('"' + word.replace('"', '""') + '"' for word in words)
+    return words
 
 
 def query_words(query: str) -> list[str]:
@@ -161,8 +170,7 @@ class RecallIndex:
         role, `session` one session id. The index is first caught up with
         the transcripts unless `sync=False`.
         """
-        if limit > MAX_LIMIT:
-            raise TranscriptError(f"recall: --limit {limit} is more than {MAX_LIMIT}")
+        bounded_words(query, limit)
         match = fts_query(query)
         if match is None or limit <= 0:
             return []
