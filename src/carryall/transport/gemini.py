@@ -23,6 +23,7 @@ from carryall.providers import Capabilities, Encoded, Request, Response
 from carryall.providers import gemini as gemini_wire
 from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import Broken, send_whole
+from carryall.transport._images import WIRE_IMAGE_LIMITS, fit_request_images
 from carryall.transport._sdk import endpoint_of
 
 __all__ = ["GEMINI_CAPABILITIES", "MISSING_EXTRA", "GeminiBackend"]
@@ -102,6 +103,7 @@ class GeminiBackend:
             )
         from google.genai import types
 
+        request, _ = fit_request_images(request, WIRE_IMAGE_LIMITS["gemini"])
         body = gemini_wire.encode_request(request, self.capabilities)
         config = types.GenerateContentConfig.model_validate(
             {
@@ -125,7 +127,13 @@ class GeminiBackend:
 
     def encode(self, request: Request) -> Encoded:
         """The body `complete` would send for `request`, and the downgrades made to write it."""
-        return gemini_wire.encode(self.addressed(request), self.capabilities)
+        fitted, downgrades = fit_request_images(
+            self.addressed(request), WIRE_IMAGE_LIMITS["gemini"]
+        )
+        encoded = gemini_wire.encode(fitted, self.capabilities)
+        if not downgrades:
+            return encoded
+        return Encoded(encoded.body, (*encoded.downgrades, *downgrades))
 
     def close(self) -> None:
         """Close the SDK client's connections."""
