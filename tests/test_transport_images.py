@@ -169,3 +169,9 @@ def test_without_pillow_an_image_over_the_limit_goes_as_it_is_with_one_note(
     [note] = caplog.messages
     assert "install carryall[images]" in note
     _images._fitted.cache_clear()
+
+
+def test_a_model_that_sees_no_images_has_none_fitted() -> None:
+    wide = Image.from_bytes("image/png", _png(9000, 10))
+    request = Request(model="m", messages=[Message.user("hi", [wide])])
+    assert fit_request_images(request, None) == (request, [])

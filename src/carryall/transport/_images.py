@@ -69,14 +69,20 @@ _HEAD_CHARS: Final = 4 * 16384
 """Base64 read for a header: 48 KiB of file, past the metadata most JPEGs carry."""
 
 
-def fit_request_images(request: Request, limits: ImageLimits) -> tuple[Request, list[Downgrade]]:
+def fit_request_images(
+    request: Request, limits: ImageLimits | None
+) -> tuple[Request, list[Downgrade]]:
     """`request` with every image over `limits` fitted, and a `Downgrade` for each one changed.
 
-    An image within limits (and a URL image, which is not carryall's to
-    fetch) stays the very block it was, so its bytes go out unchanged; a
-    request with nothing to fit is returned as it is.
+    No `limits` is a model that sees no images: the codec writes each as its
+    placeholder, so none is worth decoding. An image within limits (and a
+    URL image, which is not carryall's to fetch) stays the very block it
+    was, so its bytes go out unchanged; a request with nothing to fit is
+    returned as it is.
     """
     downgrades: list[Downgrade] = []
+    if limits is None:
+        return request, downgrades
     messages: list[Message] | None = None
     for index, message in enumerate(request.messages):
         content: list[Block] | None = None

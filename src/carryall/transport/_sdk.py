@@ -90,8 +90,11 @@ class SdkBackend:
         self.max_retries = max_retries
         self.retry_delay = retry_delay
         self.stream = stream
-        self.image_limits = image_limits
-        """What this wire takes per image: a larger one goes fitted (`transport._images`)."""
+        self.image_limits = image_limits if capabilities.vision else None
+        """What this wire takes per image, a larger one going fitted (`transport._images`).
+
+        None for a model that sees no images: they go as placeholders anyway.
+        """
         self._errors = errors
         self._client = client
         self._path = path

@@ -90,6 +90,7 @@ class GeminiBackend:
             else "https://generativelanguage.googleapis.com"
         )
         self.endpoint = endpoint_of(self.base_url)
+        self._image_limits = WIRE_IMAGE_LIMITS["gemini"] if capabilities.vision else None
 
     def complete(self, request: Request, on_text: Callable[[str], None] | None = None) -> Response:
         """Send `request` and return the whole answer, or raise `ProviderError`."""
@@ -103,7 +104,7 @@ class GeminiBackend:
             )
         from google.genai import types
 
-        request, _ = fit_request_images(request, WIRE_IMAGE_LIMITS["gemini"])
+        request, _ = fit_request_images(request, self._image_limits)
         body = gemini_wire.encode_request(request, self.capabilities)
         config = types.GenerateContentConfig.model_validate(
             {
@@ -127,9 +128,7 @@ class GeminiBackend:
 
     def encode(self, request: Request) -> Encoded:
         """The body `complete` would send for `request`, and the downgrades made to write it."""
-        fitted, downgrades = fit_request_images(
-            self.addressed(request), WIRE_IMAGE_LIMITS["gemini"]
-        )
+        fitted, downgrades = fit_request_images(self.addressed(request), self._image_limits)
         encoded = gemini_wire.encode(fitted, self.capabilities)
         if not downgrades:
             return encoded
