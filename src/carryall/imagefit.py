@@ -33,6 +33,7 @@ __all__ = [
     "RECOMMENDED_EDGE",
     "Fitted",
     "fit_image",
+    "image_size",
 ]
 
 MAX_EDGE: Final = 8000
@@ -63,12 +64,18 @@ class Fitted(NamedTuple):
 
 
 def fit_image(
-    image: Image, *, max_edge: int = MAX_EDGE, max_bytes: int = DEFAULT_MAX_IMAGE_BYTES
+    image: Image,
+    *,
+    max_edge: int = MAX_EDGE,
+    max_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
+    fit_edge: int | None = None,
 ) -> Fitted:
     """`image` within `max_edge` pixels on its long edge and `max_bytes` bytes.
 
     An image already within both comes back as it is, untouched. A larger
-    one is scaled down (aspect kept) and written in its own media type where
+    one is scaled down (aspect kept) to at most `fit_edge` on its long edge
+    (`max_edge` when None: a wire that would scale it further anyway may as
+    well get the smaller copy) and written in its own media type where
     that gets it under the byte limit, else as JPEG; the note says what was
     done. An image whose bytes do not decode comes back as None with the reason.
     """
@@ -94,7 +101,8 @@ def fit_image(
             opened.load()
             if max(width, height) <= max_edge and len(data) <= max_bytes:
                 return Fitted(image, None)
-            return _scaled(image, opened, max_edge, max_bytes, len(data))
+            edge = max_edge if fit_edge is None else min(fit_edge, max_edge)
+            return _scaled(image, opened, edge, max_bytes, len(data))
     except (OSError, ValueError, SyntaxError, Pil.DecompressionBombError) as exc:
         return Fitted(None, f"its bytes do not decode as {image.media_type}: {exc}")
 
@@ -152,3 +160,66 @@ def _written(frame: PilImage, media_type: str) -> bytes:
     else:
         frame.save(out, _FORMATS[media_type])
     return out.getvalue()
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    """The width and height a PNG, JPEG, GIF or WebP file's header declares; None if unreadable.
+
+    Read from the first bytes without Pillow, so a request whose images are
+    all within a wire's limits is sent without decoding a pixel. A JPEG's
+    size sits in its first start-of-frame segment, after any metadata, so
+    `data` may have to reach that far; None when it does not.
+    """
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR" and len(data) >= 24:
+        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
+        return int.from_bytes(data[6:8], "little"), int.from_bytes(data[8:10], "little")
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return _webp_size(data)
+    if data[:2] == b"\xff\xd8":
+        return _jpeg_size(data)
+    return None
+
+
+def _webp_size(data: bytes) -> tuple[int, int] | None:
+    chunk = data[12:16]
+    if chunk == b"VP8X" and len(data) >= 30:
+        return 1 + int.from_bytes(data[24:27], "little"), 1 + int.from_bytes(data[27:30], "little")
+    if chunk == b"VP8L" and len(data) >= 25 and data[20] == 0x2F:
+        bits = int.from_bytes(data[21:25], "little")
+        return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
+    if chunk == b"VP8 " and len(data) >= 30 and data[23:26] == b"\x9d\x01\x2a":
+        return (
+            int.from_bytes(data[26:28], "little") & 0x3FFF,
+            int.from_bytes(data[28:30], "little") & 0x3FFF,
+        )
+    return None
+
+
+# Start-of-frame markers: every SOFn except DHT (C4), JPG (C8) and DAC (CC).
+_SOF: Final = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    at = 2
+    while at + 4 <= len(data):
+        if data[at] != 0xFF:
+            return None
+        marker = data[at + 1]
+        if marker == 0xFF:  # fill bytes before a marker
+            at += 1
+            continue
+        if marker in (0x01, *range(0xD0, 0xD8)):  # markers without a length
+            at += 2
+            continue
+        length = int.from_bytes(data[at + 2 : at + 4], "big")
+        if marker in _SOF:
+            if at + 9 > len(data):
+                return None
+            return int.from_bytes(data[at + 7 : at + 9], "big"), int.from_bytes(
+                data[at + 5 : at + 7], "big"
+            )
+        if length < 2:
+            return None
+        at += 2 + length
+    return None

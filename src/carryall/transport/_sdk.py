@@ -38,6 +38,7 @@ from carryall.transport._errors import (
     send_whole,
     shown,
 )
+from carryall.transport._images import ImageLimits, fit_request_images
 from carryall.transport.sse import iter_sse
 
 __all__ = ["SdkBackend", "endpoint_of"]
@@ -80,6 +81,7 @@ class SdkBackend:
         max_retries: int,
         retry_delay: float,
         stream: bool,
+        image_limits: ImageLimits,
     ) -> None:
         self.name = name
         self.model = model
@@ -88,6 +90,11 @@ class SdkBackend:
         self.max_retries = max_retries
         self.retry_delay = retry_delay
         self.stream = stream
+        self.image_limits = image_limits if capabilities.vision else None
+        """What this wire takes per image, a larger one going fitted (`transport._images`).
+
+        None for a model that sees no images: they go as placeholders anyway.
+        """
         self._errors = errors
         self._client = client
         self._path = path
@@ -109,8 +116,9 @@ class SdkBackend:
         history is refused by the codec (`HistoryError`) before anything is
         sent. A stream that breaks off is sent again whole, at most
         `max_retries` times, with doubling pauses from `retry_delay`.
+        An image over `image_limits` goes fitted, in this request only.
         """
-        request = self.addressed(request)
+        request, _ = fit_request_images(self.addressed(request), self.image_limits)
         body = self._codec.encode_bytes(request, self.stream)
         try:
             return send_whole(
@@ -134,7 +142,11 @@ class SdkBackend:
 
     def encode(self, request: Request) -> Encoded:
         """The body `complete` would send for `request`, and the downgrades made to write it."""
-        return self._codec.encode_reported(self.addressed(request))
+        fitted, downgrades = fit_request_images(self.addressed(request), self.image_limits)
+        encoded = self._codec.encode_reported(fitted)
+        if not downgrades:
+            return encoded
+        return Encoded(encoded.body, (*encoded.downgrades, *downgrades))
 
     def close(self) -> None:
         """Close the SDK client's connection pool."""

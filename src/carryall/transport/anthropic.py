@@ -12,6 +12,7 @@ from carryall.providers import Capabilities
 from carryall.providers.codec import anthropic_codec
 from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import SdkErrors, anthropic_status
+from carryall.transport._images import WIRE_IMAGE_LIMITS
 from carryall.transport._sdk import SdkBackend
 
 __all__ = ["ANTHROPIC_CAPABILITIES", "AnthropicBackend"]
@@ -51,4 +52,5 @@ class AnthropicBackend(SdkBackend):
             max_retries=max_retries,
             retry_delay=retry_delay,
             stream=stream,
+            image_limits=WIRE_IMAGE_LIMITS["anthropic"],
         )

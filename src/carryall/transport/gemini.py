@@ -23,6 +23,7 @@ from carryall.providers import Capabilities, Encoded, Request, Response
 from carryall.providers import gemini as gemini_wire
 from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import Broken, send_whole
+from carryall.transport._images import WIRE_IMAGE_LIMITS, fit_request_images
 from carryall.transport._sdk import endpoint_of
 
 __all__ = ["GEMINI_CAPABILITIES", "MISSING_EXTRA", "GeminiBackend"]
@@ -89,6 +90,7 @@ class GeminiBackend:
             else "https://generativelanguage.googleapis.com"
         )
         self.endpoint = endpoint_of(self.base_url)
+        self._image_limits = WIRE_IMAGE_LIMITS["gemini"] if capabilities.vision else None
 
     def complete(self, request: Request, on_text: Callable[[str], None] | None = None) -> Response:
         """Send `request` and return the whole answer, or raise `ProviderError`."""
@@ -102,6 +104,7 @@ class GeminiBackend:
             )
         from google.genai import types
 
+        request, _ = fit_request_images(request, self._image_limits)
         body = gemini_wire.encode_request(request, self.capabilities)
         config = types.GenerateContentConfig.model_validate(
             {
@@ -125,7 +128,11 @@ class GeminiBackend:
 
     def encode(self, request: Request) -> Encoded:
         """The body `complete` would send for `request`, and the downgrades made to write it."""
-        return gemini_wire.encode(self.addressed(request), self.capabilities)
+        fitted, downgrades = fit_request_images(self.addressed(request), self._image_limits)
+        encoded = gemini_wire.encode(fitted, self.capabilities)
+        if not downgrades:
+            return encoded
+        return Encoded(encoded.body, (*encoded.downgrades, *downgrades))
 
     def close(self) -> None:
         """Close the SDK client's connections."""

@@ -14,6 +14,7 @@ from carryall.providers import Capabilities, Dialect, Response
 from carryall.providers.codec import openai_codec
 from carryall.transport import NO_KEY, RETRY_DELAY
 from carryall.transport._errors import SdkErrors, openai_status
+from carryall.transport._images import WIRE_IMAGE_LIMITS
 from carryall.transport._sdk import SdkBackend
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ class OpenAIBackend(SdkBackend):
             max_retries=max_retries,
             retry_delay=retry_delay,
             stream=stream,
+            image_limits=WIRE_IMAGE_LIMITS[dialect],
         )
 
     @property

@@ -13,6 +13,7 @@ from carryall.providers import Capabilities
 from carryall.providers.codec import responses_codec
 from carryall.transport import NO_KEY, RETRY_DELAY
 from carryall.transport._errors import SdkErrors, openai_status
+from carryall.transport._images import WIRE_IMAGE_LIMITS
 from carryall.transport._sdk import SdkBackend
 
 __all__ = ["RESPONSES_CAPABILITIES", "ResponsesBackend"]
@@ -61,4 +62,5 @@ class ResponsesBackend(SdkBackend):
             max_retries=max_retries,
             retry_delay=retry_delay,
             stream=stream,
+            image_limits=WIRE_IMAGE_LIMITS["llama-server" if llama else "responses"],
         )

@@ -1,0 +1,160 @@
+"""Images fitted to the wire a request goes to, in that request only.
+
+The transport is where a request meets a wire, so this is where an image
+the wire would refuse is scaled down (`carryall.imagefit`, Pillow): the
+agent's history and the session keep the original bytes, and the fitted
+copy goes in the request alone. Each resize, and each image whose bytes do
+not decode (sent as its placeholder with the reason instead of failing the
+request), is a `Downgrade` in the encode's report, so the loss is recorded.
+
+Fast when there is nothing to do: an image's size is read from its header
+(`image_size`), so a request whose images are all within limits imports no
+Pillow and decodes no pixel.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import importlib.util
+import logging
+from collections.abc import Mapping
+from typing import Final, NamedTuple
+
+import msgspec
+
+from carryall.attachments import DEFAULT_MAX_IMAGE_BYTES
+from carryall.blocks import Block, Downgrade, Image, Message, Text, image_placeholder
+from carryall.imagefit import IMAGE_FIT_INPUT_BYTES, MAX_EDGE, RECOMMENDED_EDGE, Fitted, fit_image
+from carryall.imagefit import image_size as _header_size
+from carryall.providers import Request
+
+__all__ = ["WIRE_IMAGE_LIMITS", "ImageLimits", "fit_request_images"]
+
+log = logging.getLogger("carryall.transport")
+
+
+class ImageLimits(NamedTuple):
+    """What one wire accepts per image, and the long edge a fitted copy gets."""
+
+    max_edge: int | None
+    """The longest edge the wire takes; None where it publishes no limit (it scales down itself)."""
+    fit_edge: int
+    """The long edge an image that must be fitted is scaled to: what the provider would keep."""
+    max_bytes: int
+    """The largest image file the wire takes."""
+
+
+_OPENAI: Final = ImageLimits(None, 2048, IMAGE_FIT_INPUT_BYTES)
+
+WIRE_IMAGE_LIMITS: Final[Mapping[str, ImageLimits]] = {
+    # 8000 px refused, 1568 px recommended (larger is scaled down by the API), 5 MB per image.
+    "anthropic": ImageLimits(MAX_EDGE, RECOMMENDED_EDGE, DEFAULT_MAX_IMAGE_BYTES),
+    # 20 MB per image; no edge limit, images are scaled to fit 2048 px.
+    "openai": _OPENAI,
+    "responses": _OPENAI,
+    # llama-server's projector scales every image itself; the byte cap is the loader's.
+    "llama-server": ImageLimits(None, 2048, IMAGE_FIT_INPUT_BYTES),
+    # Inline data is 20 MB per request; images are scaled to fit 3072 px.
+    "gemini": ImageLimits(None, 3072, IMAGE_FIT_INPUT_BYTES),
+}
+"""Per wire, what one image may be before it is fitted: one table, so each limit is stated once."""
+
+_NO_PILLOW: Final = (
+    "an image over this wire's limits (or with an unreadable header) is sent as it is: "
+    "install carryall[images] (Pillow) to have it fitted"
+)
+_HEAD_CHARS: Final = 4 * 16384
+"""Base64 read for a header: 48 KiB of file, past the metadata most JPEGs carry."""
+
+
+def fit_request_images(
+    request: Request, limits: ImageLimits | None
+) -> tuple[Request, list[Downgrade]]:
+    """`request` with every image over `limits` fitted, and a `Downgrade` for each one changed.
+
+    No `limits` is a model that sees no images: the codec writes each as its
+    placeholder, so none is worth decoding. An image within limits (and a
+    URL image, which is not carryall's to fetch) stays the very block it
+    was, so its bytes go out unchanged; a request with nothing to fit is
+    returned as it is.
+    """
+    downgrades: list[Downgrade] = []
+    if limits is None:
+        return request, downgrades
+    messages: list[Message] | None = None
+    for index, message in enumerate(request.messages):
+        content: list[Block] | None = None
+        for at, block in enumerate(message.content):
+            if not isinstance(block, Image) or block.url is not None:
+                continue
+            fitted = _fitted(block, limits)
+            if fitted is None:
+                continue
+            if content is None:
+                content = list(message.content)
+            if fitted.image is None:
+                shown = image_placeholder(block.media_type, block.source)
+                content[at] = Text(f"{shown} (not shown: {fitted.note})")
+                downgrades.append(
+                    Downgrade(index, "image", f"sent as its placeholder: {fitted.note}")
+                )
+            else:
+                content[at] = fitted.image
+                downgrades.append(Downgrade(index, "image", fitted.note or "fitted"))
+        if content is not None:
+            if messages is None:
+                messages = list(request.messages)
+            messages[index] = msgspec.structs.replace(message, content=tuple(content))
+    if messages is None:
+        return request, downgrades
+    return msgspec.structs.replace(request, messages=messages), downgrades
+
+
+@functools.lru_cache(maxsize=64)
+def _fitted(image: Image, limits: ImageLimits) -> Fitted | None:
+    """`image` fitted to `limits`; None when it goes as it is.
+
+    Cached: a request is encoded for the agent's downgrade report and again
+    to be sent, and the same history goes out with every request of a turn.
+    """
+    size, data_bytes = _declared(image)
+    if size is not None and _within(size, data_bytes, limits):
+        return None
+    if importlib.util.find_spec("PIL") is None:
+        _note_no_pillow()
+        return None
+    max_edge = limits.max_edge if limits.max_edge is not None else 1 << 30
+    fitted = fit_image(
+        image, max_edge=max_edge, max_bytes=limits.max_bytes, fit_edge=limits.fit_edge
+    )
+    return None if fitted.image is image else fitted
+
+
+def _declared(image: Image) -> tuple[tuple[int, int] | None, int]:
+    """The size `image`'s header declares (None if unreadable) and its length in bytes."""
+    data = image.data
+    length = len(data) * 3 // 4 - data[-2:].count("=")
+    try:
+        head = base64.b64decode(data[:_HEAD_CHARS])
+        size = _header_size(head)
+        if size is None and len(data) > _HEAD_CHARS and image.media_type == "image/jpeg":
+            size = _header_size(base64.b64decode(data))
+    except (binascii.Error, ValueError):
+        return None, length
+    return size, length
+
+
+def _within(size: tuple[int, int], data_bytes: int, limits: ImageLimits) -> bool:
+    width, height = size
+    if width <= 0 or height <= 0:
+        return False
+    edge_ok = limits.max_edge is None or max(width, height) <= limits.max_edge
+    return edge_ok and data_bytes <= limits.max_bytes
+
+
+@functools.cache
+def _note_no_pillow() -> None:
+    # Once per process: the same history would say it with every request.
+    log.warning(_NO_PILLOW)
