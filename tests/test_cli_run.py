@@ -6,15 +6,20 @@ command passes on and prints.
 
 from __future__ import annotations
 
+import base64
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import msgspec
 import pytest
 
-from carryall.blocks import Message, Text, ToolUse
+from carryall.blocks import Message, Origin, Text, Thinking, ToolUse
 from carryall.sessions import Store
-from tests.test_agent import ScriptedBackend, call, say
+from tests.test_agent import call, say
 from tests.test_cli_agent import PNG_1X1, invoke, script
+from tests.test_transport_faults import Reply, ScriptedServer, served
 
 
 @pytest.fixture
@@ -88,20 +93,72 @@ def test_run_json_without_recording_has_no_session(
     assert json.loads(result.stdout)["session"] is None
 
 
-def test_an_image_sent_to_a_model_without_eyes_is_noted_and_reported(
-    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path
-) -> None:
-    from carryall._commands import agent as agent_commands
+FOREIGN_THINKING = Thinking(
+    "The user wants a greeting.",
+    "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds",
+    Origin("anthropic", "api.anthropic.com", "claude-sonnet-4-6"),
+)
 
-    blind = ScriptedBackend(say("I cannot see it."), vision=False)
-    monkeypatch.setattr(agent_commands, "_open_backend", lambda setup: blind)
+
+def openai_run(server: ScriptedServer, *argv: str) -> list[str]:
+    """`carryall run` argv for the OpenAI wire against the scripted server."""
+    return ["run", *argv, "--backend", "openai", "--base-url", f"{server.url}/v1", "-m", "gpt-t"]
+
+
+@pytest.fixture
+def keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+
+
+def test_run_json_downgrades_are_the_codecs_report_not_only_images(
+    home: Path, workspace: Path, keys: None
+) -> None:
+    # A session made on Anthropic, continued on OpenAI: its signed thinking
+    # cannot go to the other wire, and the turn says so.
+    store = Store(home / "sessions")
+    earlier = store.create(backend="anthropic", model="claude-sonnet-4-6")
+    earlier.record([], [Message.user("hi"), Message.assistant([FOREIGN_THINKING, Text("Hello.")])])
+    with served([Reply(sse="openai_text.sse")]) as server:
+        result = invoke(*openai_run(server, "and again?", "-c", "-w", str(workspace), "--json"))
+    assert result.exit_code == 0, result.stderr
+    [downgrade] = json.loads(result.stdout)["downgrades"]
+    assert (downgrade["index"], downgrade["kind"]) == (1, "thinking")
+    assert downgrade["reason"] == "this wire takes no reasoning back"
+    # What went on the wire agrees: no thinking, the answer text kept.
+    [sent] = server.requests
+    assert "The user wants a greeting." not in json.dumps(sent["body"])
+    note = f"note: message 1 (thinking): {downgrade['reason']}"
+    assert note in " ".join(result.stderr.split())
+    # And the session recorded the same downgrade (issue 12's report).
+    recorded = [msgspec.to_builtins(d) for d in store.open(earlier.id).downgrades()]
+    assert recorded == [downgrade]
+
+
+def test_an_image_sent_to_a_model_without_eyes_is_noted_and_reported(
+    home: Path, workspace: Path, keys: None
+) -> None:
     image = str(workspace / "dot.png")
-    result = invoke("run", "what is this?", "-i", image, "-w", str(workspace), "--json")
+    with served([Reply(sse="openai_text.sse")]) as server:
+        argv = openai_run(server, "what is this?", "-i", image, "--no-vision", "--json")
+        result = invoke(*argv, "--no-record", "-w", str(workspace))
     assert result.exit_code == 0, result.stderr
     [downgrade] = json.loads(result.stdout)["downgrades"]
     assert (downgrade["index"], downgrade["kind"]) == (0, "image")
-    assert "[image: " in downgrade["reason"] and "cannot see images" in downgrade["reason"]
-    assert "note:" in result.stderr and "reached the model only as that line" in result.stderr
+    assert "cannot see" in downgrade["reason"]
+    assert "note: message 0 (image):" in " ".join(result.stderr.split())
+    [sent] = server.requests
+    assert "image_url" not in json.dumps(sent["body"])  # its placeholder line went instead
+
+
+def test_run_json_with_nothing_lost_reports_no_downgrades(
+    home: Path, workspace: Path, keys: None
+) -> None:
+    with served([Reply(sse="openai_text.sse")]) as server:
+        result = invoke(*openai_run(server, "hi", "-w", str(workspace), "--json"))
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["downgrades"] == []
+    assert "note:" not in result.stderr
 
 
 # -- piped standard input -----------------------------------------------------------
@@ -305,14 +362,17 @@ def test_resume_offers_the_session_tools_again(
     assert [t.name for t in opened.backend.requests[0].tools] == ["list_dir"]
 
 
-def test_image_by_url_is_fetched_from_the_host_named(
-    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path
-) -> None:
+@contextmanager
+def image_host() -> Iterator[tuple[str, list[str]]]:
+    """A local HTTP server with `/dot.png`: its URL and the paths fetched from it."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+    fetched: list[str] = []
+
     class Serve(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            fetched.append(self.path)
             body = PNG_1X1 if self.path == "/dot.png" else b"nope"
             self.send_response(200 if self.path == "/dot.png" else 404)
             self.send_header("Content-Type", "image/png")
@@ -326,15 +386,97 @@ def test_image_by_url_is_fetched_from_the_host_named(
     server = ThreadingHTTPServer(("127.0.0.1", 0), Serve)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        url = f"http://127.0.0.1:{server.server_port}"
+        yield f"http://127.0.0.1:{server.server_port}", fetched
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_image_by_url_is_fetched_from_the_host_named(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path
+) -> None:
+    # The scripted backend cannot say what its wire takes: the bytes are fetched.
+    with image_host() as (url, fetched):
         opened = script(monkeypatch, say("a dot"))
         result = invoke("run", "what?", "-i", f"{url}/dot.png", "-w", str(workspace))
         assert result.exit_code == 0, result.stderr
         assert opened.backend is not None
         [image] = opened.backend.requests[0].messages[0].images()
         assert (image.media_type, image.source) == ("image/png", "dot.png")
+        assert fetched == ["/dot.png"]
         result = invoke("run", "what?", "-i", f"{url}/gone.png", "-w", str(workspace))
         assert result.exit_code == 1 and "error:" in result.stderr and "gone.png" in result.stderr
-    finally:
-        server.shutdown()
-        server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("backend", "stream", "part"),
+    [
+        ("anthropic", "anthropic_text.sse", lambda url: {"type": "url", "url": url}),
+        ("openai", "openai_text.sse", lambda url: {"url": url}),
+    ],
+)
+def test_an_image_url_goes_as_a_url_to_a_wire_that_takes_urls_and_is_never_fetched(
+    backend: str,
+    stream: str,
+    part: Callable[[str], dict[str, str]],
+    home: Path,
+    workspace: Path,
+    keys: None,
+) -> None:
+    with image_host() as (url, fetched), served([Reply(sse=stream)]) as server:
+        base = server.url if backend == "anthropic" else f"{server.url}/v1"
+        argv = ["run", "what?", "-i", f"{url}/dot.png", "-b", backend, "--base-url", base]
+        result = invoke(*argv, "-m", "m-test", "-w", str(workspace), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert fetched == []
+    [sent] = server.requests
+    content = sent["body"]["messages"][0]["content"]
+    images = [p.get("source") or p.get("image_url") for p in content if "text" not in p]
+    assert images == [part(f"{url}/dot.png")]
+    assert json.loads(result.stdout)["downgrades"] == []
+    # The session holds the image by its URL, as it was sent.
+    [info] = Store(home / "sessions").list()
+    [image] = Store(home / "sessions").open(info.meta.id).messages()[0].images()
+    assert (image.url, image.data) == (f"{url}/dot.png", "")
+
+
+def test_an_image_url_is_fetched_for_a_wire_that_needs_the_bytes(
+    home: Path, workspace: Path
+) -> None:
+    # llama-server takes images as data: URLs only.
+    props = {
+        "model_alias": "vision.gguf",
+        "modalities": {"vision": True, "audio": False},
+        "chat_template_caps": {"supports_tools": True, "supports_tool_calls": True},
+    }
+    with image_host() as (url, fetched), served([Reply(sse="openai_text.sse")], props) as server:
+        argv = ["run", "what?", "-i", f"{url}/dot.png", "-b", "llama-server"]
+        result = invoke(*argv, "--base-url", server.url, "-w", str(workspace), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert fetched == ["/dot.png"]
+    [sent] = server.requests
+    assert f"data:image/png;base64,{base64.b64encode(PNG_1X1).decode()}" in json.dumps(sent["body"])
+    assert url not in json.dumps(sent["body"])
+
+
+def test_chat_slash_image_url_goes_as_a_url_where_the_wire_takes_one(
+    home: Path, workspace: Path, keys: None
+) -> None:
+    with image_host() as (url, fetched), served([Reply(sse="openai_text.sse")]) as server:
+        argv = ["chat", "-b", "openai", "--base-url", f"{server.url}/v1", "-m", "m-test"]
+        lines = f"/image {url}/dot.png\nwhat is it?\n/exit\n"
+        result = invoke(*argv, "-w", str(workspace), input=lines)
+    assert result.exit_code == 0, result.stderr
+    assert fetched == []
+    [sent] = server.requests
+    assert sent["body"]["messages"][0]["content"][1]["image_url"]["url"] == f"{url}/dot.png"
+
+
+def test_an_image_url_with_no_host_is_refused_before_anything_opens(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path
+) -> None:
+    opened = script(monkeypatch, say("never"))
+    result = invoke("run", "what?", "-i", "https:///dot.png", "-w", str(workspace))
+    assert result.exit_code == 1
+    assert "error:" in result.stderr and "the URL names no host" in result.stderr
+    assert opened.backend is None

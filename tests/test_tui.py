@@ -128,3 +128,24 @@ def test_at_80_by_24_every_row_shows_id_age_turns_and_30_of_the_title(tmp_path: 
             assert any("q2" in t for t in _texts(app))
 
     asyncio.run(drive())
+
+
+def test_a_failed_session_is_marked_in_the_list_as_sessions_list_marks_it(tmp_path: Path) -> None:
+    store = Store(tmp_path / "sessions")
+    good = store.create(backend="fake", model="m", title="the good one")
+    good.record([], [Message.user("hello"), Message.assistant([Text("hi")])])
+    bad = store.create(backend="fake", model="m", title="the broken one")
+    bad.append([Message.user("are you there?")], failed="connection refused")
+
+    async def drive() -> None:
+        app = SessionsApp(store)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            table = app.query_one("#sessions", DataTable)
+            titles = {
+                str(table.get_row_at(row)[0]): str(table.get_row_at(row)[3])
+                for row in range(table.row_count)
+            }
+            assert titles == {good.id: "the good one", bad.id: "(failed) the broken one"}
+
+    asyncio.run(drive())

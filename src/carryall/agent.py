@@ -278,6 +278,12 @@ class Agent:
         # as a rewrite rather than mistaken for an unchanged prefix.
         self._recorded: list[Message] = list(self.messages)
         self._downgrades: list[Downgrade] = []  # noted since the last record
+        self.turn_downgrades: list[Downgrade] = []
+        """What the last turn's requests could not send as held, each once (`Encoded.downgrades`).
+
+        The codec's own report, for a caller that tells a person (`run
+        --json`, its `note:` lines); empty for a backend that cannot say.
+        """
         recorded = getattr(session, "downgrades", None)
         self._downgrades_seen: set[Downgrade] = set(recorded() if recorded is not None else ())
 
@@ -362,6 +368,7 @@ class Agent:
     # -- the turn -------------------------------------------------------------
 
     def _turn(self, rollback_to: int) -> Response:
+        self.turn_downgrades = []
         try:
             response = self._steps(rollback_to)
         except BaseException as exc:
@@ -543,14 +550,19 @@ class Agent:
     # -- recording ------------------------------------------------------------
 
     def _note_downgrades(self, request: Request) -> None:
-        # What this request cannot send as held, for the session: a loss is
-        # never silent. Each is recorded once, not again with every later
-        # request that makes it too. Only a backend that can say (`encode`).
+        # What this request cannot send as held, for the turn's report and
+        # the session: a loss is never silent. The session records each once,
+        # not again with every later request that makes it too; the turn
+        # reports what its own requests lost. Only a backend that can say
+        # (`encode`); the transport encodes again to send, as it must keep
+        # its one `complete` for every caller.
         encode = getattr(self.backend, "encode", None)
-        if self.session is None or encode is None:
+        if encode is None:
             return
         for downgrade in encode(request).downgrades:
-            if downgrade not in self._downgrades_seen:
+            if downgrade not in self.turn_downgrades:
+                self.turn_downgrades.append(downgrade)
+            if self.session is not None and downgrade not in self._downgrades_seen:
                 self._downgrades_seen.add(downgrade)
                 self._downgrades.append(downgrade)
 

@@ -22,7 +22,7 @@ from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Footer, Header, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from carryall._commands._output import snippet_text
+from carryall._commands._output import listed_title, snippet_text
 from carryall._text import age, printable, shorten
 from carryall.errors import CarryallError
 from carryall.sessions import AnyStore, Hit, SessionInfo, render_message_text, render_text
@@ -116,7 +116,7 @@ class SessionsApp(App[None]):
         table.clear()
         now = datetime.now(UTC)
         for info in self.infos:
-            title = (info.meta.title or "(untitled)").replace("\n", " ")
+            title = listed_title(info)
             table.add_row(
                 info.meta.id,
                 age(info.updated, now),

@@ -25,7 +25,18 @@ from carryall._text import printable
 if TYPE_CHECKING:
     from rich.text import Text
 
-__all__ = ["echo", "fail", "masked", "print_error", "shown", "snippet_text", "warn_damage"]
+    from carryall.sessions import SessionInfo
+
+__all__ = [
+    "echo",
+    "fail",
+    "listed_title",
+    "masked",
+    "print_error",
+    "shown",
+    "snippet_text",
+    "warn_damage",
+]
 
 _KEY_VARIABLES = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
 
@@ -66,6 +77,16 @@ def warn_damage(damage: Iterable[str], console: Console | None = None) -> None:
     err = console or Console(stderr=True, highlight=False)
     for note in damage:
         err.print(f"[yellow]warning:[/] {shown(note)}", soft_wrap=True)
+
+
+def listed_title(info: SessionInfo) -> str:
+    """A session's title as the lists show it: one line, marked `(failed) ` when it failed.
+
+    `sessions list` and the TUI both read it here, so a session whose last
+    prompt failed looks the same wherever it is listed.
+    """
+    title = (info.meta.title or "(untitled)").replace("\n", " ")
+    return ("(failed) " if info.failed else "") + title
 
 
 def snippet_text(snippet: str, matches: Iterable[tuple[int, int]], style: str) -> Text:

@@ -16,11 +16,12 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import msgspec
 import typer
 from rich.console import Console
 from rich.status import Status
 
-from carryall._commands._images import named_image
+from carryall._commands._images import named_image, sendable
 from carryall._commands._output import fail, masked, shown, warn_damage
 from carryall._commands.mcp import McpOption, open_toolbox
 from carryall._commands.sessions import StoreOption
@@ -41,7 +42,7 @@ from carryall.agent import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from carryall.blocks import Image, Message, ToolUse
+from carryall.blocks import Downgrade, Image, Message, ToolUse
 from carryall.errors import AttachmentError, CarryallError
 from carryall.providers import Response
 from carryall.tools import Tool
@@ -174,7 +175,8 @@ ImageOption = Annotated[
         metavar="PATH|URL",
         help=(
             "An image (PNG, JPEG, GIF or WebP) to hand over with the prompt: a file, or an "
-            "http(s) URL, fetched with the same size cap; repeatable."
+            "http(s) URL, sent as a URL where the backend takes one (anthropic, openai) and "
+            "otherwise fetched with the same size cap; repeatable."
         ),
         show_default=False,
     ),
@@ -277,6 +279,7 @@ def run(
     resume = _continued(continue_, session_id, err)
     setup = _Setup.of(locals())
     with _opened(setup, out, err) as (agent, display):
+        images = _sendable(images, agent, err)
         start = len(agent.messages)
         try:
             response = agent.send(prompt, images)
@@ -289,9 +292,9 @@ def run(
             _keep_failed_prompt(agent, start, Message.user(prompt, images), str(exc))
             fail(str(exc), console=err)
         display.finish()
-        downgrades = _placeholder_downgrades(agent, start)
-        for downgrade in downgrades:
-            err.print(f"[yellow]note:[/] {shown(downgrade['reason'])}", soft_wrap=True)
+        downgrades = [msgspec.to_builtins(d) for d in agent.turn_downgrades]
+        for downgrade in agent.turn_downgrades:
+            err.print(f"[yellow]note:[/] {shown(_downgrade_line(downgrade))}", soft_wrap=True)
         if as_json:
             typer.echo(
                 json.dumps(
@@ -350,7 +353,7 @@ def chat(
             display,
             out,
             err,
-            images=images,
+            images=_sendable(images, agent, err),
             history_file=paths.chat_history_file(),
             terminal=sys.stdin.isatty() and sys.stdout.isatty(),
         )
@@ -620,29 +623,9 @@ def _consoles(*, quiet: bool = False) -> tuple[Console, Console]:
     return out or Console(highlight=False, soft_wrap=True), Console(stderr=True, highlight=False)
 
 
-def _placeholder_downgrades(agent: Agent, start: int) -> list[dict[str, Any]]:
-    """Every image of this turn that reached the model only as its placeholder line.
-
-    A model without eyes is sent each image as `image_placeholder` text; a
-    person who handed one over is told, not left to think it was seen. The
-    entries have the shape of the codecs' downgrade report (index, kind, reason).
-    """
-    if agent.backend.capabilities.vision:
-        return []
-    found: list[dict[str, Any]] = []
-    for index, message in enumerate(agent.messages[start:], start):
-        for image in message.images():
-            found.append(
-                {
-                    "index": index,
-                    "kind": "image",
-                    "reason": (
-                        f"message {index}: {image.placeholder()} reached the model only as "
-                        f"that line ({_backend_label(agent)} cannot see images)"
-                    ),
-                }
-            )
-    return found
+def _downgrade_line(downgrade: Downgrade) -> str:
+    """One downgrade of the codec's report as a person reads it: where, what, and why."""
+    return f"message {downgrade.index} ({downgrade.kind}): {downgrade.reason}"
 
 
 def _turn_json(
@@ -698,6 +681,14 @@ def _load_images(targets: Sequence[str], err: Console) -> list[Image]:
         except AttachmentError as exc:
             fail(str(exc), console=err)
     return images
+
+
+def _sendable(images: list[Image], agent: Agent, err: Console) -> list[Image]:
+    """The named images as the opened backend takes them (`sendable`); a failed fetch fails."""
+    try:
+        return sendable(images, agent.backend)
+    except AttachmentError as exc:
+        fail(str(exc), console=err)
 
 
 class _Display:

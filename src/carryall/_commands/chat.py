@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from rich.console import Console
 
-from carryall._commands._images import named_image
+from carryall._commands._images import named_image, sendable
 from carryall._commands._output import print_error, shown
 from carryall.blocks import Image, Message
 from carryall.errors import CarryallError
@@ -148,7 +148,7 @@ class _Chat:
             print_error("/image needs a PATH", self.err)
             return
         try:
-            image = named_image(argument)
+            [image] = sendable([named_image(argument)], self.agent.backend)
         except CarryallError as exc:
             print_error(str(exc), self.err)
             return

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
 
-from carryall._commands._output import echo, fail, snippet_text, warn_damage
+from carryall._commands._output import echo, fail, listed_title, snippet_text, warn_damage
 from carryall._text import age, json_printable, printable
 from carryall.errors import CarryallError
 
@@ -220,8 +220,7 @@ def _sessions_table(infos: list[SessionInfo], width: int | None) -> str:
             age(info.updated, now),
             str(info.turns),
             "/".join(p for p in (info.meta.backend, info.meta.model) if p) or "-",
-            ("(failed) " if info.failed else "")
-            + (info.meta.title or "(untitled)").replace("\n", " "),
+            listed_title(info),
         )
         for info in infos
     ]
