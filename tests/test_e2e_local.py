@@ -149,9 +149,10 @@ def test_a_repeated_failing_call_stops_the_turn_before_the_step_limit(tmp_path: 
     workspace.mkdir()
     (workspace / "blob.bin").write_bytes(bytes(range(256)) * 4)
     max_steps = 12
-    # A read_file call's JSON fits in 96 tokens; less room to ramble keeps
-    # each of the up to 12 requests short on a loaded machine.
-    max_tokens = 96
+    # 96 tokens was too few: the model's call was sometimes cut at the limit
+    # (a `max_tokens` stop, never run), so the repeat was never seen. 256 is
+    # the budget the local backend gives a step by default.
+    max_tokens = 256
     # Whether the model calls at all is its choice (see ATTEMPTS).
     for _ in range(2 * ATTEMPTS):
         done = subprocess.run(
