@@ -150,8 +150,8 @@ def test_a_repeated_failing_call_stops_the_turn_before_the_step_limit(tmp_path: 
     (workspace / "blob.bin").write_bytes(bytes(range(256)) * 4)
     max_steps = 12
     # 96 tokens was too few: the model's call was sometimes cut at the limit
-    # (a `max_tokens` stop, never run), so the repeat was never seen. 256 is
-    # the budget the local backend gives a step by default.
+    # (a `max_tokens` stop, never run), so the repeat was never seen. 256
+    # leaves room to spare and stays under the local default of 512.
     max_tokens = 256
     # Whether the model calls at all is its choice (see ATTEMPTS).
     for _ in range(2 * ATTEMPTS):
