@@ -13,6 +13,7 @@ import base64
 import http.client
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -139,6 +140,9 @@ def local_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+_REPEAT_STOP = re.compile(r"failed the same way (\d+) times; the turn ends here")
+
+
 def test_a_repeated_failing_call_stops_the_turn_before_the_step_limit(tmp_path: Path) -> None:
     # The workspace holds one file, and it is binary: every read fails the
     # same way. Being the only file, it is the only path the constrained
@@ -180,10 +184,13 @@ def test_a_repeated_failing_call_stops_the_turn_before_the_step_limit(tmp_path: 
             timeout=400,
         )
         assert done.returncode == 0, done.stderr
-        if "failed the same way 3 times" in done.stderr:
+        if _REPEAT_STOP.search(done.stderr):
             break
     assert "stopped: read_file(" in done.stderr, done.stderr
-    assert "failed the same way 3 times; the turn ends here" in done.stderr
+    # Three in a row stop the turn; a round of two identical calls can make
+    # the count the stop names four.
+    stop = _REPEAT_STOP.search(done.stderr)
+    assert stop is not None and int(stop.group(1)) >= 3, done.stderr
     assert "step limit" not in done.stderr
     assert done.stderr.count("→ read_file(") < max_steps
 
