@@ -77,6 +77,7 @@ from carryall.sessions.redact import Redactor, compile_pattern
 from carryall.sessions.store import (
     ReplayedSession,
     SessionInfo,
+    appends_onto,
     configured_redactor,
     storable,
     writable,
@@ -682,7 +683,7 @@ class PostgresSession(ReplayedSession):
 
         def decide(stored: list[Message]) -> tuple[Literal["append", "rewrite"], list[Message]]:
             k = len(started)
-            if len(stored) == k and started == stored and common_prefix(started, left) == k:
+            if appends_onto(stored, started, left):
                 return "append", left[k:]
             return "rewrite", left
 

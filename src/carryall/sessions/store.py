@@ -810,7 +810,7 @@ class Session(ReplayedSession):
                 # Salvaged: appending would build on a history no line says whole.
                 self._write_rewrite(left, downgrades=list(downgrades))
                 return "rewrite"
-            if len(stored) == k and started == stored and common_prefix(started, left) == k:
+            if appends_onto(stored, started, left):
                 tail = left[k:]
                 if tail:
                     self._write_append(tail, downgrades=list(downgrades))
@@ -1066,6 +1066,17 @@ def writable(
                 f"{type(message).__name__}, not a Message"
             )
     return [redactor.message(m) for m in messages] if redactor.active else messages
+
+
+def appends_onto(
+    stored: Sequence[Message], started: Sequence[Message], left: Sequence[Message]
+) -> bool:
+    """Whether `left` is `started` plus a new tail, `started` being what the store holds.
+
+    The one append-or-rewrite rule every store's `record` keeps (by value).
+    """
+    k = len(started)
+    return len(stored) == k and started == stored and common_prefix(started, left) == k
 
 
 def storable(
