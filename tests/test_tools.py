@@ -357,9 +357,26 @@ def test_reading_tools_offer_the_workspace_paths_as_choices(tmp_path: Path) -> N
     assert "new.txt" in tools["read_file"].spec.choices["path"]
 
 
-def test_a_big_workspace_offers_no_choices(tmp_path: Path) -> None:
+def test_a_big_workspace_offers_files_no_choices_but_list_dir_its_top_folders(
+    tmp_path: Path,
+) -> None:
+    # The README's first command runs in the project's own clone: hundreds of
+    # paths, so no file choices; with none for list_dir either, SmolLM2 made
+    # up `*.png` three times. `.` and the top-level folders are few.
     from carryall.tools.builtin import MAX_PATH_CHOICES, builtin_tools
 
     for i in range(MAX_PATH_CHOICES + 1):
         (tmp_path / f"f{i}.txt").write_text("x")
+    (tmp_path / "src" / "deep").mkdir(parents=True)
+    (tmp_path / "tests").mkdir()
+    tools = {t.name: t for t in builtin_tools(tmp_path)}
+    assert tools["read_file"].spec.choices == {} and tools["view_image"].spec.choices == {}
+    assert tools["list_dir"].spec.choices == {"path": (".", "src", "tests")}
+
+
+def test_a_workspace_with_too_many_top_folders_offers_no_choices(tmp_path: Path) -> None:
+    from carryall.tools.builtin import MAX_PATH_CHOICES, builtin_tools
+
+    for i in range(MAX_PATH_CHOICES):
+        (tmp_path / f"d{i}").mkdir()
     assert all(t.spec.choices == {} for t in builtin_tools(tmp_path))

@@ -175,11 +175,33 @@ def _workspace_entries(root: Path) -> tuple[list[str], list[str]] | None:
     return sorted(files), sorted(dirs)
 
 
+def _top_level_dirs(root: Path) -> list[str] | None:
+    """The folders right under `root` (no link out of it), or None past the cap."""
+    found: list[str] = []
+    try:
+        children = sorted(root.iterdir(), key=lambda p: p.name)
+    except OSError:
+        return None
+    for child in children:
+        try:
+            inside = child.resolve().is_relative_to(root)
+        except OSError:
+            continue
+        if inside and child.is_dir():
+            found.append(child.name)
+            if len(found) + 1 > MAX_PATH_CHOICES:
+                return None
+    return found
+
+
 def _path_choices(root: Path, pick: str) -> dict[str, tuple[str, ...]]:
     """The `path` choices of one reading tool: `files`, `dirs` or `images`."""
     entries = _workspace_entries(root)
     if entries is None:
-        return {}
+        # Too big a tree to name every path, but a listing can still start
+        # from the top: `.` and the top-level folders, when few enough.
+        top = _top_level_dirs(root) if pick == "dirs" else None
+        return {"path": (".", *top)} if top is not None else {}
     files, dirs = entries
     if pick == "dirs":
         values = dirs
