@@ -659,3 +659,78 @@ def test_a_context_too_small_even_for_the_least_answer_is_refused_before_sending
     with pytest.raises(HistoryError, match="free in the context"):
         agent.send("hi")
     assert backend.requests == []
+
+
+def test_a_servers_context_overflow_is_fitted_again_by_its_own_count() -> None:
+    # The estimate thinks the history fits; the server counts twice as many
+    # tokens (a listing full of digits) and says so. The loop fits again by
+    # the server's measure and the turn goes on, instead of failing.
+    listing = "file.py (12345 bytes)\n" * 300
+    history = [
+        Message.user("List the files."),
+        Message.assistant([ToolUse("c1", "list_dir", {"path": "."})]),
+        Message.tool_results([ToolResult("c1", listing)]),
+        Message.assistant([Text("Those are the files.")]),
+    ]
+
+    def server(request: Request) -> Response:
+        counted = 2 * sum(len(m.text()) + len(str(m.tool_results_in())) for m in request.messages)
+        counted //= 3
+        if counted > 3000:
+            raise ProviderError(
+                f"request ({counted} tokens) exceeds the available context size (3000 tokens)",
+                status=400,
+                kind="exceed_context_size_error",
+            )
+        return say("fitted and answered")
+
+    backend = ScriptedBackend(server, server)
+    agent = Agent(backend, tools=[], messages=history, max_tokens=64, context_window=3000)
+    response = agent.send("And now?")
+    assert response.message.text() == "fitted and answered"
+    first, second = backend.requests
+
+    def outputs(request: Request) -> list[str]:
+        return [r.content for m in request.messages for r in m.tool_results_in()]
+
+    assert outputs(first) == [listing] and outputs(second) != [listing]
+    assert agent.token_scale > 1.0
+    validate_history(agent.messages)
+
+
+def test_a_context_overflow_without_anything_new_to_learn_is_raised() -> None:
+    error = ProviderError(
+        "request (10 tokens) exceeds the available context size (4096 tokens)", status=400
+    )
+    backend = ScriptedBackend(error)
+    agent = Agent(backend, tools=[], context_window=4096)
+    with pytest.raises(ProviderError, match="exceeds the available context"):
+        agent.send("hi")
+    assert len(backend.requests) == 1 and agent.messages == []
+
+
+def test_a_hosted_models_context_is_learnt_from_its_overflow_error() -> None:
+    error = ProviderError("prompt is too long: 250000 tokens > 200000 maximum", status=400)
+    history = [Message.user("old " * 2000), Message.assistant([Text("ok")])]
+    backend = ScriptedBackend(error, say("ok"))
+    agent = Agent(backend, tools=[], messages=history)
+    assert agent.context_window is None
+    agent.send("hi")
+    assert agent.context_window == 200000 and len(backend.requests) == 2
+
+
+def test_the_same_call_twice_in_a_round_answers_the_second_by_naming_the_first() -> None:
+    long_text = "a long output " * 40
+    same = {"text": long_text}
+    backend = ScriptedBackend(
+        call(ToolUse("e0", "echo", same), ToolUse("e1", "echo", same)), say("done")
+    )
+    events: list[AgentEvent] = []
+    agent = Agent(backend, tools=[echo], on_event=events.append)
+    agent.send("go")
+    results = agent.messages[2].tool_results_in()
+    assert results[0] == ToolResult("e0", long_text)
+    assert results[1].tool_use_id == "e1" and "same output as for e0" in results[1].content
+    # It is still seen as the same call made twice: the model is asked to answer.
+    assert [e.times for e in events if isinstance(e, RepeatedCall)] == [2]
+    assert backend.requests[-1].tool_choice == "none"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from carryall.blocks import Image, Message, Text, ToolResult, ToolUse, validate_history
-from carryall.context import FIT_MARK, estimate_tokens, fit_history
+from carryall.context import FIT_MARK, context_overflow, estimate_tokens, fit_history
 from carryall.errors import HistoryError
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
@@ -72,3 +72,77 @@ def test_earlier_turns_go_before_the_current_turn_is_touched() -> None:
 def test_a_prompt_too_long_alone_is_refused_before_sending() -> None:
     with pytest.raises(HistoryError, match="only 50 are free"):
         fit_history([Message.user("word " * 2000)], budget=50)
+
+
+def test_the_newest_rounds_outputs_are_cut_to_their_beginning_as_the_last_resort() -> None:
+    # A wrap-up request whose newest round alone overflows (three listings of
+    # one folder): the outputs are cut, the model keeps their first part.
+    listing = "".join(f"file_{n}.py ({n * 97} bytes)\n" for n in range(400))
+    history = [
+        Message.user("List the files."),
+        Message.assistant([ToolUse(f"c{n}", "list_dir", {"path": f"d{n}"}) for n in range(3)]),
+        Message.tool_results([ToolResult(f"c{n}", listing) for n in range(3)]),
+    ]
+    budget = estimate_tokens(history) // 3
+    fitted = fit_history(history, budget=budget)
+    validate_history(fitted.messages)
+    assert fitted.tokens_after <= budget and fitted.cut_outputs >= 1
+    assert fitted.dropped_messages == 0
+    results = fitted.messages[-1].tool_results_in()
+    assert [r.tool_use_id for r in results] == ["c0", "c1", "c2"]
+    cut = [r for r in results if FIT_MARK in r.content]
+    assert cut and all(r.content.startswith("file_0.py (0 bytes)\n") for r in cut)
+    assert f"of {len(listing)} characters" in cut[0].content
+    assert fitted.summary is not None and "newest tool outputs" in fitted.summary
+
+
+def test_fitting_a_turn_again_keeps_one_marked_line_that_counts_everything() -> None:
+    history = _history(8, 3000)
+    first = fit_history(history, budget=estimate_tokens(history) - 3000)
+    again = fit_history([*first.messages, *_round(9, "y" * 3000)], budget=first.tokens_after)
+    prompt = again.messages[0]
+    marked = [b for b in prompt.content if isinstance(b, Text) and b.text.startswith(FIT_MARK)]
+    assert len(marked) == 1 and prompt.text().endswith("Read every file.")
+    total = first.shortened_outputs + again.shortened_outputs
+    assert f"replaced {total} older tool outputs" in marked[0].text
+    assert "dropped 1 older images" in marked[0].text  # counted once, from the first fit
+    # A third fit that changes nothing more keeps the line as it was counted.
+    third = fit_history(again.messages, budget=again.tokens_after)
+    assert not third.changed
+
+
+def test_a_scale_fits_by_the_servers_own_count() -> None:
+    history = _history(4, 3000)
+    budget = estimate_tokens(history) + 10
+    assert not fit_history(history, budget=budget).changed
+    scaled = fit_history(history, budget=budget, scale=1.5)
+    assert scaled.changed and scaled.tokens_after <= budget
+    assert estimate_tokens(history, scale=1.5) == scaled.tokens_before
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (
+            "request (4341 tokens) exceeds the available context size (4096 tokens), "
+            "try increasing it",
+            (4341, 4096),
+        ),
+        ("prompt is too long: 210012 tokens > 200000 maximum", (210012, 200000)),
+        (
+            "This model's maximum context length is 8192 tokens. However, your messages "
+            "resulted in 9001 tokens. Please reduce the length of the messages.",
+            (9001, 8192),
+        ),
+        (
+            "This model's maximum context length is 4097 tokens, however you requested "
+            "5000 tokens (4500 in the messages, 500 in the completion).",
+            (4500, 4097),
+        ),
+        ("rate limit reached for requests", None),
+    ],
+)
+def test_context_overflow_reads_the_servers_count(
+    message: str, expected: tuple[int, int] | None
+) -> None:
+    assert context_overflow(message) == expected

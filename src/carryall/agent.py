@@ -25,6 +25,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -33,8 +34,14 @@ from typing import Final, Protocol, TypeAlias
 import msgspec
 
 from carryall.blocks import Document, Image, Message, ToolResult, ToolUse
-from carryall.context import CHARS_PER_TOKEN, Fitted, estimate_tokens, fit_history
-from carryall.errors import CarryallError, ToolError
+from carryall.context import (
+    CHARS_PER_TOKEN,
+    Fitted,
+    context_overflow,
+    estimate_tokens,
+    fit_history,
+)
+from carryall.errors import CarryallError, ProviderError, ToolError
 from carryall.providers import Downgrade, Request, Response, ToolChoice
 from carryall.tools import Tool, ToolFunction, ToolOutput
 from carryall.transport import Backend
@@ -87,6 +94,9 @@ DEFAULT_MAX_REPEATS = 3
 """Times the same call may fail the same way in one turn before the turn stops."""
 
 _SUCCESS_REPEATS = 2
+
+_SAME_OUTPUT_AT: Final = 200
+"""Characters past which a repeated call's identical output in one round is named, not repeated."""
 """Times the same call may give the same successful result before the model
 is asked to answer: the second time already told it nothing new."""
 
@@ -268,6 +278,10 @@ class Agent:
         if context_window is not None and context_window < 1:
             raise CarryallError(f"agent context_window must be positive, got {context_window}")
         self.context_window = context_window
+        # How many tokens the server was seen to count for one of the
+        # estimate's (`carryall.context`): raised when a server answers that a
+        # request overflowed its context, so the next fit is by its measure.
+        self.token_scale = 1.0
         self.session = session
         self.on_text = on_text
         self.on_event = on_event
@@ -342,28 +356,70 @@ class Agent:
         request = self.request(tool_choice=tool_choice)
         if self.context_window is None:
             return request
+        scale = self.token_scale
         # The system prompt, the tools' descriptions and the answer's budget
         # take their room first; the history gets the rest.
-        fixed = len(msgspec.json.encode([t.spec for t in self.tools.values()]))
-        fixed += len(self.system or "")
-        # 64 more for the chat template around the system prompt and a prompt
-        # mode's rendering of the tools.
-        room = self.context_window - fixed // CHARS_PER_TOKEN - 64
+        room = self.context_window - math.ceil(self._fixed_tokens() * scale)
         # An answer budget larger than the context leaves (a `--max-tokens`
         # near the window) gives way first, down to `MIN_ANSWER_TOKENS`: the
         # server would stop at the window's end anyway, and cutting the
         # history for room the answer cannot use would lose it for nothing.
         answer = request.max_tokens
-        need = estimate_tokens(self.messages)
+        need = estimate_tokens(self.messages, scale=scale)
         if need + answer > room and answer > MIN_ANSWER_TOKENS:
             answer = max(MIN_ANSWER_TOKENS, room - need)
             request = msgspec.structs.replace(request, max_tokens=answer)
-        fitted = fit_history(self.messages, budget=room - answer)
+        fitted = fit_history(self.messages, budget=room - answer, scale=scale)
         if not fitted.changed:
             return request
         self.messages[:] = fitted.messages
         self._emit(ContextFitted(step, self.context_window, fitted))
         return msgspec.structs.replace(request, messages=tuple(self.messages))
+
+    def _fixed_tokens(self) -> int:
+        """The estimate, in tokens, of what every request carries besides the history."""
+        fixed = len(msgspec.json.encode([t.spec for t in self.tools.values()]))
+        fixed += len(self.system or "")
+        # 64 more for the chat template around the system prompt and a prompt
+        # mode's rendering of the tools.
+        return fixed // CHARS_PER_TOKEN + 64
+
+    def _learn_context(self, request: Request, error: ProviderError) -> bool:
+        """Take the server's own count from a context-overflow error; whether to try again.
+
+        The request is fitted again by the server's measure: the scale of
+        its count to the estimate, with a tenth to spare, and the context
+        it named when none was known (a hosted model not in any table).
+        """
+        overflow = context_overflow(error.message)
+        if overflow is None:
+            return False
+        counted, context = overflow
+        estimated = self._fixed_tokens() + estimate_tokens(request.messages)
+        scale = counted / max(estimated, 1) * 1.1
+        learned = False
+        if scale > self.token_scale * 1.01:
+            self.token_scale = scale
+            learned = True
+        if self.context_window is None or context < self.context_window:
+            self.context_window = context
+            learned = True
+        # Nothing new (the estimate already had this measure): fitting again
+        # would send the same request.
+        return learned
+
+    def _send(self, step: int, tool_choice: ToolChoice | None) -> Response:
+        """Fit, send and answer one request; fitted again once if the server counts more."""
+        request = self._fitted_request(step, tool_choice)
+        self._note_downgrades(request)
+        try:
+            return self.backend.complete(request, on_text=self.on_text)
+        except ProviderError as exc:
+            if not self._learn_context(request, exc):
+                raise
+        request = self._fitted_request(step, tool_choice)
+        self._note_downgrades(request)
+        return self.backend.complete(request, on_text=self.on_text)
 
     # -- the turn -------------------------------------------------------------
 
@@ -394,9 +450,7 @@ class Agent:
                 if limit and not settled:
                     self._emit(StepLimitReached(self.max_steps, wrapping_up=True))
                 self._emit(RequestStarted(step))
-                request = self._fitted_request(step, "none" if final else None)
-                self._note_downgrades(request)
-                response = self.backend.complete(request, on_text=self.on_text)
+                response = self._send(step, "none" if final else None)
                 self._emit(ResponseReceived(step, response))
             except BaseException:
                 # Nothing of a failed request may stay behind, its fitting
@@ -423,14 +477,14 @@ class Agent:
             if not calls and response.stop_reason != "pause_turn":
                 return response
             if calls:
-                self._run_round(calls)
+                outputs = self._run_round(calls)
                 # Each whole round is recorded as it lands, so a process
                 # killed in a long turn loses at most the step under way. A
                 # failure here is not the turn's: the record at the turn's
                 # end tries again and reports it.
                 with contextlib.suppress(Exception):
                     self._record()
-                repeated = self._repeated_call(calls, seen)
+                repeated = self._repeated_call(calls, outputs, seen)
                 if repeated is not None:
                     self._emit(repeated)
                     if repeated.result.is_error:
@@ -441,8 +495,10 @@ class Agent:
                 self._emit(StepLimitReached(self.max_steps, wrapping_up=False))
                 return response
 
-    def _run_round(self, calls: list[ToolUse]) -> None:
+    def _run_round(self, calls: list[ToolUse]) -> list[ToolOutput]:
         """Run every call of a round concurrently and append one message with all results.
+
+        Returns each call's output, in the calls' order.
 
         Workers are daemon threads: a call that times out, or that is
         abandoned by Ctrl-C, cannot be killed, but it must not keep the
@@ -496,9 +552,13 @@ class Agent:
                 )
                 self._finished(call, outputs[i])
         self._append_results(calls, outputs)
+        return [output for output in outputs if output is not None]
 
     def _repeated_call(
-        self, calls: list[ToolUse], seen: dict[tuple[str, str, str, bool], int]
+        self,
+        calls: list[ToolUse],
+        outputs: list[ToolOutput],
+        seen: dict[tuple[str, str, str, bool], int],
     ) -> RepeatedCall | None:
         """Count this round's calls; the first repeated enough to act on, if any.
 
@@ -506,9 +566,9 @@ class Agent:
         and its result are: a call that fails differently each time is still
         exploring. A failure counts to `max_repeats`, a success to two.
         """
-        results = self.messages[-1].tool_results_in()
         found: RepeatedCall | None = None
-        for call, result in zip(calls, results, strict=True):
+        for call, output in zip(calls, outputs, strict=True):
+            result = ToolResult(call.id, output.text, output.is_error)
             key = (call.name, _canonical(call.input), result.content, result.is_error)
             seen[key] = seen.get(key, 0) + 1
             enough = self.max_repeats if result.is_error else _SUCCESS_REPEATS
@@ -517,11 +577,24 @@ class Agent:
         return found
 
     def _append_results(self, calls: list[ToolUse], outputs: list[ToolOutput | None]) -> None:
+        """Append the round's results (and what its tools made, after them) as one message.
+
+        A call made twice in one round with the same arguments and the same
+        long output (small models do this) answers the second time with a
+        line naming the first: the same words, once, in a context that
+        may have room for them only once.
+        """
         results: list[ToolResult] = []
         images: list[Image | Document] = []
+        first_of: dict[tuple[str, str, str, bool], str] = {}
         for call, output in zip(calls, outputs, strict=True):
             assert output is not None  # every slot is filled before this is called
-            results.append(ToolResult(call.id, output.text, output.is_error))
+            text = output.text
+            key = (call.name, _canonical(call.input), text, output.is_error)
+            if len(text) > _SAME_OUTPUT_AT and not output.images and key in first_of:
+                text = f"(the same output as for {first_of[key]}: the same call in this round)"
+            first_of.setdefault(key, call.id)
+            results.append(ToolResult(call.id, text, output.is_error))
             images.extend(output.images)
         images.extend(d for output in outputs if output is not None for d in output.documents)
         self.messages.append(Message.tool_results(results, images))

@@ -7,20 +7,30 @@ replaced by a marked line saying what was there (the model keeps the call
 and knows it was answered); then the oldest whole parts go: earlier turns
 entire, then the current turn's oldest tool rounds, each call always with
 its result, so no call is ever orphaned. The newest round and the turn's
-prompt are never cut. What went is summarised in one marked line at the
-head of the turn's prompt. A history that still does not fit is a
-`HistoryError`: a request that would overflow is never sent.
+prompt are never dropped; as a last resort the newest round's longest
+outputs are cut to their beginning, so the model can still answer from
+what it asked for. What went is summarised in one marked line at the head
+of the turn's prompt; fitting the same turn again replaces that line with
+one that counts everything cut so far (the line never stacks). A history
+that still does not fit is a `HistoryError`: a request that would overflow
+is never sent.
 
 The size is an estimate (the JSON form's characters over `CHARS_PER_TOKEN`,
 which is cautious for the English, code and JSON a tool-using agent
 carries), because the exact count needs the model's tokenizer and a round
-trip; a server that counts more than the estimate still answers its own
-`exceed_context_size` error rather than a silent cut.
+trip. A server that counts more than the estimate answers its own
+context error rather than a silent cut; `context_overflow` reads the
+server's own count from that error, and the caller fits again with
+`scale`, the ratio of the server's count to the estimate (digits, for one,
+are a token each for many tokenizers: a directory listing with file sizes
+runs at about 2 characters a token).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -29,7 +39,14 @@ import msgspec
 from carryall.blocks import Block, Image, Message, Text, ToolResult
 from carryall.errors import HistoryError
 
-__all__ = ["CHARS_PER_TOKEN", "FIT_MARK", "Fitted", "estimate_tokens", "fit_history"]
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "FIT_MARK",
+    "Fitted",
+    "context_overflow",
+    "estimate_tokens",
+    "fit_history",
+]
 
 CHARS_PER_TOKEN: Final = 3
 """Characters of JSON counted as one token: fewer than the 4 or so of English
@@ -41,6 +58,23 @@ a person reading the session) can tell it from what was said."""
 
 _PER_MESSAGE: Final = 8
 """Tokens a chat template adds around each message (role markers, separators)."""
+
+_KEEP_AT_LEAST: Final = 200
+"""Characters of a newest-round output kept when it must be cut to fit."""
+
+_OVERFLOWS: Final = (
+    # llama-server: "request (4341 tokens) exceeds the available context size (4096 tokens)"
+    re.compile(r"request \((\d+) tokens\) exceeds the available context size \((\d+) tokens\)"),
+    # Anthropic: "prompt is too long: 210000 tokens > 200000 maximum"
+    re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum"),
+)
+_OPENAI_OVERFLOW: Final = (
+    # OpenAI: "This model's maximum context length is 8192 tokens. However, your
+    # messages resulted in 8500 tokens." (or "... you requested 9000 tokens (8500
+    # in the messages, 500 in the completion)")
+    re.compile(r"maximum context length is (\d+) tokens"),
+    re.compile(r"resulted in (\d+) tokens|\((\d+) in the messages"),
+)
 
 
 @dataclass(frozen=True)
@@ -57,6 +91,7 @@ class Fitted:
     shortened_outputs: int = 0
     dropped_images: int = 0
     dropped_messages: int = 0
+    cut_outputs: int = 0
     summary: str | None = None
 
     @property
@@ -65,29 +100,58 @@ class Fitted:
         return self.summary is not None
 
 
-def estimate_tokens(messages: Sequence[Message]) -> int:
-    """About how many tokens `messages` take in a prompt (cautiously rounded up)."""
+def estimate_tokens(messages: Sequence[Message], *, scale: float = 1.0) -> int:
+    """About how many tokens `messages` take in a prompt (cautiously rounded up).
+
+    `scale` corrects the estimate by what a server was seen to count (see
+    `context_overflow`); 1.0 is the estimate as it stands.
+    """
     encode = msgspec.json.encode
-    return sum(len(encode(m)) // CHARS_PER_TOKEN + _PER_MESSAGE for m in messages)
+    raw = sum(len(encode(m)) // CHARS_PER_TOKEN + _PER_MESSAGE for m in messages)
+    return math.ceil(raw * scale)
 
 
-def fit_history(messages: Sequence[Message], *, budget: int) -> Fitted:
+def context_overflow(message: str) -> tuple[int, int] | None:
+    """`(prompt_tokens, context_tokens)` when `message` is a server's context-overflow error.
+
+    Reads the three forms servers answer with (llama-server's
+    `exceed_context_size_error`, Anthropic's "prompt is too long", OpenAI's
+    "maximum context length"); None for any other error.
+    """
+    for pattern in _OVERFLOWS:
+        match = pattern.search(message)
+        if match:
+            return int(match.group(1)), int(match.group(2))
+    limit = _OPENAI_OVERFLOW[0].search(message)
+    used = _OPENAI_OVERFLOW[1].search(message)
+    if limit and used:
+        return int(used.group(1) or used.group(2)), int(limit.group(1))
+    return None
+
+
+def fit_history(messages: Sequence[Message], *, budget: int, scale: float = 1.0) -> Fitted:
     """Fit `messages` into `budget` tokens (the context less the fixed part and the output).
 
-    Raises `HistoryError` when even the turn's prompt and its newest round
-    alone do not fit.
+    `scale` is passed on to `estimate_tokens`. Raises `HistoryError` when
+    even the turn's prompt and its newest round, its outputs cut to their
+    first characters, do not fit.
     """
     history = list(messages)
-    before = estimate_tokens(history)
+
+    def size(part: Sequence[Message]) -> int:
+        return estimate_tokens(part, scale=scale)
+
+    before = size(history)
     if before <= budget:
         return Fitted(history, before, before)
+    earlier = _take_summary(history)
     prompt = _turn_prompt(history)
     # The newest round (the last two messages) and the prompt are the model's
-    # current work: never cut.
+    # current work: never dropped (its outputs are cut only as the last resort).
     protected_from = max(prompt + 1, len(history) - 2)
     shortened = images = 0
     for index in range(prompt + 1, protected_from):
-        if estimate_tokens(history) <= budget:
+        if size(history) <= budget:
             break
         message = history[index]
         content, cut_outputs, cut_images = _shorten(message)
@@ -97,7 +161,7 @@ def fit_history(messages: Sequence[Message], *, budget: int) -> Fitted:
             images += cut_images
     # Earlier turns' tool outputs are older still: shorten them first too.
     for index in range(prompt):
-        if estimate_tokens(history) <= budget:
+        if size(history) <= budget:
             break
         message = history[index]
         content, cut_outputs, cut_images = _shorten(message)
@@ -106,17 +170,22 @@ def fit_history(messages: Sequence[Message], *, budget: int) -> Fitted:
             shortened += cut_outputs
             images += cut_images
     dropped: list[Message] = []
-    while estimate_tokens(history) + _summary_tokens() > budget:
+    while size(history) + _summary_tokens() > budget:
         span = _oldest_span(history, _turn_prompt(history))
         if span is None:
             break
         start, end = span
         dropped.extend(history[start:end])
         del history[start:end]
-    summary = _summary(budget, shortened, images, dropped)
+    cut = 0
+    if size(history) + _summary_tokens() > budget:
+        newest = max(_turn_prompt(history) + 1, len(history) - 2)
+        cut = _cut_newest(history, newest, budget - _summary_tokens(), size)
+    totals = _Counts(shortened, images, len(dropped), cut, _calls_in(dropped)) + earlier
+    summary = _summary(budget, totals)
     prompt = _turn_prompt(history)
     history[prompt] = Message("user", (Text(summary + "\n"), *history[prompt].content))
-    after = estimate_tokens(history)
+    after = size(history)
     if after > budget:
         raise HistoryError(
             prompt,
@@ -131,6 +200,7 @@ def fit_history(messages: Sequence[Message], *, budget: int) -> Fitted:
         shortened_outputs=shortened,
         dropped_images=images,
         dropped_messages=len(dropped),
+        cut_outputs=cut,
         summary=summary,
     )
 
@@ -186,22 +256,121 @@ def _summary_tokens() -> int:
     return 80 // CHARS_PER_TOKEN + 40
 
 
-def _summary(budget: int, shortened: int, images: int, dropped: Sequence[Message]) -> str:
+@dataclass(frozen=True)
+class _Counts:
+    """What fitting has cut from one turn: added up when the turn is fitted again."""
+
+    shortened: int = 0
+    images: int = 0
+    dropped: int = 0
+    cut: int = 0
+    calls: tuple[tuple[str, int], ...] = ()
+
+    def __add__(self, other: _Counts) -> _Counts:
+        calls = dict(self.calls)
+        for name, count in other.calls:
+            calls[name] = calls.get(name, 0) + count
+        return _Counts(
+            self.shortened + other.shortened,
+            self.images + other.images,
+            self.dropped + other.dropped,
+            self.cut + other.cut,
+            tuple(calls.items()),
+        )
+
+
+_COUNTED: Final = (
+    ("dropped", re.compile(r"removed the (\d+) oldest messages")),
+    ("shortened", re.compile(r"replaced (\d+) older tool outputs")),
+    ("images", re.compile(r"dropped (\d+) older images")),
+    ("cut", re.compile(r"cut (\d+) newest tool outputs")),
+)
+_CALLS: Final = re.compile(r"\(tool calls: ([^)]*)\)")
+
+
+def _take_summary(history: list[Message]) -> _Counts:
+    """Remove the marked line an earlier fit of this turn left, and what it counted."""
+    prompt = _turn_prompt(history)
+    content = history[prompt].content if history else ()
+    if not content or not isinstance(content[0], Text):
+        return _Counts()
+    line = content[0].text
+    if not line.startswith(FIT_MARK):
+        return _Counts()
+    history[prompt] = Message(history[prompt].role, content[1:])
+    found = {name: int(m.group(1)) for name, rx in _COUNTED if (m := rx.search(line))}
+    calls: list[tuple[str, int]] = []
+    if (m := _CALLS.search(line)) is not None:
+        for item in m.group(1).split(", "):
+            name, _, count = item.rpartition(" x")
+            if name and count.isdigit():
+                calls.append((name, int(count)))
+    return _Counts(calls=tuple(calls), **found)
+
+
+def _calls_in(dropped: Sequence[Message]) -> tuple[tuple[str, int], ...]:
+    calls: dict[str, int] = {}
+    for message in dropped:
+        for call in message.tool_uses():
+            calls[call.name] = calls.get(call.name, 0) + 1
+    return tuple(calls.items())
+
+
+def _cut_newest(
+    history: list[Message], start: int, budget: int, size: Callable[[Sequence[Message]], int]
+) -> int:
+    """Cut the newest round's longest outputs to their beginning until the history fits.
+
+    Returns how many outputs were cut. Each keeps at least `_KEEP_AT_LEAST`
+    characters and says how much of it is left.
+    """
+    cut: set[tuple[int, str]] = set()
+    while size(history) > budget:
+        longest: tuple[int, int, ToolResult] | None = None
+        for index in range(start, len(history)):
+            for block in history[index].tool_results_in():
+                length = len(block.content)
+                if length > 2 * _KEEP_AT_LEAST and (longest is None or length > longest[1]):
+                    longest = (index, length, block)
+        if longest is None:
+            break
+        index, length, result = longest
+        excess = (size(history) - budget) * CHARS_PER_TOKEN
+        keep = max(_KEEP_AT_LEAST, length - excess - 120)
+        original = _original_length(result.content)
+        note = f"\n{FIT_MARK} output cut to fit: the first {keep} of {original} characters."
+        replaced = msgspec.structs.replace(result, content=result.content[:keep] + note)
+        history[index] = Message(
+            history[index].role,
+            tuple(replaced if b is result else b for b in history[index].content),
+        )
+        cut.add((index, result.tool_use_id))
+    return len(cut)
+
+
+_CUT_NOTE: Final = re.compile(re.escape(FIT_MARK) + r" output cut to fit: the first \d+ of (\d+)")
+
+
+def _original_length(content: str) -> int:
+    """The length of the output before any earlier cut (which says it at its end)."""
+    match = _CUT_NOTE.search(content)
+    return int(match.group(1)) if match else len(content)
+
+
+def _summary(budget: int, counts: _Counts) -> str:
     parts = []
-    if dropped:
-        calls: dict[str, int] = {}
-        for message in dropped:
-            for call in message.tool_uses():
-                calls[call.name] = calls.get(call.name, 0) + 1
-        named = ", ".join(f"{name} x{count}" for name, count in calls.items())
+    if counts.dropped:
+        named = ", ".join(f"{name} x{count}" for name, count in counts.calls)
         parts.append(
-            f"removed the {len(dropped)} oldest messages"
+            f"removed the {counts.dropped} oldest messages"
             + (f" (tool calls: {named})" if named else "")
         )
-    if shortened:
-        parts.append(f"replaced {shortened} older tool outputs by a note")
-    if images:
-        parts.append(f"dropped {images} older images")
+    if counts.shortened:
+        parts.append(f"replaced {counts.shortened} older tool outputs by a note")
+    if counts.images:
+        parts.append(f"dropped {counts.images} older images")
+    if counts.cut:
+        parts.append(f"cut {counts.cut} newest tool outputs to their beginning")
     if not parts:
         parts.append("nothing older could be removed")
     return f"{FIT_MARK} to fit {budget} tokens, " + "; ".join(parts) + "."
