@@ -734,3 +734,10 @@ def test_the_same_call_twice_in_a_round_answers_the_second_by_naming_the_first()
     # It is still seen as the same call made twice: the model is asked to answer.
     assert [e.times for e in events if isinstance(e, RepeatedCall)] == [2]
     assert backend.requests[-1].tool_choice == "none"
+
+
+def test_a_hosted_models_context_comes_from_the_table_and_a_given_one_wins() -> None:
+    assert Agent(ScriptedBackend(model="claude-haiku-4-5")).context_window == 200_000
+    assert Agent(ScriptedBackend(model="scripted-1")).context_window is None
+    given = Agent(ScriptedBackend(model="claude-haiku-4-5"), context_window=50_000)
+    assert given.context_window == 50_000

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from carryall.blocks import Image, Message, Text, ToolResult, ToolUse, validate_history
-from carryall.context import FIT_MARK, context_overflow, estimate_tokens, fit_history
+from carryall.context import (
+    FIT_MARK,
+    context_overflow,
+    estimate_tokens,
+    fit_history,
+    known_context_window,
+)
 from carryall.errors import HistoryError
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
@@ -146,3 +152,19 @@ def test_context_overflow_reads_the_servers_count(
     message: str, expected: tuple[int, int] | None
 ) -> None:
     assert context_overflow(message) == expected
+
+
+@pytest.mark.parametrize(
+    ("model", "tokens"),
+    [
+        ("claude-sonnet-4-5", 200_000),
+        ("gpt-4o-mini", 128_000),
+        ("gpt-4.1-nano", 1_047_576),
+        ("openai/gpt-4o", 128_000),
+        ("gemini-2.5-flash", 1_048_576),
+        ("SmolLM2-135M-Instruct.Q4_1.gguf", None),
+        (None, None),
+    ],
+)
+def test_hosted_models_context_windows_are_known(model: str | None, tokens: int | None) -> None:
+    assert known_context_window(model) == tokens

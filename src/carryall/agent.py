@@ -40,6 +40,7 @@ from carryall.context import (
     context_overflow,
     estimate_tokens,
     fit_history,
+    known_context_window,
 )
 from carryall.errors import CarryallError, ProviderError, ToolError
 from carryall.providers import Downgrade, Request, Response, ToolChoice
@@ -272,9 +273,13 @@ class Agent:
         self.max_tokens = max_tokens
         self.max_repeats = max_repeats
         # The model's context in tokens: given, else what the backend knows
-        # (llama-server's /props), else None and the history is sent whole.
+        # (llama-server's /props), else the published limit of a hosted
+        # model, else None and the history is sent whole (until a server's
+        # overflow error names its context).
         if context_window is None:
             context_window = getattr(backend, "context_window", None)
+        if context_window is None:
+            context_window = known_context_window(getattr(backend, "model", None))
         if context_window is not None and context_window < 1:
             raise CarryallError(f"agent context_window must be positive, got {context_window}")
         self.context_window = context_window

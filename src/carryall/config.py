@@ -80,6 +80,8 @@ class BackendSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     base_url: str | None = None
     vision: bool | None = None
     native_tools: bool | None = None
+    context_window: int | None = None
+    """The model's context in tokens, where neither the server nor carryall's table knows it."""
 
 
 class RedactSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

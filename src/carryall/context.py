@@ -42,10 +42,12 @@ from carryall.errors import HistoryError
 __all__ = [
     "CHARS_PER_TOKEN",
     "FIT_MARK",
+    "KNOWN_CONTEXT_WINDOWS",
     "Fitted",
     "context_overflow",
     "estimate_tokens",
     "fit_history",
+    "known_context_window",
 ]
 
 CHARS_PER_TOKEN: Final = 3
@@ -55,6 +57,24 @@ text, so the estimate errs towards cutting early rather than overflowing."""
 FIT_MARK: Final = "[carryall: context fitted]"
 """How every line this module writes into a history begins, so a reader (or
 a person reading the session) can tell it from what was said."""
+
+KNOWN_CONTEXT_WINDOWS: Final[tuple[tuple[str, int], ...]] = (
+    # The providers' published input limits for their hosted models, by the
+    # model name's start; the first match wins, so a longer prefix comes
+    # first. A model not here has no known limit until a server names its
+    # own in an overflow error (`context_overflow`), or the config's
+    # `context_window` says it.
+    ("claude-", 200_000),
+    ("gpt-4.1", 1_047_576),
+    ("gpt-4o", 128_000),
+    ("gpt-4-turbo", 128_000),
+    ("gpt-5", 400_000),
+    ("o1", 200_000),
+    ("o3", 200_000),
+    ("o4-mini", 200_000),
+    ("gemini-", 1_048_576),
+)
+"""Context windows in tokens of hosted models, as `(model name prefix, tokens)`."""
 
 _PER_MESSAGE: Final = 8
 """Tokens a chat template adds around each message (role markers, separators)."""
@@ -109,6 +129,17 @@ def estimate_tokens(messages: Sequence[Message], *, scale: float = 1.0) -> int:
     encode = msgspec.json.encode
     raw = sum(len(encode(m)) // CHARS_PER_TOKEN + _PER_MESSAGE for m in messages)
     return math.ceil(raw * scale)
+
+
+def known_context_window(model: str | None) -> int | None:
+    """The context window of hosted `model` from `KNOWN_CONTEXT_WINDOWS`; None when unknown."""
+    if not model:
+        return None
+    name = model.rsplit("/", 1)[-1]  # "openai/gpt-4o" as a router names it
+    for prefix, tokens in KNOWN_CONTEXT_WINDOWS:
+        if name.startswith(prefix):
+            return tokens
+    return None
 
 
 def context_overflow(message: str) -> tuple[int, int] | None:

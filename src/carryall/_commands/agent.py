@@ -430,6 +430,7 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
             max_steps=setup.max_steps,
             tool_timeout=setup.tool_timeout,
             max_tokens=setup.max_tokens,
+            context_window=_configured_context(backend),
             session=None if setup.no_record else session,
             messages=history,
             on_text=display.on_text,
@@ -469,6 +470,13 @@ def _open_backend(setup: _Setup) -> Backend:
         base_url=setup.base_url,
         no_vision=setup.no_vision,
     )
+
+
+def _configured_context(backend: Backend) -> int | None:
+    """The config file's `context_window` for this backend; None leaves it to the agent."""
+    from carryall.config import load_config
+
+    return load_config().settings(backend.name).context_window
 
 
 def _create_session(
