@@ -157,3 +157,46 @@ def test_lone_surrogate_in_decode_messages_is_repaired(codec: Any) -> None:
         [{"role": "user", "content": f"hi {LONE}"}], system=f"be {LONE}"
     )
     assert system == "be \ufffd" and history[0].text() == "hi \ufffd"
+
+
+# -- found by the long fuzz run (benchmarks/fuzz_decoders.py) ------------------------------
+
+
+def test_fuzz_lone_surrogate_in_an_anthropic_native_block_is_repaired() -> None:
+    # A provider-native block is kept whole as an Opaque: its raw JSON, its
+    # kind and its line must be writable, not a UnicodeEncodeError.
+    body = _raw_body(
+        [
+            {"type": f"server_{LONE}", "text": None},
+            {"type": "web_search_tool_result", "content": {LONE: f"x{LONE}"}},
+            {"type": "text", "text": "done"},
+        ]
+    )
+    response = anthropic.decode_response(body)
+    _encodable(response.message)
+    kinds = [getattr(b, "kind", None) for b in response.message.content]
+    assert kinds[:2] == ["server_\ufffd", "web_search_tool_result"]
+
+
+@pytest.mark.parametrize("kind", [[None, {}], {"a": 1}], ids=["array", "object"])
+def test_fuzz_an_unhashable_anthropic_block_type_is_refused_by_name(kind: Any) -> None:
+    body = _raw_body([{"type": kind, "text": "x"}])
+    with pytest.raises(ProviderError, match=r"content\[0\]\.type: expected a block type string"):
+        anthropic.decode_response(body)
+    start = {"type": "message_start", "message": {**body, "content": []}}
+    block = {"type": "content_block_start", "index": 0, "content_block": {"type": kind}}
+    with pytest.raises(ProviderError):
+        anthropic.decode_stream([start, block, {"type": "message_stop"}])
+
+
+def _raw_body(content: list[dict[str, Any]]) -> dict[str, Any]:
+    # Not checked against the SDK's types: what a fuzzer (or a broken proxy) sends.
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude",
+        "content": content,
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }

@@ -70,7 +70,7 @@ from typing import Any, Final
 
 import msgspec
 
-from carryall._json import body_bytes, carryable, load_json, repair_surrogates
+from carryall._json import body_bytes, carryable, load_json, repair_surrogates, repair_text
 from carryall._text import json_type_phrase, shorten
 from carryall.blocks import (
     Block,
@@ -425,7 +425,8 @@ CITATIONS: Final = "citations"
 
 
 def _opaque(kind: str, block: Mapping[str, Any], origin: Origin | None) -> Opaque:
-    return Opaque(kind, _raw_value(block), origin, _native_line(kind, block))
+    line = repair_text(_native_line(kind, block))
+    return Opaque(repair_text(kind), _raw_value(block), origin, line)
 
 
 def _native_line(kind: str, block: Mapping[str, Any]) -> str:
@@ -496,11 +497,11 @@ def _response_blocks(
                 value if isinstance(value, dict) else dict(value),
             )
         ]
+    if not isinstance(kind, str):
+        raise _unknown_block(kind, where)
     if kind in _USER_KINDS:
         raise ProviderError(f"Anthropic {where}: block type {kind!r} may only ride a user message")
-    if isinstance(kind, str):
-        return [_opaque(kind, block, native)]
-    raise _unknown_block(kind, where)
+    return [_opaque(kind, block, native)]
 
 
 _USER_KINDS: Final = frozenset({"image", "document", "tool_result"})
@@ -508,7 +509,12 @@ _USER_KINDS: Final = frozenset({"image", "document", "tool_result"})
 
 def _raw_value(value: Any) -> str:
     # Compact, in the order it came: what `json.loads` then msgspec give back.
-    return msgspec.json.encode(value).decode()
+    # A lone surrogate (a `\ud800` escape with no partner) cannot be written:
+    # it becomes U+FFFD, as everywhere model JSON enters.
+    try:
+        return msgspec.json.encode(value).decode()
+    except UnicodeEncodeError:
+        return msgspec.json.encode(repair_surrogates(value)).decode()
 
 
 def _unknown_block(kind: Any, where: str) -> ProviderError:
@@ -816,7 +822,7 @@ class StreamDecoder:
             return ""
         if kind == "error":
             raise _error(data, "stream error")
-        handler = _HANDLERS.get(kind)
+        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
         if handler is None:
             return ""
         if self._stopped:
