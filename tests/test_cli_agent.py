@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -433,20 +431,6 @@ def _hostile_config(tmp_path: Path) -> tuple[Path, Path]:
     return config, started
 
 
-def _gone(pid: int, within: float = 15.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        stat = Path(f"/proc/{pid}/stat")
-        if stat.exists() and stat.read_text().split(") ", 1)[1].startswith("Z"):
-            return True  # a zombie: gone for every purpose but its parent's bookkeeping
-        time.sleep(0.1)
-    return False
-
-
 def test_run_starts_its_mcp_servers_for_the_first_request_and_stops_them_after(
     monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path, tmp_path: Path
 ) -> None:
@@ -465,7 +449,9 @@ def test_run_starts_its_mcp_servers_for_the_first_request_and_stops_them_after(
     (pid,) = started.read_text().split()
     [answered] = opened.backend.requests[1].messages[2].tool_results_in()
     assert answered.content == pid and not answered.is_error
-    assert _gone(int(pid)), "the MCP server outlived the run"
+    from tests.mcp_peer import server_gone
+
+    assert server_gone(int(pid)), "the MCP server outlived the run"
 
 
 def test_chat_that_sends_nothing_starts_no_mcp_server(

@@ -225,21 +225,11 @@ def test_an_unknown_slash_command_sends_nothing(chat: tuple[Terminal, Path, Path
     assert json.dumps(texts).count("imag x") == 0
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is gone for every purpose but its parent's bookkeeping.
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split(") ", 1)[1].startswith("Z"))
-
-
 def test_chat_starts_its_mcp_servers_at_the_first_message_and_stops_them_on_sigterm(
     tmp_path: Path,
 ) -> None:
     pytest.importorskip("mcp", reason="the MCP tests need the mcp extra")
-    from tests.mcp_peer import HOSTILE
+    from tests.mcp_peer import HOSTILE, server_alive, server_gone
 
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -265,7 +255,7 @@ def test_chat_starts_its_mcp_servers_at_the_first_message_and_stops_them_on_sigt
         terminal.wait_for("answer to: hi (0 image(s)) [")
         terminal.wait_for("MCP tools]")
         (pid,) = [int(line) for line in started.read_text().split()]
-        assert _alive(pid)
+        assert server_alive(pid)
         terminal.wait_for("you>")
         terminal.type("again\r")
         terminal.wait_for("answer to: again")
@@ -275,9 +265,6 @@ def test_chat_starts_its_mcp_servers_at_the_first_message_and_stops_them_on_sigt
         os.kill(terminal.pid, signal.SIGTERM)
         assert terminal.exit_code() == 128 + signal.SIGTERM, terminal.seen
         assert "Traceback" not in terminal.screen()
-        deadline = time.monotonic() + 15
-        while _alive(pid):
-            assert time.monotonic() < deadline, "the MCP server outlived the chat"
-            time.sleep(0.1)
+        assert server_gone(pid), "the MCP server outlived the chat"
     finally:
         terminal.close()
