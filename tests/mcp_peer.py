@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,26 @@ HOSTILE = McpServer(
     command=sys.executable, args=[str(Path(__file__).parent / "fixtures/mcp_hostile_server.py")]
 )
 """The in-repo server whose tools misbehave (tests/fixtures/mcp_hostile_server.py)."""
+
+
+def server_alive(pid: int) -> bool:
+    """Whether MCP server process `pid` still runs; a zombie counts as gone.
+
+    A zombie is gone for every purpose but its parent's bookkeeping.
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(") ", 1)[1].startswith("Z"))
+
+
+def server_gone(pid: int, within: float = 15.0) -> bool:
+    """Whether MCP server process `pid` has ended, waiting up to `within` seconds for it."""
+    deadline = time.monotonic() + within
+    while server_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True

@@ -7,6 +7,7 @@ driven through the same commands in test_e2e_local.
 from __future__ import annotations
 
 import base64
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -412,3 +413,76 @@ def test_run_records_into_the_store_named_by_store(
     [info] = Store(other).list()
     assert [m.role for m in Store(other).open(info.meta.id).messages()] == ["user", "assistant"]
     assert "--store" in invoke("chat", "--help").stdout
+
+
+# -- MCP servers ------------------------------------------------------------------------
+
+
+def _hostile_config(tmp_path: Path) -> tuple[Path, Path]:
+    """An mcp.json naming the in-repo hostile server, and the file it writes its pid to on start."""
+    pytest.importorskip("mcp", reason="the MCP tests need the mcp extra")
+    from tests.mcp_peer import HOSTILE
+
+    started = tmp_path / "started"
+    entry = {"command": HOSTILE.command, "args": HOSTILE.args}
+    entry["env"] = {"HOSTILE_STARTED_FILE": str(started)}
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"hostile": entry}}))
+    return config, started
+
+
+def test_run_starts_its_mcp_servers_for_the_first_request_and_stops_them_after(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    config, started = _hostile_config(tmp_path)
+
+    def first(request: Request) -> Any:
+        # Started by now, once, and the first request already offers its tools.
+        assert len(started.read_text().split()) == 1
+        assert "hostile__pid" in [spec.name for spec in request.tools]
+        return call(ToolUse("c1", "hostile__pid", {}))
+
+    opened = script(monkeypatch, first, say("done"))
+    result = invoke("run", "what is your pid?", "-w", str(workspace), "--mcp", str(config))
+    assert result.exit_code == 0, result.stderr
+    assert opened.backend is not None
+    (pid,) = started.read_text().split()
+    [answered] = opened.backend.requests[1].messages[2].tool_results_in()
+    assert answered.content == pid and not answered.is_error
+    from tests.mcp_peer import server_gone
+
+    assert server_gone(int(pid)), "the MCP server outlived the run"
+
+
+def test_chat_that_sends_nothing_starts_no_mcp_server(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    config, started = _hostile_config(tmp_path)
+    script(monkeypatch)
+    result = invoke("chat", "-w", str(workspace), "--mcp", str(config), input="/tools\n/exit\n")
+    assert result.exit_code == 0, result.stderr
+    assert "read_file" in result.stderr and "hostile__" not in result.stderr
+    assert not started.exists()
+
+
+def test_a_server_that_fails_to_start_is_one_warning_at_the_first_request(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("mcp", reason="the MCP tests need the mcp extra")
+    config = tmp_path / "mcp.json"
+    missing = tmp_path / "no-such-server"
+    config.write_text(json.dumps({"mcpServers": {"gone": {"command": str(missing)}}}))
+    opened = script(monkeypatch, say("fine without it"))
+    result = invoke("run", "hi", "-w", str(workspace), "--no-record", "--mcp", str(config))
+    assert result.exit_code == 0, result.stderr
+    assert "fine without it" in result.stdout
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        f"warning: MCP server gone left out: cannot start it: No such file or directory: {missing}"
+    ]
+    assert opened.backend is not None
+    assert [spec.name for spec in opened.backend.requests[0].tools] == [
+        "read_file",
+        "list_dir",
+        "view_image",
+    ]

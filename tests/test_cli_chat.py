@@ -45,6 +45,9 @@ class Echo:
         if last.text() == "slow":
             time.sleep(60)  # until Ctrl-C
         said = f"answer to: {last.text()} ({len(last.images())} image(s))"
+        served = [spec.name for spec in request.tools if "__" in spec.name]
+        if served:  # only with MCP servers (--mcp), so other tests read the same answer
+            said += f" [{len(served)} MCP tools]"
         if on_text is not None:
             on_text(said)
         return Response(message=Message.assistant([Text(said)]), stop_reason="end_turn")
@@ -53,7 +56,7 @@ class Echo:
         pass
 
 commands._open_backend = lambda setup: Echo()
-sys.argv = ["carryall", "chat", "-w", sys.argv[1]]
+sys.argv = ["carryall", "chat", "-w", *sys.argv[1:]]
 from carryall.cli import main
 main()
 """
@@ -122,13 +125,8 @@ class Terminal:
         os.close(self.fd)
 
 
-@pytest.fixture
-def chat(tmp_path: Path) -> Iterator[tuple[Terminal, Path, Path]]:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    (workspace / "dot.png").write_bytes(PNG_1X1)
-    home = tmp_path / "home"
-    env = {
+def _env(home: Path) -> dict[str, str]:
+    return {
         "CARRYALL_HOME": str(home),
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "TERM": "xterm",
@@ -137,7 +135,15 @@ def chat(tmp_path: Path) -> Iterator[tuple[Terminal, Path, Path]]:
         # No cursor-position query to answer: prompt_toolkit would wait for it.
         "PROMPT_TOOLKIT_NO_CPR": "1",
     }
-    terminal = Terminal([sys.executable, "-c", CHILD, str(workspace)], env)
+
+
+@pytest.fixture
+def chat(tmp_path: Path) -> Iterator[tuple[Terminal, Path, Path]]:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "dot.png").write_bytes(PNG_1X1)
+    home = tmp_path / "home"
+    terminal = Terminal([sys.executable, "-c", CHILD, str(workspace)], _env(home))
     yield terminal, home, workspace
     terminal.close()
 
@@ -217,3 +223,48 @@ def test_an_unknown_slash_command_sends_nothing(chat: tuple[Terminal, Path, Path
     texts = [m.text() for m in Store(home / "sessions").open(info.meta.id).messages()]
     assert texts[0] == "/etc is a path"
     assert json.dumps(texts).count("imag x") == 0
+
+
+def test_chat_starts_its_mcp_servers_at_the_first_message_and_stops_them_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("mcp", reason="the MCP tests need the mcp extra")
+    from tests.mcp_peer import HOSTILE, server_alive, server_gone
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    started = tmp_path / "started"  # the server writes its pid here when it starts
+    config = tmp_path / "mcp.json"
+    entry = {"command": HOSTILE.command, "args": HOSTILE.args}
+    entry["env"] = {"HOSTILE_STARTED_FILE": str(started)}
+    config.write_text(json.dumps({"mcpServers": {"hostile": entry}}))
+    argv = [sys.executable, "-c", CHILD, str(workspace), "--mcp", str(config)]
+    terminal = Terminal(argv, _env(tmp_path / "home"))
+    try:
+        terminal.wait_for("you>")
+        # /tools reads the table without a request: the servers stay down.
+        terminal.type("/tools\r")
+        terminal.wait_for("read_file")
+        terminal.wait_for("you>")
+        time.sleep(1.0)  # a server started at open would have written its pid by now
+        assert not started.exists(), "the MCP server started before the first message"
+        assert "hostile__" not in terminal.screen()
+
+        terminal.type("hi\r")
+        # The first request already offered the server's tools.
+        terminal.wait_for("answer to: hi (0 image(s)) [")
+        terminal.wait_for("MCP tools]")
+        (pid,) = [int(line) for line in started.read_text().split()]
+        assert server_alive(pid)
+        terminal.wait_for("you>")
+        terminal.type("again\r")
+        terminal.wait_for("answer to: again")
+        terminal.wait_for("you>")
+        assert started.read_text().split() == [str(pid)]  # started once, not per turn
+
+        os.kill(terminal.pid, signal.SIGTERM)
+        assert terminal.exit_code() == 128 + signal.SIGTERM, terminal.seen
+        assert "Traceback" not in terminal.screen()
+        assert server_gone(pid), "the MCP server outlived the chat"
+    finally:
+        terminal.close()

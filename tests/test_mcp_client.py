@@ -23,6 +23,7 @@ from carryall.agent import Agent
 from carryall.blocks import Image, Message, ToolResult, ToolUse
 from carryall.mcp import McpToolbox, tool_name
 from carryall.providers import Capabilities, Request, anthropic, openai, prompt
+from carryall.transport._images import WIRE_IMAGE_LIMITS, fit_request_images
 from tests.mcp_peer import everything_server
 from tests.sdk_openai import check_openai_request
 from tests.test_agent import ScriptedBackend, call, say
@@ -105,6 +106,17 @@ def test_the_image_rides_the_user_turn_after_the_results_on_every_wire(
     assert last["role"] == "user" and "image_url" in _image_parts(last["content"])
     texts = [p["text"] for p in last["content"] if p.get("type") == "text"]
     assert any("Here's the image you requested:" in t for t in texts)
+
+
+def test_the_reference_servers_image_goes_to_every_wire_byte_for_byte(
+    everything: McpToolbox,
+) -> None:
+    # Its logo has a bad checksum on an ancillary chunk (iCCP), which every
+    # model takes: the transport's check of a body must take it too.
+    history = _turn(everything, "everything__get-tiny-image", {})
+    request = Request(model="m", messages=tuple(history[:3]))
+    for wire, limits in WIRE_IMAGE_LIMITS.items():
+        assert fit_request_images(request, limits) == (request, []), wire
 
 
 def test_an_annotated_text_and_image_result_keeps_its_order(everything: McpToolbox) -> None:

@@ -15,7 +15,7 @@ import pytest
 from carryall.config import McpServer, load_config
 from carryall.errors import CarryallError, McpError
 from carryall.mcp import read_mcp_file
-from tests.mcp_peer import HOSTILE, everything_server
+from tests.mcp_peer import HOSTILE, everything_server, server_gone
 
 
 def _file(tmp_path: Path, document: object) -> Path:
@@ -172,17 +172,4 @@ def test_sigterm_while_servers_start_stops_them_and_exits_143(tmp_path: Path) ->
         child.kill()
     assert child.returncode == 143, stderr
     assert "Traceback" not in stderr
-    deadline = time.monotonic() + 10
-    while _alive(server_pid):
-        assert time.monotonic() < deadline, "the MCP server outlived carryall"
-        time.sleep(0.1)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is gone for every purpose but its parent's bookkeeping.
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split(") ", 1)[1].startswith("Z"))
+    assert server_gone(server_pid, within=10), "the MCP server outlived carryall"

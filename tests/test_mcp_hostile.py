@@ -2,32 +2,41 @@
 
 The server is real (tests/fixtures/mcp_hostile_server.py, on the `mcp`
 SDK, over stdio); the model is a scripted backend, so what the model is
-given is the thing checked.
+given is the thing checked. The image cases go through the real Anthropic
+transport to a loopback server instead, since fitting an image is the
+transport's: what is checked there is the body sent and the session kept.
 """
 
 from __future__ import annotations
 
+import base64
+import io
 import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 pytest.importorskip("mcp", reason="the MCP tests need the mcp extra: pip install 'carryall[mcp]'")
 
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
+from PIL import Image as Pil
 from pydantic import TypeAdapter
 
 from carryall.agent import Agent
 from carryall.blocks import Image, ToolResult, ToolUse
 from carryall.config import McpServer
-from carryall.imagefit import MAX_EDGE
+from carryall.imagefit import RECOMMENDED_EDGE
 from carryall.mcp import McpToolbox
 from carryall.mcp._results import MAX_CONTENT_ITEMS
 from carryall.providers import Capabilities, anthropic
+from carryall.sessions.redact import Redactor
+from carryall.sessions.store import Session, SessionStore
 from carryall.tools.builtin import builtin_tools
 from tests.test_agent import ScriptedBackend, call, say
+from tests.test_transport_faults import ANTHROPIC, Reply, served
 
 FIXTURE = Path(__file__).parent / "fixtures" / "mcp_hostile_server.py"
 
@@ -54,18 +63,96 @@ def _round(box: McpToolbox, tmp_path: Path, *names: str) -> tuple[list[ToolResul
     return round_message.tool_results_in(), round_message.images()
 
 
-def test_a_huge_image_is_scaled_under_the_edge_limit(box: McpToolbox, tmp_path: Path) -> None:
-    (result,), (image,) = _round(box, tmp_path, "hostile__huge_image")
-    assert not result.is_error
-    assert "resized from 9000x1200" in result.content
-    import io
+def _png(width: int, height: int) -> bytes:
+    """The fixture server's image, made the same way: Pillow writes the same bytes for it."""
+    out = io.BytesIO()
+    Pil.new("RGB", (width, height), (200, 30, 30)).save(out, "PNG")
+    return out.getvalue()
 
-    from PIL import Image as Pil
 
-    with Pil.open(io.BytesIO(image.to_bytes())) as opened:
-        assert max(opened.size) <= MAX_EDGE
-        assert opened.size == (8000, 1067)
-    assert image.media_type == "image/png"
+def _tool_use(name: str) -> Reply:
+    """An Anthropic answer calling one tool (the scripted server's JSON form of a message)."""
+    return Reply(
+        body={
+            "id": "msg_01H",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-6",
+            "content": [{"type": "tool_use", "id": "toolu_01", "name": name, "input": {}}],
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 40, "output_tokens": 12},
+        }
+    )
+
+
+def _wire_round(
+    box: McpToolbox, tmp_path: Path, tool: str
+) -> tuple[Session, list[dict[str, Any]], dict[str, Any]]:
+    """One round calling `tool` through the real Anthropic transport to a loopback server.
+
+    The model's call, then its answer; gives the session as recorded, the
+    parts of the message that carried the round's results as the second
+    request sent them, and the first result as the agent holds it.
+    """
+    store = SessionStore(tmp_path / "sessions", redactor=Redactor((), builtin=False))
+    session = store.create(backend="anthropic", model="claude-sonnet-4-6")
+    with served([_tool_use(tool), Reply(sse=ANTHROPIC.ok)]) as server:
+        backend = ANTHROPIC.open(server.url, model="claude-sonnet-4-6")
+        agent = Agent(backend, tools=box.tools, session=session, tool_timeout=20)
+        assert agent.send("go").message.text() == ANTHROPIC.text  # the run reached its answer
+    sent = server.requests[1]["body"]["messages"][2]
+    assert sent["role"] == "user"
+    (result,) = agent.messages[2].tool_results_in()
+    return store.open(session.id), sent["content"], {"content": result.content}
+
+
+def test_a_huge_image_keeps_its_bytes_in_the_session_and_goes_fitted_on_the_wire(
+    box: McpToolbox, tmp_path: Path
+) -> None:
+    session, sent, result = _wire_round(box, tmp_path, "hostile__huge_image")
+    assert result["content"].split("\n") == [
+        "a wide chart:",
+        "[image: hostile/huge_image image 1 (image/png)] (shown after the results)",
+    ]
+    # The session holds the server's bytes as it sent them, 9000 px wide.
+    (kept,) = session.messages()[2].images()
+    original = _png(9000, 1200)
+    assert kept.to_bytes() == original
+    # The wire got the fitted copy: Anthropic's recommended long edge, aspect kept.
+    assert [part["type"] for part in sent] == ["tool_result", "image"]
+    wired = base64.b64decode(sent[1]["source"]["data"])
+    with Pil.open(io.BytesIO(wired)) as arrived:
+        assert arrived.size == (RECOMMENDED_EDGE, 209)
+    assert sent[1]["source"]["media_type"] == "image/png"
+    [downgrade] = session.downgrades()
+    assert (downgrade.index, downgrade.kind) == (2, "image")
+    assert downgrade.reason.startswith(
+        f"resized from 9000x1200 ({len(original)} bytes) to 1568x209"
+    )
+
+
+@pytest.mark.parametrize(
+    "tool",
+    [
+        "hostile__corrupt_image",  # a PNG signature, then junk
+        "hostile__garbage_body",  # a whole signature and size header, then junk
+    ],
+)
+def test_a_corrupt_image_is_kept_and_goes_as_its_placeholder_with_the_reason(
+    box: McpToolbox, tmp_path: Path, tool: str
+) -> None:
+    session, sent, _ = _wire_round(box, tmp_path, tool)
+    (kept,) = session.messages()[2].images()
+    assert kept.to_bytes().startswith(b"\x89PNG\r\n\x1a\n")  # the server's bytes, unfitted
+    assert [part["type"] for part in sent] == ["tool_result", "text"]
+    assert sent[1]["text"].startswith(
+        f"[image: hostile/{tool.removeprefix('hostile__')} image 1 (image/png)] "
+        "(not shown: its bytes do not decode as image/png"
+    )
+    [downgrade] = session.downgrades()
+    assert (downgrade.index, downgrade.kind) == (2, "image")
+    assert downgrade.reason.startswith("sent as its placeholder: its bytes do not decode as")
 
 
 @pytest.mark.parametrize(
@@ -73,16 +160,17 @@ def test_a_huge_image_is_scaled_under_the_edge_limit(box: McpToolbox, tmp_path: 
     [
         ("hostile__bad_base64", "not canonical base64"),
         ("hostile__lying_media_type", "its bytes are image/png but the URI says image/jpeg"),
-        ("hostile__corrupt_image", "do not decode as image/png"),
     ],
 )
-def test_a_bad_image_is_its_placeholder_with_the_reason(
+def test_an_image_the_loader_refuses_is_its_placeholder_with_the_reason(
     box: McpToolbox, tmp_path: Path, tool: str, reason: str
 ) -> None:
-    (result,), images = _round(box, tmp_path, tool)
-    assert images == []
-    assert "[image: hostile/" in result.content
-    assert "not shown: " in result.content and reason in result.content
+    session, sent, result = _wire_round(box, tmp_path, tool)
+    assert session.messages()[2].images() == []
+    assert [part["type"] for part in sent] == ["tool_result"]
+    assert "[image: hostile/" in result["content"]
+    assert "not shown: " in result["content"] and reason in result["content"]
+    assert session.downgrades() == []  # refused when the result was read, not at the wire
 
 
 def test_a_crash_mid_call_is_an_error_and_the_next_call_restarts_the_server(

@@ -111,11 +111,13 @@ def main() -> None:
     stopped on the way out instead of being left behind as an orphan. The
     exit code is the shell's for that signal (143 for SIGTERM, 129 for SIGHUP).
     """
+    from carryall._commands._output import Terminated
+
     received: list[int] = []
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
-        raise KeyboardInterrupt
+        raise Terminated
 
     for signum in _EXIT_SIGNALS:
         signal.signal(signum, interrupt)

@@ -32,6 +32,7 @@ __all__ = [
     "MAX_EDGE",
     "RECOMMENDED_EDGE",
     "Fitted",
+    "check_image",
     "fit_image",
     "image_size",
 ]
@@ -94,36 +95,103 @@ def fit_image(
             "install carryall[images] (Pillow) to have it scaled down",
         )
     try:
-        with _lenient(), Pil.open(io.BytesIO(data)) as opened:
-            width, height = opened.size
-            if width * height > _MAX_PIXELS:
-                return Fitted(None, f"{width}x{height} pixels is more than any model takes")
-            opened.load()
-            if max(width, height) <= max_edge and len(data) <= max_bytes:
-                return Fitted(image, None)
-            edge = max_edge if fit_edge is None else min(fit_edge, max_edge)
-            return _scaled(image, opened, edge, max_bytes, len(data))
-    except (OSError, ValueError, SyntaxError, Pil.DecompressionBombError) as exc:
-        return Fitted(None, f"its bytes do not decode as {image.media_type}: {exc}")
+        with _reading(image.media_type):
+            if image.media_type == "image/png":
+                _verified(data)
+            with Pil.open(io.BytesIO(data), formats=[_FORMATS[image.media_type]]) as opened:
+                width, height = opened.size
+                if width * height > _MAX_PIXELS:
+                    return Fitted(None, f"{width}x{height} pixels is more than any model takes")
+                opened.load()
+                if max(width, height) <= max_edge and len(data) <= max_bytes:
+                    return Fitted(image, None)
+                edge = max_edge if fit_edge is None else min(fit_edge, max_edge)
+                return _scaled(image, opened, edge, max_bytes, len(data))
+    except _unreadable() as exc:
+        return Fitted(None, _undecoded(image.media_type, exc))
+
+
+def check_image(image: Image) -> str | None:
+    """Why `image`'s bytes do not decode as its media type, or None when they do; needs Pillow.
+
+    For an image that goes as it is, so that a valid header in front of a
+    garbage body is not sent to a provider that would refuse the whole
+    request. As little decoding as that takes: a PNG has every chunk's
+    checksum verified through `IEND` without inflating a pixel (what
+    `fit_image` accepts, minus the decode); a JPEG is decoded at an eighth
+    of its size (every byte of its entropy-coded data is still read, the
+    inverse transform shrinks); a GIF or WebP, which Pillow cannot verify
+    without decoding, is decoded. What passes is what a decoder reads: junk
+    that a JPEG decoder takes as noisy pixels passes, as it would at the
+    provider, and so does a PNG forged to carry a broken body under correct
+    checksums; this catches damage, not forgery.
+    """
+    try:
+        data = image.to_bytes()
+    except BlockError as exc:
+        return str(exc)
+    from PIL import Image as Pil
+
+    try:
+        with _reading(image.media_type):
+            if image.media_type == "image/png":
+                _verified(data)
+                return None
+            with Pil.open(io.BytesIO(data), formats=[_FORMATS[image.media_type]]) as opened:
+                width, height = opened.size
+                if image.media_type == "image/jpeg":
+                    opened.draft(None, (max(1, width // 8), max(1, height // 8)))
+                elif width * height > _MAX_PIXELS:
+                    return f"{width}x{height} pixels is more than any model takes"
+                opened.load()
+    except _unreadable() as exc:
+        return _undecoded(image.media_type, exc)
+    return None
+
+
+def _verified(png: bytes) -> None:
+    """Raise unless every chunk of `png` through `IEND` is whole and its checksum right."""
+    from PIL import Image as Pil
+
+    with Pil.open(io.BytesIO(png), formats=["PNG"]) as opened:
+        opened.verify()
+
+
+def _unreadable() -> tuple[type[Exception], ...]:
+    """What Pillow raises for bytes it cannot read as an image (it is imported by then)."""
+    from PIL import Image as Pil
+
+    return (OSError, ValueError, SyntaxError, EOFError, Pil.DecompressionBombError)
+
+
+def _undecoded(media_type: str, exc: BaseException) -> str:
+    from PIL import UnidentifiedImageError
+
+    if isinstance(exc, UnidentifiedImageError | UnicodeDecodeError):
+        # The first names an in-memory file object, the second a codec: neither says what broke.
+        return f"its bytes do not decode as {media_type}: the file is damaged past its header"
+    return f"its bytes do not decode as {media_type}: {exc}"
 
 
 _LENIENCY = threading.Lock()
 
 
 @contextlib.contextmanager
-def _lenient() -> Iterator[None]:
-    """Pillow reading as browsers and providers do: a bad checksum on an ancillary chunk is skipped.
+def _reading(media_type: str) -> Iterator[None]:
+    """Pillow reading a PNG as browsers and providers do: a bad ancillary chunk checksum is skipped.
 
     Real servers send such images (the MCP reference server's logo has a bad
-    `iCCP` checksum) and every model takes them; bytes Pillow cannot read
-    as an image at all are still refused. Pillow's switch is global, so it is held by one
-    fitting at a time.
+    `iCCP` checksum) and every model takes them. Pillow's only switch for
+    it also pads a truncated image, so a PNG is verified whole first
+    (`_verified`: truncation and a bad critical checksum still refuse it)
+    and every other format is read strictly. The switch is global, so it
+    is held by one reading at a time.
     """
     from PIL import ImageFile
 
     with _LENIENCY:
         before = ImageFile.LOAD_TRUNCATED_IMAGES
-        ImageFile.LOAD_TRUNCATED_IMAGES = True
+        ImageFile.LOAD_TRUNCATED_IMAGES = media_type == "image/png"
         try:
             yield
         finally:

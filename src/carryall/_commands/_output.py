@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from carryall.sessions import SessionInfo
 
 __all__ = [
+    "Terminated",
     "echo",
     "fail",
     "listed_title",
@@ -39,6 +40,15 @@ __all__ = [
 ]
 
 _KEY_VARIABLES = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, unwinding like Ctrl-C (`carryall.cli.main`), but never shrugged off.
+
+    A Ctrl-C at the chat prompt only cancels the line; a signal to stop
+    must end the command, so what catches an interruption to carry on
+    lets this one through.
+    """
 
 
 def masked(message: str) -> str:

@@ -23,7 +23,7 @@ from rich.status import Status
 
 from carryall._commands._images import named_image, sendable
 from carryall._commands._output import fail, masked, shown, warn_damage
-from carryall._commands.mcp import McpOption, open_toolbox
+from carryall._commands.mcp import McpOption, open_toolbox, start_toolbox
 from carryall._commands.sessions import StoreOption
 from carryall._text import printable, shorten
 from carryall.agent import (
@@ -408,8 +408,7 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
                 setup = _resumed(setup, session)
                 system = system if setup.system is not None else session.meta.system
             tools = _choose_tools(setup.tools or _DEFAULT_TOOLS, setup.workspace, setup.allow_write)
-            toolbox = open_toolbox(setup.mcp, [t.name for t in tools], err)
-            tools += toolbox.tools if toolbox is not None else []
+            toolbox = open_toolbox(setup.mcp, [t.name for t in tools])
             with err.status("[dim]starting the backend…[/]"):
                 backend = _open_backend(setup)
             if session is None and not setup.no_record:
@@ -437,7 +436,7 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
             on_event=display.on_event,
         )
         if toolbox is not None:
-            agent.on_event = _picking_up(toolbox, agent, display.on_event)
+            agent.on_event = _serving(toolbox, agent, display.on_event, err)
         yield agent, display
     finally:
         if toolbox is not None:
@@ -448,14 +447,25 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
             err.print(f"[dim]session {shown(session.id)}[/]")
 
 
-def _picking_up(
-    toolbox: McpToolbox, agent: Agent, on_event: Callable[[AgentEvent], None]
+def _serving(
+    toolbox: McpToolbox, agent: Agent, on_event: Callable[[AgentEvent], None], err: Console
 ) -> Callable[[AgentEvent], None]:
-    """`on_event`, first bringing the agent's MCP tools up to date before each request."""
+    """`on_event`, first giving the agent its MCP tools as each request is about to be built.
+
+    The first request starts the servers (a chat opened and left never
+    does); each later one re-lists the tools of a server that said they
+    changed. A start that was interrupted is tried again at the next request.
+    """
+    started = False
 
     def handle(event: AgentEvent) -> None:
+        nonlocal started
         if isinstance(event, RequestStarted):
-            toolbox.update(agent.tools)
+            if started:
+                toolbox.update(agent.tools)
+            else:
+                start_toolbox(toolbox, agent.tools, err)
+                started = True
         on_event(event)
 
     return handle

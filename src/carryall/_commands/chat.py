@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 from rich.console import Console
 
 from carryall._commands._images import named_image, sendable
-from carryall._commands._output import print_error, shown
+from carryall._commands._output import Terminated, print_error, shown
 from carryall.blocks import Image, Message
 from carryall.errors import CarryallError
 
@@ -218,13 +218,15 @@ class _Chat:
         start = len(self.agent.messages)
         try:
             self.agent.send(text, images)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             self.display.finish()
             if len(self.agent.messages) == start:
                 # The turn's first request never finished, so the loop took
                 # the prompt back; a person who typed it wants it kept.
                 self.agent.messages.append(Message.user(text, images))
                 self.agent.record()
+            if isinstance(exc, Terminated):
+                raise
             self.err.print(
                 "[yellow]interrupted[/]: the turn was stopped; your prompt is kept "
                 "and the conversation goes on"
@@ -256,6 +258,8 @@ def converse(
         except EOFError:
             out.print()
             break
+        except Terminated:
+            raise
         except KeyboardInterrupt:
             out.print()
             err.print("[dim](Ctrl-D or /exit to leave)[/]")

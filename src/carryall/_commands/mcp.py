@@ -3,7 +3,8 @@
 The servers come from the config file's `mcpServers` and from an
 `mcpServers` JSON file (Claude Desktop's, Cursor's or VS Code's, unchanged);
 a server named in both is the file's. The SDK is imported only when a
-server is to be started, so a command without MCP servers never loads it.
+server is configured, so a command without MCP servers never loads it; for
+`run` and `chat` a server starts only when the first request needs its tools.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from carryall.mcp import McpToolbox
+    from carryall.tools import Tool
 
-__all__ = ["McpOption", "mcp_servers", "open_toolbox", "register"]
+__all__ = ["McpOption", "mcp_servers", "open_toolbox", "register", "start_toolbox"]
 
 McpOption = Annotated[
     Path | None,
@@ -123,16 +125,27 @@ def mcp_servers(path: Path | None) -> dict[str, McpServer]:
     return {name: server for name, server in servers.items() if not server.disabled}
 
 
-def open_toolbox(path: Path | None, reserved: Iterable[str], err: Console) -> McpToolbox | None:
-    """The started servers for `run` and `chat`, or None when none are configured.
+def open_toolbox(path: Path | None, reserved: Iterable[str]) -> McpToolbox | None:
+    """The configured servers for `run` and `chat`, not yet started; None when there are none.
 
-    A server that does not start is a warning line and is left out: the run
-    goes on with the tools it has. The caller closes the toolbox.
+    Reading the config is all it does: the servers start when their tools
+    are first needed (`start_toolbox`, at the first request), so a chat
+    that is opened and left starts no process. The caller closes the toolbox.
     """
     servers = mcp_servers(path)
     if not servers:
         return None
-    toolbox = _toolbox(servers, reserved)
+    return _toolbox(servers, reserved)
+
+
+def start_toolbox(toolbox: McpToolbox, tools: dict[str, Tool], err: Console) -> None:
+    """Start `toolbox`'s servers and add their tools to `tools` (an agent's table).
+
+    A server that does not start is a warning line and is left out: the run
+    goes on with the tools it has. Interrupted (Ctrl-C, SIGTERM), every
+    server started so far is stopped before the interruption goes on, so
+    none outlives it and the next call may start them afresh.
+    """
     try:
         with err.status("[dim]starting MCP servers…[/]"):
             results = toolbox.start()
@@ -146,7 +159,7 @@ def open_toolbox(path: Path | None, reserved: Iterable[str], err: Console) -> Mc
                 f"{shown(result.error)}",
                 soft_wrap=True,
             )
-    return toolbox
+    tools.update((t.name, t) for t in toolbox.tools)
 
 
 def _toolbox(servers: dict[str, McpServer], reserved: Iterable[str]) -> McpToolbox:

@@ -98,7 +98,8 @@ class McpToolbox:
     ) -> None:
         self.servers = dict(servers)
         self.start_timeout = start_timeout
-        self._taken = set(reserved)
+        self._reserved = frozenset(reserved)
+        self._taken = set(self._reserved)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._connections: dict[str, _Connection] = {}
@@ -117,8 +118,13 @@ class McpToolbox:
         return [t for result in self.results for t in result.tools]
 
     def start(self) -> list[ServerTools]:
-        """Start every configured server and list its tools; one `ServerTools` per server."""
+        """Start every configured server and list its tools; one `ServerTools` per server.
+
+        Called again (after `close`, or after a start that was interrupted),
+        it starts them afresh under the same names.
+        """
         loop = self._running_loop()
+        self._taken = set(self._reserved)
         futures = {
             name: asyncio.run_coroutine_threadsafe(self._start_one(name, server), loop)
             for name, server in self.servers.items()

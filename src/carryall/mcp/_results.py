@@ -6,7 +6,10 @@ its images on the user turn after the results (§1) like any other tool's.
 Nothing a server sends is trusted: each image passes the attachment
 loader's checks (canonical base64, magic bytes agreeing with the media type
 it claims, the size cap), and an image that fails them is named in the text
-with the reason instead of failing the request that would carry it.
+with the reason instead of failing the request that would carry it. An
+image that passes is kept as the server sent it; fitting it to a model
+(pixels, bytes, a body that does not decode) is the transport's, per
+request, like every other image's (`carryall.transport._images`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import AttachmentError
-from carryall.imagefit import IMAGE_FIT_INPUT_BYTES, fit_image
+from carryall.imagefit import IMAGE_FIT_INPUT_BYTES
 from carryall.tools import ToolOutput
 
 __all__ = ["MAX_CONTENT_ITEMS", "MAX_DOCUMENT_BYTES", "MAX_RESULT_CHARS", "result_output"]
@@ -108,12 +111,11 @@ def _image(media_type: str, data: str, label: str, images: list[Image]) -> str:
         image = load_image(target, _POLICY)
     except AttachmentError as exc:
         return f"{image_placeholder(media_type, source)} (not shown: {exc.reason})"
-    fitted = fit_image(Image(image.media_type, image.data, source))
-    if fitted.image is None:
-        return f"{image_placeholder(media_type, source)} (not shown: {fitted.note})"
-    images.append(fitted.image)
-    line = f"{fitted.image.placeholder()} (shown after the results)"
-    return line if fitted.note is None else f"{line} ({fitted.note})"
+    # The server's bytes as they came: the transport fits them to the wire
+    # each request goes to, so the session keeps the original.
+    shown = Image(image.media_type, image.data, source)
+    images.append(shown)
+    return f"{shown.placeholder()} (shown after the results)"
 
 
 def _pdf(uri: str, blob: str, label: str, documents: list[Document]) -> str:

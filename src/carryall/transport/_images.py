@@ -8,8 +8,10 @@ not decode (sent as its placeholder with the reason instead of failing the
 request), is a `Downgrade` in the encode's report, so the loss is recorded.
 
 Fast when there is nothing to do: an image's size is read from its header
-(`image_size`), so a request whose images are all within limits imports no
-Pillow and decodes no pixel.
+(`image_size`), and an image within limits goes byte for byte once Pillow
+has found its body whole (`check_image`: a PNG's checksums, a JPEG decoded
+at an eighth of its size), once per image in the process, not per request.
+Without Pillow the header is all that is read.
 """
 
 from __future__ import annotations
@@ -26,7 +28,14 @@ import msgspec
 
 from carryall.attachments import DEFAULT_MAX_IMAGE_BYTES
 from carryall.blocks import Block, Downgrade, Image, Message, Text, image_placeholder
-from carryall.imagefit import IMAGE_FIT_INPUT_BYTES, MAX_EDGE, RECOMMENDED_EDGE, Fitted, fit_image
+from carryall.imagefit import (
+    IMAGE_FIT_INPUT_BYTES,
+    MAX_EDGE,
+    RECOMMENDED_EDGE,
+    Fitted,
+    check_image,
+    fit_image,
+)
 from carryall.imagefit import image_size as _header_size
 from carryall.providers import Request
 
@@ -120,9 +129,11 @@ def _fitted(image: Image, limits: ImageLimits) -> Fitted | None:
     to be sent, and the same history goes out with every request of a turn.
     """
     size, data_bytes = _declared(image)
+    pillow = importlib.util.find_spec("PIL") is not None
     if size is not None and _within(size, data_bytes, limits):
-        return None
-    if importlib.util.find_spec("PIL") is None:
+        reason = _damage(image) if pillow else None
+        return None if reason is None else Fitted(None, reason)
+    if not pillow:
         _note_no_pillow()
         return None
     max_edge = limits.max_edge if limits.max_edge is not None else 1 << 30
@@ -130,6 +141,18 @@ def _fitted(image: Image, limits: ImageLimits) -> Fitted | None:
         image, max_edge=max_edge, max_bytes=limits.max_bytes, fit_edge=limits.fit_edge
     )
     return None if fitted.image is image else fitted
+
+
+@functools.lru_cache(maxsize=256)
+def _damage(image: Image) -> str | None:
+    """Why an image within limits cannot go as it is (`check_image`); None when it can.
+
+    An image whose header reads fine may still have a garbage body, which a
+    provider refuses along with the whole request. Checked once per image
+    for every wire (the cache outlives `_fitted`'s, which is per wire), so
+    a history's images are read once, not once per request.
+    """
+    return check_image(image)
 
 
 def _declared(image: Image) -> tuple[tuple[int, int] | None, int]:
