@@ -48,17 +48,19 @@ types = pytest.importorskip("google.genai.types")
 SEES = Capabilities(vision=True)
 
 
+def _b64(text: str) -> bytes:
+    return base64.b64decode(text.replace("-", "+").replace("_", "/"))
+
+
 def _bytes_normal(value: Any) -> Any:
-    # The SDK holds inline data as bytes and dumps it URL-safe: compare the bytes.
+    # The SDK holds inline data and signatures as bytes and dumps them
+    # URL-safe: compare the bytes.
     if isinstance(value, dict):
         if set(value) == {"mimeType", "data"}:
-            return {
-                **value,
-                "data": base64.b64decode(value["data"], altchars=b"-_")
-                if "-" in value["data"] or "_" in value["data"]
-                else base64.b64decode(value["data"]),
-            }
-        return {k: _bytes_normal(v) for k, v in value.items()}
+            return {**value, "data": _b64(value["data"])}
+        return {
+            k: _b64(v) if k == "thoughtSignature" else _bytes_normal(v) for k, v in value.items()
+        }
     if isinstance(value, list):
         return [_bytes_normal(v) for v in value]
     return value

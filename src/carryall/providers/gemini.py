@@ -25,7 +25,10 @@ The wire:
   `{"input": value}`, and `{"input": value}` reads back as `value`). Its thinking goes back as
   a `thought: true` part with its `thoughtSignature` only when it came from
   this wire (`own_thought`); other thinking stays in the transcript but off
-  the wire.
+  the wire. A signature on an answer's text part is an `Opaque` block of
+  kind `thoughtSignature` right after that `Text`: the text reads as text on
+  every wire, and the signature goes back on that same part to its origin
+  only (`prepare` leaves it off, reported, everywhere else).
 - Tools are one `functionDeclarations` tool; `tool_choice` is
   `toolConfig.functionCallingConfig.mode` (`AUTO`, `NONE`, `ANY`), only
   with tools. `maxOutputTokens` is the token limit; thinking asked for is
@@ -62,6 +65,7 @@ from carryall.blocks import (
     Block,
     Image,
     Message,
+    Opaque,
     Origin,
     Text,
     Thinking,
@@ -94,6 +98,9 @@ __all__ = [
 
 DIALECT: Final = "gemini"
 """The name this wire goes by in an origin, a backend and the switch matrix."""
+
+SIGNATURE: Final = "thoughtSignature"
+"""The `Opaque` kind of a signature on an answer's text part: echoed on that part, to its origin."""
 
 _IMPORTED: Final = Origin(DIALECT, "", "")
 """The origin of what an imported `contents` array holds: this wire, no endpoint or model."""
@@ -221,10 +228,25 @@ def _user_part(block: Block, names: Mapping[str, str], index: int) -> dict[str, 
 def _model_parts(message: Message, names: dict[str, str]) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     part: dict[str, Any]
+    text_part: dict[str, Any] | None = None  # the part the block just before was written as
     for block in message.content:
+        if isinstance(block, Opaque):
+            # `prepare` kept it: this origin's own native block. A text part's
+            # signature goes back on that part; anything else as it came.
+            native = json.loads(block.raw)
+            if block.kind == SIGNATURE and text_part is not None:
+                text_part.update(native)
+            else:
+                parts.append({"text": "", **native} if block.kind == SIGNATURE else native)
+            text_part = None
+            continue
+        text_part = None
         if isinstance(block, Text):
+            text_part = {"text": block.text}
             if block.text:
-                parts.append({"text": block.text})
+                parts.append(text_part)
+            else:
+                text_part = None
         elif isinstance(block, ToolUse):
             # `args` must be an object: anything else rides under "input", and so
             # does an object that is only "input", so that reading back is exact.
@@ -264,7 +286,12 @@ def _part_blocks(
             raise error(f"{where}.text must be a string, got {_shown(text)}")
         if raw.get("thought") is True:
             return [Thinking(text, signature, origin if signature else None)]
-        return [Text(text)] if text else []
+        blocks: list[Block] = [Text(text)] if text else []
+        if signature:
+            # A signed answer part: the text is plain text everywhere, and its
+            # signature rides beside it, for this part's origin only.
+            blocks.append(Opaque(SIGNATURE, json.dumps({"thoughtSignature": signature}), origin))
+        return blocks
     call = raw.get("functionCall")
     if call is not None:
         if not isinstance(call, Mapping):
