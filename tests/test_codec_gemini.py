@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from carryall.blocks import (
     Block,
+    Document,
     Image,
     Message,
     Origin,
@@ -458,16 +459,21 @@ def test_hostile_imports_are_block_errors(contents: Any) -> None:
         decode_messages(contents)
 
 
-def test_a_pdf_imports_as_its_placeholder_line() -> None:
+def test_a_pdf_imports_as_a_document_and_audio_as_its_placeholder_line() -> None:
     _, messages = decode_messages(
         [
             {
                 "role": "user",
-                "parts": [{"inlineData": {"mimeType": "application/pdf", "data": "AA=="}}],
+                "parts": [
+                    {"inlineData": {"mimeType": "application/pdf", "data": "AA=="}},
+                    {"inlineData": {"mimeType": "audio/wav", "data": "AA=="}},
+                ],
             }
         ]
     )
-    assert messages == [Message("user", (Text("[image: application/pdf]"),))]
+    assert messages == [
+        Message("user", (Document("application/pdf", "AA=="), Text("[image: audio/wav]")))
+    ]
 
 
 # -- properties ------------------------------------------------------------------------------
@@ -485,3 +491,84 @@ def test_any_history_validates_and_comes_back_as_the_wire_holds_it(
     )
     assert back_system == system
     assert back == expected_back(history)
+
+
+UPLOADED = "https://generativelanguage.googleapis.com/v1beta/files/abc123"
+PDF = Document.from_bytes("application/pdf", b"%PDF-1.4\n%fake\n", title="report")
+NOTES = Document.from_bytes("text/plain", b"plain notes", source="notes.txt")
+
+
+def test_documents_go_inline_and_files_api_uris_as_file_data() -> None:
+    shot_uri = Image("image/png", "", url=UPLOADED)
+    paper_uri = Document("application/pdf", url=UPLOADED + "-pdf")
+    history = [Message("user", (Text("read these"), PDF, NOTES, shot_uri, paper_uri))]
+    encoded = encode(request(history), SEES)
+    check_gemini_request(encoded.body)
+    assert encoded.downgrades == ()
+    (content,) = encoded.body["contents"]
+    assert content["parts"] == [
+        {"text": "read these"},
+        {"inlineData": {"mimeType": "application/pdf", "data": PDF.data}},
+        {"inlineData": {"mimeType": "text/plain", "data": NOTES.data}},
+        {"fileData": {"mimeType": "image/png", "fileUri": UPLOADED}},
+        {"fileData": {"mimeType": "application/pdf", "fileUri": UPLOADED + "-pdf"}},
+    ]
+    _, (back,) = decode_messages(encoded.body["contents"])
+    assert back.content == (
+        Text("read these"),
+        Document("application/pdf", PDF.data),
+        Document("text/plain", NOTES.data),
+        shot_uri,
+        paper_uri,
+    )
+
+
+def test_a_url_gemini_does_not_fetch_is_its_placeholder_and_reported() -> None:
+    remote = Image("image/png", "", url="https://example.com/remote.png")
+    paper = Document("application/pdf", url="https://example.com/paper.pdf")
+    encoded = encode(request([Message("user", (Text("look"), remote, paper))]), SEES)
+    check_gemini_request(encoded.body)
+    assert encoded.body["contents"][0]["parts"] == [
+        {"text": "look"},
+        {"text": remote.placeholder()},
+        {"text": paper.placeholder()},
+    ]
+    assert [(d.kind, d.index) for d in encoded.downgrades] == [("image", 0), ("document", 0)]
+    assert all(
+        "https://generativelanguage.googleapis.com/..." in d.reason for d in encoded.downgrades
+    )
+
+
+def test_a_signature_on_a_streamed_empty_text_part_is_kept_and_echoed_alone() -> None:
+    stream = [
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "Hi"}]}}]},
+        {
+            "candidates": [
+                {
+                    "content": {
+                        "role": "model",
+                        "parts": [{"text": "", "thoughtSignature": "AAAA"}],
+                    },
+                    "finishReason": "STOP",
+                }
+            ],
+            "modelVersion": "gemini-3-pro-preview",
+        },
+    ]
+    answer = decode_stream(stream, endpoint="generativelanguage.googleapis.com")
+    assert answer.message.text() == "Hi"
+    history = [Message.user("hello"), answer.message, Message.user("again")]
+    home = Request(
+        model="gemini-3-pro-preview",
+        endpoint="generativelanguage.googleapis.com",
+        messages=tuple(history),
+    )
+    body = encode_request(home, SEES)
+    check_gemini_request(body)
+    assert body["contents"][1]["parts"] == [{"text": "Hi", "thoughtSignature": "AAAA"}]
+    anthropic_bound = Request(model="claude", messages=tuple(history))
+    from carryall.providers import anthropic as anthropic_wire
+
+    elsewhere = anthropic_wire.encode(anthropic_bound, SEES)
+    assert "AAAA" not in json.dumps(elsewhere.body)
+    assert [d.kind for d in elsewhere.downgrades] == ["opaque"]

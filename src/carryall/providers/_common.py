@@ -71,6 +71,13 @@ class Wire(NamedTuple):
     """The roles whose provider-native blocks the encoder can echo to their origin."""
     call_signatures: bool = False
     """A call's own signature, back to its origin (Gemini's `thoughtSignature` on a call)."""
+    url_prefixes: tuple[str, ...] = ()
+    """The only URLs it fetches itself, by how they begin (Gemini: its Files API, YouTube);
+    empty when any http(s) URL will do."""
+
+    def takes_url(self, url: str) -> bool:
+        """Whether this wire fetches `url` itself (for an image or document by URL)."""
+        return not self.url_prefixes or url.startswith(self.url_prefixes)
 
 
 class Prepared(NamedTuple):
@@ -92,6 +99,7 @@ _BLIND = "the model cannot see: sent as its placeholder line"
 _LIMIT = "over the request's image limit: sent as its placeholder line"
 _IMAGE_URL = "this wire takes no image URLs (carryall fetches nothing): sent as its placeholder"
 _DOC_URL = "this wire takes no document URLs (carryall fetches nothing): sent as its placeholder"
+_OTHER_URL = "this wire fetches only {prefixes} (carryall fetches nothing): sent as its placeholder"
 _NO_PDF = "this wire takes no PDF documents: sent as its placeholder line"
 _DOC_TEXT = "this wire takes no text documents: sent as the document's text"
 _OPAQUE_TEXT = "provider-native {kind} block of {origin}: sent as its text line"
@@ -220,8 +228,13 @@ def _fit(
                 downgrades.append(Downgrade(index, "tool_use", reason))
                 fitted = ToolUse(block.id, block.name, block.input)
         elif isinstance(block, Image):
-            if block.url is not None and not block.data and not wire.image_urls:
-                downgrades.append(Downgrade(index, "image", _IMAGE_URL))
+            if (
+                block.url is not None
+                and not block.data
+                and not _url_ok(wire.image_urls, wire, block.url)
+            ):
+                reason = _url_reason(wire.image_urls, wire, _IMAGE_URL)
+                downgrades.append(Downgrade(index, "image", reason))
                 fitted = Text(block.placeholder())
         elif isinstance(block, Document):
             fitted = _fit_document(block, index, wire, downgrades)
@@ -269,6 +282,17 @@ def _fit_thinking(
     return block
 
 
+def _url_ok(takes: bool, wire: Wire, url: str) -> bool:
+    return takes and wire.takes_url(url)
+
+
+def _url_reason(takes: bool, wire: Wire, none: str) -> str:
+    """Why a URL was left off: the wire takes none, or none beginning as this one does."""
+    if not takes:
+        return none
+    return _OTHER_URL.format(prefixes=", ".join(f"{p}..." for p in wire.url_prefixes))
+
+
 def _fit_document(
     block: Document, index: int, wire: Wire, downgrades: list[Downgrade]
 ) -> Block | None:
@@ -277,10 +301,12 @@ def _fit_document(
             if wire.pdf:
                 return block
             downgrades.append(Downgrade(index, "document", _NO_PDF))
-        elif wire.pdf_urls:
+        elif block.url is not None and _url_ok(wire.pdf_urls, wire, block.url):
             return block
         else:
-            downgrades.append(Downgrade(index, "document", _DOC_URL))
+            downgrades.append(
+                Downgrade(index, "document", _url_reason(wire.pdf_urls, wire, _DOC_URL))
+            )
         return Text(block.placeholder())
     if not block.data:
         downgrades.append(Downgrade(index, "document", _DOC_URL))

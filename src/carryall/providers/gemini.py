@@ -14,7 +14,10 @@ The wire:
   naming its call (by the call's `id`, and by its `name`, which Gemini
   requires: found on the call in the message before), the result text under
   `response.output`, or `response.error` for an error result. The
-  message's text and images follow as `text` and `inlineData` parts.
+  message's text, images and documents (PDF, plain text) follow as `text`
+  and `inlineData` parts, or `fileData` for a URL Gemini fetches itself
+  (its Files API's, `FILES_API`); any other URL is its placeholder line,
+  reported (`prepare`), since carryall fetches nothing.
 - Tool-made images ride that user message after the results, never inside
   a `functionResponse`, although newer Gemini models could take them there:
   Chat Completions and llama-server cannot, and a history has to read the
@@ -61,8 +64,10 @@ from typing import Any, Final
 from carryall._json import body_bytes
 from carryall._text import shorten
 from carryall.blocks import (
+    DOCUMENT_MEDIA_TYPES,
     IMAGE_MEDIA_TYPES,
     Block,
+    Document,
     Image,
     Message,
     Opaque,
@@ -112,7 +117,19 @@ _REFUSALS: Final = frozenset(
 )
 
 
-WIRE: Final = Wire(DIALECT, signed=True, call_signatures=True)
+FILES_API: Final = "https://generativelanguage.googleapis.com/"
+"""Where the files a Gemini request may name by URI live (the Files API's uploads)."""
+
+WIRE: Final = Wire(
+    DIALECT,
+    signed=True,
+    call_signatures=True,
+    image_urls=True,
+    pdf=True,
+    pdf_urls=True,
+    text_documents=True,
+    url_prefixes=(FILES_API,),
+)
 """What this wire takes natively: its own thought signatures back, nobody else's.
 
 A `thoughtSignature` (on a thought or on a call) means something to the
@@ -218,7 +235,10 @@ def _user_part(block: Block, names: Mapping[str, str], index: int) -> dict[str, 
                 "response": {key: block.content},
             }
         }
-    if isinstance(block, Image):
+    if isinstance(block, Image | Document):
+        # `prepare` let a URI through only where Gemini fetches it (`FILES_API`).
+        if block.url is not None and not block.data:
+            return {"fileData": {"mimeType": block.media_type, "fileUri": block.url}}
         return {"inlineData": {"mimeType": block.media_type, "data": block.data}}
     if isinstance(block, Text):
         return {"text": block.text}
@@ -559,6 +579,8 @@ def _import_user(parts: list[Any], where: str, calls: list[ToolUse]) -> Message:
             results.append(_import_response(raw["functionResponse"], part_where, calls, answered))
         elif "inlineData" in raw:
             rest.append(_import_inline(raw["inlineData"], f"{part_where}.inlineData"))
+        elif "fileData" in raw:
+            rest.append(_import_file(raw["fileData"], f"{part_where}.fileData"))
         elif isinstance(raw.get("text"), str):
             rest.append(Text(raw["text"]))
         else:
@@ -598,12 +620,33 @@ def _import_inline(raw: Any, where: str) -> Block:
     data = raw.get("data")
     if not isinstance(media_type, str) or not isinstance(data, str):
         raise BlockError(f"{where} needs mimeType and data strings")
-    if media_type not in IMAGE_MEDIA_TYPES:
-        # A PDF or an audio clip has no block yet: named, not lost.
+    known = media_type in IMAGE_MEDIA_TYPES or media_type in DOCUMENT_MEDIA_TYPES
+    if not known:
+        # An audio clip or a video has no block: named, not lost.
         return Text(image_placeholder(media_type))
     if len(data) % 4 or _BASE64.fullmatch(data) is None:
         raise BlockError(f"{where}: the data is not canonical base64")
+    if media_type in DOCUMENT_MEDIA_TYPES:
+        return Document(media_type, data)
     return Image(media_type, data)
+
+
+def _import_file(raw: Any, where: str) -> Block:
+    """A `fileData` part: an image or a document by the URI Gemini fetches."""
+    if not isinstance(raw, Mapping):
+        raise BlockError(f"{where} must be an object, got {_shown(raw)}")
+    media_type = raw.get("mimeType")
+    uri = raw.get("fileUri")
+    if not isinstance(media_type, str) or not isinstance(uri, str):
+        raise BlockError(f"{where} needs mimeType and fileUri strings")
+    try:
+        if media_type in IMAGE_MEDIA_TYPES:
+            return Image(media_type, "", url=uri)
+        if media_type in DOCUMENT_MEDIA_TYPES:
+            return Document(media_type, url=uri)
+    except BlockError as exc:
+        raise BlockError(f"{where}: {exc}") from None
+    return Text(image_placeholder(media_type, uri))
 
 
 def _texts(content: Any, where: str) -> list[str]:
