@@ -9,7 +9,6 @@ vanishing. What the wire cannot hold is `expected_back`.
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
@@ -42,54 +41,12 @@ from carryall.providers.gemini import (
     encode_request_bytes,
 )
 from tests.goldens import GOLDENS, SHOT, TOOLS
+from tests.sdk_wires import check_gemini_request
 from tests.test_codec_anthropic import histories
 
 types = pytest.importorskip("google.genai.types")
 
 SEES = Capabilities(vision=True)
-
-
-def _b64(text: str) -> bytes:
-    return base64.b64decode(text.replace("-", "+").replace("_", "/"))
-
-
-def _bytes_normal(value: Any) -> Any:
-    # The SDK holds inline data and signatures as bytes and dumps them
-    # URL-safe: compare the bytes.
-    if isinstance(value, dict):
-        if set(value) == {"mimeType", "data"}:
-            return {**value, "data": _b64(value["data"])}
-        return {
-            k: _b64(v) if k == "thoughtSignature" else _bytes_normal(v) for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [_bytes_normal(v) for v in value]
-    return value
-
-
-def _same(model: Any, sent: Any) -> None:
-    dumped = model.model_dump(mode="json", by_alias=True, exclude_none=True)
-    assert _bytes_normal(dumped) == _bytes_normal(sent), "the SDK type dropped or changed a key"
-
-
-def check_gemini_request(body: dict[str, Any]) -> None:
-    """Fail unless every part of the body is what the SDK's own types accept, nothing dropped."""
-    assert set(body) <= {
-        "contents",
-        "systemInstruction",
-        "tools",
-        "toolConfig",
-        "generationConfig",
-    }, sorted(body)
-    for content in body["contents"]:
-        _same(types.Content.model_validate(content), content)
-    for tool in body.get("tools", ()):
-        _same(types.Tool.model_validate(tool), tool)
-    config = {
-        **body.get("generationConfig", {}),
-        **{k: body[k] for k in ("systemInstruction", "tools", "toolConfig") if k in body},
-    }
-    _same(types.GenerateContentConfig.model_validate(config), config)
 
 
 def request(history: list[Message], **options: Any) -> Request:

@@ -31,7 +31,7 @@ from carryall.providers.gemini import (
     encode,
     encode_request,
 )
-from tests.test_codec_gemini import check_gemini_request
+from tests.sdk_wires import check_gemini_request
 from tests.test_transport_faults import Reply, served
 
 FIXTURES = Path(__file__).parent / "fixtures" / "recorded" / "gemini"

@@ -15,11 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from openai.types.responses.response_create_params import (
-    ResponseCreateParamsNonStreaming,
-    ResponseCreateParamsStreaming,
-)
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from carryall.blocks import (
     Block,
@@ -47,21 +43,10 @@ from carryall.providers.responses import (
     encode_request_bytes,
 )
 from tests.goldens import GOLDENS, SHOT, TOOLS
-from tests.sdk_openai import _materialize
+from tests.sdk_wires import check_responses_request
 from tests.test_codec_anthropic import histories
 
-NON_STREAMING = TypeAdapter(ResponseCreateParamsNonStreaming)
-STREAMING = TypeAdapter(ResponseCreateParamsStreaming)
-LLAMA_EXTRA_KEYS = ("json_schema",)
 SEES = Capabilities(vision=True)
-
-
-def check_responses_request(body: dict[str, Any], *, streaming: bool = False) -> None:
-    """Fail unless the official SDK's type accepts the body whole, nothing dropped."""
-    plain = {k: v for k, v in body.items() if k not in LLAMA_EXTRA_KEYS}
-    adapter = STREAMING if streaming else NON_STREAMING
-    validated = _materialize(adapter.validate_python(plain))
-    assert validated == plain, "the SDK type dropped or changed something: an unknown key?"
 
 
 def request(history: list[Message], **options: Any) -> Request:
