@@ -157,13 +157,22 @@ def encode(request: Request, caps: Capabilities) -> Encoded:
     contents: list[dict[str, Any]] = []
     names: dict[str, str] = {}  # the calls of the message before, which results answer by name
     for index, message in enumerate(messages):
+        content = message.content
         if message.role == "user":
-            parts = [_user_part(block, names, index) for block in _results_first(message)]
+            if (
+                len(content) == 1
+                and type(content[0]) is ToolResult
+                and content[0].tool_use_id in names
+            ):
+                # The commonest user turn of a tool loop: one result, one part.
+                parts = [_result_part(content[0], names[content[0].tool_use_id])]
+            else:
+                parts = [_user_part(block, names, index) for block in _results_first(message)]
             contents.append({"role": "user", "parts": parts})
             names = {}
         else:
             names = {}
-            parts = _model_parts(message, names)
+            parts = _model_parts(content, names)
             contents.append({"role": "model", "parts": parts or [{"text": ""}]})
     if not contents:
         raise HistoryError(0, "the request has no messages: nothing to answer")
@@ -220,21 +229,29 @@ def _results_first(message: Message) -> Sequence[Block]:
     return [*results, *(b for b in content if not isinstance(b, ToolResult))]
 
 
+def _result_part(block: ToolResult, name: str) -> dict[str, Any]:
+    key = "error" if block.is_error else "output"
+    return {
+        "functionResponse": {
+            "id": block.tool_use_id,
+            "name": name,
+            "response": {key: block.content},
+        }
+    }
+
+
 def _user_part(block: Block, names: Mapping[str, str], index: int) -> dict[str, Any]:
-    if isinstance(block, ToolResult):
-        name = names.get(block.tool_use_id)
+    kind = type(block)
+    if kind is Text:
+        return {"text": block.text}  # type: ignore[union-attr]
+    if kind is ToolResult:
+        result: ToolResult = block  # type: ignore[assignment]
+        name = names.get(result.tool_use_id)
         if name is None:
             raise HistoryError(
-                index, f"tool result {block.tool_use_id!r} answers no call of the message before"
+                index, f"tool result {result.tool_use_id!r} answers no call of the message before"
             )
-        key = "error" if block.is_error else "output"
-        return {
-            "functionResponse": {
-                "id": block.tool_use_id,
-                "name": name,
-                "response": {key: block.content},
-            }
-        }
+        return _result_part(result, name)
     if isinstance(block, Image | Document):
         # `prepare` let a URI through only where Gemini fetches it (`FILES_API`).
         if block.url is not None and not block.data:
@@ -245,11 +262,38 @@ def _user_part(block: Block, names: Mapping[str, str], index: int) -> dict[str, 
     raise HistoryError(index, f"a {type(block).__name__} block has no place in a user turn")
 
 
-def _model_parts(message: Message, names: dict[str, str]) -> list[dict[str, Any]]:
+def _model_parts(content: Sequence[Block], names: dict[str, str]) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     part: dict[str, Any]
     text_part: dict[str, Any] | None = None  # the part the block just before was written as
-    for block in message.content:
+    for block in content:
+        kind = type(block)
+        if kind is Text:
+            text = block.text  # type: ignore[union-attr]
+            text_part = {"text": text} if text else None
+            if text_part is not None:
+                parts.append(text_part)
+            continue
+        if kind is ToolUse:
+            call: ToolUse = block  # type: ignore[assignment]
+            # `args` must be an object: anything else rides under "input", and so
+            # does an object that is only "input", so that reading back is exact.
+            value = call.input
+            plain = isinstance(value, dict) and not (len(value) == 1 and "input" in value)
+            part = {
+                "functionCall": {
+                    "id": call.id,
+                    "name": call.name,
+                    "args": value if plain else {"input": value},
+                }
+            }
+            if call.signature:
+                # `prepare` kept it: this origin's own signature, echoed with its call.
+                part["thoughtSignature"] = call.signature
+            parts.append(part)
+            names[call.id] = call.name
+            text_part = None
+            continue
         if isinstance(block, Opaque):
             # `prepare` kept it: this origin's own native block. A text part's
             # signature goes back on that part; anything else as it came.
@@ -261,24 +305,7 @@ def _model_parts(message: Message, names: dict[str, str]) -> list[dict[str, Any]
             text_part = None
             continue
         text_part = None
-        if isinstance(block, Text):
-            text_part = {"text": block.text}
-            if block.text:
-                parts.append(text_part)
-            else:
-                text_part = None
-        elif isinstance(block, ToolUse):
-            # `args` must be an object: anything else rides under "input", and so
-            # does an object that is only "input", so that reading back is exact.
-            plain = isinstance(block.input, dict) and set(block.input) != {"input"}
-            args = block.input if plain else {"input": block.input}
-            part = {"functionCall": {"id": block.id, "name": block.name, "args": args}}
-            if block.signature:
-                # `prepare` kept it: this origin's own signature, echoed with its call.
-                part["thoughtSignature"] = block.signature
-            parts.append(part)
-            names[block.id] = block.name
-        elif isinstance(block, Thinking) and block.signature:
+        if isinstance(block, Thinking) and block.signature:
             # `prepare` kept it: this origin's own signed thought.
             parts.append({"text": block.text, "thought": True, "thoughtSignature": block.signature})
     return parts
