@@ -12,11 +12,12 @@ every dialect, and every answer "no" is reported.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import msgspec
 
-from carryall._json import repair_surrogates, repair_text
+from carryall._json import load_json, repair_surrogates, repair_text
+from carryall._text import shorten
 from carryall.blocks import (
     Block,
     Document,
@@ -31,7 +32,7 @@ from carryall.blocks import (
     apply_image_limit,
     survey_history,
 )
-from carryall.errors import ProviderError
+from carryall.errors import BlockError, ProviderError
 from carryall.providers._types import Capabilities, Downgrade, Request
 
 __all__ = [
@@ -39,6 +40,8 @@ __all__ = [
     "Prepared",
     "Wire",
     "answer_message",
+    "answered_call",
+    "imported_call",
     "prepare",
     "system_note",
     "target_origin",
@@ -387,3 +390,63 @@ def answer_message(blocks: Iterable[Block], where: str) -> Message:
             seen.add(block.id)
         out.append(block)
     return Message("assistant", tuple(out) or (Text(""),))
+
+
+# -- tool calls, read the one way the OpenAI-family wires agree on -----------
+
+
+def _shown(value: Any) -> str:
+    """A short rendering of a bad wire value for an error message: Python type and a prefix.
+
+    Named by the decoded value's Python type (`int 1`, `list`), the wording
+    these errors have always had.
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return repr(shorten(value, 40))
+    if isinstance(value, bool | int | float):
+        try:
+            shown = repr(value)
+        except ValueError:  # an int too long to print
+            shown = "..."
+        return f"{type(value).__name__} {shorten(shown, 40)}"
+    return type(value).__name__
+
+
+def _parse_arguments(raw: str) -> tuple[Any, bool]:
+    """The arguments as JSON, or the raw text and True when they are not JSON."""
+    if not raw.strip():
+        return {}, False
+    ok, value = load_json(raw)
+    return (value, False) if ok else (raw, True)
+
+
+def answered_call(
+    call_id: str, name: str | None, arguments: str, where: str
+) -> tuple[ToolUse, bool]:
+    """A tool call read off an answer (Chat Completions or Responses), and whether its
+    arguments were not JSON (kept as their text, for `Response.malformed_tool_args`)."""
+    if not name:
+        raise ProviderError(f"{where}: the tool call has no name")
+    value, bad = _parse_arguments(arguments)
+    return ToolUse(call_id, name, value), bad
+
+
+def imported_call(call_id: Any, name: Any, arguments: Any, where: str, holder: str) -> ToolUse:
+    """A tool call read from a history someone holds (Chat Completions or Responses).
+
+    `holder` names where the name and arguments sit (`function` on Chat
+    Completions, nothing on Responses). Arguments that are a JSON value
+    rather than its text are taken as they are: llama-server takes both.
+    """
+    if not isinstance(call_id, str) or not call_id:
+        raise BlockError(f"{where}: a tool call needs an id string, got {_shown(call_id)}")
+    inner = f"{where}.{holder}" if holder else where
+    if not isinstance(name, str) or not name:
+        raise BlockError(f"{inner}: a tool call needs a name, got {_shown(name)}")
+    if isinstance(arguments, str):
+        value, _ = _parse_arguments(arguments)
+    else:
+        value = arguments
+    return ToolUse(call_id, name, value)

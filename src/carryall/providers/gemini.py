@@ -79,7 +79,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
-from carryall.providers._common import Wire, answer_message, prepare
+from carryall.providers._common import Wire, _shown, answer_message, prepare
 from carryall.providers._types import (
     Capabilities,
     Encoded,
@@ -88,7 +88,7 @@ from carryall.providers._types import (
     StopReason,
     Usage,
 )
-from carryall.providers.openai import _count, _mapping, _shown
+from carryall.providers.openai import _count, _mapping
 
 __all__ = [
     "DIALECT",

@@ -80,7 +80,14 @@ from carryall.blocks import (
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
 from carryall.providers import prompt as prompt_mode
-from carryall.providers._common import Wire, answer_message, prepare
+from carryall.providers._common import (
+    Wire,
+    _shown,
+    answer_message,
+    answered_call,
+    imported_call,
+    prepare,
+)
 from carryall.providers._types import (
     Capabilities,
     Encoded,
@@ -98,9 +105,7 @@ from carryall.providers.openai import (
     _import_image,
     _mapping,
     _optional_str,
-    _parse_arguments,
     _raise_wire_error,
-    _shown,
 )
 
 __all__ = [
@@ -344,11 +349,10 @@ class _Answer:
                 raise ProviderError(f"{where}: call_id {call_id!r} is used twice")
             self.seen.add(call_id)
             name = _optional_str(item, "name", where)
-            if not name:
-                raise ProviderError(f"{where}: the function call has no name")
-            value, bad = _parse_arguments(_optional_str(item, "arguments", where) or "")
+            arguments = _optional_str(item, "arguments", where) or ""
+            call, bad = answered_call(call_id, name, arguments, where)
             self.malformed += int(bad)
-            self.blocks.append(ToolUse(call_id, name, value))
+            self.blocks.append(call)
         elif not isinstance(kind, str):
             raise ProviderError(f"{where}: an output item needs a type string, got {_shown(kind)}")
         # Other item types (hosted tools' calls and results) have no block form.
@@ -810,17 +814,9 @@ def _import_file(raw: Mapping[str, Any], where: str) -> Block:
 
 
 def _import_call(item: Mapping[str, Any], where: str) -> ToolUse:
-    call_id = item.get("call_id")
-    name = item.get("name")
-    arguments = item.get("arguments", "")
-    if not isinstance(call_id, str) or not call_id:
-        raise BlockError(f"{where}: a function call needs a call_id string, got {_shown(call_id)}")
-    if not isinstance(name, str) or not name:
-        raise BlockError(f"{where}: a function call needs a name, got {_shown(name)}")
-    if not isinstance(arguments, str):
-        raise BlockError(f"{where}.arguments must be a string, got {_shown(arguments)}")
-    value, _ = _parse_arguments(arguments)
-    return ToolUse(call_id, name, value)
+    return imported_call(
+        item.get("call_id"), item.get("name"), item.get("arguments", ""), where, ""
+    )
 
 
 def _import_output(item: Mapping[str, Any], where: str) -> ToolResult:
