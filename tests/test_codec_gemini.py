@@ -9,7 +9,6 @@ vanishing. What the wire cannot hold is `expected_back`.
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
@@ -20,6 +19,7 @@ from pydantic import ValidationError
 
 from carryall.blocks import (
     Block,
+    Document,
     Image,
     Message,
     Origin,
@@ -41,52 +41,12 @@ from carryall.providers.gemini import (
     encode_request_bytes,
 )
 from tests.goldens import GOLDENS, SHOT, TOOLS
+from tests.sdk_wires import check_gemini_request
 from tests.test_codec_anthropic import histories
 
 types = pytest.importorskip("google.genai.types")
 
 SEES = Capabilities(vision=True)
-
-
-def _bytes_normal(value: Any) -> Any:
-    # The SDK holds inline data as bytes and dumps it URL-safe: compare the bytes.
-    if isinstance(value, dict):
-        if set(value) == {"mimeType", "data"}:
-            return {
-                **value,
-                "data": base64.b64decode(value["data"], altchars=b"-_")
-                if "-" in value["data"] or "_" in value["data"]
-                else base64.b64decode(value["data"]),
-            }
-        return {k: _bytes_normal(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_bytes_normal(v) for v in value]
-    return value
-
-
-def _same(model: Any, sent: Any) -> None:
-    dumped = model.model_dump(mode="json", by_alias=True, exclude_none=True)
-    assert _bytes_normal(dumped) == _bytes_normal(sent), "the SDK type dropped or changed a key"
-
-
-def check_gemini_request(body: dict[str, Any]) -> None:
-    """Fail unless every part of the body is what the SDK's own types accept, nothing dropped."""
-    assert set(body) <= {
-        "contents",
-        "systemInstruction",
-        "tools",
-        "toolConfig",
-        "generationConfig",
-    }, sorted(body)
-    for content in body["contents"]:
-        _same(types.Content.model_validate(content), content)
-    for tool in body.get("tools", ()):
-        _same(types.Tool.model_validate(tool), tool)
-    config = {
-        **body.get("generationConfig", {}),
-        **{k: body[k] for k in ("systemInstruction", "tools", "toolConfig") if k in body},
-    }
-    _same(types.GenerateContentConfig.model_validate(config), config)
 
 
 def request(history: list[Message], **options: Any) -> Request:
@@ -456,16 +416,21 @@ def test_hostile_imports_are_block_errors(contents: Any) -> None:
         decode_messages(contents)
 
 
-def test_a_pdf_imports_as_its_placeholder_line() -> None:
+def test_a_pdf_imports_as_a_document_and_audio_as_its_placeholder_line() -> None:
     _, messages = decode_messages(
         [
             {
                 "role": "user",
-                "parts": [{"inlineData": {"mimeType": "application/pdf", "data": "AA=="}}],
+                "parts": [
+                    {"inlineData": {"mimeType": "application/pdf", "data": "AA=="}},
+                    {"inlineData": {"mimeType": "audio/wav", "data": "AA=="}},
+                ],
             }
         ]
     )
-    assert messages == [Message("user", (Text("[image: application/pdf]"),))]
+    assert messages == [
+        Message("user", (Document("application/pdf", "AA=="), Text("[image: audio/wav]")))
+    ]
 
 
 # -- properties ------------------------------------------------------------------------------
@@ -483,3 +448,84 @@ def test_any_history_validates_and_comes_back_as_the_wire_holds_it(
     )
     assert back_system == system
     assert back == expected_back(history)
+
+
+UPLOADED = "https://generativelanguage.googleapis.com/v1beta/files/abc123"
+PDF = Document.from_bytes("application/pdf", b"%PDF-1.4\n%fake\n", title="report")
+NOTES = Document.from_bytes("text/plain", b"plain notes", source="notes.txt")
+
+
+def test_documents_go_inline_and_files_api_uris_as_file_data() -> None:
+    shot_uri = Image("image/png", "", url=UPLOADED)
+    paper_uri = Document("application/pdf", url=UPLOADED + "-pdf")
+    history = [Message("user", (Text("read these"), PDF, NOTES, shot_uri, paper_uri))]
+    encoded = encode(request(history), SEES)
+    check_gemini_request(encoded.body)
+    assert encoded.downgrades == ()
+    (content,) = encoded.body["contents"]
+    assert content["parts"] == [
+        {"text": "read these"},
+        {"inlineData": {"mimeType": "application/pdf", "data": PDF.data}},
+        {"inlineData": {"mimeType": "text/plain", "data": NOTES.data}},
+        {"fileData": {"mimeType": "image/png", "fileUri": UPLOADED}},
+        {"fileData": {"mimeType": "application/pdf", "fileUri": UPLOADED + "-pdf"}},
+    ]
+    _, (back,) = decode_messages(encoded.body["contents"])
+    assert back.content == (
+        Text("read these"),
+        Document("application/pdf", PDF.data),
+        Document("text/plain", NOTES.data),
+        shot_uri,
+        paper_uri,
+    )
+
+
+def test_a_url_gemini_does_not_fetch_is_its_placeholder_and_reported() -> None:
+    remote = Image("image/png", "", url="https://example.com/remote.png")
+    paper = Document("application/pdf", url="https://example.com/paper.pdf")
+    encoded = encode(request([Message("user", (Text("look"), remote, paper))]), SEES)
+    check_gemini_request(encoded.body)
+    assert encoded.body["contents"][0]["parts"] == [
+        {"text": "look"},
+        {"text": remote.placeholder()},
+        {"text": paper.placeholder()},
+    ]
+    assert [(d.kind, d.index) for d in encoded.downgrades] == [("image", 0), ("document", 0)]
+    assert all(
+        "https://generativelanguage.googleapis.com/..." in d.reason for d in encoded.downgrades
+    )
+
+
+def test_a_signature_on_a_streamed_empty_text_part_is_kept_and_echoed_alone() -> None:
+    stream = [
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "Hi"}]}}]},
+        {
+            "candidates": [
+                {
+                    "content": {
+                        "role": "model",
+                        "parts": [{"text": "", "thoughtSignature": "AAAA"}],
+                    },
+                    "finishReason": "STOP",
+                }
+            ],
+            "modelVersion": "gemini-3-pro-preview",
+        },
+    ]
+    answer = decode_stream(stream, endpoint="generativelanguage.googleapis.com")
+    assert answer.message.text() == "Hi"
+    history = [Message.user("hello"), answer.message, Message.user("again")]
+    home = Request(
+        model="gemini-3-pro-preview",
+        endpoint="generativelanguage.googleapis.com",
+        messages=tuple(history),
+    )
+    body = encode_request(home, SEES)
+    check_gemini_request(body)
+    assert body["contents"][1]["parts"] == [{"text": "Hi", "thoughtSignature": "AAAA"}]
+    anthropic_bound = Request(model="claude", messages=tuple(history))
+    from carryall.providers import anthropic as anthropic_wire
+
+    elsewhere = anthropic_wire.encode(anthropic_bound, SEES)
+    assert "AAAA" not in json.dumps(elsewhere.body)
+    assert [d.kind for d in elsewhere.downgrades] == ["opaque"]

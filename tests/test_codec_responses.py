@@ -15,14 +15,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from openai.types.responses.response_create_params import (
-    ResponseCreateParamsNonStreaming,
-    ResponseCreateParamsStreaming,
-)
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from carryall.blocks import (
     Block,
+    Document,
     Image,
     Message,
     Opaque,
@@ -46,21 +43,10 @@ from carryall.providers.responses import (
     encode_request_bytes,
 )
 from tests.goldens import GOLDENS, SHOT, TOOLS
-from tests.sdk_openai import _materialize
+from tests.sdk_wires import check_responses_request
 from tests.test_codec_anthropic import histories
 
-NON_STREAMING = TypeAdapter(ResponseCreateParamsNonStreaming)
-STREAMING = TypeAdapter(ResponseCreateParamsStreaming)
-LLAMA_EXTRA_KEYS = ("json_schema",)
 SEES = Capabilities(vision=True)
-
-
-def check_responses_request(body: dict[str, Any], *, streaming: bool = False) -> None:
-    """Fail unless the official SDK's type accepts the body whole, nothing dropped."""
-    plain = {k: v for k, v in body.items() if k not in LLAMA_EXTRA_KEYS}
-    adapter = STREAMING if streaming else NON_STREAMING
-    validated = _materialize(adapter.validate_python(plain))
-    assert validated == plain, "the SDK type dropped or changed something: an unknown key?"
 
 
 def request(history: list[Message], **options: Any) -> Request:
@@ -506,3 +492,44 @@ def test_any_history_validates_and_comes_back_as_the_wire_holds_it(
     back_system, back = decode_messages(body["input"], instructions=body.get("instructions"))
     assert back_system == (system or None)
     assert back == expected_back(history)
+
+
+PDF = Document.from_bytes("application/pdf", b"%PDF-1.4\n%fake\n", title="report.pdf")
+PDF_URL = Document("application/pdf", url="https://example.com/paper.pdf")
+NOTES = Document.from_bytes("text/plain", b"plain notes", source="notes.txt")
+REMOTE = Image("image/png", "", url="https://example.com/remote.png")
+
+
+def test_images_by_url_and_pdfs_go_as_input_image_and_input_file_parts() -> None:
+    history = [Message("user", (Text("read these"), REMOTE, PDF, PDF_URL, NOTES))]
+    encoded = encode(request(history), SEES)
+    check_responses_request(encoded.body)
+    (item,) = encoded.body["input"]
+    assert item["content"] == [
+        {"type": "input_text", "text": "read these"},
+        {"type": "input_image", "image_url": REMOTE.url, "detail": "auto"},
+        {"type": "input_file", "filename": "report.pdf", "file_data": PDF.data_uri()},
+        {"type": "input_file", "file_url": PDF_URL.url},
+        {"type": "input_text", "text": f"{NOTES.placeholder()}\nplain notes"},
+    ]
+    # Only the plain-text document was not sent as it is held, and the report says so.
+    (left,) = encoded.downgrades
+    assert (left.index, left.kind) == (0, "document") and "text documents" in left.reason
+    _, back = decode_messages(encoded.body["input"])
+    assert back[0].content[2:4] == (
+        Document("application/pdf", PDF.data, title="report.pdf"),
+        PDF_URL,
+    )
+
+
+def test_an_uploaded_file_id_imports_as_its_placeholder_and_a_bad_file_is_refused() -> None:
+    _, (message,) = decode_messages(
+        [{"role": "user", "content": [{"type": "input_file", "file_id": "file-abc"}]}]
+    )
+    assert message.content == (Text("[document: file-abc (application/pdf)]"),)
+    with pytest.raises(BlockError, match=r"input\[0\].*content\[0\].*input_file needs"):
+        decode_messages([{"role": "user", "content": [{"type": "input_file"}]}])
+    with pytest.raises(BlockError, match="file_data: not a base64 data: URL"):
+        decode_messages(
+            [{"role": "user", "content": [{"type": "input_file", "file_data": "%PDF"}]}]
+        )

@@ -23,7 +23,7 @@ from carryall.providers import Capabilities, Request
 from carryall.providers.codec import responses_codec
 from carryall.transport.responses import ResponsesBackend
 from tests.goldens import GOLDENS, TOOLS
-from tests.test_codec_responses import check_responses_request
+from tests.sdk_wires import check_responses_request
 from tests.test_codecs_real_server import server
 
 pytestmark = pytest.mark.timeout(600)

@@ -29,7 +29,7 @@ from carryall.providers.responses import (
     encode_request,
 )
 from carryall.transport.responses import ResponsesBackend
-from tests.test_codec_responses import check_responses_request
+from tests.sdk_wires import check_responses_request
 from tests.test_transport_faults import Reply, served
 
 FIXTURES = Path(__file__).parent / "fixtures" / "recorded" / "responses"

@@ -12,11 +12,12 @@ every dialect, and every answer "no" is reported.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import msgspec
 
-from carryall._json import repair_surrogates, repair_text
+from carryall._json import load_json, repair_surrogates, repair_text
+from carryall._text import shorten
 from carryall.blocks import (
     Block,
     Document,
@@ -31,7 +32,7 @@ from carryall.blocks import (
     apply_image_limit,
     survey_history,
 )
-from carryall.errors import ProviderError
+from carryall.errors import BlockError, ProviderError
 from carryall.providers._types import Capabilities, Downgrade, Request
 
 __all__ = [
@@ -39,6 +40,8 @@ __all__ = [
     "Prepared",
     "Wire",
     "answer_message",
+    "answered_call",
+    "imported_call",
     "prepare",
     "system_note",
     "target_origin",
@@ -71,6 +74,13 @@ class Wire(NamedTuple):
     """The roles whose provider-native blocks the encoder can echo to their origin."""
     call_signatures: bool = False
     """A call's own signature, back to its origin (Gemini's `thoughtSignature` on a call)."""
+    url_prefixes: tuple[str, ...] = ()
+    """The only URLs it fetches itself, by how they begin (Gemini: its Files API, YouTube);
+    empty when any http(s) URL will do."""
+
+    def takes_url(self, url: str) -> bool:
+        """Whether this wire fetches `url` itself (for an image or document by URL)."""
+        return not self.url_prefixes or url.startswith(self.url_prefixes)
 
 
 class Prepared(NamedTuple):
@@ -92,6 +102,7 @@ _BLIND = "the model cannot see: sent as its placeholder line"
 _LIMIT = "over the request's image limit: sent as its placeholder line"
 _IMAGE_URL = "this wire takes no image URLs (carryall fetches nothing): sent as its placeholder"
 _DOC_URL = "this wire takes no document URLs (carryall fetches nothing): sent as its placeholder"
+_OTHER_URL = "this wire fetches only {prefixes} (carryall fetches nothing): sent as its placeholder"
 _NO_PDF = "this wire takes no PDF documents: sent as its placeholder line"
 _DOC_TEXT = "this wire takes no text documents: sent as the document's text"
 _OPAQUE_TEXT = "provider-native {kind} block of {origin}: sent as its text line"
@@ -220,8 +231,13 @@ def _fit(
                 downgrades.append(Downgrade(index, "tool_use", reason))
                 fitted = ToolUse(block.id, block.name, block.input)
         elif isinstance(block, Image):
-            if block.url is not None and not block.data and not wire.image_urls:
-                downgrades.append(Downgrade(index, "image", _IMAGE_URL))
+            if (
+                block.url is not None
+                and not block.data
+                and not _url_ok(wire.image_urls, wire, block.url)
+            ):
+                reason = _url_reason(wire.image_urls, wire, _IMAGE_URL)
+                downgrades.append(Downgrade(index, "image", reason))
                 fitted = Text(block.placeholder())
         elif isinstance(block, Document):
             fitted = _fit_document(block, index, wire, downgrades)
@@ -269,6 +285,17 @@ def _fit_thinking(
     return block
 
 
+def _url_ok(takes: bool, wire: Wire, url: str) -> bool:
+    return takes and wire.takes_url(url)
+
+
+def _url_reason(takes: bool, wire: Wire, none: str) -> str:
+    """Why a URL was left off: the wire takes none, or none beginning as this one does."""
+    if not takes:
+        return none
+    return _OTHER_URL.format(prefixes=", ".join(f"{p}..." for p in wire.url_prefixes))
+
+
 def _fit_document(
     block: Document, index: int, wire: Wire, downgrades: list[Downgrade]
 ) -> Block | None:
@@ -277,10 +304,12 @@ def _fit_document(
             if wire.pdf:
                 return block
             downgrades.append(Downgrade(index, "document", _NO_PDF))
-        elif wire.pdf_urls:
+        elif block.url is not None and _url_ok(wire.pdf_urls, wire, block.url):
             return block
         else:
-            downgrades.append(Downgrade(index, "document", _DOC_URL))
+            downgrades.append(
+                Downgrade(index, "document", _url_reason(wire.pdf_urls, wire, _DOC_URL))
+            )
         return Text(block.placeholder())
     if not block.data:
         downgrades.append(Downgrade(index, "document", _DOC_URL))
@@ -361,3 +390,63 @@ def answer_message(blocks: Iterable[Block], where: str) -> Message:
             seen.add(block.id)
         out.append(block)
     return Message("assistant", tuple(out) or (Text(""),))
+
+
+# -- tool calls, read the one way the OpenAI-family wires agree on -----------
+
+
+def _shown(value: Any) -> str:
+    """A short rendering of a bad wire value for an error message: Python type and a prefix.
+
+    Named by the decoded value's Python type (`int 1`, `list`), the wording
+    these errors have always had.
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return repr(shorten(value, 40))
+    if isinstance(value, bool | int | float):
+        try:
+            shown = repr(value)
+        except ValueError:  # an int too long to print
+            shown = "..."
+        return f"{type(value).__name__} {shorten(shown, 40)}"
+    return type(value).__name__
+
+
+def _parse_arguments(raw: str) -> tuple[Any, bool]:
+    """The arguments as JSON, or the raw text and True when they are not JSON."""
+    if not raw.strip():
+        return {}, False
+    ok, value = load_json(raw)
+    return (value, False) if ok else (raw, True)
+
+
+def answered_call(
+    call_id: str, name: str | None, arguments: str, where: str
+) -> tuple[ToolUse, bool]:
+    """A tool call read off an answer (Chat Completions or Responses), and whether its
+    arguments were not JSON (kept as their text, for `Response.malformed_tool_args`)."""
+    if not name:
+        raise ProviderError(f"{where}: the tool call has no name")
+    value, bad = _parse_arguments(arguments)
+    return ToolUse(call_id, name, value), bad
+
+
+def imported_call(call_id: Any, name: Any, arguments: Any, where: str, holder: str) -> ToolUse:
+    """A tool call read from a history someone holds (Chat Completions or Responses).
+
+    `holder` names where the name and arguments sit (`function` on Chat
+    Completions, nothing on Responses). Arguments that are a JSON value
+    rather than its text are taken as they are: llama-server takes both.
+    """
+    if not isinstance(call_id, str) or not call_id:
+        raise BlockError(f"{where}: a tool call needs an id string, got {_shown(call_id)}")
+    inner = f"{where}.{holder}" if holder else where
+    if not isinstance(name, str) or not name:
+        raise BlockError(f"{inner}: a tool call needs a name, got {_shown(name)}")
+    if isinstance(arguments, str):
+        value, _ = _parse_arguments(arguments)
+    else:
+        value = arguments
+    return ToolUse(call_id, name, value)

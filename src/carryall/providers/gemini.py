@@ -14,7 +14,10 @@ The wire:
   naming its call (by the call's `id`, and by its `name`, which Gemini
   requires: found on the call in the message before), the result text under
   `response.output`, or `response.error` for an error result. The
-  message's text and images follow as `text` and `inlineData` parts.
+  message's text, images and documents (PDF, plain text) follow as `text`
+  and `inlineData` parts, or `fileData` for a URL Gemini fetches itself
+  (its Files API's, `FILES_API`); any other URL is its placeholder line,
+  reported (`prepare`), since carryall fetches nothing.
 - Tool-made images ride that user message after the results, never inside
   a `functionResponse`, although newer Gemini models could take them there:
   Chat Completions and llama-server cannot, and a history has to read the
@@ -25,7 +28,10 @@ The wire:
   `{"input": value}`, and `{"input": value}` reads back as `value`). Its thinking goes back as
   a `thought: true` part with its `thoughtSignature` only when it came from
   this wire (`own_thought`); other thinking stays in the transcript but off
-  the wire.
+  the wire. A signature on an answer's text part is an `Opaque` block of
+  kind `thoughtSignature` right after that `Text`: the text reads as text on
+  every wire, and the signature goes back on that same part to its origin
+  only (`prepare` leaves it off, reported, everywhere else).
 - Tools are one `functionDeclarations` tool; `tool_choice` is
   `toolConfig.functionCallingConfig.mode` (`AUTO`, `NONE`, `ANY`), only
   with tools. `maxOutputTokens` is the token limit; thinking asked for is
@@ -58,10 +64,13 @@ from typing import Any, Final
 from carryall._json import body_bytes
 from carryall._text import shorten
 from carryall.blocks import (
+    DOCUMENT_MEDIA_TYPES,
     IMAGE_MEDIA_TYPES,
     Block,
+    Document,
     Image,
     Message,
+    Opaque,
     Origin,
     Text,
     Thinking,
@@ -70,7 +79,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
-from carryall.providers._common import Wire, answer_message, prepare
+from carryall.providers._common import Wire, _shown, answer_message, prepare
 from carryall.providers._types import (
     Capabilities,
     Encoded,
@@ -79,7 +88,7 @@ from carryall.providers._types import (
     StopReason,
     Usage,
 )
-from carryall.providers.openai import _count, _mapping, _shown
+from carryall.providers.openai import _count, _mapping
 
 __all__ = [
     "DIALECT",
@@ -95,6 +104,9 @@ __all__ = [
 DIALECT: Final = "gemini"
 """The name this wire goes by in an origin, a backend and the switch matrix."""
 
+SIGNATURE: Final = "thoughtSignature"
+"""The `Opaque` kind of a signature on an answer's text part: echoed on that part, to its origin."""
+
 _IMPORTED: Final = Origin(DIALECT, "", "")
 """The origin of what an imported `contents` array holds: this wire, no endpoint or model."""
 
@@ -105,7 +117,19 @@ _REFUSALS: Final = frozenset(
 )
 
 
-WIRE: Final = Wire(DIALECT, signed=True, call_signatures=True)
+FILES_API: Final = "https://generativelanguage.googleapis.com/"
+"""Where the files a Gemini request may name by URI live (the Files API's uploads)."""
+
+WIRE: Final = Wire(
+    DIALECT,
+    signed=True,
+    call_signatures=True,
+    image_urls=True,
+    pdf=True,
+    pdf_urls=True,
+    text_documents=True,
+    url_prefixes=(FILES_API,),
+)
 """What this wire takes natively: its own thought signatures back, nobody else's.
 
 A `thoughtSignature` (on a thought or on a call) means something to the
@@ -133,13 +157,22 @@ def encode(request: Request, caps: Capabilities) -> Encoded:
     contents: list[dict[str, Any]] = []
     names: dict[str, str] = {}  # the calls of the message before, which results answer by name
     for index, message in enumerate(messages):
+        content = message.content
         if message.role == "user":
-            parts = [_user_part(block, names, index) for block in _results_first(message)]
+            if (
+                len(content) == 1
+                and type(content[0]) is ToolResult
+                and content[0].tool_use_id in names
+            ):
+                # The commonest user turn of a tool loop: one result, one part.
+                parts = [_result_part(content[0], names[content[0].tool_use_id])]
+            else:
+                parts = [_user_part(block, names, index) for block in _results_first(message)]
             contents.append({"role": "user", "parts": parts})
             names = {}
         else:
             names = {}
-            parts = _model_parts(message, names)
+            parts = _model_parts(content, names)
             contents.append({"role": "model", "parts": parts or [{"text": ""}]})
     if not contents:
         raise HistoryError(0, "the request has no messages: nothing to answer")
@@ -196,47 +229,83 @@ def _results_first(message: Message) -> Sequence[Block]:
     return [*results, *(b for b in content if not isinstance(b, ToolResult))]
 
 
+def _result_part(block: ToolResult, name: str) -> dict[str, Any]:
+    key = "error" if block.is_error else "output"
+    return {
+        "functionResponse": {
+            "id": block.tool_use_id,
+            "name": name,
+            "response": {key: block.content},
+        }
+    }
+
+
 def _user_part(block: Block, names: Mapping[str, str], index: int) -> dict[str, Any]:
-    if isinstance(block, ToolResult):
-        name = names.get(block.tool_use_id)
+    kind = type(block)
+    if kind is Text:
+        return {"text": block.text}  # type: ignore[union-attr]
+    if kind is ToolResult:
+        result: ToolResult = block  # type: ignore[assignment]
+        name = names.get(result.tool_use_id)
         if name is None:
             raise HistoryError(
-                index, f"tool result {block.tool_use_id!r} answers no call of the message before"
+                index, f"tool result {result.tool_use_id!r} answers no call of the message before"
             )
-        key = "error" if block.is_error else "output"
-        return {
-            "functionResponse": {
-                "id": block.tool_use_id,
-                "name": name,
-                "response": {key: block.content},
-            }
-        }
-    if isinstance(block, Image):
+        return _result_part(result, name)
+    if isinstance(block, Image | Document):
+        # `prepare` let a URI through only where Gemini fetches it (`FILES_API`).
+        if block.url is not None and not block.data:
+            return {"fileData": {"mimeType": block.media_type, "fileUri": block.url}}
         return {"inlineData": {"mimeType": block.media_type, "data": block.data}}
     if isinstance(block, Text):
         return {"text": block.text}
     raise HistoryError(index, f"a {type(block).__name__} block has no place in a user turn")
 
 
-def _model_parts(message: Message, names: dict[str, str]) -> list[dict[str, Any]]:
+def _model_parts(content: Sequence[Block], names: dict[str, str]) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     part: dict[str, Any]
-    for block in message.content:
-        if isinstance(block, Text):
-            if block.text:
-                parts.append({"text": block.text})
-        elif isinstance(block, ToolUse):
+    text_part: dict[str, Any] | None = None  # the part the block just before was written as
+    for block in content:
+        kind = type(block)
+        if kind is Text:
+            text = block.text  # type: ignore[union-attr]
+            text_part = {"text": text} if text else None
+            if text_part is not None:
+                parts.append(text_part)
+            continue
+        if kind is ToolUse:
+            call: ToolUse = block  # type: ignore[assignment]
             # `args` must be an object: anything else rides under "input", and so
             # does an object that is only "input", so that reading back is exact.
-            plain = isinstance(block.input, dict) and set(block.input) != {"input"}
-            args = block.input if plain else {"input": block.input}
-            part = {"functionCall": {"id": block.id, "name": block.name, "args": args}}
-            if block.signature:
+            value = call.input
+            plain = isinstance(value, dict) and not (len(value) == 1 and "input" in value)
+            part = {
+                "functionCall": {
+                    "id": call.id,
+                    "name": call.name,
+                    "args": value if plain else {"input": value},
+                }
+            }
+            if call.signature:
                 # `prepare` kept it: this origin's own signature, echoed with its call.
-                part["thoughtSignature"] = block.signature
+                part["thoughtSignature"] = call.signature
             parts.append(part)
-            names[block.id] = block.name
-        elif isinstance(block, Thinking) and block.signature:
+            names[call.id] = call.name
+            text_part = None
+            continue
+        if isinstance(block, Opaque):
+            # `prepare` kept it: this origin's own native block. A text part's
+            # signature goes back on that part; anything else as it came.
+            native = json.loads(block.raw)
+            if block.kind == SIGNATURE and text_part is not None:
+                text_part.update(native)
+            else:
+                parts.append({"text": "", **native} if block.kind == SIGNATURE else native)
+            text_part = None
+            continue
+        text_part = None
+        if isinstance(block, Thinking) and block.signature:
             # `prepare` kept it: this origin's own signed thought.
             parts.append({"text": block.text, "thought": True, "thoughtSignature": block.signature})
     return parts
@@ -264,7 +333,12 @@ def _part_blocks(
             raise error(f"{where}.text must be a string, got {_shown(text)}")
         if raw.get("thought") is True:
             return [Thinking(text, signature, origin if signature else None)]
-        return [Text(text)] if text else []
+        blocks: list[Block] = [Text(text)] if text else []
+        if signature:
+            # A signed answer part: the text is plain text everywhere, and its
+            # signature rides beside it, for this part's origin only.
+            blocks.append(Opaque(SIGNATURE, json.dumps({"thoughtSignature": signature}), origin))
+        return blocks
     call = raw.get("functionCall")
     if call is not None:
         if not isinstance(call, Mapping):
@@ -532,6 +606,8 @@ def _import_user(parts: list[Any], where: str, calls: list[ToolUse]) -> Message:
             results.append(_import_response(raw["functionResponse"], part_where, calls, answered))
         elif "inlineData" in raw:
             rest.append(_import_inline(raw["inlineData"], f"{part_where}.inlineData"))
+        elif "fileData" in raw:
+            rest.append(_import_file(raw["fileData"], f"{part_where}.fileData"))
         elif isinstance(raw.get("text"), str):
             rest.append(Text(raw["text"]))
         else:
@@ -571,12 +647,33 @@ def _import_inline(raw: Any, where: str) -> Block:
     data = raw.get("data")
     if not isinstance(media_type, str) or not isinstance(data, str):
         raise BlockError(f"{where} needs mimeType and data strings")
-    if media_type not in IMAGE_MEDIA_TYPES:
-        # A PDF or an audio clip has no block yet: named, not lost.
+    known = media_type in IMAGE_MEDIA_TYPES or media_type in DOCUMENT_MEDIA_TYPES
+    if not known:
+        # An audio clip or a video has no block: named, not lost.
         return Text(image_placeholder(media_type))
     if len(data) % 4 or _BASE64.fullmatch(data) is None:
         raise BlockError(f"{where}: the data is not canonical base64")
+    if media_type in DOCUMENT_MEDIA_TYPES:
+        return Document(media_type, data)
     return Image(media_type, data)
+
+
+def _import_file(raw: Any, where: str) -> Block:
+    """A `fileData` part: an image or a document by the URI Gemini fetches."""
+    if not isinstance(raw, Mapping):
+        raise BlockError(f"{where} must be an object, got {_shown(raw)}")
+    media_type = raw.get("mimeType")
+    uri = raw.get("fileUri")
+    if not isinstance(media_type, str) or not isinstance(uri, str):
+        raise BlockError(f"{where} needs mimeType and fileUri strings")
+    try:
+        if media_type in IMAGE_MEDIA_TYPES:
+            return Image(media_type, "", url=uri)
+        if media_type in DOCUMENT_MEDIA_TYPES:
+            return Document(media_type, url=uri)
+    except BlockError as exc:
+        raise BlockError(f"{where}: {exc}") from None
+    return Text(image_placeholder(media_type, uri))
 
 
 def _texts(content: Any, where: str) -> list[str]:

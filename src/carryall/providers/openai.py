@@ -118,7 +118,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
-from carryall._json import body_bytes, load_json, repair_surrogates
+from carryall._json import body_bytes, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     IMAGE_MEDIA_TYPES,
@@ -135,7 +135,15 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
-from carryall.providers._common import Wire, answer_message, prepare
+from carryall.providers._common import (
+    Wire,
+    _parse_arguments,
+    _shown,
+    answer_message,
+    answered_call,
+    imported_call,
+    prepare,
+)
 from carryall.providers._types import (
     Capabilities,
     Dialect,
@@ -454,19 +462,9 @@ def _response_tool_call(raw: Any, index: int, where: str) -> tuple[ToolUse, int]
     call_id = _optional_str(call, "id", where) or f"call_{index}"
     function = _mapping(call.get("function"), f"{where}.function")
     name = _optional_str(function, "name", f"{where}.function")
-    if not name:
-        raise ProviderError(f"{where}.function: the tool call has no name")
     arguments = _optional_str(function, "arguments", f"{where}.function") or ""
-    value, bad = _parse_arguments(arguments)
-    return ToolUse(call_id, name, value), int(bad)
-
-
-def _parse_arguments(raw: str) -> tuple[Any, bool]:
-    """The arguments as JSON, or the raw text and True when they are not JSON."""
-    if not raw.strip():
-        return {}, False
-    ok, value = load_json(raw)
-    return (value, False) if ok else (raw, True)
+    call_block, bad = answered_call(call_id, name, arguments, f"{where}.function")
+    return call_block, int(bad)
 
 
 def _assistant_blocks(
@@ -900,22 +898,12 @@ def _import_tool_call(raw: Any, where: str) -> ToolUse:
     call = _part(raw, where)
     if call.get("type", "function") != "function":
         raise BlockError(f"{where}: tool call type {_shown(call.get('type'))} is not 'function'")
-    call_id = call.get("id")
-    if not isinstance(call_id, str) or not call_id:
-        raise BlockError(f"{where}: a tool call needs an id string, got {_shown(call_id)}")
     function = call.get("function")
     if not isinstance(function, Mapping):
         raise BlockError(f"{where}.function must be an object, got {_shown(function)}")
-    name = function.get("name")
-    if not isinstance(name, str) or not name:
-        raise BlockError(f"{where}.function: a tool call needs a name, got {_shown(name)}")
-    arguments = function.get("arguments", "")
-    if isinstance(arguments, str):
-        value, _ = _parse_arguments(arguments)
-    else:
-        # llama-server takes arguments as a JSON value too; so do we.
-        value = arguments
-    return ToolUse(call_id, name, value)
+    return imported_call(
+        call.get("id"), function.get("name"), function.get("arguments", ""), where, "function"
+    )
 
 
 # -- shared readers ---------------------------------------------------------
@@ -985,22 +973,3 @@ def _optional_str(obj: Mapping[str, Any], key: str, where: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise ProviderError(f"{where}.{key} must be a string or null, got {_shown(value)}")
     return value
-
-
-def _shown(value: Any) -> str:
-    """A short rendering of a bad wire value for an error message: Python type and a prefix.
-
-    Named by the decoded value's Python type (`int 1`, `list`), the wording
-    these errors have always had.
-    """
-    if value is None:
-        return "null"
-    if isinstance(value, str):
-        return repr(shorten(value, 40))
-    if isinstance(value, bool | int | float):
-        try:
-            shown = repr(value)
-        except ValueError:  # an int too long to print
-            shown = "..."
-        return f"{type(value).__name__} {shorten(shown, 40)}"
-    return type(value).__name__

@@ -13,8 +13,11 @@ The wire:
 - A user message's tool results go first, each a `function_call_output`
   item paired to its call by `call_id`, its output the result text (an
   error result is that text behind `ERROR_PREFIX`, as on Chat Completions).
-  The message's text and images follow as one `message` item of
-  `input_text` and `input_image` parts, images as `data:` URLs.
+  The message's text, images and documents follow as one `message` item
+  of `input_text`, `input_image` (a `data:` URL, or the image's own URL)
+  and `input_file` parts (a PDF as `file_data` with its name, or by
+  `file_url`); a plain-text document goes as its text, reported
+  (`prepare`). Imported `input_file` parts read back as `Document`s.
 - Tool-made images ride that user message after the results, never inside
   a `function_call_output`, although this wire could hold them there: Chat
   Completions and llama-server cannot, and a history has to read the same
@@ -62,7 +65,9 @@ import msgspec
 from carryall._json import body_bytes
 from carryall._text import shorten
 from carryall.blocks import (
+    DOCUMENT_MEDIA_TYPES,
     Block,
+    Document,
     Image,
     Message,
     Opaque,
@@ -71,10 +76,18 @@ from carryall.blocks import (
     Thinking,
     ToolResult,
     ToolUse,
+    document_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
 from carryall.providers import prompt as prompt_mode
-from carryall.providers._common import Wire, answer_message, prepare
+from carryall.providers._common import (
+    Wire,
+    _shown,
+    answer_message,
+    answered_call,
+    imported_call,
+    prepare,
+)
 from carryall.providers._types import (
     Capabilities,
     Encoded,
@@ -84,15 +97,15 @@ from carryall.providers._types import (
     Usage,
 )
 from carryall.providers.openai import (
+    _BASE64,
+    _DATA_URL,
     ERROR_PREFIX,
     _arguments,
     _count,
     _import_image,
     _mapping,
     _optional_str,
-    _parse_arguments,
     _raise_wire_error,
-    _shown,
 )
 
 __all__ = [
@@ -123,7 +136,7 @@ _REASONING_KEYS: Final = ("type", "id", "summary", "content", "encrypted_content
 _ENCRYPTED: Final = "reasoning.encrypted_content"
 
 
-WIRE: Final = Wire(DIALECT, signed=True)
+WIRE: Final = Wire(DIALECT, signed=True, image_urls=True, pdf=True, pdf_urls=True)
 """What this wire takes natively: its own encrypted reasoning back, nothing signed by others.
 
 A reasoning item is opaque: its `encrypted_content` means something to the
@@ -243,7 +256,18 @@ def _encode_user(message: Message, items: list[dict[str, Any]]) -> None:
         elif isinstance(block, Text):
             parts.append({"type": "input_text", "text": block.text})
         elif isinstance(block, Image):
-            parts.append({"type": "input_image", "image_url": block.data_uri(), "detail": "auto"})
+            # `prepare` let a URL through: this wire fetches it itself.
+            url = block.url if block.url is not None and not block.data else block.data_uri()
+            parts.append({"type": "input_image", "image_url": url, "detail": "auto"})
+        elif isinstance(block, Document):
+            # `prepare` let only PDFs through, by their bytes or by URL.
+            if block.data:
+                name = block.title or block.source or "document.pdf"
+                parts.append(
+                    {"type": "input_file", "filename": name, "file_data": block.data_uri()}
+                )
+            else:
+                parts.append({"type": "input_file", "file_url": block.url})
     if parts:
         items.append({"type": "message", "role": "user", "content": parts})
 
@@ -325,11 +349,10 @@ class _Answer:
                 raise ProviderError(f"{where}: call_id {call_id!r} is used twice")
             self.seen.add(call_id)
             name = _optional_str(item, "name", where)
-            if not name:
-                raise ProviderError(f"{where}: the function call has no name")
-            value, bad = _parse_arguments(_optional_str(item, "arguments", where) or "")
+            arguments = _optional_str(item, "arguments", where) or ""
+            call, bad = answered_call(call_id, name, arguments, where)
             self.malformed += int(bad)
-            self.blocks.append(ToolUse(call_id, name, value))
+            self.blocks.append(call)
         elif not isinstance(kind, str):
             raise ProviderError(f"{where}: an output item needs a type string, got {_shown(kind)}")
         # Other item types (hosted tools' calls and results) have no block form.
@@ -755,23 +778,45 @@ def _user_parts(content: Any, where: str) -> list[Block]:
         kind = raw.get("type")
         if kind == "input_image":
             blocks.append(_import_image({"url": raw.get("image_url")}, f"{part_where}.image_url"))
+        elif kind == "input_file":
+            blocks.append(_import_file(raw, part_where))
         else:
             blocks.extend(Text(t) for t in _texts([raw], where))
     return blocks
 
 
+def _import_file(raw: Mapping[str, Any], where: str) -> Block:
+    """An `input_file` part: a PDF by its bytes or its URL; an uploaded file id named."""
+    name = raw.get("filename")
+    title = name if isinstance(name, str) and name else None
+    data, url = raw.get("file_data"), raw.get("file_url")
+    if isinstance(data, str):
+        match = _DATA_URL.match(data)
+        if match is None:
+            raise BlockError(f"{where}.file_data: not a base64 data: URL ({shorten(data, 60)})")
+        media_type = match.group(1).lower()
+        payload = data[match.end() :]
+        if media_type not in DOCUMENT_MEDIA_TYPES:
+            return Text(document_placeholder(media_type or "file", title))
+        if len(payload) % 4 or _BASE64.fullmatch(payload) is None:
+            raise BlockError(f"{where}.file_data: the data: URL's payload is not canonical base64")
+        return Document(media_type, payload, title=title)
+    if isinstance(url, str):
+        try:
+            return Document("application/pdf", url=url, title=title)
+        except BlockError as exc:
+            raise BlockError(f"{where}.file_url: {exc}") from None
+    file_id = raw.get("file_id")
+    if isinstance(file_id, str) and file_id:
+        # An uploaded file lives on the server that holds it: named, not lost.
+        return Text(document_placeholder("application/pdf", title or file_id))
+    raise BlockError(f"{where}: an input_file needs file_data, file_url or file_id")
+
+
 def _import_call(item: Mapping[str, Any], where: str) -> ToolUse:
-    call_id = item.get("call_id")
-    name = item.get("name")
-    arguments = item.get("arguments", "")
-    if not isinstance(call_id, str) or not call_id:
-        raise BlockError(f"{where}: a function call needs a call_id string, got {_shown(call_id)}")
-    if not isinstance(name, str) or not name:
-        raise BlockError(f"{where}: a function call needs a name, got {_shown(name)}")
-    if not isinstance(arguments, str):
-        raise BlockError(f"{where}.arguments must be a string, got {_shown(arguments)}")
-    value, _ = _parse_arguments(arguments)
-    return ToolUse(call_id, name, value)
+    return imported_call(
+        item.get("call_id"), item.get("name"), item.get("arguments", ""), where, ""
+    )
 
 
 def _import_output(item: Mapping[str, Any], where: str) -> ToolResult:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 import msgspec
 
 from carryall._secrets import mask
+from carryall.blocks import Downgrade
 from carryall.errors import ProviderError
 from carryall.providers import Capabilities, Encoded, Request, Response
 from carryall.providers.codec import Codec
@@ -53,6 +54,26 @@ def endpoint_of(base_url: str) -> str:
     port is the same server.
     """
     return (urlsplit(base_url).hostname or "").lower()
+
+
+def addressed(request: Request, model: str, endpoint: str) -> Request:
+    """`request` with a backend's model and endpoint where it names none.
+
+    Every SDK backend fills them in before encoding, so the encoder knows
+    which origin it writes for.
+    """
+    if request.model and request.endpoint:
+        return request
+    return msgspec.structs.replace(
+        request, model=request.model or model, endpoint=request.endpoint or endpoint
+    )
+
+
+def with_fitting(encoded: Encoded, downgrades: Sequence[Downgrade]) -> Encoded:
+    """A codec's report with the transport's own image fittings after it."""
+    if not downgrades:
+        return encoded
+    return Encoded(encoded.body, (*encoded.downgrades, *downgrades))
 
 
 class SdkBackend:
@@ -134,19 +155,12 @@ class SdkBackend:
 
     def addressed(self, request: Request) -> Request:
         """`request` with this backend's model and endpoint where it names none."""
-        if request.model and request.endpoint:
-            return request
-        return msgspec.structs.replace(
-            request, model=request.model or self.model, endpoint=request.endpoint or self.endpoint
-        )
+        return addressed(request, self.model, self.endpoint)
 
     def encode(self, request: Request) -> Encoded:
         """The body `complete` would send for `request`, and the downgrades made to write it."""
         fitted, downgrades = fit_request_images(self.addressed(request), self.image_limits)
-        encoded = self._codec.encode_reported(fitted)
-        if not downgrades:
-            return encoded
-        return Encoded(encoded.body, (*encoded.downgrades, *downgrades))
+        return with_fitting(self._codec.encode_reported(fitted), downgrades)
 
     def close(self) -> None:
         """Close the SDK client's connection pool."""

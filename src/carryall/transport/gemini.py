@@ -15,8 +15,6 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, Final
 
-import msgspec
-
 from carryall._secrets import mask
 from carryall.errors import ProviderError
 from carryall.providers import Capabilities, Encoded, Request, Response
@@ -24,7 +22,7 @@ from carryall.providers import gemini as gemini_wire
 from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import Broken, send_whole
 from carryall.transport._images import WIRE_IMAGE_LIMITS, fit_request_images
-from carryall.transport._sdk import endpoint_of
+from carryall.transport._sdk import addressed, endpoint_of, with_fitting
 
 __all__ = ["GEMINI_CAPABILITIES", "MISSING_EXTRA", "GeminiBackend"]
 
@@ -94,17 +92,9 @@ class GeminiBackend:
 
     def complete(self, request: Request, on_text: Callable[[str], None] | None = None) -> Response:
         """Send `request` and return the whole answer, or raise `ProviderError`."""
-        if not request.model or not request.endpoint:
-            import msgspec
-
-            request = msgspec.structs.replace(
-                request,
-                model=request.model or self.model,
-                endpoint=request.endpoint or self.endpoint,
-            )
         from google.genai import types
 
-        request, _ = fit_request_images(request, self._image_limits)
+        request, _ = fit_request_images(self.addressed(request), self._image_limits)
         body = gemini_wire.encode_request(request, self.capabilities)
         config = types.GenerateContentConfig.model_validate(
             {
@@ -120,19 +110,12 @@ class GeminiBackend:
 
     def addressed(self, request: Request) -> Request:
         """`request` with this backend's model and endpoint where it names none."""
-        if request.model and request.endpoint:
-            return request
-        return msgspec.structs.replace(
-            request, model=request.model or self.model, endpoint=request.endpoint or self.endpoint
-        )
+        return addressed(request, self.model, self.endpoint)
 
     def encode(self, request: Request) -> Encoded:
         """The body `complete` would send for `request`, and the downgrades made to write it."""
         fitted, downgrades = fit_request_images(self.addressed(request), self._image_limits)
-        encoded = gemini_wire.encode(fitted, self.capabilities)
-        if not downgrades:
-            return encoded
-        return Encoded(encoded.body, (*encoded.downgrades, *downgrades))
+        return with_fitting(gemini_wire.encode(fitted, self.capabilities), downgrades)
 
     def close(self) -> None:
         """Close the SDK client's connections."""
