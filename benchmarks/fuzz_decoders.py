@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from carryall.blocks import Message, block_to_dict
 from carryall.errors import CarryallError
 from carryall.interchange import read_messages_file
-from carryall.providers import anthropic, openai, prompt
+from carryall.providers import anthropic, gemini, openai, prompt, responses
 
 KEYS = [
     "type", "id", "name", "input", "content", "role", "text", "thinking", "signature", "data",
@@ -44,6 +44,13 @@ KEYS = [
     "stop_reason", "finish_reason", "usage", "model", "messages", "system", "tool_use_id",
     "is_error", "source", "media_type", "image_url", "url", "content_block", "reasoning_content",
     "refusal", "tool_call_id", "carryall", "format", "session", "event",
+    # the Responses wire
+    "output", "status", "call_id", "output_text", "summary", "encrypted_content",
+    "incomplete_details", "output_index", "item", "response", "instructions", "error",
+    # the Gemini wire
+    "candidates", "parts", "functionCall", "functionResponse", "args", "thought",
+    "thoughtSignature", "finishReason", "usageMetadata", "modelVersion", "promptFeedback",
+    "inlineData", "mimeType", "contents", "systemInstruction", "blockReason",
 ]  # fmt: skip
 
 HOSTILE = st.sampled_from(
@@ -179,6 +186,103 @@ _OPENAI_MESSAGES = {
 }
 
 
+_RESPONSES_BODY = {
+    "id": "resp_1",
+    "object": "response",
+    "model": "gpt-5",
+    "status": "completed",
+    "output": [
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "encrypted_content": "gAAAA==",
+            "summary": [{"type": "summary_text", "text": "hmm"}],
+        },
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Reading.", "annotations": []}],
+        },
+        {"type": "function_call", "call_id": "call_1", "name": "read_file", "arguments": "{}"},
+    ],
+    "usage": {
+        "input_tokens": 10,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 5,
+        "output_tokens_details": {"reasoning_tokens": 2},
+    },
+}
+_RESPONSES_STREAM = [
+    {"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}},
+    {
+        "type": "response.output_item.added",
+        "output_index": 0,
+        "item": {"type": "message", "role": "assistant", "content": []},
+    },
+    {"type": "response.output_text.delta", "output_index": 0, "delta": "Read"},
+    {"type": "response.output_text.delta", "output_index": 0, "delta": "ing."},
+    {
+        "type": "response.output_item.added",
+        "output_index": 1,
+        "item": {"type": "function_call", "call_id": "call_1", "name": "read_file"},
+    },
+    {"type": "response.function_call_arguments.delta", "output_index": 1, "delta": '{"pa'},
+    {"type": "response.function_call_arguments.delta", "output_index": 1, "delta": 'th": "a"}'},
+    # Output left out of the final response, as some servers do: built from the deltas.
+    {"type": "response.completed", "response": {**_RESPONSES_BODY, "output": []}},
+]
+_RESPONSES_MESSAGES = {
+    "instructions": "be brief",
+    "input": [
+        {"role": "developer", "content": "be kind"},
+        {"role": "user", "content": [{"type": "input_text", "text": "read a.txt"}]},
+        _RESPONSES_BODY["output"][0],  # type: ignore[index]
+        {"type": "message", "role": "assistant", "content": "looking"},
+        {"type": "function_call", "call_id": "call_1", "name": "read_file", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "text"},
+        {"role": "user", "content": "and?"},
+    ],
+}
+_GEMINI_BODY = {
+    "candidates": [
+        {
+            "content": {
+                "role": "model",
+                "parts": [
+                    {"text": "hmm", "thought": True, "thoughtSignature": "c2ln"},
+                    {"text": "Reading."},
+                    {"functionCall": {"name": "read_file", "args": {"path": "a"}}},
+                    {"functionCall": {"id": "x9", "name": "read_file", "args": {"path": "b"}}},
+                ],
+            },
+            "finishReason": "STOP",
+        }
+    ],
+    "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "thoughtsTokenCount": 2},
+    "modelVersion": "gemini-2.5-flash",
+}
+_GEMINI_STREAM = [
+    {"candidates": [{"content": {"role": "model", "parts": [{"text": "Read"}]}}]},
+    {"candidates": [{"content": {"role": "model", "parts": [{"text": "ing."}]}}]},
+    _GEMINI_BODY,
+]
+_GEMINI_MESSAGES = {
+    "systemInstruction": {"parts": [{"text": "be brief"}]},
+    "contents": [
+        {"role": "user", "parts": [{"text": "read a.txt"}]},
+        _GEMINI_BODY["candidates"][0]["content"],  # type: ignore[index]
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "read_file", "response": {"output": "text"}}},
+                {"functionResponse": {"id": "x9", "name": "read_file", "response": {"t": 1}}},
+                {"inlineData": {"mimeType": "image/png", "data": "iVBORw=="}},
+            ],
+        },
+    ],
+}
+
+
 def _encodable(messages: Iterable[Message]) -> None:
     """What a decoder returns must be writable again: a lone surrogate would fail here."""
     for message in messages:
@@ -207,10 +311,14 @@ def _import(fmt: str) -> Callable[[Any], None]:
     return run
 
 
-def _messages(codec: Any) -> Callable[[Any], None]:
+def _messages(
+    codec: Any, items: str = "messages", system: str = "system", keyword: str = "system"
+) -> Callable[[Any], None]:
+    """`decode_messages` of a wire whose file names its list `items` and its prompt `system`."""
+
     def run(value: Any) -> None:
         if isinstance(value, Mapping):
-            _, history = codec.decode_messages(value.get("messages"), system=value.get("system"))
+            _, history = codec.decode_messages(value.get(items), **{keyword: value.get(system)})
         else:
             _, history = codec.decode_messages(value)
         _encodable(history)
@@ -233,6 +341,21 @@ TARGETS: dict[str, tuple[Callable[[Any], None], Any]] = {
         lambda v: _stream(prompt.StreamDecoder(), v),
         [_chunk({"role": "assistant", "content": _PROMPT_BODY["choices"][0]["message"]["content"]})]
         + [_chunk({}, "stop")],
+    ),
+    "responses.response": (
+        lambda v: _encodable([responses.decode_response(v).message]),
+        _RESPONSES_BODY,
+    ),
+    "responses.stream": (lambda v: _stream(responses.StreamDecoder(), v), _RESPONSES_STREAM),
+    "responses.messages": (
+        _messages(responses, "input", "instructions", "instructions"),
+        _RESPONSES_MESSAGES,
+    ),
+    "gemini.response": (lambda v: _encodable([gemini.decode_response(v).message]), _GEMINI_BODY),
+    "gemini.stream": (lambda v: _stream(gemini.StreamDecoder(), v), _GEMINI_STREAM),
+    "gemini.messages": (
+        _messages(gemini, "contents", "systemInstruction", "system_instruction"),
+        _GEMINI_MESSAGES,
     ),
     "import.anthropic": (_import("anthropic"), _ANTHROPIC_MESSAGES),
     "import.openai": (_import("openai"), _OPENAI_MESSAGES),

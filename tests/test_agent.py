@@ -741,3 +741,61 @@ def test_a_hosted_models_context_comes_from_the_table_and_a_given_one_wins() -> 
     assert Agent(ScriptedBackend(model="scripted-1")).context_window is None
     given = Agent(ScriptedBackend(model="claude-haiku-4-5"), context_window=50_000)
     assert given.context_window == 50_000
+# -- an answer that would break the history ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        (
+            (ToolUse("dup", "echo", {"text": "a"}), ToolUse("dup", "echo", {"text": "b"})),
+            "tool call id 'dup' is used twice",
+        ),
+        ((ToolUse("", "echo", {"text": "a"}),), "empty id"),
+        ((Text("look"), Image.from_bytes("image/png", PNG)), "image may only ride a user message"),
+    ],
+    ids=["duplicate-call-id", "empty-call-id", "assistant-image"],
+)
+def test_an_answer_that_would_break_validation_is_refused_and_never_appended(
+    answer: tuple[Any, ...], why: str
+) -> None:
+    # The decoder stubbed: a backend handing back what no real decoder lets
+    # through (`answer_message` refuses it), so only the agent's guard stands.
+    broken = Response(message=Message("assistant", answer), stop_reason="tool_use")
+    ran: list[str] = []
+
+    def echo(text: str) -> str:
+        """Echo the text back."""
+        ran.append(text)
+        return text
+
+    session = Recorder()
+    agent = Agent(ScriptedBackend(say("one"), broken, say("fine")), tools=[echo], session=session)
+    agent.send("first")
+    kept = list(agent.messages)
+    with pytest.raises(ProviderError, match="answer was refused") as caught:
+        agent.send("second")
+    assert why in str(caught.value)
+    assert agent.messages == kept  # the prompt withdrawn, nothing of the answer kept
+    assert ran == []  # no call of the broken answer ran
+    assert session.calls[-1][1] == kept
+    # The session can go on: the next turn sends a history that validates.
+    agent.send("third")
+    validate_history(agent.messages)
+    assert agent.messages[-1].text() == "fine"
+
+
+def test_a_broken_answer_later_in_a_turn_keeps_the_completed_rounds() -> None:
+    duplicate = Response(
+        message=Message("assistant", (ToolUse("c", "echo", {"text": "x"}),) * 2),
+        stop_reason="tool_use",
+    )
+    agent = Agent(
+        ScriptedBackend(call(ToolUse("c1", "echo", {"text": "x"})), duplicate, say("back")),
+        tools=[echo],
+    )
+    with pytest.raises(ProviderError, match="used twice"):
+        agent.send("go")
+    assert [m.role for m in agent.messages] == ["user", "assistant", "user"]
+    validate_history(agent.messages)
+    assert agent.resume().message.text() == "back"

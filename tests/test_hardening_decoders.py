@@ -16,7 +16,7 @@ import pytest
 from carryall.blocks import Message, ToolUse
 from carryall.errors import ProviderError, TranscriptError
 from carryall.interchange import read_messages_file
-from carryall.providers import anthropic, openai, prompt
+from carryall.providers import anthropic, gemini, openai, prompt, responses
 from tests.test_codec_anthropic_stream import body_of, stream_of
 from tests.test_codec_openai_stream import chunk, fragment
 
@@ -200,3 +200,36 @@ def _raw_body(content: list[dict[str, Any]]) -> dict[str, Any]:
         "stop_reason": "end_turn",
         "usage": {"input_tokens": 1, "output_tokens": 1},
     }
+# Found by benchmarks/fuzz_decoders.py's Responses and Gemini targets.
+
+
+def test_lone_surrogate_in_an_encrypted_responses_reasoning_item_is_repaired() -> None:
+    # The item is kept whole as an Opaque block's raw JSON: every string of a
+    # block is repaired, not only its text.
+    item = {"type": "reasoning", "id": f"rs{LONE}", "summary": [], "encrypted_content": "ENC"}
+    body = {"id": "r", "model": f"gpt{LONE}", "status": "completed", "output": [item]}
+    message = responses.decode_response(body).message
+    _encodable(message)
+    (opaque,) = message.content
+    assert json.loads(opaque.raw)["id"] == "rs\ufffd"  # type: ignore[union-attr]
+    assert opaque.origin is not None and opaque.origin.model == "gpt\ufffd"  # type: ignore[union-attr]
+
+
+def test_lone_surrogate_in_a_gemini_signature_is_repaired() -> None:
+    part = {"functionCall": {"name": "f", "args": {}}, "thoughtSignature": f"c2{LONE}"}
+    body = {"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP"}]}
+    message = gemini.decode_response(body).message
+    _encodable(message)
+    assert message.tool_uses()[0].signature == "c2\ufffd"
+
+
+def test_lone_surrogate_in_gemini_and_responses_decode_messages_is_repaired() -> None:
+    call = {"functionCall": {"name": "read_file", "args": {LONE: "a"}}}
+    system, history = gemini.decode_messages(
+        [{"role": "model", "parts": [call]}], system_instruction={"parts": [{"text": LONE}]}
+    )
+    assert system == "\ufffd" and history[0].tool_uses()[0].input == {"\ufffd": "a"}
+    system, history = responses.decode_messages(
+        [{"role": "user", "content": f"hi {LONE}"}], instructions=f"be {LONE}"
+    )
+    assert system == "be \ufffd" and history[0].text() == "hi \ufffd"

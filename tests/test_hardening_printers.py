@@ -65,6 +65,15 @@ _hostile_piece = st.sampled_from(
         "\\`<b>`",
         "&lt;",
         "<!--",
+        "[x](javascript:alert(1))",
+        "](JaVaScRiPt\\:alert(1))",
+        "[x](&#106;avascript:alert(1))",
+        "![i](data:text/html,x)",
+        "\n[r]: vbscript:msgbox\n\n[r]",
+        "javascript",
+        ":",
+        "](",
+        "&#58;",
     ]
 )
 hostile = st.lists(st.one_of(_hostile_piece, st.text(max_size=8)), min_size=1, max_size=6).map(
@@ -104,8 +113,32 @@ def _active(page: str, allowed: set[str]) -> list[str]:
 
 
 def _commonmark(markdown: str) -> str:
-    """What a standard CommonMark renderer that allows raw HTML makes of the export."""
-    return MarkdownIt("commonmark", {"html": True}).render(markdown)
+    """What a CommonMark renderer that allows raw HTML and follows every link makes of the export.
+
+    markdown-it's own link check is turned off: many renderers have none.
+    """
+    renderer = MarkdownIt("commonmark", {"html": True})
+    renderer.validateLink = lambda url: True
+    return renderer.render(markdown)
+
+
+_SCRIPT_SCHEME = re.compile(r"(javascript|vbscript|data):")
+
+
+def _script_links(page: str) -> list[str]:
+    """Link and image targets a browser would run or open as a page of their own.
+
+    Read as a browser reads a URL: leading and trailing controls and spaces
+    dropped, tabs and newlines anywhere removed, the scheme in any case.
+    """
+    found = []
+    for tag, attrs in _tags(page):
+        for name, value in attrs:
+            if name in ("href", "src") and value is not None:
+                url = re.sub("[\t\n\r]", "", value.strip("\x00- ")).lower()
+                if _SCRIPT_SCHEME.match(url):
+                    found.append(f"{tag}[{name}]={value}")
+    return found
 
 
 def _hostile_session(s: str) -> tuple[SessionMeta, list[Message]]:
@@ -166,6 +199,8 @@ def test_no_reader_lets_a_control_sequence_or_active_html_out(s: str) -> None:
         == []
     )  # fmt: skip  (the HTML export renders text blocks' Markdown)
     assert _active(_commonmark(render_markdown(meta, messages)), _MARKDOWN_TAGS) == []
+    assert _script_links(render_html(meta, messages)) == []
+    assert _script_links(_commonmark(render_markdown(meta, messages))) == []
 
 
 @settings(max_examples=100, deadline=None)
@@ -273,6 +308,33 @@ def test_markdown_names_non_image_attachments() -> None:
     ]
     page = render_markdown(_meta(), messages)
     assert "report.pdf" in page and "attachment" in page
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[click](javascript:alert(1))",
+        "[click](JaVaScRiPt\\:alert(1))",
+        "[click](&#106;avascript&#58;alert(1))",
+        "[click](vbscript:msgbox(1))",
+        "[click](data:text/html;base64,PHNjcmlwdD4=)",
+        "![pic](data:image/svg+xml;base64,PHN2Zz4=)",
+        "[click][r]\n\n[r]: javascript:alert(1)",
+    ],
+)
+def test_script_link_in_text_is_not_a_link_in_markdown_or_html(text: str) -> None:
+    messages = [Message.assistant([Text(f"see {text}\n\nnow")])]
+    markdown = render_markdown(_meta(), messages)
+    for page in (_commonmark(markdown), render_html(_meta(), messages)):
+        assert _script_links(page) == [], page
+    assert "see " in markdown and "now" in markdown  # the text itself is kept
+
+
+def test_prose_with_scheme_words_and_references_reads_the_same() -> None:
+    text = "JavaScript: fast. The data: 3 rows & an &copy; sign."
+    page = _commonmark(render_markdown(_meta(), [Message.assistant([Text(text)])]))
+    shown = re.sub("<[^>]+>", "", page).replace("\u2060", "")
+    assert "JavaScript: fast. The data: 3 rows &amp; an &amp;copy; sign." in shown
 
 
 def test_markdown_title_with_html_is_text() -> None:

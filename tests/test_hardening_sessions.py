@@ -131,6 +131,27 @@ def test_damaged_line_does_not_stop_the_session_opening(store: Store, damage: st
     assert opened.versions()  # versions() salvages too
 
 
+def test_recall_catch_up_indexes_every_undamaged_line_of_a_damaged_session(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "sessions"
+    reader = Store(root)
+    writer = Store(root, recall=False)  # another machine's writer: the index catches up
+    session = writer.create()
+    session.record([], HISTORY[:1])
+    assert len(reader.recall.search("one")) == 1  # indexed up to here
+    session.record(HISTORY[:1], HISTORY[:2])
+    session.record(HISTORY[:2], HISTORY[:3])
+    session.record(HISTORY[:3], HISTORY)
+    lines = _lines(session.path)
+    lines[3] = lines[3].replace(b"three", b"thrEe")  # the catch-up's second line, damaged
+    _write(session.path, lines)
+    found = {w: [h.message for h in reader.recall.search(w)] for w in ("two", "three", "four")}
+    # As every reader opens it: the damaged event skipped, "four" after "two".
+    assert found == {"two": [1], "three": [], "four": [2]}
+    assert [m.text() for m in reader.open(session.id).messages()] == ["one", "two", "four"]
+
+
 def test_writer_with_a_damaged_transcript_records_after_a_marker(store: Store) -> None:
     session_id, path = _recorded(store)
     writer = store.open(session_id)

@@ -330,6 +330,41 @@ def test_recall_follows_rewrites_and_removal(store: AnyStore) -> None:
     assert store.recall.reindex() == 0
 
 
+def _damage_event(store: AnyStore, session_id: str, old: bytes, new: bytes) -> None:
+    """Change an event line behind the store's back, as a flipped bit on the disk would."""
+    if isinstance(store, Store):
+        path = store.path(session_id)
+        path.write_bytes(path.read_bytes().replace(old, new))
+        return
+    import psycopg
+
+    from carryall.sessions.postgres import PostgresStore
+
+    assert isinstance(store, PostgresStore)
+    with psycopg.connect(store.url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE carryall_events SET body = overlay(body PLACING %s FROM position(%s IN body))"
+            " WHERE session_id = %s AND position(%s IN body) > 0",
+            (new, old, session_id, old),
+        )
+
+
+def test_reindex_keeps_every_undamaged_message_of_a_damaged_session(store: AnyStore) -> None:
+    session = store.create()
+    history = [_user("marmot"), _assistant("badger"), _user("stork")]
+    session.record([], history[:1])
+    session.record(history[:1], history[:2])
+    session.record(history[:2], history)
+    other = store.create()
+    other.record([], [_user("stork elsewhere")])
+    _damage_event(store, session.id, b"badger", b"badgEr")  # fails its integrity check
+    assert store.recall.reindex() == 3  # marmot, stork and the other session's one
+    for word in ("marmot", "stork"):
+        assert session.id in {h.session for h in store.recall.search(word)}, word
+    assert store.recall.search("badger") == [] and store.recall.search("badgEr") == []
+    assert store.open(session.id).damage  # named by the readers, as indexed
+
+
 def test_recall_json_has_the_same_shape_on_every_store(store_location: str) -> None:
     store = open_store(store_location)
     store.create().record([], [_user("pomegranate seeds")])

@@ -33,7 +33,7 @@ from typing import Final, Protocol, TypeAlias
 
 import msgspec
 
-from carryall.blocks import Document, Image, Message, ToolResult, ToolUse
+from carryall.blocks import Document, Image, Message, ToolResult, ToolUse, validate_history
 from carryall.context import (
     CHARS_PER_TOKEN,
     Fitted,
@@ -42,7 +42,7 @@ from carryall.context import (
     fit_history,
     known_context_window,
 )
-from carryall.errors import CarryallError, ProviderError, ToolError
+from carryall.errors import CarryallError, HistoryError, ProviderError, ToolError
 from carryall.providers import Downgrade, Request, Response, ToolChoice
 from carryall.tools import Tool, ToolFunction, ToolOutput
 from carryall.transport import Backend
@@ -456,6 +456,7 @@ class Agent:
                     self._emit(StepLimitReached(self.max_steps, wrapping_up=True))
                 self._emit(RequestStarted(step))
                 response = self._send(step, "none" if final else None)
+                self._check_answer(response.message)
                 self._emit(ResponseReceived(step, response))
             except BaseException:
                 # Nothing of a failed request may stay behind, its fitting
@@ -580,6 +581,29 @@ class Agent:
             if seen[key] >= enough and (found is None or result.is_error):
                 found = RepeatedCall(call, result, seen[key])
         return found
+
+    def _check_answer(self, answer: Message) -> None:
+        """Refuse an answer the history could not hold, while the history is still whole.
+
+        Every decoder refuses what it can see (`answer_message`), but a
+        backend is anything with a `complete`: an answer kept with a call id
+        used twice, or an image, would make every later request and every
+        resume fail. So the check the next request makes runs here first, on
+        the history as it would stand with the answer and its round's results.
+        """
+        if not answer.content:
+            return  # not kept at all (see `_steps`)
+        after = [*self.messages, answer]
+        calls = answer.tool_uses()
+        if calls:
+            after.append(Message.tool_results([ToolResult(c.id, "(checked)") for c in calls]))
+        try:
+            validate_history(after)
+        except HistoryError as exc:
+            raise ProviderError(
+                f"the backend's answer was refused, not kept: with it the history would break "
+                f"({exc}); the history is left as it was"
+            ) from None
 
     def _append_results(self, calls: list[ToolUse], outputs: list[ToolOutput | None]) -> None:
         """Append the round's results (and what its tools made, after them) as one message.

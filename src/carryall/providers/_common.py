@@ -12,7 +12,7 @@ every dialect, and every answer "no" is reported.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 import msgspec
 
@@ -356,19 +356,32 @@ def _fold_systems(
     return out, out_irregular
 
 
-def _repaired(block: Block) -> Block:
-    if isinstance(block, Text | Thinking):
-        text = repair_text(block.text)
-        return block if text is block.text else msgspec.structs.replace(block, text=text)
-    if isinstance(block, ToolUse):
-        try:
-            value = repair_surrogates(block.input)
-        except RecursionError:
-            raise ProviderError(f"tool call {block.id!r}: its input is nested too deeply") from None
-        return msgspec.structs.replace(
-            block, id=repair_text(block.id), name=repair_text(block.name), input=value
-        )
-    return block
+_S = TypeVar("_S", bound=msgspec.Struct)
+
+
+def _repaired(block: _S) -> _S:
+    # Every string a block holds, not only its text: an id, a signature, an
+    # opaque block's raw JSON or its origin's model name with a lone
+    # surrogate in it would fail the next request just the same.
+    changed: dict[str, object] = {}
+    for name in block.__struct_fields__:
+        value = getattr(block, name)
+        if isinstance(value, str):
+            new: object = repair_text(value)
+        elif isinstance(value, Origin):
+            new = _repaired(value)
+        elif isinstance(block, ToolUse) and name == "input":
+            try:
+                new = repair_surrogates(value)
+            except RecursionError:
+                raise ProviderError(
+                    f"tool call {block.id!r}: its input is nested too deeply"
+                ) from None
+        else:
+            continue
+        if new is not value:
+            changed[name] = new
+    return msgspec.structs.replace(block, **changed) if changed else block
 
 
 def answer_message(blocks: Iterable[Block], where: str) -> Message:

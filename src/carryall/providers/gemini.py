@@ -61,7 +61,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from carryall._json import body_bytes
+from carryall._json import body_bytes, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
@@ -564,6 +564,11 @@ def decode_messages(
     before, else the call of the same name there (the first not yet
     answered); a user turn's results come first in its message.
     """
+    # A lone surrogate (a `\ud800` escape with no partner) is repaired where it enters.
+    contents, system_instruction = (
+        repair_surrogates(contents),
+        repair_surrogates(system_instruction),
+    )
     system: str | None = None
     if system_instruction is not None:
         system = "".join(_texts(system_instruction, "systemInstruction"))

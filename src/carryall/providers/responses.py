@@ -62,7 +62,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from carryall._json import body_bytes
+from carryall._json import body_bytes, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
@@ -682,6 +682,8 @@ def decode_messages(
     `system` and `developer` messages join `instructions`, by a blank line.
     A `BlockError` names the index of anything that has no block form.
     """
+    # A lone surrogate (a `\ud800` escape with no partner) is repaired where it enters.
+    items, instructions = repair_surrogates(items), repair_surrogates(instructions)
     systems: list[str] = []
     if instructions is not None:
         if not isinstance(instructions, str):

@@ -371,13 +371,19 @@ class RecallIndex:
     def _apply_appends(
         self, conn: sqlite3.Connection, session_id: str, offset: int, count: int, data: bytes
     ) -> bool:
-        """Index the append events in `data`; False when anything else is there."""
+        """Index the append events in `data`; False when anything else, or damage, is there."""
         lines, covered = split_lines(data)
         where = f"{self.store.path(session_id)} (after byte {offset}, counting lines from there)"
         events: list[AnyEvent] = []
         expected = count
         for line_no, line in iter_events(lines, 1):
-            event = decode_event(line, where, line_no)
+            try:
+                event = decode_event(line, where, line_no)
+            except TranscriptError:
+                # A damaged line: the whole session is read again, as every
+                # reader reads it (each undamaged event kept, the damage
+                # skipped), rather than left out of the index altogether.
+                return False
             if event.event != "append" or event.start != expected:
                 return False
             events.append(event)

@@ -265,14 +265,15 @@ def _md_text(text: str) -> str:
     """A text block as the Markdown it was written in, with raw HTML shown as text.
 
     Only `<` opens raw HTML (a tag, a comment, an HTML block), so each one
-    outside code is written `&lt;`. Code shows it literally and is left as
-    written, but only code no renderer could read otherwise: a code span on
-    one line, and a fence at the margin, which no list or quote can hold. A
-    fence anywhere else is escaped (a container may end it where this reading
-    would not), and a fence left open is closed, so nothing after the block
-    is read as code, nor a later fence the other way round.
+    outside code is written `&lt;`, and no link may run script (`_inert`).
+    Code shows it literally and is left as written, but only code no
+    renderer could read otherwise: a code span on one line, and a fence at
+    the margin, which no list or quote can hold. A fence anywhere else is
+    escaped (a container may end it where this reading would not), and a
+    fence left open is closed, so nothing after the block is read as code,
+    nor a later fence the other way round.
     """
-    if "<" not in text and "`" not in text and "~" not in text:
+    if _PLAIN_MD.search(text) is None:
         return text
     out: list[str] = []
     fence: str | None = None
@@ -305,16 +306,42 @@ def _md_text(text: str) -> str:
 
 
 def _escape_outside_spans(line: str) -> str:
-    if "<" not in line:
+    if _PLAIN_MD.search(line) is None:
         return line
     pieces: list[str] = []
     at = 0
     for span in _CODE_SPAN.finditer(line):
-        pieces.append(line[at : span.start()].replace("<", "&lt;"))
+        pieces.append(_inert(line[at : span.start()]))
         pieces.append(span.group())
         at = span.end()
-    pieces.append(line[at:].replace("<", "&lt;"))
+    pieces.append(_inert(line[at:]))
     return "".join(pieces)
+
+
+# What may need rewriting outside code: raw HTML, a fence, a character
+# reference, a URL scheme's colon.
+_PLAIN_MD = re.compile(r"[<`~&:]")
+# A character reference as CommonMark decodes it, in text and link targets alike.
+_REFERENCE = re.compile(r"&(?=#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};|[A-Za-z][A-Za-z0-9]{1,31};)")
+# A scheme that makes a link run script or open a page of its own instead of
+# going somewhere, before its colon (a renderer reads `\:` as `:` too).
+_ACTIVE_SCHEME = re.compile(r"(?i)\b(javascript|vbscript|data)(?=\\?:)")
+_WORD_JOINER = "\u2060"
+
+
+def _inert(text: str) -> str:
+    """Text outside code with nothing a renderer would run: no raw HTML, no script link.
+
+    `<` opens raw HTML, so it is written `&lt;`. A `javascript:`,
+    `vbscript:` or `data:` target would make `[x](javascript:...)` a link
+    that runs when clicked in any renderer that does not check links itself,
+    so a word joiner (invisible, and no scheme character) goes before its
+    colon: the text reads the same and the target is a harmless relative
+    one. A character reference is written with `&amp;` first, so none can
+    spell such a scheme (`&#106;avascript:`) once decoded; it shows as written.
+    """
+    text = _REFERENCE.sub("&amp;", text).replace("<", "&lt;")
+    return _ACTIVE_SCHEME.sub(lambda m: m.group(1) + _WORD_JOINER, text)
 
 
 def _md_inline(text: str) -> str:
@@ -447,19 +474,28 @@ def _markdown(text: str) -> str:
     """A text block's Markdown as HTML, with any HTML in the text escaped rather than kept.
 
     CommonMark through markdown-it-py (already installed with rich) with raw
-    HTML off, so `<script>` in a message is shown as text; its link check
-    drops `javascript:` and `data:` targets other than images.
+    HTML off, so `<script>` in a message is shown as text, and a link or
+    image whose target would run script or open a page of its own
+    (`_followable`) is left as text.
     """
     from markdown_it import MarkdownIt
 
     global _renderer
     if _renderer is None:
         _renderer = MarkdownIt("commonmark", {"html": False}).enable("table")
+        _renderer.validateLink = _followable
     rendered: str = _renderer.render(text)
     return rendered
 
 
 _renderer: Any = None
+# Checked on the target as markdown-it decoded and normalised it.
+_UNFOLLOWABLE = re.compile(r"(?i)\s*(javascript|vbscript|data|file):")
+
+
+def _followable(url: str) -> bool:
+    """markdown-it's own link check, stricter: no `data:` target at all, not even an image."""
+    return _UNFOLLOWABLE.match(url) is None
 
 
 def _html_block(block: Block, embed_images: bool) -> str:
