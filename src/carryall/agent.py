@@ -395,8 +395,8 @@ class Agent:
                     self._emit(StepLimitReached(self.max_steps, wrapping_up=True))
                 self._emit(RequestStarted(step))
                 request = self._fitted_request(step, "none" if final else None)
-                self._note_downgrades(request)
                 response = self.backend.complete(request, on_text=self.on_text)
+                self._note_downgrades(response)
                 self._emit(ResponseReceived(step, response))
             except BaseException:
                 # Nothing of a failed request may stay behind, its fitting
@@ -549,17 +549,14 @@ class Agent:
 
     # -- recording ------------------------------------------------------------
 
-    def _note_downgrades(self, request: Request) -> None:
-        # What this request cannot send as held, for the turn's report and
-        # the session: a loss is never silent. The session records each once,
-        # not again with every later request that makes it too; the turn
-        # reports what its own requests lost. Only a backend that can say
-        # (`encode`); the transport encodes again to send, as it must keep
-        # its one `complete` for every caller.
-        encode = getattr(self.backend, "encode", None)
-        if encode is None:
-            return
-        for downgrade in encode(request).downgrades:
+    def _note_downgrades(self, response: Response) -> None:
+        # What the request could not send as held, for the turn's report and
+        # the session: a loss is never silent. The backend says so on the
+        # answer, from the one encode it sent (`Response.downgrades`), so the
+        # request is never encoded a second time to learn it. The session
+        # records each once, not again with every later request that makes
+        # it too; the turn reports what its own requests lost.
+        for downgrade in response.downgrades:
             if downgrade not in self.turn_downgrades:
                 self.turn_downgrades.append(downgrade)
             if self.session is not None and downgrade not in self._downgrades_seen:

@@ -158,6 +158,7 @@ __all__ = [
     "encode_prepared",
     "encode_request",
     "encode_request_bytes",
+    "sent_bytes",
     "stream_body",
     "wire_of",
 ]
@@ -230,12 +231,16 @@ def encode(
 def encode_request_bytes(
     request: Request, caps: Capabilities, dialect: Dialect = "openai", *, stream: bool = False
 ) -> bytes:
-    """`encode_request`'s body as the bytes sent; `stream_body`'s when `stream` is true.
+    """`encode_request`'s body as the bytes sent; `stream_body`'s when `stream` is true."""
+    return sent_bytes(encode_request(request, caps, dialect), stream=stream)
 
-    The transport's entry point: the same JSON as `encode_request`, written
-    once, so the SDK never re-walks or re-encodes the history.
+
+def sent_bytes(body: Mapping[str, Any], *, stream: bool = False) -> bytes:
+    """A finished body (`encode`'s) as the bytes sent; `stream_body`'s when `stream` is true.
+
+    The transport's entry point: the same JSON as the body, written once, so
+    the SDK never re-walks or re-encodes the history.
     """
-    body = encode_request(request, caps, dialect)
     return body_bytes(stream_body(body) if stream else body)
 
 

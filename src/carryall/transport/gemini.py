@@ -93,30 +93,30 @@ class GeminiBackend:
         self._image_limits = WIRE_IMAGE_LIMITS["gemini"] if capabilities.vision else None
 
     def complete(self, request: Request, on_text: Callable[[str], None] | None = None) -> Response:
-        """Send `request` and return the whole answer, or raise `ProviderError`."""
-        if not request.model or not request.endpoint:
-            import msgspec
+        """Send `request` and return the whole answer, or raise `ProviderError`.
 
-            request = msgspec.structs.replace(
-                request,
-                model=request.model or self.model,
-                endpoint=request.endpoint or self.endpoint,
-            )
+        The answer's `downgrades` are those of the one encode that was sent.
+        """
         from google.genai import types
 
-        request, _ = fit_request_images(request, self._image_limits)
-        body = gemini_wire.encode_request(request, self.capabilities)
+        request = self.addressed(request)
+
+        encoded = self.encode(request)
+        body = encoded.body
         config = types.GenerateContentConfig.model_validate(
             {
                 **body.get("generationConfig", {}),
                 **{k: body[k] for k in ("systemInstruction", "tools", "toolConfig") if k in body},
             }
         )
-        return send_whole(
+        response = send_whole(
             lambda: self._attempt(request.model, body["contents"], config, on_text),
             max_retries=self.max_retries,
             retry_delay=self.retry_delay,
         )
+        if not encoded.downgrades:
+            return response
+        return msgspec.structs.replace(response, downgrades=encoded.downgrades)
 
     def addressed(self, request: Request) -> Request:
         """`request` with this backend's model and endpoint where it names none."""
