@@ -118,7 +118,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
-from carryall._json import body_bytes, load_json, repair_surrogates
+import msgspec
+
+from carryall._json import body_bytes, carryable, load_json, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     IMAGE_MEDIA_TYPES,
@@ -380,8 +382,18 @@ def _encode_assistant(message: Message, index: int, llama: bool) -> dict[str, An
 
 
 def _arguments(block: ToolUse, index: int) -> str:
+    # msgspec's encoder, not the stdlib's: this runs once per call in the
+    # history on every request, where `json.dumps` cost more than the rest of
+    # the message. The text is compact, as OpenAI itself writes arguments.
+    # msgspec would write NaN or Infinity as null, a silent change of the
+    # input, so those are refused first (`carryable`), as `json` refused them.
+    if not carryable(block.input):
+        raise HistoryError(
+            index,
+            f"tool call {block.id!r} ({block.name}): input is not JSON: it holds NaN or Infinity",
+        )
     try:
-        return json.dumps(block.input, ensure_ascii=False, allow_nan=False)
+        return msgspec.json.encode(block.input).decode()
     except (TypeError, ValueError, RecursionError) as exc:
         raise HistoryError(
             index, f"tool call {block.id!r} ({block.name}): input is not JSON: {exc}"
