@@ -71,6 +71,7 @@ from encode import (
     carryall_history,
     conversation,
     openai_history,
+    pydantic_ai_anthropic,
     pydantic_ai_history,
 )
 
@@ -199,22 +200,7 @@ def pydantic_ai_path(wire: str, url: str, history: list[Any]) -> Callable[[], ob
     # default makes an `httpx.AsyncClient`, which SDKs built on httpx2 refuse.
     # The request still runs pydantic-ai's mapping and the SDK's `create`.
     if wire == "anthropic":
-        import typing
-
-        import pydantic_ai.models.anthropic as pydantic_ai_anthropic
-        from anthropic import AsyncAnthropic
-        from pydantic_ai.models.anthropic import AnthropicModel
-        from pydantic_ai.providers.anthropic import AnthropicProvider
-
-        if typing.get_origin(pydantic_ai_anthropic.BetaMessageParam) is typing.Union:
-            # Newer SDKs made `BetaMessageParam` a Union of TypedDicts, which
-            # pydantic-ai still calls; calling a TypedDict makes a plain dict,
-            # so `dict` is what its mapping meant to build.
-            pydantic_ai_anthropic.BetaMessageParam = dict  # type: ignore[misc,assignment]
-
-        client = AsyncAnthropic(api_key="not-used", base_url=url)
-        _drop_unknown_omitted(client.beta.messages)
-        model = AnthropicModel(ANTHROPIC_MODEL, provider=AnthropicProvider(anthropic_client=client))
+        model = pydantic_ai_anthropic(ANTHROPIC_MODEL, base_url=url)
     else:
         from openai import AsyncOpenAI
         from pydantic_ai.models.openai import OpenAIChatModel
@@ -237,28 +223,6 @@ def pydantic_ai_path(wire: str, url: str, history: list[Any]) -> Callable[[], ob
         return loop.run_until_complete(model.request(history, settings, params))
 
     return run
-
-
-def _drop_unknown_omitted(messages: Any) -> None:
-    """Let pydantic-ai call an SDK whose `create` lost parameters it passes only as omitted.
-
-    Newer Anthropic SDKs have no `temperature`, `top_p` or `top_k`; pydantic-ai
-    passes each as the SDK's `OMIT` when unset, which sends nothing. Those
-    keywords are dropped (a set one is kept, and fails as it should); every
-    other argument reaches the SDK's own `create` unchanged.
-    """
-    import inspect
-
-    from anthropic import Omit
-
-    create = messages.create
-    accepted = inspect.signature(create).parameters
-
-    def compatible(**kwargs: Any) -> Any:
-        kept = {k: v for k, v in kwargs.items() if k in accepted or not isinstance(v, Omit)}
-        return create(**kept)
-
-    messages.create = compatible
 
 
 def floor_path(wire: str, history: list[Any]) -> Callable[[], object]:
