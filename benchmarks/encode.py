@@ -51,6 +51,7 @@ import base64
 import functools
 import gc
 import importlib.util
+import io
 import json
 import os
 import random
@@ -310,7 +311,7 @@ def litellm_encoder(history: list[dict[str, Any]]) -> Callable[[], bytes]:
             "messages": messages,
             "tools": tools,
         }
-        return orjson.dumps(body)
+        return orjson.dumps(body, default=_b64)
 
     return run
 
@@ -377,7 +378,7 @@ def pydantic_ai_encoder(history: list[ModelMessage]) -> Callable[[], bytes]:
             "messages": messages,
             "tools": tools,
         }
-        return orjson.dumps(body)
+        return orjson.dumps(body, default=_b64)
 
     return run
 
@@ -567,9 +568,12 @@ def bench(work: Workload, rounds: int, processes: int) -> None:
 
 
 def _b64(value: Any) -> str:
-    # pydantic-ai leaves inline data as bytes for its SDK to encode: the SDK sends base64.
+    # pydantic-ai leaves inline data as bytes (or, for newer Anthropic SDKs, a
+    # BytesIO) for its SDK to encode: the SDK sends base64.
     if isinstance(value, bytes | bytearray):
         return base64.b64encode(value).decode("ascii")
+    if isinstance(value, io.BytesIO):
+        return base64.b64encode(value.getvalue()).decode("ascii")
     raise TypeError(type(value).__name__)
 
 
