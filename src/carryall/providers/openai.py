@@ -226,7 +226,9 @@ def encode(
     strings of the request rather than copying them: treat it as read-only.
     """
     prepared = prepare(request, caps, wire_of(dialect), every_origin=every_origin)
-    body = encode_prepared(request, prepared.messages, caps, dialect)
+    # A history written to a file (`every_origin`) keeps the spaced argument
+    # text exports have always had, so an old transcript exports as it did.
+    body = encode_prepared(request, prepared.messages, caps, dialect, spaced=every_origin)
     return Encoded(body, prepared.downgrades)
 
 
@@ -251,6 +253,8 @@ def encode_prepared(
     messages: Sequence[Message],
     caps: Capabilities,
     dialect: Dialect = "openai",
+    *,
+    spaced: bool = False,
 ) -> dict[str, Any]:
     """`encode_request` for messages already through `_common.prepare`.
 
@@ -277,7 +281,7 @@ def encode_prepared(
         elif message.role == "system":
             wire.append({"role": "system", "content": message.text()})
         else:
-            wire.append(_encode_assistant(message, index, llama))
+            wire.append(_encode_assistant(message, index, llama, spaced))
     if not wire:
         raise HistoryError(0, "the request has no messages and no system prompt: nothing to answer")
     body: dict[str, Any] = {"model": request.model, "messages": wire}
@@ -347,7 +351,7 @@ def _user_part(block: Text | Image | Document | Opaque) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": block.data_uri()}}
 
 
-def _encode_assistant(message: Message, index: int, llama: bool) -> dict[str, Any]:
+def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -> dict[str, Any]:
     thinking: list[str] = []
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
@@ -362,7 +366,10 @@ def _encode_assistant(message: Message, index: int, llama: bool) -> dict[str, An
                 {
                     "id": block.id,
                     "type": "function",
-                    "function": {"name": block.name, "arguments": _arguments(block, index)},
+                    "function": {
+                        "name": block.name,
+                        "arguments": _arguments(block, index, spaced),
+                    },
                 }
             )
     out: dict[str, Any] = {"role": "assistant"}
@@ -381,7 +388,7 @@ def _encode_assistant(message: Message, index: int, llama: bool) -> dict[str, An
     return out
 
 
-def _arguments(block: ToolUse, index: int) -> str:
+def _arguments(block: ToolUse, index: int, spaced: bool = False) -> str:
     # msgspec's encoder, not the stdlib's: this runs once per call in the
     # history on every request, where `json.dumps` cost more than the rest of
     # the message. The text is compact, as OpenAI itself writes arguments.
@@ -393,6 +400,8 @@ def _arguments(block: ToolUse, index: int) -> str:
             f"tool call {block.id!r} ({block.name}): input is not JSON: it holds NaN or Infinity",
         )
     try:
+        if spaced:
+            return json.dumps(block.input, ensure_ascii=False, allow_nan=False)
         return msgspec.json.encode(block.input).decode()
     except (TypeError, ValueError, RecursionError) as exc:
         raise HistoryError(
