@@ -51,6 +51,7 @@ import base64
 import functools
 import gc
 import importlib.util
+import io
 import json
 import os
 import random
@@ -310,19 +311,53 @@ def litellm_encoder(history: list[dict[str, Any]]) -> Callable[[], bytes]:
             "messages": messages,
             "tools": tools,
         }
-        return orjson.dumps(body)
+        return orjson.dumps(body, default=_b64)
 
     return run
+
+
+def pydantic_ai_anthropic(model_name: str, base_url: str | None = None) -> Any:
+    """pydantic-ai's `AnthropicModel`, made to run against the installed Anthropic SDK.
+
+    The SDK client is built here and handed over: pydantic-ai's default makes
+    an `httpx.AsyncClient`, which SDKs built on httpx2 refuse. Newer SDKs made
+    `BetaMessageParam` a Union of TypedDicts, which pydantic-ai still calls;
+    calling a TypedDict makes a plain dict, so `dict` is what its mapping
+    meant to build. And they dropped `temperature`, `top_p` and `top_k` from
+    `create`, which pydantic-ai passes as the SDK's `Omit` when unset (sending
+    nothing): those omitted keywords are dropped, every other argument reaches
+    the SDK's own `create` unchanged, and a set one still fails as it should.
+    """
+    import inspect
+    import typing
+
+    import pydantic_ai.models.anthropic as pydantic_ai_module
+    from anthropic import AsyncAnthropic, Omit
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    if typing.get_origin(pydantic_ai_module.BetaMessageParam) is typing.Union:
+        pydantic_ai_module.BetaMessageParam = dict  # type: ignore[misc,assignment]
+    client = AsyncAnthropic(api_key="not-used-nothing-is-sent", base_url=base_url)
+    messages = client.beta.messages
+    create = messages.create
+    accepted = inspect.signature(create).parameters
+
+    def compatible(**kwargs: Any) -> Any:
+        kept = {k: v for k, v in kwargs.items() if k in accepted or not isinstance(v, Omit)}
+        return create(**kept)
+
+    messages.create = compatible  # type: ignore[method-assign]
+    return AnthropicModel(model_name, provider=AnthropicProvider(anthropic_client=client))
 
 
 def pydantic_ai_encoder(history: list[ModelMessage]) -> Callable[[], bytes]:
     """pydantic-ai: `AnthropicModel._map_message`, run to completion, in a body like carryall's."""
     from pydantic_ai.models import ModelRequestParameters
-    from pydantic_ai.models.anthropic import AnthropicModel, AnthropicModelSettings
-    from pydantic_ai.providers.anthropic import AnthropicProvider
+    from pydantic_ai.models.anthropic import AnthropicModelSettings
     from pydantic_ai.tools import ToolDefinition
 
-    model = AnthropicModel(MODEL, provider=AnthropicProvider(api_key="not-used-nothing-is-sent"))
+    model = pydantic_ai_anthropic(MODEL)
     params = ModelRequestParameters(
         function_tools=[
             ToolDefinition(
@@ -343,7 +378,7 @@ def pydantic_ai_encoder(history: list[ModelMessage]) -> Callable[[], bytes]:
             "messages": messages,
             "tools": tools,
         }
-        return orjson.dumps(body)
+        return orjson.dumps(body, default=_b64)
 
     return run
 
@@ -533,20 +568,27 @@ def bench(work: Workload, rounds: int, processes: int) -> None:
 
 
 def _b64(value: Any) -> str:
-    # pydantic-ai leaves inline data as bytes for its SDK to encode: the SDK sends base64.
+    # pydantic-ai leaves inline data as bytes (or, for newer Anthropic SDKs, a
+    # BytesIO) for its SDK to encode: the SDK sends base64.
     if isinstance(value, bytes | bytearray):
         return base64.b64encode(value).decode("ascii")
+    if isinstance(value, io.BytesIO):
+        return base64.b64encode(value.getvalue()).decode("ascii")
     raise TypeError(type(value).__name__)
 
 
 def responses_pair(tasks: list[Task]) -> dict[str, Callable[[], bytes]]:
     """carryall's Responses codec and pydantic-ai's `OpenAIResponsesModel._map_messages`."""
+    from openai import AsyncOpenAI
     from pydantic_ai.models.openai import OpenAIResponsesModel, OpenAIResponsesModelSettings
     from pydantic_ai.providers.openai import OpenAIProvider
 
     from carryall.providers import responses
 
-    model = OpenAIResponsesModel(MODEL, provider=OpenAIProvider(api_key="not-used"))
+    # The client built here: pydantic-ai's default is an httpx client, which
+    # an SDK built on httpx2 refuses.
+    client = AsyncOpenAI(api_key="not-used")
+    model = OpenAIResponsesModel(MODEL, provider=OpenAIProvider(openai_client=client))
     params = _pydantic_ai_params()
     settings = OpenAIResponsesModelSettings()
     tools = [

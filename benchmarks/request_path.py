@@ -71,6 +71,7 @@ from encode import (
     carryall_history,
     conversation,
     openai_history,
+    pydantic_ai_anthropic,
     pydantic_ai_history,
 )
 
@@ -195,20 +196,18 @@ def pydantic_ai_path(wire: str, url: str, history: list[Any]) -> Callable[[], ob
     from pydantic_ai.tools import ToolDefinition
 
     model: Any
+    # The SDK clients are built here and handed over: pydantic-ai's own
+    # default makes an `httpx.AsyncClient`, which SDKs built on httpx2 refuse.
+    # The request still runs pydantic-ai's mapping and the SDK's `create`.
     if wire == "anthropic":
-        from pydantic_ai.models.anthropic import AnthropicModel
-        from pydantic_ai.providers.anthropic import AnthropicProvider
-
-        model = AnthropicModel(
-            ANTHROPIC_MODEL, provider=AnthropicProvider(api_key="not-used", base_url=url)
-        )
+        model = pydantic_ai_anthropic(ANTHROPIC_MODEL, base_url=url)
     else:
+        from openai import AsyncOpenAI
         from pydantic_ai.models.openai import OpenAIChatModel
         from pydantic_ai.providers.openai import OpenAIProvider
 
-        model = OpenAIChatModel(
-            OPENAI_MODEL, provider=OpenAIProvider(api_key="not-used", base_url=f"{url}/v1")
-        )
+        client = AsyncOpenAI(api_key="not-used", base_url=f"{url}/v1")
+        model = OpenAIChatModel(OPENAI_MODEL, provider=OpenAIProvider(openai_client=client))
     params = ModelRequestParameters(
         function_tools=[
             ToolDefinition(

@@ -741,6 +741,8 @@ def test_a_hosted_models_context_comes_from_the_table_and_a_given_one_wins() -> 
     assert Agent(ScriptedBackend(model="scripted-1")).context_window is None
     given = Agent(ScriptedBackend(model="claude-haiku-4-5"), context_window=50_000)
     assert given.context_window == 50_000
+
+
 # -- an answer that would break the history ------------------------------------------
 
 

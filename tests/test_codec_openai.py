@@ -152,8 +152,8 @@ PARALLEL_WIRE = [
         "role": "assistant",
         "content": "I'll do both.",
         "tool_calls": [
-            call("call_1", "read_file", '{"path": "notes.txt"}'),
-            call("call_2", "screenshot", '{"window": "editor"}'),
+            call("call_1", "read_file", '{"path":"notes.txt"}'),
+            call("call_2", "screenshot", '{"window":"editor"}'),
         ],
     },
     {"role": "tool", "tool_call_id": "call_1", "content": "buy milk"},
@@ -192,7 +192,7 @@ def test_golden_error_result_says_so_in_the_tool_text(dialect: Dialect) -> None:
             {"role": "user", "content": "Read missing.txt."},
             {
                 "role": "assistant",
-                "tool_calls": [call("call_9", "read_file", '{"path": "missing.txt"}')],
+                "tool_calls": [call("call_9", "read_file", '{"path":"missing.txt"}')],
             },
             {
                 "role": "tool",
@@ -219,7 +219,7 @@ def test_golden_signed_thinking_stays_off_the_openai_wire() -> None:
             {"role": "user", "content": "What is 2+2? Check with a tool."},
             {
                 "role": "assistant",
-                "tool_calls": [call("call_t", "read_file", '{"path": "math.txt"}')],
+                "tool_calls": [call("call_t", "read_file", '{"path":"math.txt"}')],
             },
             {"role": "tool", "tool_call_id": "call_t", "content": "2+2=4"},
             {"role": "assistant", "content": "It is 4."},
@@ -243,7 +243,7 @@ def test_golden_signed_thinking_goes_back_to_llama_server_as_reasoning_content()
             {
                 "role": "assistant",
                 "reasoning_content": "The user wants arithmetic; I will read the file.",
-                "tool_calls": [call("call_t", "read_file", '{"path": "math.txt"}')],
+                "tool_calls": [call("call_t", "read_file", '{"path":"math.txt"}')],
             },
             {"role": "tool", "tool_call_id": "call_t", "content": "2+2=4"},
             {
@@ -336,7 +336,7 @@ def test_golden_history_ending_in_a_tool_round_ends_on_the_tool_message(dialect:
             {"role": "user", "content": "Read notes.txt."},
             {
                 "role": "assistant",
-                "tool_calls": [call("call_r", "read_file", '{"path": "notes.txt"}')],
+                "tool_calls": [call("call_r", "read_file", '{"path":"notes.txt"}')],
             },
             {"role": "tool", "tool_call_id": "call_r", "content": "line one\nline two\n"},
         ],

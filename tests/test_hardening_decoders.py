@@ -200,6 +200,8 @@ def _raw_body(content: list[dict[str, Any]]) -> dict[str, Any]:
         "stop_reason": "end_turn",
         "usage": {"input_tokens": 1, "output_tokens": 1},
     }
+
+
 # Found by benchmarks/fuzz_decoders.py's Responses and Gemini targets.
 
 

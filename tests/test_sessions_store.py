@@ -501,3 +501,48 @@ def test_module_docstring_example_is_the_api() -> None:
     # The agent loop relies on these names staying put.
     assert callable(Store.create) and callable(Store.open) and callable(Store.list)
     assert hasattr(store_module.Session, "record") and hasattr(store_module.Session, "messages")
+
+
+# -- loading in one pass ------------------------------------------------------------
+
+
+_PIECES = st.sampled_from([b"a", b"{}", b"\n", b"\0", b" ", b"\r"])
+
+
+@given(st.lists(_PIECES, max_size=24).map(b"".join))
+@settings(max_examples=400, deadline=None)
+def test_streamed_lines_are_the_lines_split_lines_finds_in_the_whole_file(data: bytes) -> None:
+    # The load reads the file line by line (no whole copy); torn tails and
+    # a power loss's run of NULs must cut exactly what the whole-file reading cut.
+    import io
+
+    from carryall.sessions._transcript import LineReader, split_lines
+
+    lines, end = split_lines(data)
+    reader = LineReader(io.BytesIO(data))
+    assert [line for _, line in reader] == lines
+    assert (reader.end, reader.count) == (end, len(lines))
+
+
+def test_open_never_reads_the_transcript_whole(tmp_path: Path, monkeypatch: Any) -> None:
+    store = Store(tmp_path)
+    session = store.create(backend="b", model="m")
+    session.append([Message.user(f"turn {i}") for i in range(50)])
+    reads: list[int] = []
+    real_open = Path.open
+
+    def watched(self: Path, *args: Any, **kwargs: Any) -> Any:
+        f = real_open(self, *args, **kwargs)
+        if self.suffix == ".jsonl" and "b" in (args[0] if args else kwargs.get("mode", "r")):
+            real_read = f.read
+
+            def read(size: int = -1) -> bytes:
+                reads.append(size)
+                return real_read(size)
+
+            f.read = read
+        return f
+
+    monkeypatch.setattr(Path, "open", watched)
+    assert len(store.open(session.id).messages()) == 50
+    assert -1 not in reads  # no read of the whole file

@@ -767,3 +767,34 @@ def test_a_foreign_signature_stays_off_the_wire_and_the_session_records_the_down
     _, shown = _render(str(tmp_path), session.id, ShowFormat.text, False)
     assert "Not sent as held (downgrades):" in shown
     assert f"message 1: thinking: {downgrade.reason}" in shown
+
+
+def test_each_request_is_encoded_once_and_its_answer_carries_the_downgrades() -> None:
+    import dataclasses
+
+    other = Origin("anthropic", "api.anthropic.com", "claude-opus-4-1")
+    history = [
+        Message.user("Hi"),
+        Message.assistant([Thinking("old", "SIG-OTHER", other), Text("Hi!")]),
+    ]
+    with served([Reply(sse=ANTHROPIC.ok), Reply(sse=ANTHROPIC.ok)]) as server:
+        backend = ANTHROPIC.open(server.url, model="claude-sonnet-4-6")
+        encodes: list[Request] = []
+        codec: Codec = backend._codec  # type: ignore[attr-defined]
+
+        def counted(request: Request) -> Any:
+            encodes.append(request)
+            return codec.encode_reported(request)
+
+        backend._codec = dataclasses.replace(codec, encode_reported=counted)  # type: ignore[attr-defined]
+        response = backend.complete(hello("claude-sonnet-4-6"))
+        assert response.downgrades == ()  # nothing lost, nothing reported
+        agent = Agent(backend, messages=list(history))
+        agent.send("Again?")
+    # One encode per request sent: the agent learns the downgrades from the answer.
+    assert len(encodes) == len(server.requests) == 2
+    [downgrade] = agent.turn_downgrades
+    assert (downgrade.index, downgrade.kind) == (1, "thinking")
+    # What was reported is what was sent: the bytes on the wire are that encode's.
+    assert server.requests[1]["raw"] == codec.sent_bytes(codec.encode(encodes[1]), True)
+    assert "SIG-OTHER" not in server.requests[1]["raw"].decode()

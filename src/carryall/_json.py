@@ -50,7 +50,12 @@ def carryable(value: Any) -> bool:
     stack = [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, float):
+        kind = type(item)
+        if kind is str or kind is int or kind is bool or item is None:
+            continue  # the commonest leaves, without the abstract-class checks below
+        if kind is dict:
+            stack.extend(item.values())
+        elif isinstance(item, float):
             if item != item or item in (float("inf"), float("-inf")):
                 return False
         elif isinstance(item, Mapping):

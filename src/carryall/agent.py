@@ -416,15 +416,15 @@ class Agent:
     def _send(self, step: int, tool_choice: ToolChoice | None) -> Response:
         """Fit, send and answer one request; fitted again once if the server counts more."""
         request = self._fitted_request(step, tool_choice)
-        self._note_downgrades(request)
         try:
-            return self.backend.complete(request, on_text=self.on_text)
+            response = self.backend.complete(request, on_text=self.on_text)
         except ProviderError as exc:
             if not self._learn_context(request, exc):
                 raise
-        request = self._fitted_request(step, tool_choice)
-        self._note_downgrades(request)
-        return self.backend.complete(request, on_text=self.on_text)
+            request = self._fitted_request(step, tool_choice)
+            response = self.backend.complete(request, on_text=self.on_text)
+        self._note_downgrades(response)
+        return response
 
     # -- the turn -------------------------------------------------------------
 
@@ -651,17 +651,14 @@ class Agent:
 
     # -- recording ------------------------------------------------------------
 
-    def _note_downgrades(self, request: Request) -> None:
-        # What this request cannot send as held, for the turn's report and
-        # the session: a loss is never silent. The session records each once,
-        # not again with every later request that makes it too; the turn
-        # reports what its own requests lost. Only a backend that can say
-        # (`encode`); the transport encodes again to send, as it must keep
-        # its one `complete` for every caller.
-        encode = getattr(self.backend, "encode", None)
-        if encode is None:
-            return
-        for downgrade in encode(request).downgrades:
+    def _note_downgrades(self, response: Response) -> None:
+        # What the request could not send as held, for the turn's report and
+        # the session: a loss is never silent. The backend says so on the
+        # answer, from the one encode it sent (`Response.downgrades`), so the
+        # request is never encoded a second time to learn it. The session
+        # records each once, not again with every later request that makes
+        # it too; the turn reports what its own requests lost.
+        for downgrade in response.downgrades:
             if downgrade not in self.turn_downgrades:
                 self.turn_downgrades.append(downgrade)
             if self.session is not None and downgrade not in self._downgrades_seen:

@@ -115,6 +115,13 @@ class Response(msgspec.Struct, frozen=True, kw_only=True):
     model: str | None = None
     refusal: str | None = None
     malformed_tool_args: int = 0
+    downgrades: tuple[Downgrade, ...] = ()
+    """What the request that got this answer could not send as held (`Encoded.downgrades`).
+
+    Filled by the backend that encoded that request, from the one encode it
+    sent, so a caller learns what was lost without encoding it again; a
+    decoder leaves it empty.
+    """
 
 
 class Encoded(msgspec.Struct, frozen=True):

@@ -102,6 +102,7 @@ __all__ = [
     "encode",
     "encode_request",
     "encode_request_bytes",
+    "sent_bytes",
 ]
 
 DIALECT: Final = "anthropic"
@@ -212,15 +213,17 @@ def encode(request: Request, caps: Capabilities, *, every_origin: bool = False) 
 
 
 def encode_request_bytes(request: Request, caps: Capabilities, *, stream: bool = False) -> bytes:
-    """`encode_request`'s body as the bytes sent, asking for a stream when `stream` is true.
+    """`encode_request`'s body as the bytes sent, asking for a stream when `stream` is true."""
+    return sent_bytes(encode_request(request, caps), stream=stream)
 
-    The transport's entry point: the same JSON as `encode_request`, written
-    once, so the SDK never re-walks or re-encodes the history.
+
+def sent_bytes(body: Mapping[str, Any], *, stream: bool = False) -> bytes:
+    """A finished body (`encode`'s) as the bytes sent, asking for a stream when `stream` is true.
+
+    The transport's entry point: the same JSON as the body, written once, so
+    the SDK never re-walks or re-encodes the history.
     """
-    body = encode_request(request, caps)
-    if stream:
-        body["stream"] = True
-    return body_bytes(body)
+    return body_bytes({**body, "stream": True} if stream else body)
 
 
 def _thinking_budget(request: Request) -> int:

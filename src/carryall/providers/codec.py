@@ -48,10 +48,11 @@ class Codec:
 
     `encode`, `decode` and `stream_decoder` are the codec proper. `encode`
     gives the body as a dict, for inspection; `encode_reported` the same
-    body with the downgrades made to write it (`Encoded`), which the agent
-    records; `encode_bytes(request, stream)`
-    gives the same JSON as the bytes a transport sends (asking for a stream
-    when `stream` is true), written once. `event_payload`
+    body with the downgrades made to write it (`Encoded`), which is what a
+    transport encodes, once, so it can hand those downgrades back on the
+    answer. `sent_bytes(body, stream)` writes such a body as the bytes a
+    transport sends (asking for a stream when `stream` is true), in one
+    pass, and `encode_bytes(request, stream)` is the two in a row. `event_payload`
     is what the decoder is fed for an event of a given name. `completes` says
     an event finished the answer (what may follow is bookkeeping, such as a
     usage chunk), and `ends` that nothing follows it, so reading stops there
@@ -65,7 +66,7 @@ class Codec:
 
     encode: Callable[[Request], dict[str, Any]]
     encode_reported: Callable[[Request], Encoded]
-    encode_bytes: Callable[[Request, bool], bytes]
+    sent_bytes: Callable[[Mapping[str, Any], bool], bytes]
     decode: Callable[[Mapping[str, Any]], Response]
     stream_decoder: Callable[[], StreamDecoder]
     event_payload: Callable[[str | None, Any], Any]
@@ -73,15 +74,17 @@ class Codec:
     ends: Callable[[Any], bool]
     endpoint: str = ""
 
+    def encode_bytes(self, request: Request, stream: bool) -> bytes:
+        """The bytes a transport sends for `request`: `encode`, then `sent_bytes`."""
+        return self.sent_bytes(self.encode(request), stream)
+
 
 def anthropic_codec(caps: Capabilities, endpoint: str = "") -> Codec:
     """The Messages API codec for a model with `caps`, at `endpoint` (a base URL's host)."""
     return Codec(
         encode=lambda request: anthropic_wire.encode_request(request, caps),
         encode_reported=lambda request: anthropic_wire.encode(request, caps),
-        encode_bytes=lambda request, stream: anthropic_wire.encode_request_bytes(
-            request, caps, stream=stream
-        ),
+        sent_bytes=lambda body, stream: anthropic_wire.sent_bytes(body, stream=stream),
         decode=lambda data: anthropic_wire.decode_response(data, endpoint=endpoint),
         stream_decoder=lambda: anthropic_wire.StreamDecoder(endpoint),
         event_payload=_as_sent,
@@ -103,9 +106,7 @@ def openai_codec(caps: Capabilities, dialect: Dialect, endpoint: str = "") -> Co
         return Codec(
             encode=lambda request: openai_wire.encode_request(request, caps, dialect),
             encode_reported=lambda request: openai_wire.encode(request, caps, dialect),
-            encode_bytes=lambda request, stream: openai_wire.encode_request_bytes(
-                request, caps, dialect, stream=stream
-            ),
+            sent_bytes=_openai_bytes,
             decode=openai_wire.decode_response,
             stream_decoder=openai_wire.StreamDecoder,
             event_payload=_bare_error_wrapped,
@@ -121,9 +122,7 @@ def openai_codec(caps: Capabilities, dialect: Dialect, endpoint: str = "") -> Co
         encode_reported=lambda request: prompt_mode.encode(
             request, caps, dialect=dialect, constrained=constrained
         ),
-        encode_bytes=lambda request, stream: prompt_mode.encode_request_bytes(
-            request, caps, dialect=dialect, constrained=constrained, stream=stream
-        ),
+        sent_bytes=_openai_bytes,
         decode=lambda data: prompt_mode.decode_response(data, constrained=constrained),
         stream_decoder=lambda: prompt_mode.StreamDecoder(constrained),
         event_payload=_bare_error_wrapped,
@@ -150,9 +149,7 @@ def responses_codec(caps: Capabilities, *, llama: bool = False, endpoint: str = 
         encode_reported=lambda request: responses_wire.encode(
             request, caps, constrained=constrained, llama=llama
         ),
-        encode_bytes=lambda request, stream: responses_wire.encode_request_bytes(
-            request, caps, constrained=constrained, llama=llama, stream=stream
-        ),
+        sent_bytes=responses_wire.sent_bytes,
         decode=(lambda data: responses_wire.decode_response(data, endpoint=endpoint))
         if native
         else lambda data: responses_wire.decode_prompt_response(
@@ -166,6 +163,11 @@ def responses_codec(caps: Capabilities, *, llama: bool = False, endpoint: str = 
         ends=_response_finished,
         endpoint=endpoint,
     )
+
+
+def _openai_bytes(body: Mapping[str, Any], stream: bool) -> bytes:
+    # Prompt mode speaks the same wire, so its bodies are sent the same way.
+    return openai_wire.sent_bytes(body, stream=stream)
 
 
 def _response_finished(payload: Any) -> bool:

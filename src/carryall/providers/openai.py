@@ -118,7 +118,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
-from carryall._json import body_bytes, repair_surrogates
+import msgspec
+
+from carryall._json import body_bytes, carryable, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     IMAGE_MEDIA_TYPES,
@@ -166,6 +168,7 @@ __all__ = [
     "encode_prepared",
     "encode_request",
     "encode_request_bytes",
+    "sent_bytes",
     "stream_body",
     "wire_of",
 ]
@@ -231,19 +234,25 @@ def encode(
     strings of the request rather than copying them: treat it as read-only.
     """
     prepared = prepare(request, caps, wire_of(dialect), every_origin=every_origin)
-    body = encode_prepared(request, prepared.messages, caps, dialect)
+    # A history written to a file (`every_origin`) keeps the spaced argument
+    # text exports have always had, so an old transcript exports as it did.
+    body = encode_prepared(request, prepared.messages, caps, dialect, spaced=every_origin)
     return Encoded(body, prepared.downgrades)
 
 
 def encode_request_bytes(
     request: Request, caps: Capabilities, dialect: Dialect = "openai", *, stream: bool = False
 ) -> bytes:
-    """`encode_request`'s body as the bytes sent; `stream_body`'s when `stream` is true.
+    """`encode_request`'s body as the bytes sent; `stream_body`'s when `stream` is true."""
+    return sent_bytes(encode_request(request, caps, dialect), stream=stream)
 
-    The transport's entry point: the same JSON as `encode_request`, written
-    once, so the SDK never re-walks or re-encodes the history.
+
+def sent_bytes(body: Mapping[str, Any], *, stream: bool = False) -> bytes:
+    """A finished body (`encode`'s) as the bytes sent; `stream_body`'s when `stream` is true.
+
+    The transport's entry point: the same JSON as the body, written once, so
+    the SDK never re-walks or re-encodes the history.
     """
-    body = encode_request(request, caps, dialect)
     return body_bytes(stream_body(body) if stream else body)
 
 
@@ -252,6 +261,8 @@ def encode_prepared(
     messages: Sequence[Message],
     caps: Capabilities,
     dialect: Dialect = "openai",
+    *,
+    spaced: bool = False,
 ) -> dict[str, Any]:
     """`encode_request` for messages already through `_common.prepare`.
 
@@ -278,7 +289,7 @@ def encode_prepared(
         elif message.role == "system":
             wire.append({"role": "system", "content": message.text()})
         else:
-            wire.append(_encode_assistant(message, index, llama))
+            wire.append(_encode_assistant(message, index, llama, spaced))
     if not wire:
         raise HistoryError(0, "the request has no messages and no system prompt: nothing to answer")
     body: dict[str, Any] = {"model": request.model, "messages": wire}
@@ -348,7 +359,7 @@ def _user_part(block: Text | Image | Document | Opaque) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": block.data_uri()}}
 
 
-def _encode_assistant(message: Message, index: int, llama: bool) -> dict[str, Any]:
+def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -> dict[str, Any]:
     thinking: list[str] = []
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
@@ -363,7 +374,10 @@ def _encode_assistant(message: Message, index: int, llama: bool) -> dict[str, An
                 {
                     "id": block.id,
                     "type": "function",
-                    "function": {"name": block.name, "arguments": _arguments(block, index)},
+                    "function": {
+                        "name": block.name,
+                        "arguments": _arguments(block, index, spaced),
+                    },
                 }
             )
     out: dict[str, Any] = {"role": "assistant"}
@@ -382,9 +396,21 @@ def _encode_assistant(message: Message, index: int, llama: bool) -> dict[str, An
     return out
 
 
-def _arguments(block: ToolUse, index: int) -> str:
+def _arguments(block: ToolUse, index: int, spaced: bool = False) -> str:
+    # msgspec's encoder, not the stdlib's: this runs once per call in the
+    # history on every request, where `json.dumps` cost more than the rest of
+    # the message. The text is compact, as OpenAI itself writes arguments.
+    # msgspec would write NaN or Infinity as null, a silent change of the
+    # input, so those are refused first (`carryable`), as `json` refused them.
+    if not carryable(block.input):
+        raise HistoryError(
+            index,
+            f"tool call {block.id!r} ({block.name}): input is not JSON: it holds NaN or Infinity",
+        )
     try:
-        return json.dumps(block.input, ensure_ascii=False, allow_nan=False)
+        if spaced:
+            return json.dumps(block.input, ensure_ascii=False, allow_nan=False)
+        return msgspec.json.encode(block.input).decode()
     except (TypeError, ValueError, RecursionError) as exc:
         raise HistoryError(
             index, f"tool call {block.id!r} ({block.name}): input is not JSON: {exc}"

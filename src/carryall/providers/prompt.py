@@ -58,7 +58,7 @@ from typing import Any
 import jiter
 import msgspec
 
-from carryall._json import body_bytes, load_json
+from carryall._json import load_json
 from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
 from carryall.carrier import Marker, MarkerKind, marker_line, render_prompt_tool_carrier
 from carryall.errors import CarrierError, HistoryError, ProviderError
@@ -186,13 +186,9 @@ def encode_request_bytes(
     constrained: bool = False,
     stream: bool = False,
 ) -> bytes:
-    """`encode_request`'s body as the bytes sent; `stream_body`'s when `stream` is true.
-
-    The transport's entry point: the same JSON as `encode_request`, written
-    once, so the SDK never re-walks or re-encodes the history.
-    """
+    """`encode_request`'s body as the bytes sent (`openai.sent_bytes`: the same wire)."""
     body = encode_request(request, caps, dialect=dialect, constrained=constrained)
-    return body_bytes(openai_codec.stream_body(body) if stream else body)
+    return openai_codec.sent_bytes(body, stream=stream)
 
 
 def _plain(message: Message, index: int, messages: Sequence[Message], constrained: bool) -> Message:

@@ -119,6 +119,7 @@ __all__ = [
     "encode",
     "encode_request",
     "encode_request_bytes",
+    "sent_bytes",
 ]
 
 DIALECT: Final = "responses"
@@ -238,7 +239,11 @@ def encode_request_bytes(
     stream: bool = False,
 ) -> bytes:
     """`encode_request`'s body as the bytes sent, asking for a stream when `stream` is true."""
-    body = encode_request(request, caps, constrained=constrained, llama=llama)
+    return sent_bytes(encode_request(request, caps, constrained=constrained, llama=llama), stream)
+
+
+def sent_bytes(body: Mapping[str, Any], stream: bool = False) -> bytes:
+    """A finished body (`encode`'s) as the bytes sent, asking for a stream when `stream` is true."""
     return body_bytes({**body, "stream": True} if stream else body)
 
 

@@ -31,7 +31,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, BinaryIO, Generic, Literal, TypeVar
 
 import msgspec
 
@@ -275,6 +275,59 @@ def split_lines(data: bytes) -> tuple[list[bytes], int]:
     if end == 0:
         return [], 0
     return data[: end - 1].split(b"\n"), end
+
+
+class LineReader:
+    """The complete lines of a file as it is read, as `split_lines` finds them in its bytes.
+
+    One pass and no copy of the file: a long transcript is never held whole
+    beside the session it loads. Iterating yields `(line_no, line)` for each
+    line in order (numbered from 1, without its newline), empty lines
+    included; afterwards `end` is the byte length the complete lines cover
+    and `count` how many there are, both exactly what `split_lines` gives.
+    A line becomes certain only when a line with content follows it or the
+    file ends: a run of NULs and newlines at the end (what a power loss
+    leaves) takes with it a line whose newline it replaced, so the last line
+    with content, and any blank ones after it, are held back until then.
+    """
+
+    def __init__(self, file: BinaryIO) -> None:
+        self._file = file
+        self.end = 0
+        self.count = 0
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        held: bytes | None = None  # the last line with content, not yet yielded
+        after: list[bytes] = []  # the blank or all-NUL lines after it
+        covered = 0  # bytes of the lines yielded so far
+        torn = b""
+        for raw in self._file:
+            if not raw.endswith(b"\n"):
+                torn = raw  # only ever the last piece
+                break
+            if not raw.rstrip(b"\0\n"):
+                after.append(raw)
+                continue
+            for line in (held, *after) if held is not None else after:
+                self.count += 1
+                covered += len(line)
+                yield self.count, line[:-1]
+            held, after = raw, []
+        # The end: as in `split_lines`, a NUL anywhere in the run of NULs and
+        # newlines the file ends with cuts every line that run touches.
+        tail = [held, *after] if held is not None else after
+        content = len(held.rstrip(b"\0\n")) if held is not None else 0
+        run = [tail[0][content:], *tail[1:], torn] if tail else [torn]
+        if not torn.rstrip(b"\0\n") and any(b"\0" in part for part in run):
+            # The run starts after held's content (or at the file's start):
+            # only the line whose newline is the run's first byte survives.
+            tail = tail[:1] if tail and tail[0][content : content + 1] == b"\n" else []
+        # (A torn piece with content holds the whole run: every line is whole.)
+        for line in tail:
+            self.count += 1
+            covered += len(line)
+            yield self.count, line[:-1]
+        self.end = covered
 
 
 def has_image(message: Message) -> bool:

@@ -61,6 +61,7 @@ from carryall.config import load_config
 from carryall.errors import BlockError, TranscriptError
 from carryall.sessions._transcript import (
     Event,
+    LineReader,
     Replay,
     SessionMeta,
     StoredBlock,
@@ -527,35 +528,39 @@ class SessionStore:
             return {}
 
     def load(self, path: Path, *, images: bool = True, keep_versions: bool = False) -> Loaded:
-        """Read one transcript whole and replay its events.
+        """Read one transcript in one pass and replay its events.
 
+        The file is streamed line by line (`LineReader`), never held whole,
+        so the load peaks at little more than the session it keeps.
         With `images=False` no image blob is read: each image comes back as
         its stand-in (`image_stand_in`: media type and source, no bytes),
         which is all a reader of placeholders needs. `keep_versions` keeps
         every history a rewrite replaced.
         """
         where = str(path)
+        loader = self._blob_loader(where) if images else image_stand_in
+        replay = Replay(where, loader, keep_versions=keep_versions)
+        meta: SessionMeta | None = None
         try:
             with path.open("rb") as f:
                 stat = os.fstat(f.fileno())
-                data = f.read()
+                reader = LineReader(f)
+                # No pause of the collector: blocks are untracked (gc=False),
+                # so a long load gives it one object per message to rescan.
+                for line_no, line in reader:
+                    if meta is None:
+                        meta = decode_header(line, where)
+                    elif line.strip():  # an empty line is never written: skip it
+                        replay.apply_line(line, line_no)
         except FileNotFoundError:
             raise TranscriptError(f"no session file {path}") from None
         except OSError as exc:
             raise _failed(f"cannot read session file {path}", exc) from None
-        lines, end = split_lines(data)
-        if not lines:
+        if meta is None:
             raise TranscriptError(
                 f"{where}: no complete header line (the session was torn while being created)"
             )
-        meta = decode_header(lines[0], where)
-        loader = self._blob_loader(where) if images else image_stand_in
-        replay = Replay(where, loader, keep_versions=keep_versions)
-        # No pause of the collector: blocks are untracked (gc=False), so a
-        # long load gives it one object per message to rescan, not a tree.
-        for line_no, line in iter_events(lines[1:], 2):
-            replay.apply_line(line, line_no)
-        return Loaded(meta, replay, end, len(lines), (stat.st_dev, stat.st_ino))
+        return Loaded(meta, replay, reader.end, reader.count, (stat.st_dev, stat.st_ino))
 
     # -- image blobs --------------------------------------------------------
 

@@ -125,8 +125,8 @@ def fit_request_images(
 def _fitted(image: Image, limits: ImageLimits) -> Fitted | None:
     """`image` fitted to `limits`; None when it goes as it is.
 
-    Cached: a request is encoded for the agent's downgrade report and again
-    to be sent, and the same history goes out with every request of a turn.
+    Cached: the same history goes out with every request of a turn (and of
+    the turns after it), so an image is fitted once, not once per request.
     """
     size, data_bytes = _declared(image)
     pillow = importlib.util.find_spec("PIL") is not None

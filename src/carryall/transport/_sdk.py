@@ -138,11 +138,13 @@ class SdkBackend:
         sent. A stream that breaks off is sent again whole, at most
         `max_retries` times, with doubling pauses from `retry_delay`.
         An image over `image_limits` goes fitted, in this request only.
+        The answer's `downgrades` are those of the one encode that was sent
+        (what `encode` would report), so no caller has to encode it again.
         """
-        request, _ = fit_request_images(self.addressed(request), self.image_limits)
-        body = self._codec.encode_bytes(request, self.stream)
+        encoded = self.encode(request)
+        body = self._codec.sent_bytes(encoded.body, self.stream)
         try:
-            return send_whole(
+            response = send_whole(
                 lambda: self._attempt(body, on_text),
                 max_retries=self.max_retries,
                 retry_delay=self.retry_delay,
@@ -152,6 +154,9 @@ class SdkBackend:
             if safe is error:
                 raise
             raise safe from error.__cause__
+        if not encoded.downgrades:
+            return response
+        return msgspec.structs.replace(response, downgrades=encoded.downgrades)
 
     def addressed(self, request: Request) -> Request:
         """`request` with this backend's model and endpoint where it names none."""

@@ -15,6 +15,8 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, Final
 
+import msgspec
+
 from carryall._secrets import mask
 from carryall.errors import ProviderError
 from carryall.providers import Capabilities, Encoded, Request, Response
@@ -91,22 +93,30 @@ class GeminiBackend:
         self._image_limits = WIRE_IMAGE_LIMITS["gemini"] if capabilities.vision else None
 
     def complete(self, request: Request, on_text: Callable[[str], None] | None = None) -> Response:
-        """Send `request` and return the whole answer, or raise `ProviderError`."""
+        """Send `request` and return the whole answer, or raise `ProviderError`.
+
+        The answer's `downgrades` are those of the one encode that was sent.
+        """
         from google.genai import types
 
-        request, _ = fit_request_images(self.addressed(request), self._image_limits)
-        body = gemini_wire.encode_request(request, self.capabilities)
+        request = self.addressed(request)
+
+        encoded = self.encode(request)
+        body = encoded.body
         config = types.GenerateContentConfig.model_validate(
             {
                 **body.get("generationConfig", {}),
                 **{k: body[k] for k in ("systemInstruction", "tools", "toolConfig") if k in body},
             }
         )
-        return send_whole(
+        response = send_whole(
             lambda: self._attempt(request.model, body["contents"], config, on_text),
             max_retries=self.max_retries,
             retry_delay=self.retry_delay,
         )
+        if not encoded.downgrades:
+            return response
+        return msgspec.structs.replace(response, downgrades=encoded.downgrades)
 
     def addressed(self, request: Request) -> Request:
         """`request` with this backend's model and endpoint where it names none."""
