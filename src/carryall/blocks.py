@@ -225,6 +225,18 @@ class Image(
         """
         return cls(media_type, _to_base64(data, "image"), source)
 
+    @classmethod
+    def from_url(cls, url: str, source: str | None = None) -> Image:
+        """A remote image held by its URL, never fetched here.
+
+        The media type is read off the URL's path by extension; a URL that
+        names none (an image service's query string) reads as PNG. It only
+        words the placeholder: bytes fetched later are typed by their magic
+        bytes, and every importer that meets a URL answers this one way.
+        """
+        path = url.split("?", 1)[0].split("#", 1)[0]
+        return cls(image_media_type(path) or "image/png", "", source, url)
+
     def to_bytes(self) -> bytes:
         """The raw image bytes; a `BlockError` when `data` is not valid base64."""
         return _from_base64(self.data, "image")

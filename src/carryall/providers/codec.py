@@ -106,8 +106,10 @@ def openai_codec(caps: Capabilities, dialect: Dialect, endpoint: str = "") -> Co
             encode_bytes=lambda request, stream: openai_wire.encode_request_bytes(
                 request, caps, dialect, stream=stream
             ),
-            decode=openai_wire.decode_response,
-            stream_decoder=openai_wire.StreamDecoder,
+            decode=lambda data: openai_wire.decode_response(
+                data, dialect=dialect, endpoint=endpoint
+            ),
+            stream_decoder=lambda: openai_wire.StreamDecoder(dialect, endpoint),
             event_payload=_bare_error_wrapped,
             completes=_chunk_finishes,
             ends=_done,
