@@ -50,8 +50,12 @@ dialects), so the last chunk carries the token counts.
 
 Decoding: the reasoning (`reasoning_content`, or `reasoning`, or the text
 of `reasoning_details`: whichever the server uses) becomes `Thinking(text,
-signature=None)`, first in the message; the text follows, then the tool
-calls. Arguments that are not JSON are counted in
+signature=None)`, first in the message; each `reasoning_details` entry with
+encrypted `data` or a `signature` (OpenRouter passing through an OpenAI or
+Claude model's own) follows as an `Opaque` stamped with its origin (the
+dialect, the transport's endpoint, the response's model), sent back on the
+assistant message's `reasoning_details` to that origin alone; the text
+follows, then the tool calls. Arguments that are not JSON are counted in
 `Response.malformed_tool_args` and surface as a `ToolUse` whose input is
 the raw text, so the loop can answer it with an error result (empty
 arguments read as `{}`); sent back, that input is the JSON string of the
@@ -95,9 +99,14 @@ this list (the property tests apply exactly this normalization):
 messages count as system (all system texts are joined by a blank line,
 wherever they stood); `refusal` parts and fields read as text; an
 `image_url` that is a `data:` URL with an allowlisted media type becomes an
-`Image`; one with another media type, or a remote URL (never fetched),
-becomes its `image_placeholder` line, so the image is named rather than
-lost. Tool message content is read verbatim: native carriers (SPEC §2) are
+`Image`, a remote one an `Image` held by its URL (never fetched; sent back
+as that URL), one with another media type its `image_placeholder` line, so
+the image is named rather than lost. A `file` part whose `file_data` is a
+PDF or plain text becomes a `Document`; a `file_id` (an upload only its
+server knows), another file type and an `input_audio` part are kept whole
+as `Opaque` parts of this wire, named by one line elsewhere; an assistant's
+`reasoning_details` entries holding encrypted data or a signature too.
+Tool message content is read verbatim: native carriers (SPEC §2) are
 the flat-history readers' business (`carryall.rounds`), not this wire's,
 where a result text that happens to be JSON is just text. The history it
 returns is not validated; every encoder validates before it writes.
