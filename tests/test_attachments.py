@@ -996,7 +996,7 @@ def test_a_document_by_url_is_fetched_only_from_an_allowed_host_through_the_one_
     from carryall.attachments import load_document
     from carryall.blocks import Document
 
-    with pytest.raises(AttachmentError, match="remote host '127.0.0.1' is not allowed"):
+    with pytest.raises(AttachmentError, match=r"remote host '127\.0\.0\.1' is not allowed"):
         load_document(_url(server, "/paper.pdf"), AttachmentPolicy([]))
     assert server.requests == []  # type: ignore[attr-defined]
     pdf = load_document(_url(server, "/paper.pdf"), ALLOW_LOCAL)

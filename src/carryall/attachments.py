@@ -299,9 +299,6 @@ def _load_path(target: str, policy: AttachmentPolicy) -> Image:
     return Image.from_bytes(media_type, data, os.path.basename(target))
 
 
-_DOCUMENT_EXTENSIONS: Final = {".pdf": "application/pdf", ".txt": "text/plain"}
-
-
 def load_document(target: str, policy: AttachmentPolicy | None = None) -> Document:
     """Load one declared PDF or plain-text document into a `Document`, behind the image boundary.
 

@@ -449,8 +449,8 @@ class Message(msgspec.Struct, frozen=True, dict=True):
     # -- builders -----------------------------------------------------------
 
     @classmethod
-    def user(cls, text: str, images: Iterable[Image] = ()) -> Message:
-        """A user turn: the text, then any images the person handed over."""
+    def user(cls, text: str, images: Iterable[Image | Document] = ()) -> Message:
+        """A user turn: the text, then any images (or documents) the person handed over."""
         return cls("user", (Text(text), *images))
 
     @classmethod

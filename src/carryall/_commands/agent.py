@@ -42,7 +42,7 @@ from carryall.agent import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from carryall.blocks import Downgrade, Image, Message, ToolUse
+from carryall.blocks import Document, Downgrade, Image, Message, ToolUse
 from carryall.errors import AttachmentError, CarryallError
 from carryall.providers import Response
 from carryall.tools import Tool
@@ -174,9 +174,10 @@ ImageOption = Annotated[
         "-i",
         metavar="PATH|URL",
         help=(
-            "An image (PNG, JPEG, GIF or WebP) to hand over with the prompt: a file, or an "
-            "http(s) URL, sent as a URL where the backend takes one (anthropic, openai) and "
-            "otherwise fetched with the same size cap; repeatable."
+            "An image (PNG, JPEG, GIF or WebP) or a document (.pdf, .txt) to hand over with "
+            "the prompt: a file, a data: URI, or an http(s) URL, sent as a URL where the "
+            "backend takes one (anthropic; openai for images) and otherwise fetched with the "
+            "same size cap; repeatable."
         ),
         show_default=False,
     ),
@@ -672,9 +673,9 @@ def _turn_json(
     }
 
 
-def _load_images(targets: Sequence[str], err: Console) -> list[Image]:
-    """The images named on the command line (`named_image`); a bad one is an error line."""
-    images: list[Image] = []
+def _load_images(targets: Sequence[str], err: Console) -> list[Image | Document]:
+    """The images and documents named on the command line (`named_image`); a bad one fails."""
+    images: list[Image | Document] = []
     for target in targets:
         try:
             images.append(named_image(target))
@@ -683,7 +684,7 @@ def _load_images(targets: Sequence[str], err: Console) -> list[Image]:
     return images
 
 
-def _sendable(images: list[Image], agent: Agent, err: Console) -> list[Image]:
+def _sendable(images: list[Image | Document], agent: Agent, err: Console) -> list[Image | Document]:
     """The named images as the opened backend takes them (`sendable`); a failed fetch fails."""
     try:
         return sendable(images, agent.backend)
