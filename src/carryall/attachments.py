@@ -49,7 +49,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -68,6 +68,7 @@ from carryall.blocks import (
     Document,
     Image,
     apply_image_limit,
+    document_media_type,
     image_media_type,
 )
 from carryall.carrier import classify, load_declared_images, rebuild_carrier
@@ -82,7 +83,6 @@ __all__ = [
     "DEFAULT_MAX_IMAGE_BYTES",
     "AttachmentPolicy",
     "apply_image_limit",
-    "document_type",
     "lift",
     "load_document",
     "load_image",
@@ -319,7 +319,7 @@ def load_document(target: str, policy: AttachmentPolicy | None = None) -> Docume
     if head.startswith("data:"):
         media_type, _, data, source = _data_uri(target, policy, DOCUMENT_MEDIA_TYPES)
     elif head.startswith(("http://", "https://")):
-        data, media_type, source = _fetch(target, policy, DOCUMENT_MEDIA_TYPES, document_type)
+        data, media_type, source = _fetch(target, policy, DOCUMENT_MEDIA_TYPES, document_media_type)
     elif _URL_SCHEME.match(target):
         raise AttachmentError(
             target, "unsupported URL scheme: only data: URIs, local paths and http(s) are loaded"
@@ -331,19 +331,11 @@ def load_document(target: str, policy: AttachmentPolicy | None = None) -> Docume
     return Document.from_bytes(media_type, data, source=source)
 
 
-_DOCUMENT_EXTENSIONS: Final = {".pdf": "application/pdf", ".txt": "text/plain"}
-
-
-def document_type(path: str) -> str | None:
-    """The document media type for a file name by its extension (pdf, txt; any case), or None."""
-    return _DOCUMENT_EXTENSIONS.get(os.path.splitext(path)[1].lower())
-
-
 def _document_path(target: str, policy: AttachmentPolicy) -> tuple[str, bytes]:
     too_long = length_problem(target)
     if too_long is not None:
         raise AttachmentError(target, too_long)
-    media_type = document_type(target)
+    media_type = document_media_type(target)
     if media_type is None:
         raise AttachmentError(target, "the file name has no document extension (pdf or txt)")
     fd = _open_inside(target, policy)

@@ -45,6 +45,7 @@ __all__ = [
     "apply_image_limit",
     "block_from_dict",
     "block_to_dict",
+    "document_media_type",
     "document_placeholder",
     "image_media_type",
     "image_placeholder",
@@ -380,6 +381,15 @@ def _from_base64(data: str, what: str) -> bytes:
 def _check_url(url: str, what: str) -> None:
     if not isinstance(url, str) or not url.startswith(("https://", "http://")):
         raise BlockError(f"{what} url must be an http(s) URL, got {url!r:.80}")
+
+
+_DOCUMENT_EXTENSIONS: Final = {".pdf": "application/pdf", ".txt": "text/plain"}
+
+
+def document_media_type(path: str | os.PathLike[str]) -> str | None:
+    """The document media type for a file name by its extension (pdf, txt; any case), or None."""
+    _, ext = os.path.splitext(os.fspath(path))
+    return _DOCUMENT_EXTENSIONS.get(ext.lower())
 
 
 def image_media_type(path: str | os.PathLike[str]) -> str | None:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from carryall.attachments import AttachmentPolicy, document_type, load_document, load_image
-from carryall.blocks import DOCUMENT_MEDIA_TYPES, Document, Image, Message
+from carryall.attachments import AttachmentPolicy, load_document, load_image
+from carryall.blocks import DOCUMENT_MEDIA_TYPES, Document, Image, Message, document_media_type
 from carryall.errors import AttachmentError, BlockError
 from carryall.providers import Request
 
@@ -40,7 +40,7 @@ def named_image(target: str) -> Image | Document:
         parts = urlsplit(target)
         if not parts.hostname:
             raise AttachmentError(target, "the URL names no host")
-        media_type = document_type(parts.path)
+        media_type = document_media_type(parts.path)
         try:
             if media_type is not None:
                 return Document(media_type, url=target)
@@ -54,7 +54,7 @@ def named_image(target: str) -> Image | Document:
         return load_image(target, AttachmentPolicy(roots=[]))
     path = Path(target).expanduser()
     policy = AttachmentPolicy(roots=[path.parent])
-    if document_type(str(path)) is not None:
+    if document_media_type(str(path)) is not None:
         return load_document(str(path), policy)
     return load_image(str(path), policy)
 
