@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from carryall.blocks import Message, Origin, Text, Thinking, ToolUse
+from carryall.blocks import Image, Message, Origin, Text, Thinking, ToolUse
 from carryall.sessions import Store
 from tests.test_agent import call, say
 from tests.test_cli_agent import PNG_1X1, invoke, script
@@ -538,3 +538,36 @@ def test_a_document_url_goes_as_a_url_to_anthropic_and_is_fetched_for_openai(
             part["file"]["file_data"]
             == f"data:application/pdf;base64,{base64.b64encode(PDF).decode()}"
         )
+
+
+@pytest.mark.parametrize("allowed", [True, False])
+def test_a_resumed_remote_image_is_fetched_for_llama_server_only_from_an_allowed_host(
+    allowed: bool, home: Path, workspace: Path
+) -> None:
+    props = {
+        "model_alias": "vision.gguf",
+        "modalities": {"vision": True, "audio": False},
+        "chat_template_caps": {"supports_tools": True, "supports_tool_calls": True},
+    }
+    with image_host() as (url, fetched), served([Reply(sse="openai_text.sse")], props) as server:
+        home.mkdir(parents=True, exist_ok=True)
+        if allowed:
+            (home / "config.toml").write_text('[attachments]\nallow_hosts = ["127.0.0.1"]\n')
+        session = Store(home / "sessions").create()
+        remote = Image.from_url(f"{url}/dot.png")
+        session.record([], [Message.user("what is it?", [remote]), Message.assistant([Text("?")])])
+        argv = ["run", "and now?", "--session", session.id, "-b", "llama-server", "-t", "none"]
+        result = invoke(*argv, "--base-url", server.url, "-w", str(workspace), "--json")
+    assert result.exit_code == 0, result.stderr
+    [sent] = server.requests
+    body = json.dumps(sent["body"])
+    if allowed:
+        assert fetched == ["/dot.png"]
+        assert f"data:image/png;base64,{base64.b64encode(PNG_1X1).decode()}" in body
+        assert json.loads(result.stdout)["downgrades"] == []
+    else:
+        # Not allowed: never fetched, sent as its placeholder line, and the loss reported.
+        assert fetched == []
+        assert f"[image: {url}/dot.png (image/png)]" in body
+        [downgrade] = json.loads(result.stdout)["downgrades"]
+        assert downgrade["kind"] == "image" and "allow_hosts" in downgrade["reason"]

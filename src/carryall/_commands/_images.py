@@ -16,14 +16,21 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from carryall.attachments import AttachmentPolicy, load_document, load_image
-from carryall.blocks import DOCUMENT_MEDIA_TYPES, Document, Image, Message, document_media_type
+from carryall.blocks import (
+    DOCUMENT_MEDIA_TYPES,
+    Block,
+    Document,
+    Image,
+    Message,
+    document_media_type,
+)
 from carryall.errors import AttachmentError, BlockError
 from carryall.providers import Request
 
 if TYPE_CHECKING:
     from carryall.backends import Backend
 
-__all__ = ["named_image", "sendable"]
+__all__ = ["fetched_history", "named_image", "sendable"]
 
 
 def named_image(target: str) -> Image | Document:
@@ -70,12 +77,55 @@ def sendable(blocks: Sequence[Image | Document], backend: Backend) -> list[Image
     for block in blocks:
         url = block.url
         if url is not None and not block.data and not _takes_url(block, backend):
-            policy = AttachmentPolicy(roots=[], allow_hosts=[urlsplit(url).hostname or ""])
-            block = (
-                load_image(url, policy) if isinstance(block, Image) else load_document(url, policy)
-            )
+            block = _fetched(block, [urlsplit(url).hostname or ""])
         out.append(block)
     return out
+
+
+def fetched_history(
+    messages: Sequence[Message], backend: Backend, allow_hosts: Sequence[str]
+) -> tuple[list[Message], list[AttachmentError]]:
+    """A continued history's remote media fetched where `backend`'s wire needs the bytes.
+
+    Only from `allow_hosts` (the config's `[attachments] allow_hosts`), by
+    the same fetch as `sendable`: a file held by URL that the wire takes as
+    a URL stays one, and one whose host is not allowed, or whose fetch
+    fails (returned, to be told), stays by URL too, so its wire sends its
+    placeholder line and reports the downgrade. The fetched block keeps its
+    URL beside its bytes.
+    """
+    out: list[Message] = []
+    failed: list[AttachmentError] = []
+    allowed = sorted({host.lower() for host in allow_hosts})
+    for message in messages:
+        blocks: list[Block] = []
+        for block in message.content:
+            if (
+                isinstance(block, Image | Document)
+                and block.url is not None
+                and not block.data
+                and (urlsplit(block.url).hostname or "").lower() in allowed
+                and not _takes_url(block, backend)
+            ):
+                try:
+                    block = _fetched(block, allowed)
+                except AttachmentError as exc:
+                    failed.append(exc)
+            blocks.append(block)
+        changed = any(a is not b for a, b in zip(blocks, message.content, strict=True))
+        out.append(Message(message.role, tuple(blocks)) if changed else message)
+    return out, failed
+
+
+def _fetched(block: Image | Document, hosts: Sequence[str]) -> Image | Document:
+    """The one fetch both callers use: the loader's, under an allowlist of `hosts`."""
+    url = block.url or ""
+    policy = AttachmentPolicy(roots=[], allow_hosts=hosts)
+    if isinstance(block, Image):
+        image = load_image(url, policy)
+        return Image(image.media_type, image.data, block.source or image.source, url)
+    document = load_document(url, policy)
+    return Document(document.media_type, document.data, url, block.title, block.source)
 
 
 def _is_url(target: str) -> bool:

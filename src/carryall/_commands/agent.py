@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.status import Status
 
-from carryall._commands._images import named_image, sendable
+from carryall._commands._images import fetched_history, named_image, sendable
 from carryall._commands._output import fail, masked, shown, warn_damage
 from carryall._commands.mcp import McpOption, open_toolbox
 from carryall._commands.sessions import StoreOption
@@ -413,6 +413,8 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
             tools += toolbox.tools if toolbox is not None else []
             with err.status("[dim]starting the backend…[/]"):
                 backend = _open_backend(setup)
+            if history:
+                history = _fetched_media(history, backend, err)
             if session is None and not setup.no_record:
                 session = _create_session(
                     setup.store, backend, setup.workspace, system, [t.name for t in tools]
@@ -446,6 +448,23 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
             backend.close()
         if session is not None and not setup.no_record:
             err.print(f"[dim]session {shown(session.id)}[/]")
+
+
+def _fetched_media(history: list[Message], backend: Backend, err: Console) -> list[Message]:
+    """A resumed history's remote media fetched for a wire that needs bytes (`fetched_history`).
+
+    From the config's `[attachments] allow_hosts` only; a fetch that fails is
+    one `warning:` line, and that file goes as its placeholder (a downgrade).
+    """
+    from carryall.config import load_config
+
+    hosts = load_config().attachments.allow_hosts
+    if not hosts:
+        return history
+    fetched, failed = fetched_history(history, backend, hosts)
+    for exc in failed:
+        err.print(f"[yellow]warning[/]: {shown(str(exc))}; sent as its placeholder")
+    return fetched
 
 
 def _picking_up(
