@@ -583,12 +583,17 @@ def _signed_details(details: Any, origin: Origin, where: str) -> list[Opaque]:
         if not (_optional_str(entry, "data", at) or _optional_str(entry, "signature", at)):
             continue
         kind = _optional_str(entry, "type", at) or "reasoning"
-        try:
-            raw_json = msgspec.json.encode(repair_surrogates(entry)).decode()
-        except (RecursionError, TypeError, ValueError):
-            raise ProviderError(f"{at}: the entry is nested too deeply to keep") from None
-        out.append(Opaque(kind, raw_json, origin))
+        out.append(Opaque(kind, _kept_json(entry, at, ProviderError), origin))
     return out
+
+
+def _kept_json(value: Mapping[str, Any], where: str, error: type[Exception]) -> str:
+    """A part kept whole (`Opaque.raw`): compact JSON in the order it came, as the Anthropic
+    codec keeps its native blocks; a lone surrogate repaired, too deep a nesting an `error`."""
+    try:
+        return msgspec.json.encode(repair_surrogates(value)).decode()
+    except (RecursionError, TypeError, ValueError):
+        raise error(f"{where}: nested too deeply to keep") from None
 
 
 def _usage(raw: Any, where: str) -> Usage:
@@ -946,11 +951,7 @@ def _import_user_content(message: Mapping[str, Any], where: str) -> list[Block]:
 
 def _native_part(part: Mapping[str, Any], where: str, line: str) -> Opaque:
     """A user part the block model does not hold, kept whole for this wire (`Opaque`)."""
-    try:
-        raw = msgspec.json.encode(part).decode()
-    except (RecursionError, TypeError, ValueError):
-        raise BlockError(f"{where}: the part is nested too deeply to keep") from None
-    return Opaque(str(part.get("type")), raw, _IMPORTED, line)
+    return Opaque(str(part.get("type")), _kept_json(part, where, BlockError), _IMPORTED, line)
 
 
 def _import_file(part: Mapping[str, Any], where: str) -> Block:
