@@ -94,6 +94,8 @@ this list (the property tests apply exactly this normalization):
 9. Tool inputs come back through JSON (a tuple reads back as a list).
 10. `ToolResult.attachments` (the non-image attachments a flat history
     declared) are dropped: no wire carries them.
+11. A PDF `Document` goes as a `file` part named by its title or source,
+    and that name reads back as its `source` (the title is gone).
 
 `decode_messages` also takes what other writers put there: `developer`
 messages count as system (all system texts are joined by a blank line,
