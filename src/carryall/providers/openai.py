@@ -123,10 +123,12 @@ lists and are joined once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, get_args
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -145,6 +147,7 @@ from carryall.blocks import (
     Thinking,
     ToolResult,
     ToolUse,
+    image_media_type,
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
@@ -938,7 +941,7 @@ def _import_user_content(message: Mapping[str, Any], where: str) -> list[Block]:
         if kind == "text":
             blocks.append(Text(_part_text(part, "text", part_where)))
         elif kind == "image_url":
-            blocks.append(_import_image(part, f"{part_where}.image_url"))
+            blocks.append(_import_user_image(part.get("image_url"), f"{part_where}.image_url"))
         elif kind == "file":
             blocks.append(_import_file(part, f"{part_where}.file"))
         elif kind == "input_audio":
@@ -986,17 +989,28 @@ def _import_file(part: Mapping[str, Any], where: str) -> Block:
     return _native_part(part, where, line)
 
 
-def _import_image(part: Mapping[str, Any], where: str) -> Block:
-    raw = part.get("image_url")
+def _import_user_image(raw: Any, where: str) -> Text | Image:
+    """An `image_url` of a user message: a remote one is held by its URL (`Image.from_url`).
+
+    Never fetched by a codec; it goes back as that URL to the wires that
+    take one. Anything else is read as `_import_image` reads it.
+    """
+    if isinstance(raw, Mapping) and isinstance(raw.get("url"), str):
+        url: str = raw["url"]
+        if url[:5].lower() in ("https", "http:"):
+            with contextlib.suppress(BlockError):
+                return Image.from_url(url)
+    return _import_image(raw, where)
+
+
+def _import_image(raw: Any, where: str) -> Text | Image:
     if not isinstance(raw, Mapping) or not isinstance(raw.get("url"), str):
         raise BlockError(f"{where} must be an object with a url string, got {_shown(raw)}")
     url: str = raw["url"]
     if url[:5].lower() != "data:":
-        # A remote image is never fetched by a codec: held by its URL.
-        try:
-            return Image.from_url(url)
-        except BlockError:
-            return Text(image_placeholder("image", url))
+        # A remote image is never fetched by a codec; named, not lost.
+        media_type = image_media_type(urlsplit(url).path) or "image"
+        return Text(image_placeholder(media_type, url))
     match = _DATA_URL.match(url)
     if match is None:
         raise BlockError(f"{where}: not a base64 data: URL ({shorten(url, 60)})")
