@@ -242,10 +242,13 @@ def expected_openai(body: Mapping[str, Any]) -> Expected:
         out.thinking.append((reasoning, None))
     for detail in details:
         # What only the model's own provider can read back: encrypted reasoning, a signature.
+        # Such an entry is kept whole, as a native block, after the reasoning's text.
         if detail.get("type") == "reasoning.encrypted":
             out.survive.append(detail["data"])
         if detail.get("signature"):
             out.survive.append(detail["signature"])
+        if detail.get("data") or detail.get("signature"):
+            out.native.append(dict(detail))
     for call in message.get("tool_calls") or []:
         function = call["function"]
         out.tool_calls.append((call["id"], function["name"], json.loads(function["arguments"])))

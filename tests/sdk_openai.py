@@ -22,7 +22,8 @@ from carryall.blocks import IMAGE_MEDIA_TYPES
 NON_STREAMING = TypeAdapter(CompletionCreateParamsNonStreaming)
 STREAMING = TypeAdapter(CompletionCreateParamsStreaming)
 LLAMA_EXTRA_KEYS = ("chat_template_kwargs",)
-LLAMA_EXTRA_MESSAGE_KEYS = ("reasoning_content",)
+LLAMA_EXTRA_MESSAGE_KEYS = ("reasoning_content", "reasoning_details")
+"""Assistant keys the SDK has no type for: llama-server's reasoning, OpenRouter's signed entries."""
 
 
 def _materialize(value: Any) -> Any:

@@ -520,6 +520,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(200, "text/html", b"<html></html>")
         elif self.path == "/octet/chart.gif":
             self._send(200, "application/octet-stream", GIF)
+        elif self.path == "/paper.pdf":
+            self._send(200, "application/pdf", PDF_BYTES)
+        elif self.path == "/octet/notes.txt":
+            self._send(200, "application/octet-stream", b"plain notes\n")
+        elif self.path == "/fake.pdf":
+            self._send(200, "application/pdf", PNG)
         elif self.path == "/redirect":
             self.send_response(302)
             self.send_header("Location", "/shot.png")
@@ -961,3 +967,45 @@ def test_a_document_outside_the_roots_or_over_the_cap_is_refused(tmp_path: Path)
     os.symlink(outside / "paper.pdf", inside / "link.pdf")
     with pytest.raises(AttachmentError):
         load_document(str(inside / "link.pdf"), AttachmentPolicy(roots=[inside]))
+
+
+PDF_BYTES = b"%PDF-1.7\n%body\n"
+
+
+def test_a_document_by_data_uri_loads_with_its_name_and_is_checked() -> None:
+    from carryall.attachments import load_document
+    from carryall.blocks import Document
+
+    uri = "data:application/pdf;name=paper.pdf;base64," + base64.b64encode(PDF_BYTES).decode()
+    assert load_document(uri, AttachmentPolicy([])) == Document.from_bytes(
+        "application/pdf", PDF_BYTES, source="paper.pdf"
+    )
+    fake = "data:application/pdf;base64," + base64.b64encode(PNG).decode()
+    with pytest.raises(AttachmentError, match="not a PDF"):
+        load_document(fake, AttachmentPolicy([]))
+    with pytest.raises(AttachmentError, match="'image/png' is not one of application/pdf"):
+        load_document("data:image/png;base64," + base64.b64encode(PNG).decode())
+    big = "data:text/plain;base64," + base64.b64encode(b"x" * 100).decode()
+    with pytest.raises(AttachmentError, match="limit"):
+        load_document(big, AttachmentPolicy([], max_image_bytes=50))
+
+
+def test_a_document_by_url_is_fetched_only_from_an_allowed_host_through_the_one_fetch(
+    server: http.server.ThreadingHTTPServer,
+) -> None:
+    from carryall.attachments import load_document
+    from carryall.blocks import Document
+
+    with pytest.raises(AttachmentError, match=r"remote host '127\.0\.0\.1' is not allowed"):
+        load_document(_url(server, "/paper.pdf"), AttachmentPolicy([]))
+    assert server.requests == []  # type: ignore[attr-defined]
+    pdf = load_document(_url(server, "/paper.pdf"), ALLOW_LOCAL)
+    assert pdf == Document.from_bytes("application/pdf", PDF_BYTES, source="paper.pdf")
+    notes = load_document(_url(server, "/octet/notes.txt"), ALLOW_LOCAL)
+    assert notes.plain_text() == "plain notes\n"
+    with pytest.raises(AttachmentError, match="not a PDF"):
+        load_document(_url(server, "/fake.pdf"), ALLOW_LOCAL)
+    with pytest.raises(AttachmentError, match="'text/html' is not an allowed document type"):
+        load_document(_url(server, "/page"), ALLOW_LOCAL)
+    with pytest.raises(AttachmentError, match="redirected"):
+        load_document(_url(server, "/redirect"), ALLOW_LOCAL)

@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from carryall.blocks import Message, Origin, Text, Thinking, ToolUse
+from carryall.blocks import Image, Message, Origin, Text, Thinking, ToolUse
 from carryall.sessions import Store
 from tests.test_agent import call, say
 from tests.test_cli_agent import PNG_1X1, invoke, script
@@ -373,9 +373,10 @@ def image_host() -> Iterator[tuple[str, list[str]]]:
     class Serve(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             fetched.append(self.path)
-            body = PNG_1X1 if self.path == "/dot.png" else b"nope"
-            self.send_response(200 if self.path == "/dot.png" else 404)
-            self.send_header("Content-Type", "image/png")
+            served = {"/dot.png": ("image/png", PNG_1X1), "/paper.pdf": ("application/pdf", PDF)}
+            kind, body = served.get(self.path, ("image/png", b"nope"))
+            self.send_response(200 if self.path in served else 404)
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -480,3 +481,93 @@ def test_an_image_url_with_no_host_is_refused_before_anything_opens(
     assert result.exit_code == 1
     assert "error:" in result.stderr and "the URL names no host" in result.stderr
     assert opened.backend is None
+
+
+PDF = b"%PDF-1.4\n%a paper\n"
+
+
+@pytest.mark.parametrize(
+    ("backend", "stream"), [("anthropic", "anthropic_text.sse"), ("openai", "openai_text.sse")]
+)
+def test_a_document_file_is_handed_over_as_a_document(
+    backend: str, stream: str, home: Path, workspace: Path, keys: None
+) -> None:
+    (workspace / "paper.pdf").write_bytes(PDF)
+    with served([Reply(sse=stream)]) as server:
+        base = server.url if backend == "anthropic" else f"{server.url}/v1"
+        argv = ["run", "read it", "-i", str(workspace / "paper.pdf"), "-b", backend]
+        result = invoke(*argv, "--base-url", base, "-m", "m-test", "-w", str(workspace), "--json")
+    assert result.exit_code == 0, result.stderr
+    [sent] = server.requests
+    [part] = [p for p in sent["body"]["messages"][0]["content"] if p["type"] != "text"]
+    data = base64.b64encode(PDF).decode()
+    if backend == "anthropic":
+        assert part == {
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": data},
+        }
+    else:
+        file = {"file_data": f"data:application/pdf;base64,{data}", "filename": "paper.pdf"}
+        assert part == {"type": "file", "file": file}
+    assert json.loads(result.stdout)["downgrades"] == []
+
+
+def test_a_document_url_goes_as_a_url_to_anthropic_and_is_fetched_for_openai(
+    home: Path, workspace: Path, keys: None
+) -> None:
+    with image_host() as (url, fetched):
+        with served([Reply(sse="anthropic_text.sse")]) as server:
+            argv = ["run", "read it", "-i", f"{url}/paper.pdf", "-b", "anthropic"]
+            result = invoke(*argv, "--base-url", server.url, "-m", "m", "-w", str(workspace))
+        assert result.exit_code == 0, result.stderr
+        assert fetched == []
+        [sent] = server.requests
+        source = {"type": "url", "url": f"{url}/paper.pdf"}
+        assert {"type": "document", "source": source} in sent["body"]["messages"][0]["content"]
+        # OpenAI takes no document URL: the bytes are fetched from the host named.
+        with served([Reply(sse="openai_text.sse")]) as server:
+            argv = ["run", "read it", "-i", f"{url}/paper.pdf", "-b", "openai"]
+            result = invoke(
+                *argv, "--base-url", f"{server.url}/v1", "-m", "m", "-w", str(workspace)
+            )
+        assert result.exit_code == 0, result.stderr
+        assert fetched == ["/paper.pdf"]
+        [sent] = server.requests
+        [part] = [p for p in sent["body"]["messages"][0]["content"] if p["type"] == "file"]
+        assert (
+            part["file"]["file_data"]
+            == f"data:application/pdf;base64,{base64.b64encode(PDF).decode()}"
+        )
+
+
+@pytest.mark.parametrize("allowed", [True, False])
+def test_a_resumed_remote_image_is_fetched_for_llama_server_only_from_an_allowed_host(
+    allowed: bool, home: Path, workspace: Path
+) -> None:
+    props = {
+        "model_alias": "vision.gguf",
+        "modalities": {"vision": True, "audio": False},
+        "chat_template_caps": {"supports_tools": True, "supports_tool_calls": True},
+    }
+    with image_host() as (url, fetched), served([Reply(sse="openai_text.sse")], props) as server:
+        home.mkdir(parents=True, exist_ok=True)
+        if allowed:
+            (home / "config.toml").write_text('[attachments]\nallow_hosts = ["127.0.0.1"]\n')
+        session = Store(home / "sessions").create()
+        remote = Image.from_url(f"{url}/dot.png")
+        session.record([], [Message.user("what is it?", [remote]), Message.assistant([Text("?")])])
+        argv = ["run", "and now?", "--session", session.id, "-b", "llama-server", "-t", "none"]
+        result = invoke(*argv, "--base-url", server.url, "-w", str(workspace), "--json")
+    assert result.exit_code == 0, result.stderr
+    [sent] = server.requests
+    body = json.dumps(sent["body"])
+    if allowed:
+        assert fetched == ["/dot.png"]
+        assert f"data:image/png;base64,{base64.b64encode(PNG_1X1).decode()}" in body
+        assert json.loads(result.stdout)["downgrades"] == []
+    else:
+        # Not allowed: never fetched, sent as its placeholder line, and the loss reported.
+        assert fetched == []
+        assert f"[image: {url}/dot.png (image/png)]" in body
+        [downgrade] = json.loads(result.stdout)["downgrades"]
+        assert downgrade["kind"] == "image" and "allow_hosts" in downgrade["reason"]

@@ -24,6 +24,7 @@ from carryall.blocks import (
     Block,
     Image,
     Message,
+    Opaque,
     Origin,
     RedactedThinking,
     Text,
@@ -36,6 +37,7 @@ from carryall.carrier import Marker, MarkerKind
 from carryall.errors import HistoryError, ProviderError
 from carryall.providers import Capabilities, Request
 from carryall.providers import anthropic as anthropic_codec
+from carryall.providers import openai as openai_codec
 from carryall.providers._common import prepare
 from carryall.providers.anthropic import (
     INVALID_JSON_KEY,
@@ -706,6 +708,59 @@ def test_importer_lifts_images_out_of_tool_results_after_the_results() -> None:
             Text("and?"),
         ),
     )
+
+
+def test_a_tool_reference_stays_inside_its_result_and_is_a_named_line_elsewhere() -> None:
+    reference = {"type": "tool_reference", "tool_name": "search_only_tool"}
+    recorded = [
+        {"role": "user", "content": "find it"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "s", "name": "search_tools", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "s",
+                    "content": [{"type": "text", "text": "found"}, reference],
+                },
+                {"type": "text", "text": "go on"},
+            ],
+        },
+    ]
+    _, history = decode_messages(recorded)
+    result, inside, text = history[2].content
+    assert result == ToolResult("s", "found")
+    assert isinstance(inside, Opaque) and inside.kind == anthropic_codec.IN_RESULT
+    assert json.loads(inside.raw) == [reference]
+    assert inside.text == "[tool_reference: search_only_tool]"
+    assert text == Text("go on")
+    request = Request(model="claude-sonnet-4-6", messages=tuple(history))
+    body = encode_request(request, Capabilities())
+    assert body["messages"][2]["content"] == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "s",
+            "content": [{"type": "text", "text": "found"}, reference],
+        },
+        {"type": "text", "text": "go on"},
+    ]
+    # The OpenAI wire has no place for it: the tool message keeps its text, the line
+    # follows in the user turn, and the loss is named.
+    encoded = openai_codec.encode(request, Capabilities())
+    assert encoded.body["messages"][2:] == [
+        {"role": "tool", "tool_call_id": "s", "content": "found"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "[tool_reference: search_only_tool]"},
+                {"type": "text", "text": "go on"},
+            ],
+        },
+    ]
+    assert [(d.index, d.kind) for d in encoded.downgrades] == [(2, "opaque")]
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,10 @@
-"""Histories made on four origins, encoded for each: nothing signed or opaque goes astray.
+"""Histories made on five origins, encoded for each: nothing signed or opaque goes astray.
 
 Every assistant turn is decoded by the real codec from a response of its
-origin (two Anthropic models, an OpenAI model, a llama-server model), so the
+origin (two Anthropic models, an OpenAI model on OpenAI and one on
+OpenRouter, a llama-server model), so the
 origins are the ones the decoders stamp. Each history is then encoded for
-each of the four targets, and three things must hold: no signature,
+each of the five targets, and three things must hold: no signature,
 redacted data or provider-native block reaches a target whose origin is not
 its own; every body validates against the official SDK's request type; and
 `Encoded.downgrades` names exactly what the body left off or rendered as
@@ -42,7 +43,9 @@ SONNET = Origin("anthropic", "api.anthropic.com", "claude-sonnet-4-5")
 HAIKU = Origin("anthropic", "api.anthropic.com", "claude-haiku-4-5")
 GPT = Origin("openai", "api.openai.com", "gpt-4o")
 LLAMA = Origin("llama-server", "127.0.0.1", "qwen2.5-0.5b")
-ORIGINS = [SONNET, HAIKU, GPT, LLAMA]
+# The same dialect on another server: OpenRouter passing an OpenAI model's encrypted reasoning.
+ROUTER = Origin("openai", "openrouter.ai", "openai/o3")
+ORIGINS = [SONNET, HAIKU, GPT, LLAMA, ROUTER]
 CAPS = Capabilities(vision=True, native_tools=True, thinking=True)
 
 # Anthropic block kinds an assistant turn may hold, beside its text.
@@ -107,6 +110,10 @@ def _openai_turn(origin: Origin, n: int, thinking: bool, call: bool) -> Message:
     if thinking:
         key = "reasoning_content" if origin.dialect == "llama-server" else "reasoning"
         message[key] = f"pondering {n}"
+        # Encrypted reasoning as OpenRouter passes it through: for this origin alone.
+        message["reasoning_details"] = [
+            {"type": "reasoning.encrypted", "data": f"ENC-{origin.model}-{n}", "index": 0}
+        ]
     if call:
         arguments = json.dumps({"n": n})
         message["tool_calls"] = [
@@ -120,7 +127,8 @@ def _openai_turn(origin: Origin, n: int, thinking: bool, call: bool) -> Message:
         "model": origin.model,
         "choices": [{"message": message, "finish_reason": "tool_calls" if call else "stop"}],
     }
-    return openai_wire.decode_response(body).message
+    dialect = origin.dialect
+    return openai_wire.decode_response(body, dialect=dialect, endpoint=origin.endpoint).message  # type: ignore[arg-type]
 
 
 PDF = Document.from_bytes("application/pdf", b"%PDF-1.4\n%fake\n", title="report")
@@ -201,6 +209,7 @@ def _in_body(body: dict[str, Any], dialect: str) -> Counter[str]:
         content = message.get("content")
         if dialect != "anthropic":
             found["thinking"] += bool(message.get("reasoning_content"))
+            found["opaque"] += len(message.get("reasoning_details", ()))
         for part in content if isinstance(content, list) else []:
             kind = part.get("type")
             if kind in ("thinking", "redacted_thinking", "document"):

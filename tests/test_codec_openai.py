@@ -15,6 +15,7 @@ SDK types take any string there).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 from typing import Any
@@ -27,8 +28,11 @@ from pydantic import ValidationError
 from carryall.blocks import (
     IMAGE_MEDIA_TYPES,
     Block,
+    Document,
     Image,
     Message,
+    Opaque,
+    Origin,
     Text,
     Thinking,
     ToolResult,
@@ -41,6 +45,8 @@ from carryall.providers.openai import (
     ERROR_PREFIX,
     decode_messages,
     decode_response,
+    decode_stream,
+    encode,
     encode_request,
     stream_body,
 )
@@ -754,7 +760,7 @@ def test_the_system_argument_comes_before_system_messages() -> None:
     assert decode_messages([{"role": "user", "content": "hi"}]) == (None, [Message.user("hi")])
 
 
-def test_remote_and_foreign_images_are_named_not_lost() -> None:
+def test_remote_images_are_held_by_url_and_foreign_ones_named() -> None:
     _, history = decode_messages(
         [
             {
@@ -770,11 +776,19 @@ def test_remote_and_foreign_images_are_named_not_lost() -> None:
             }
         ]
     )
+    # A remote image is never fetched: it is held by its URL (the type read off its path,
+    # PNG when the path names none), and goes back as that URL to wires that take one.
     assert history[0].content == (
-        Text("[image: https://example.com/a/cat.JPG?x=1 (image/jpeg)]"),
-        Text("[image: https://example.com/pic (image)]"),
+        Image("image/jpeg", "", url="https://example.com/a/cat.JPG?x=1"),
+        Image("image/png", "", url="https://example.com/pic"),
         Text("[image: image/tiff]"),
     )
+    request = Request(model="m", messages=tuple(history))
+    parts = encode_request(request, VISION)["messages"][0]["content"]
+    assert [p["image_url"]["url"] for p in parts[:2]] == [
+        "https://example.com/a/cat.JPG?x=1",
+        "https://example.com/pic",
+    ]
 
 
 def test_assistant_content_parts_and_object_arguments_are_read() -> None:
@@ -808,7 +822,7 @@ def test_assistant_content_parts_and_object_arguments_are_read() -> None:
         ([{"role": "user", "content": 5}], "must be a string or an array"),
         (
             [{"role": "user", "content": [{"type": "input_audio"}]}],
-            "'input_audio' has no block form",
+            "input_audio must be an object",
         ),
         ([{"role": "user", "content": [{"type": "text", "text": None}]}], "text must be a string"),
         ([{"role": "user", "content": [{"type": "image_url", "image_url": "u"}]}], "url string"),
@@ -1003,3 +1017,100 @@ def test_a_refusal_with_finish_stop_reports_refusal_as_anthropic_does() -> None:
     assert response.stop_reason == "refusal"
     assert response.refusal == "I can't help with that."
     assert response.message.text() == "I can't help with that."
+
+
+# -- issue 12: files, audio, and what only an answer's maker may read back ----------------
+
+_PDF_BYTES = b"%PDF-1.4\n%fake\n"
+
+
+def test_a_pdf_file_part_imports_as_a_document_and_goes_back_as_a_file() -> None:
+    pdf = "data:application/pdf;base64," + base64.b64encode(_PDF_BYTES).decode()
+    part = {"type": "file", "file": {"file_data": pdf, "filename": "report.pdf"}}
+    _, history = decode_messages([{"role": "user", "content": [part]}])
+    assert history[0].content == (Document.from_bytes("application/pdf", _PDF_BYTES, "report.pdf"),)
+    body = encode_request(Request(model="m", messages=tuple(history)), VISION)
+    check_openai_request(body)
+    assert body["messages"][0]["content"] == [part]
+
+
+def test_a_file_id_and_input_audio_stay_whole_for_this_wire_and_are_named_elsewhere() -> None:
+    file_part = {"type": "file", "file": {"file_id": "file-2bkCwDLR2p8cDXfT9he8tV"}}
+    audio = {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
+    _, history = decode_messages([{"role": "user", "content": [file_part, audio]}])
+    native = history[0].content
+    assert [type(b) for b in native] == [Opaque, Opaque]
+    assert [json.loads(b.raw) for b in native if isinstance(b, Opaque)] == [file_part, audio]
+    assert [b.text for b in native if isinstance(b, Opaque)] == [
+        "[file: file-2bkCwDLR2p8cDXfT9he8tV]",
+        "[audio]",
+    ]
+    request = Request(model="gpt-4o", messages=tuple(history))
+    assert encode_request(request, VISION)["messages"][0]["content"] == [file_part, audio]
+    # llama-server is another wire: it gets the lines, and the loss is reported.
+    encoded = encode(request, VISION, "llama-server")
+    assert encoded.body["messages"][0]["content"] == [
+        {"type": "text", "text": "[file: file-2bkCwDLR2p8cDXfT9he8tV]"},
+        {"type": "text", "text": "[audio]"},
+    ]
+    assert [(d.index, d.kind) for d in encoded.downgrades] == [(0, "opaque"), (0, "opaque")]
+
+
+def test_a_bad_file_part_is_a_block_error_naming_it() -> None:
+    part = {"type": "file", "file": {"file_data": "data:application/pdf;base64,AA$A"}}
+    with pytest.raises(BlockError, match=r"messages\[0\]\.content\[0\]\.file.*base64"):
+        decode_messages([{"role": "user", "content": [part]}])
+    with pytest.raises(BlockError, match=r"content\[0\]\.file must be an object"):
+        decode_messages([{"role": "user", "content": [{"type": "file", "file": "x"}]}])
+
+
+_ENCRYPTED = {
+    "type": "reasoning.encrypted",
+    "data": "gAAAAB-secret",
+    "format": "openai-responses-v1",
+}
+
+
+def _routed(model: str = "openai/o3") -> dict[str, Any]:
+    return {
+        "model": model,
+        "choices": [
+            {
+                "message": {
+                    "role": "assistant",
+                    "content": "hi",
+                    "reasoning_details": [_ENCRYPTED],
+                },
+                "finish_reason": "stop",
+            }
+        ],
+    }
+
+
+def test_encrypted_reasoning_is_stamped_and_echoed_only_to_its_origin() -> None:
+    answer = decode_response(_routed(), endpoint="openrouter.ai").message
+    native = [b for b in answer.content if isinstance(b, Opaque)]
+    assert native == [
+        Opaque(
+            "reasoning.encrypted", json.dumps(_ENCRYPTED, separators=(",", ":")), native[0].origin
+        )
+    ]
+    assert native[0].origin == Origin("openai", "openrouter.ai", "openai/o3")
+    history = (Message.user("q"), answer, Message.user("more"))
+    home = encode(Request(model="openai/o3", endpoint="openrouter.ai", messages=history), VISION)
+    assert home.body["messages"][1]["reasoning_details"] == [_ENCRYPTED]
+    assert home.downgrades == ()
+    for model, endpoint in (("openai/o3", "api.openai.com"), ("openai/o4-mini", "openrouter.ai")):
+        away = encode(Request(model=model, endpoint=endpoint, messages=history), VISION)
+        assert "reasoning_details" not in away.body["messages"][1]
+        assert [(d.index, d.kind) for d in away.downgrades] == [(1, "opaque")]
+
+
+def test_streamed_encrypted_reasoning_is_the_same_as_the_body() -> None:
+    chunks: list[Any] = [
+        {"model": "openai/o3", "choices": [{"delta": {"reasoning_details": [_ENCRYPTED]}}]},
+        {"model": "openai/o3", "choices": [{"delta": {"content": "hi"}, "finish_reason": "stop"}]},
+        "[DONE]",
+    ]
+    streamed = decode_stream(chunks, endpoint="openrouter.ai")
+    assert streamed == decode_response(_routed(), endpoint="openrouter.ai")

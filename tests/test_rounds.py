@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from carryall.blocks import Image, Message, Text, Thinking, ToolResult, ToolUse
+from carryall.blocks import Document, Image, Message, Text, Thinking, ToolResult, ToolUse
 from carryall.carrier import (
     CarrierKind,
     Marker,
@@ -400,3 +400,43 @@ def _prompt_normal(history: list[Message]) -> list[Message]:
 def test_prompt_flat_round_trip_property(history: list[Message]) -> None:
     _, back = from_flat(to_flat(history, native=False), load_image=data_uri_loader)
     assert back == _prompt_normal(history)
+
+
+# -- documents -----------------------------------------------------------------------
+
+
+PAPER = Document.from_bytes("application/pdf", b"%PDF-1.4\n%x\n", source="paper.pdf")
+NOTES = Document.from_bytes("text/plain", b"plain notes", title="Notes")
+REMOTE = Document("application/pdf", url="https://example.com/paper.pdf")
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_documents_ride_a_flat_history_as_declared_documents_and_come_back(native: bool) -> None:
+    history = [
+        Message.user("read these", [PAPER, REMOTE]),
+        Message.assistant([ToolUse("c1", "fetch", {})]),
+        Message("user", (ToolResult("c1", "fetched"), SHOT, NOTES)),
+    ]
+    flat = to_flat(history, native=native)
+    assert flat[0]["attachments"][1] == {"kind": "document", "target": REMOTE.url}
+    parts = classify(flat[2]["role"], flat[2]["content"])
+    assert parts is not None and parts.declared
+    assert [m.kind for m in parts.attachments] == [MarkerKind.IMAGE, MarkerKind.DOCUMENT]
+    _, back = from_flat(flat, load_image=data_uri_loader)
+    # A document's name rides the data: URI's name parameter and reads back as its source.
+    notes = Document(NOTES.media_type, NOTES.data, source="Notes")
+    assert back == [
+        history[0],
+        history[1],
+        Message("user", (ToolResult("c1", "fetched"), SHOT, notes)),
+    ]
+
+
+def test_a_declared_document_by_path_stays_declared_and_no_file_is_read() -> None:
+    marker = Marker(MarkerKind.DOCUMENT, "/etc/passwd.pdf")
+    flat: list[dict[str, object]] = [{"role": "user", "content": "go"}]
+    append_tool_round(flat, "", CALLS[:1], [RoundResult("r", (marker,))], native=True)
+    _, back = from_flat(flat, load_image=data_uri_loader)
+    [result] = back[-1].tool_results_in()
+    assert result.attachments == (marker,)
+    assert not back[-1].documents()

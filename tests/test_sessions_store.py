@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from carryall.blocks import Image, Message, Text, Thinking, ToolResult, ToolUse
+from carryall.blocks import Document, Image, Message, Text, Thinking, ToolResult, ToolUse
 from carryall.carrier import Marker, MarkerKind
 from carryall.errors import TranscriptError
 from carryall.sessions import Store, default_root
@@ -218,6 +218,28 @@ def test_image_bytes_live_once_in_the_blob_folder_not_in_the_transcript(store: S
         "sha256": sha,
         "source": "shot.png",
     }
+
+
+def test_a_document_written_inline_before_blobs_still_loads(store: Store) -> None:
+    # How transcripts held a document before it was kept by hash: its JSON form inline.
+    paper = Document.from_bytes("application/pdf", b"%PDF-1.4\n", source="paper.pdf")
+    session = store.create()
+    session.record([], [Message.user("read", [paper])])
+    sha = hashlib.sha256(b"%PDF-1.4\n").hexdigest()
+    lines = session.path.read_bytes().splitlines()
+    event = json.loads(lines[1])
+    event.pop("check")
+    event["messages"][0]["content"][1] = {
+        "type": "document",
+        "media_type": "application/pdf",
+        "data": paper.data,
+        "source": "paper.pdf",
+    }
+    body = json.dumps(event, separators=(",", ":"))
+    assert sha not in body
+    # Written without the integrity check, as lines older than it were.
+    session.path.write_bytes(lines[0] + b"\n" + body.encode() + b"\n")
+    assert store.open(session.id).messages() == [Message.user("read", [paper])]
 
 
 def test_missing_blob_reads_as_its_placeholder_with_a_note(store: Store) -> None:

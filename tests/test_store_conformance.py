@@ -27,7 +27,7 @@ import typer
 from typer.testing import CliRunner
 
 from carryall._commands import sessions as commands
-from carryall.blocks import Image, Message, Text, Thinking
+from carryall.blocks import Document, Image, Message, Text, Thinking
 from carryall.errors import TranscriptError
 from carryall.sessions import AnyStore, Store, open_store
 from carryall.sessions.redact import BUILTIN_PATTERNS, REDACTED
@@ -279,6 +279,29 @@ def test_missing_blob_reads_as_its_placeholder_with_a_note(store: AnyStore) -> N
     content = store.open(session.id).messages()[0].content
     assert isinstance(content[1], Text)
     assert "gone.png" in content[1].text and "missing from the session store" in content[1].text
+
+
+PDF = b"%PDF-1.4\n%a paper kept once\n"
+
+
+def test_document_bytes_are_kept_by_hash_like_images(store: AnyStore) -> None:
+    paper = Document.from_bytes("application/pdf", PDF, source="paper.pdf", title="Paper")
+    remote = Document("application/pdf", url="https://example.com/remote.pdf")
+    one = store.create()
+    history = [Message.user("read", [paper, remote])]
+    one.record([], history)
+    store.create().record([], [Message.user("again", [paper])])
+    (sha,) = store.referenced_blobs()
+    assert sha == hashlib.sha256(PDF).hexdigest() and store.get_blob(sha) == PDF
+    lines = store.export_events(one.id)[1]
+    assert all(paper.data not in line.decode() for line in lines)
+    assert store.open(one.id).messages() == history
+    _drop_blob(store, sha)
+    content = store.open(one.id).messages()[0].content
+    assert content[1] == Text(
+        "[document: Paper (application/pdf)] (its bytes are missing from the session store)"
+    )
+    assert content[2] == remote
 
 
 # -- recall ------------------------------------------------------------------------

@@ -308,7 +308,7 @@ class Agent:
 
     # -- public ---------------------------------------------------------------
 
-    def send(self, prompt: str, images: Sequence[Image] = ()) -> Response:
+    def send(self, prompt: str, images: Sequence[Image | Document] = ()) -> Response:
         """Run one turn for `prompt` (and any images) and return the last response.
 
         Raises what the backend raised (a `ProviderError`), with the history

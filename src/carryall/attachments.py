@@ -1,4 +1,4 @@
-"""Attachments: loading declared images safely and lifting them into the user turn.
+"""Attachments: loading declared images (and documents) safely and lifting them into the user turn.
 
 The loader is a security boundary. A tool's output, a legacy carrier body or
 an imported history is text someone else wrote; none of it may make carryall
@@ -25,6 +25,11 @@ allowed by the caller's `AttachmentPolicy`. So:
   the fetch past it. The HTTP client is imported on that path
   only: loading a file or a `data:` URI never loads it.
 
+Documents (`load_document`: PDF and plain text) pass the same boundary by
+the same code: a `data:` URI, an allowed host's URL through the one fetch,
+or a path inside the roots, their bytes checked against what the name or
+type says (`%PDF-`, UTF-8).
+
 Out of scope: hard links (a hard link inside a root is the file it names;
 making one needs write access to the root and, on Linux, ownership of the
 target), and what an allowed host's DNS answers.
@@ -42,9 +47,9 @@ import stat
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -58,10 +63,12 @@ from carryall._beneath import (
     walk_to_parent,
 )
 from carryall.blocks import (
+    DOCUMENT_MEDIA_TYPES,
     IMAGE_MEDIA_TYPES,
     Document,
     Image,
     apply_image_limit,
+    document_media_type,
     image_media_type,
 )
 from carryall.carrier import classify, load_declared_images, rebuild_carrier
@@ -210,6 +217,19 @@ def _too_big(cap: int) -> str:
 
 
 def _load_data_uri(target: str, policy: AttachmentPolicy) -> Image:
+    media_type, payload, data, source = _data_uri(target, policy, IMAGE_MEDIA_TYPES)
+    _check_magic(target, data[:_SNIFF_BYTES], media_type, "the URI says")
+    return Image(media_type, payload, source)
+
+
+def _data_uri(
+    target: str, policy: AttachmentPolicy, allowed: frozenset[str]
+) -> tuple[str, str, bytes, str | None]:
+    """A `data:` URI's media type (one of `allowed`), base64 payload, bytes and `name=`.
+
+    One reading for images and documents: canonical base64 under the cap,
+    checked before it is decoded.
+    """
     # Only a short header is searched for the comma: the payload may be
     # megabytes and is never scanned for anything but base64.
     comma = target.find(",", 5, 5 + 512)
@@ -225,10 +245,10 @@ def _load_data_uri(target: str, policy: AttachmentPolicy) -> Image:
         if key.lower() != "name" or not sep or source is not None:
             raise AttachmentError(target, f"unsupported data: URI parameter {param!r}")
         source = urllib.parse.unquote(value) or None
-    if media_type not in IMAGE_MEDIA_TYPES:
+    if media_type not in allowed:
         raise AttachmentError(
             target,
-            f"media type {media_type!r} is not one of {', '.join(sorted(IMAGE_MEDIA_TYPES))}",
+            f"media type {media_type!r} is not one of {', '.join(sorted(allowed))}",
         )
     cap = policy.max_image_bytes
     payload = target[comma + 1 :]
@@ -246,8 +266,7 @@ def _load_data_uri(target: str, policy: AttachmentPolicy) -> Image:
         raise AttachmentError(target, "the payload is not canonical base64")
     if len(data) > cap:
         raise AttachmentError(target, _too_big(cap))
-    _check_magic(target, data[:_SNIFF_BYTES], media_type, "the URI says")
-    return Image(media_type, payload, source)
+    return media_type, payload, data, source
 
 
 # -- local paths ---------------------------------------------------------------
@@ -280,27 +299,43 @@ def _load_path(target: str, policy: AttachmentPolicy) -> Image:
     return Image.from_bytes(media_type, data, os.path.basename(target))
 
 
-_DOCUMENT_EXTENSIONS: Final = {".pdf": "application/pdf", ".txt": "text/plain"}
-
-
 def load_document(target: str, policy: AttachmentPolicy | None = None) -> Document:
-    """Load one local PDF or plain-text file into a `Document`, behind the image boundary.
+    """Load one declared PDF or plain-text document into a `Document`, behind the image boundary.
 
-    The same boundary as `load_image`: the path must resolve inside the
-    policy's roots, be a regular file under its size cap, opened without
-    following a link swapped in after the check; and the bytes must be what
-    the extension says (`%PDF-` for `.pdf`, UTF-8 for `.txt`). Only local
-    paths: a document by URL is a `Document(url=...)`, never fetched here.
+    The same targets and checks as `load_image`: a `data:` URI of a document
+    type, an `http(s)` URL fetched only from an allowed host (the one fetch
+    path, with its cap, timeout and content-type check), or a local path
+    that must resolve inside the policy's roots, be a regular file under the
+    size cap, opened without following a link swapped in after the check.
+    The bytes must be what the name or type says (`%PDF-` for a PDF, UTF-8
+    for text). Raises `AttachmentError` naming the target and the reason.
     """
     policy = policy if policy is not None else AttachmentPolicy()
     if not target:
         raise AttachmentError(target, "the target is empty")
     if "\x00" in target:
         raise AttachmentError(target, "the target contains a NUL character")
+    head = target[:8].lower()
+    if head.startswith("data:"):
+        media_type, _, data, source = _data_uri(target, policy, DOCUMENT_MEDIA_TYPES)
+    elif head.startswith(("http://", "https://")):
+        data, media_type, source = _fetch(target, policy, DOCUMENT_MEDIA_TYPES, document_media_type)
+    elif _URL_SCHEME.match(target):
+        raise AttachmentError(
+            target, "unsupported URL scheme: only data: URIs, local paths and http(s) are loaded"
+        )
+    else:
+        media_type, data = _document_path(target, policy)
+        source = os.path.basename(target)
+    _check_document(target, media_type, data)
+    return Document.from_bytes(media_type, data, source=source)
+
+
+def _document_path(target: str, policy: AttachmentPolicy) -> tuple[str, bytes]:
     too_long = length_problem(target)
     if too_long is not None:
         raise AttachmentError(target, too_long)
-    media_type = _DOCUMENT_EXTENSIONS.get(os.path.splitext(target)[1].lower())
+    media_type = document_media_type(target)
     if media_type is None:
         raise AttachmentError(target, "the file name has no document extension (pdf or txt)")
     fd = _open_inside(target, policy)
@@ -313,6 +348,10 @@ def load_document(target: str, policy: AttachmentPolicy | None = None) -> Docume
         os.close(fd)
     if len(data) != size:
         raise AttachmentError(target, "the file changed while it was read")
+    return media_type, data
+
+
+def _check_document(target: str, media_type: str, data: bytes) -> None:
     if media_type == "application/pdf" and not data.startswith(b"%PDF-"):
         raise AttachmentError(target, "its bytes are not a PDF (no %PDF- header)")
     if media_type == "text/plain":
@@ -320,7 +359,6 @@ def load_document(target: str, policy: AttachmentPolicy | None = None) -> Docume
             data.decode("utf-8")
         except UnicodeDecodeError:
             raise AttachmentError(target, "its bytes are not UTF-8 text") from None
-    return Document.from_bytes(media_type, data, source=os.path.basename(target))
 
 
 def _open_inside(target: str, policy: AttachmentPolicy) -> int:
@@ -392,6 +430,24 @@ def _check_stat(target: str, st: os.stat_result, cap: int) -> None:
 
 
 def _load_remote(target: str, policy: AttachmentPolicy) -> Image:
+    data, media_type, name = _fetch(target, policy, IMAGE_MEDIA_TYPES, image_media_type)
+    _check_magic(target, data[:_SNIFF_BYTES], media_type, "the server says")
+    return Image.from_bytes(media_type, data, name)
+
+
+def _fetch(
+    target: str,
+    policy: AttachmentPolicy,
+    accept: frozenset[str],
+    typed_by_name: Callable[[str], str | None],
+) -> tuple[bytes, str, str | None]:
+    """The one remote fetch: `(bytes, media type, name)` of an allowed host's answer.
+
+    Images and documents both come this way, so the allowlist, the cap, the
+    deadline and the content-type check are answered once. The media type
+    is the server's when it is one of `accept`, else (none given, or
+    `application/octet-stream`) the URL path's by `typed_by_name`.
+    """
     # Imported here: the HTTP client costs every other caller its import
     # time, and only an allowed remote fetch needs it.
     import httpx2
@@ -422,7 +478,7 @@ def _load_remote(target: str, policy: AttachmentPolicy) -> Image:
                 "GET",
                 url,
                 headers={
-                    "Accept": ", ".join(sorted(IMAGE_MEDIA_TYPES)),
+                    "Accept": ", ".join(sorted(accept)),
                     "Accept-Encoding": "identity",
                 },
                 extensions={"trace": watchdog.trace},
@@ -440,7 +496,8 @@ def _load_remote(target: str, policy: AttachmentPolicy) -> Image:
             length = response.headers.get("content-length", "").strip()
             if length.isascii() and length.isdigit() and int(length) > cap:
                 raise AttachmentError(target, f"{_too_big(cap)} ({length} bytes)")
-            media_type = _remote_media_type(target, url, response.headers.get("content-type"))
+            header = response.headers.get("content-type")
+            media_type = _remote_media_type(target, url, header, accept, typed_by_name)
             chunks: list[bytes] = []
             total = 0
             for chunk in response.iter_raw():
@@ -460,9 +517,8 @@ def _load_remote(target: str, policy: AttachmentPolicy) -> Image:
     data = b"".join(chunks)
     if not data:
         raise AttachmentError(target, "the server sent no bytes")
-    _check_magic(target, data[:_SNIFF_BYTES], media_type, "the server says")
     name = urllib.parse.unquote(url.path.rsplit("/", 1)[-1])
-    return Image.from_bytes(media_type, data, name or None)
+    return data, media_type, name or None
 
 
 class _Watchdog:
@@ -512,16 +568,23 @@ def _shut(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
 
 
-def _remote_media_type(target: str, url: httpx2.URL, header: str | None) -> str:
+def _remote_media_type(
+    target: str,
+    url: httpx2.URL,
+    header: str | None,
+    accept: frozenset[str],
+    typed_by_name: Callable[[str], str | None],
+) -> str:
     declared = (header or "").split(";", 1)[0].strip().lower()
-    if declared in IMAGE_MEDIA_TYPES:
+    if declared in accept:
         return declared
     if declared in ("", "application/octet-stream"):
-        by_name = image_media_type(url.path)
+        by_name = typed_by_name(url.path)
         if by_name is not None:
             return by_name
+    what = "image" if accept is IMAGE_MEDIA_TYPES else "document"
     raise AttachmentError(
-        target, f"the server's content type {declared or '(none)'!r} is not an allowed image type"
+        target, f"the server's content type {declared or '(none)'!r} is not an allowed {what} type"
     )
 
 

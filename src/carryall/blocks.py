@@ -45,6 +45,7 @@ __all__ = [
     "apply_image_limit",
     "block_from_dict",
     "block_to_dict",
+    "document_media_type",
     "document_placeholder",
     "image_media_type",
     "image_placeholder",
@@ -225,6 +226,18 @@ class Image(
         """
         return cls(media_type, _to_base64(data, "image"), source)
 
+    @classmethod
+    def from_url(cls, url: str, source: str | None = None) -> Image:
+        """A remote image held by its URL, never fetched here.
+
+        The media type is read off the URL's path by extension; a URL that
+        names none (an image service's query string) reads as PNG. It only
+        words the placeholder: bytes fetched later are typed by their magic
+        bytes, and every importer that meets a URL answers this one way.
+        """
+        path = url.split("?", 1)[0].split("#", 1)[0]
+        return cls(image_media_type(path) or "image/png", "", source, url)
+
     def to_bytes(self) -> bytes:
         """The raw image bytes; a `BlockError` when `data` is not valid base64."""
         return _from_base64(self.data, "image")
@@ -370,6 +383,15 @@ def _check_url(url: str, what: str) -> None:
         raise BlockError(f"{what} url must be an http(s) URL, got {url!r:.80}")
 
 
+_DOCUMENT_EXTENSIONS: Final = {".pdf": "application/pdf", ".txt": "text/plain"}
+
+
+def document_media_type(path: str | os.PathLike[str]) -> str | None:
+    """The document media type for a file name by its extension (pdf, txt; any case), or None."""
+    _, ext = os.path.splitext(os.fspath(path))
+    return _DOCUMENT_EXTENSIONS.get(ext.lower())
+
+
 def image_media_type(path: str | os.PathLike[str]) -> str | None:
     """The media type for a file name by its extension (any case), or None.
 
@@ -437,8 +459,8 @@ class Message(msgspec.Struct, frozen=True, dict=True):
     # -- builders -----------------------------------------------------------
 
     @classmethod
-    def user(cls, text: str, images: Iterable[Image] = ()) -> Message:
-        """A user turn: the text, then any images the person handed over."""
+    def user(cls, text: str, images: Iterable[Image | Document] = ()) -> Message:
+        """A user turn: the text, then any images (or documents) the person handed over."""
         return cls("user", (Text(text), *images))
 
     @classmethod

@@ -21,6 +21,9 @@ vision = false                    # render images as text lines
 patterns = ["corp-[0-9a-f]{32}"]  # cut out of every session as it is written
 builtin = true                    # also the built-in API key and token shapes
 
+[attachments]
+allow_hosts = ["upload.wikimedia.org"]  # fetch a continued history's remote media from these
+
 [mcpServers.files]                # MCP servers whose tools every run and chat gets
 command = "npx"
 args = ["-y", "@modelcontextprotocol/server-filesystem", "/srv/docs"]
@@ -55,6 +58,7 @@ from carryall.errors import CarryallError
 __all__ = [
     "BACKEND_NAMES",
     "CONFIG_FILENAME",
+    "AttachmentSettings",
     "BackendSettings",
     "Config",
     "McpServer",
@@ -91,6 +95,16 @@ class RedactSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The user's own regular expressions (Python syntax), beside the built-in ones."""
     builtin: bool = True
     """Whether the built-in API key and token shapes are redacted too."""
+
+
+class AttachmentSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The `[attachments]` table: which remote hosts carryall may fetch media from."""
+
+    allow_hosts: list[str] = msgspec.field(default_factory=list)
+    """Hosts whose images and documents held by URL in a continued history are fetched for a
+    wire that needs the bytes (llama-server; PDFs on OpenAI). Default none: such a file goes
+    as its placeholder line, reported as a downgrade. A URL named with `-i` is fetched from
+    its own host either way (naming it is the permission)."""
 
 
 class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -160,6 +174,7 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The session store (`carryall.sessions.open_store`) unless `--store` or the variable says."""
     backends: dict[str, BackendSettings] = msgspec.field(default_factory=dict)
     redact: RedactSettings = msgspec.field(default_factory=RedactSettings)
+    attachments: AttachmentSettings = msgspec.field(default_factory=AttachmentSettings)
     mcp_servers: dict[str, McpServer] = msgspec.field(default_factory=dict, name="mcpServers")
     """MCP servers whose tools `run` and `chat` offer (beside any `--mcp FILE`)."""
 

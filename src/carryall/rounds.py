@@ -17,8 +17,8 @@ writes):
   (`carryall.providers.calling_convention`), which is what the model wrote
   and reads;
 - assistant `thinking`: `[{"text", "signature"?}]`;
-- user `attachments`: images a person handed over in a plain user turn, in
-  the native attachments-array shape;
+- user `attachments`: images and documents a person handed over in a plain
+  user turn, in the native attachments-array shape;
 - user `round_text: true`: the text blocks of a tool-results message, written
   right after that round's carriers, and folded back into it on reading.
 
@@ -30,8 +30,15 @@ given is the attachments loader (`carryall.attachments`, the edge that reads
 files) imported, at call time, so importing the flat-history grammar never
 loads a file reader or an HTTP client.
 
+Documents ride as declared `DOCUMENT` attachments whose target holds them
+whole (`document_target`: a `data:` URI, or the URL of one held by URL) and
+are read back into `Document` blocks by a pure reading of that target; a
+declared document by path stays a declared attachment (no file is read).
+
 Normalizations (what a round trip through the flat form does not keep): the
-text blocks of one message are joined into one; an assistant message's
+text blocks of one message are joined into one; a round's images come back
+before its documents, and a document's title with no source reads back as
+its source; an assistant message's
 blocks come back in the canonical order thinking, text, tool calls. In prompt
 mode also: the prose before calls loses trailing whitespace, and a round's
 non-image attachments gather on its last result (one carrier holds them all).
@@ -39,6 +46,8 @@ non-image attachments gather on its last result (one carrier holds them all).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import json
 import urllib.parse
@@ -48,7 +57,18 @@ from typing import Any
 import msgspec
 
 from carryall._json import load_json
-from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, ToolUse
+from carryall.blocks import (
+    DOCUMENT_MEDIA_TYPES,
+    Block,
+    Document,
+    Image,
+    Message,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+    document_media_type,
+)
 from carryall.carrier import (
     CarrierKind,
     LoadedImages,
@@ -63,7 +83,7 @@ from carryall.carrier import (
     render_native_tool_carrier,
     render_prompt_tool_carrier,
 )
-from carryall.errors import CarrierError
+from carryall.errors import CarrierError, CarryallError
 from carryall.providers.calling_convention import render_assistant, render_tool_calls
 from carryall.providers.results_body import parse_results_body, render_results_body
 
@@ -72,6 +92,7 @@ __all__ = [
     "ImageLoader",
     "RoundResult",
     "append_tool_round",
+    "document_target",
     "from_flat",
     "image_target",
     "to_flat",
@@ -106,6 +127,55 @@ def image_target(image: Image) -> str:
         name = urllib.parse.quote(image.source, safe="")
         return f"data:{image.media_type};name={name};base64,{image.data}"
     return image.data_uri()
+
+
+def document_target(document: Document) -> str:
+    """The declared-attachment target that carries a document through a flat history.
+
+    Its URL when it is held by one; else a `data:` URI with its name (the
+    `source`, or the title when it has none) as a `name` parameter, as
+    `image_target` writes an image.
+    """
+    if document.url is not None and not document.data:
+        return document.url
+    name = document.source or document.title
+    if name:
+        quoted = urllib.parse.quote(name, safe="")
+        return f"data:{document.media_type};name={quoted};base64,{document.data}"
+    return document.data_uri()
+
+
+def _rider_marker(block: Image | Document) -> Marker:
+    if isinstance(block, Image):
+        return Marker(MarkerKind.IMAGE, image_target(block))
+    return Marker(MarkerKind.DOCUMENT, document_target(block))
+
+
+def _document_from_target(target: str) -> Document | None:
+    """A declared document's block when its target holds it whole (a `data:` URI, a URL).
+
+    Pure: no file is read and no URL fetched. A path, or a target that does
+    not parse, gives None and stays a declared attachment, as before.
+    """
+    if target[:8].lower().startswith(("http://", "https://")):
+        media_type = document_media_type(urllib.parse.urlsplit(target).path) or "application/pdf"
+        try:
+            return Document(media_type, url=target)
+        except CarryallError:
+            return None
+    plain, name = _split_name(target)
+    head, sep, payload = plain.partition(",")
+    if not sep or not head.lower().startswith("data:") or not head.lower().endswith(";base64"):
+        return None
+    media_type = head[5:-7].lower()
+    if media_type not in DOCUMENT_MEDIA_TYPES or not payload:
+        return None
+    try:
+        if base64.b64encode(base64.b64decode(payload, validate=True)).decode() != payload:
+            return None
+        return Document(media_type, payload, source=name)
+    except (binascii.Error, ValueError, CarryallError):
+        return None
 
 
 def _split_name(target: str) -> tuple[str, str | None]:
@@ -232,10 +302,11 @@ def to_flat(
 ) -> list[FlatMessage]:
     """Write a block history as a flat one.
 
-    Tool results become carriers (native or prompt mode); the `Image` blocks
-    after a round's results become that round's declared `IMAGE`
-    attachments, their target a `data:` URI so the bytes survive; a result's
-    own non-image attachments are declared again at the fixed position.
+    Tool results become carriers (native or prompt mode); the `Image` and
+    `Document` blocks after a round's results become that round's declared
+    `IMAGE` and `DOCUMENT` attachments, their target a `data:` URI (or a
+    document's URL) so the bytes survive; a result's own non-image
+    attachments are declared again at the fixed position.
     """
     flat: list[FlatMessage] = []
     if system:
@@ -252,11 +323,7 @@ def to_flat(
         calls = (
             previous.tool_uses() if previous is not None and previous.role == "assistant" else []
         )
-        images = [
-            Marker(MarkerKind.IMAGE, image_target(b))
-            for b in message.content
-            if isinstance(b, Image)
-        ]
+        images = [_rider_marker(b) for b in message.content if isinstance(b, Image | Document)]
         text = "".join(b.text for b in message.content if isinstance(b, Text))
         if native:
             for position, result in enumerate(results):
@@ -324,11 +391,9 @@ def _assistant_to_flat(message: Message, native: bool) -> FlatMessage:
 
 def _user_to_flat(message: Message) -> FlatMessage:
     out: FlatMessage = {"role": "user", "content": message.text()}
-    images = message.images()
-    if images:
-        out["attachments"] = render_native_attachments(
-            Marker(MarkerKind.IMAGE, image_target(image)) for image in images
-        )
+    riders = [b for b in message.content if isinstance(b, Image | Document)]
+    if riders:
+        out["attachments"] = render_native_attachments(_rider_marker(b) for b in riders)
     return out
 
 
@@ -371,10 +436,11 @@ def from_flat(
     per carrier) into `Image` blocks after the round's results; a target
     that fails to load is named, with the reason, in a note on its result.
     A target declared twice in one carrier is loaded once. A loader given
-    here is the caller's whole policy: no image limit is added to it. Legacy
-    carrier bodies stay text, and non-image attachments stay declared on
-    their result so that writing the history out again gives them back at
-    the fixed position.
+    here is the caller's whole policy: no image limit is added to it. A
+    declared document whose target holds it (a `data:` URI, a URL) becomes
+    a `Document` after the images. Legacy carrier bodies stay text, and
+    other non-image attachments stay declared on their result so that
+    writing the history out again gives them back at the fixed position.
     """
     lifter = _Lifter(load_image)
     system_parts: list[str] = []
@@ -475,11 +541,30 @@ def _call_from_flat(call: Any, index: int, position: int) -> ToolUse:
 def _user_from_flat(entry: Mapping[str, Any], content: str, lifter: _Lifter) -> Message:
     blocks: list[Block] = []
     loaded = lifter.lift(native_attachments(entry.get("attachments")) or ())
+    documents, _ = _lift_documents(loaded.kept)
     text = _with_notes(content, loaded.notes)
-    if text or not loaded.images:
+    if text or not (loaded.images or documents):
         blocks.append(Text(text))
     blocks.extend(loaded.images)
+    blocks.extend(documents)
     return Message("user", tuple(blocks))
+
+
+def _lift_documents(markers: Sequence[Marker]) -> tuple[list[Document], list[Marker]]:
+    """The declared documents whose targets hold them whole, and every other non-image marker."""
+    documents: list[Document] = []
+    others: list[Marker] = []
+    for marker in markers:
+        if marker.kind is MarkerKind.IMAGE:
+            continue
+        document = (
+            _document_from_target(marker.target) if marker.kind is MarkerKind.DOCUMENT else None
+        )
+        if document is None:
+            others.append(marker)
+        else:
+            documents.append(document)
+    return documents, others
 
 
 def _round_from_flat(
@@ -487,6 +572,7 @@ def _round_from_flat(
 ) -> list[Block]:
     results: list[ToolResult] = []
     images: list[Image] = []
+    documents: list[Document] = []
     for position, entry in enumerate(entries):
         role = str(entry.get("role"))
         content = entry.get("content")
@@ -507,7 +593,8 @@ def _round_from_flat(
             continue
         loaded = lifter.lift(parts.attachments)
         images.extend(loaded.images)
-        others = [m for m in loaded.kept if m.kind is not MarkerKind.IMAGE]
+        lifted, others = _lift_documents(loaded.kept)
+        documents.extend(lifted)
         notes = loaded.notes
         if others or notes:
             last = results[-1]
@@ -517,7 +604,7 @@ def _round_from_flat(
                 last.is_error,
                 (*last.attachments, *others),
             )
-    return [*results, *images]
+    return [*results, *images, *documents]
 
 
 def _prompt_results(body: str, declared: bool, calls: Sequence[ToolUse]) -> list[ToolResult]:

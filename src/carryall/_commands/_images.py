@@ -1,9 +1,11 @@
-"""The images a person names on the command line (`-i`, chat's `/image`): one rule for both.
+"""What a person hands over on the command line (`-i`, chat's `/image`): one rule for both.
 
-A file is read at once. An http(s) URL stays a URL (`Image.url`) until the
-backend is known: a wire that takes image URLs (Anthropic, OpenAI) gets it
-as one and carryall never fetches it; only for a wire that needs the bytes
-is it fetched (`sendable`), with the same checks as any attachment.
+An image (PNG, JPEG, GIF, WebP) or a document (PDF, plain text), told apart
+by its name or its `data:` URI's type. A file is read at once. An http(s)
+URL stays a URL (`Image.url`, `Document.url`) until the backend is known: a
+wire that takes that URL (Anthropic, OpenAI for images) gets it as one and
+carryall never fetches it; only for a wire that needs the bytes is it
+fetched (`sendable`), through the loader's one fetch and its checks.
 """
 
 from __future__ import annotations
@@ -13,78 +15,136 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from carryall.attachments import AttachmentPolicy, load_image
-from carryall.blocks import Image, Message, image_media_type
+from carryall.attachments import AttachmentPolicy, load_document, load_image
+from carryall.blocks import (
+    DOCUMENT_MEDIA_TYPES,
+    Block,
+    Document,
+    Image,
+    Message,
+    document_media_type,
+)
 from carryall.errors import AttachmentError, BlockError
 from carryall.providers import Request
 
 if TYPE_CHECKING:
     from carryall.backends import Backend
 
-__all__ = ["named_image", "sendable"]
-
-# What a URL without an image extension is held as, as the Anthropic decoder
-# holds one: the wire that takes the URL reads the real type from its server.
-_URL_MEDIA_TYPE = "image/png"
+__all__ = ["fetched_history", "named_image", "sendable"]
 
 
-def named_image(target: str) -> Image:
-    """An image a person named (`-i`, chat's `/image`), checked like any attachment.
+def named_image(target: str) -> Image | Document:
+    """An image or document a person named (`-i`, chat's `/image`), checked like any attachment.
 
     Naming a file is the permission to read it, so its own folder is the
-    allowed root; the size cap, extension and magic-byte checks apply. A URL
-    is not fetched here: it becomes an `Image` by URL, which `sendable`
-    fetches only for a wire that cannot take URLs. Raises `AttachmentError`.
+    allowed root; the size cap, extension and magic-byte checks apply. A
+    name ending in `.pdf` or `.txt` (or a `data:` URI of those types) is a
+    document, anything else an image. A URL is not fetched here: it becomes
+    a block by URL (`Image.from_url`), which `sendable` fetches only for a
+    wire that cannot take it. Raises `AttachmentError`.
     """
     if _is_url(target):
-        if not urlsplit(target).hostname:
+        parts = urlsplit(target)
+        if not parts.hostname:
             raise AttachmentError(target, "the URL names no host")
-        media_type = image_media_type(urlsplit(target).path) or _URL_MEDIA_TYPE
+        media_type = document_media_type(parts.path)
         try:
-            return Image(media_type, "", url=target)
+            if media_type is not None:
+                return Document(media_type, url=target)
+            return Image.from_url(target)
         except BlockError as exc:
             raise AttachmentError(target, str(exc)) from None
+    if target[:5].lower() == "data:":
+        head = target[5:].split(";", 1)[0].split(",", 1)[0].lower()
+        if head in DOCUMENT_MEDIA_TYPES:
+            return load_document(target, AttachmentPolicy(roots=[]))
+        return load_image(target, AttachmentPolicy(roots=[]))
     path = Path(target).expanduser()
-    return load_image(str(path), AttachmentPolicy(roots=[path.parent]))
+    policy = AttachmentPolicy(roots=[path.parent])
+    if document_media_type(str(path)) is not None:
+        return load_document(str(path), policy)
+    return load_image(str(path), policy)
 
 
-def sendable(images: Sequence[Image], backend: Backend) -> list[Image]:
-    """`images` as `backend` can take them: a URL fetched only where its wire needs the bytes.
+def sendable(blocks: Sequence[Image | Document], backend: Backend) -> list[Image | Document]:
+    """`blocks` as `backend` can take them: a URL fetched only where its wire needs the bytes.
 
     Naming a URL is the permission to fetch from its host, so that host is
-    the one allowed. A model that cannot see gets every image as its
-    placeholder line anyway, so nothing is fetched for it either. Raises
-    `AttachmentError`.
+    the one allowed. Whether the wire takes a URL is asked of its own codec
+    (`_takes_url`). Raises `AttachmentError`.
     """
-    by_url = [image for image in images if image.url is not None and not image.data]
-    if not by_url or _takes_image_urls(backend):
-        return list(images)
-    fetched: list[Image] = []
-    for image in images:
-        if image in by_url and image.url is not None:
-            host = urlsplit(image.url).hostname or ""
-            image = load_image(image.url, AttachmentPolicy(roots=[], allow_hosts=[host]))
-        fetched.append(image)
-    return fetched
+    out: list[Image | Document] = []
+    for block in blocks:
+        url = block.url
+        if url is not None and not block.data and not _takes_url(block, backend):
+            block = _fetched(block, [urlsplit(url).hostname or ""])
+        out.append(block)
+    return out
+
+
+def fetched_history(
+    messages: Sequence[Message], backend: Backend, allow_hosts: Sequence[str]
+) -> tuple[list[Message], list[AttachmentError]]:
+    """A continued history's remote media fetched where `backend`'s wire needs the bytes.
+
+    Only from `allow_hosts` (the config's `[attachments] allow_hosts`), by
+    the same fetch as `sendable`: a file held by URL that the wire takes as
+    a URL stays one, and one whose host is not allowed, or whose fetch
+    fails (returned, to be told), stays by URL too, so its wire sends its
+    placeholder line and reports the downgrade. The fetched block keeps its
+    URL beside its bytes.
+    """
+    out: list[Message] = []
+    failed: list[AttachmentError] = []
+    allowed = sorted({host.lower() for host in allow_hosts})
+    for message in messages:
+        blocks: list[Block] = []
+        for block in message.content:
+            if (
+                isinstance(block, Image | Document)
+                and block.url is not None
+                and not block.data
+                and (urlsplit(block.url).hostname or "").lower() in allowed
+                and not _takes_url(block, backend)
+            ):
+                try:
+                    block = _fetched(block, allowed)
+                except AttachmentError as exc:
+                    failed.append(exc)
+            blocks.append(block)
+        changed = any(a is not b for a, b in zip(blocks, message.content, strict=True))
+        out.append(Message(message.role, tuple(blocks)) if changed else message)
+    return out, failed
+
+
+def _fetched(block: Image | Document, hosts: Sequence[str]) -> Image | Document:
+    """The one fetch both callers use: the loader's, under an allowlist of `hosts`."""
+    url = block.url or ""
+    policy = AttachmentPolicy(roots=[], allow_hosts=hosts)
+    if isinstance(block, Image):
+        image = load_image(url, policy)
+        return Image(image.media_type, image.data, block.source or image.source, url)
+    document = load_document(url, policy)
+    return Document(document.media_type, document.data, url, block.title, block.source)
 
 
 def _is_url(target: str) -> bool:
     return target[:8].lower().startswith(("http://", "https://"))
 
 
-def _takes_image_urls(backend: Backend) -> bool:
-    """Whether `backend` sends an image URL as a URL, asked of its own codec (`Wire.image_urls`).
+def _takes_url(block: Image | Document, backend: Backend) -> bool:
+    """Whether `backend` sends `block` as its URL, asked of its own codec (`Wire`).
 
-    The codec is the one answer: a request holding one image by URL is
-    encoded (nothing is sent) and a wire that cannot take it reports the
-    downgrade. A blind model counts as taking them (its images are lines);
-    a backend that cannot encode is asked for bytes, the safe side.
+    The codec is the one answer: a request holding the block is encoded
+    (nothing is sent, nothing fetched) and a wire that cannot take it
+    reports the downgrade. A model that cannot see gets an image as its
+    placeholder line anyway, so nothing is fetched for it; a backend that
+    cannot encode is asked for bytes, the safe side.
     """
-    if not backend.capabilities.vision:
+    if isinstance(block, Image) and not backend.capabilities.vision:
         return True
     encode = getattr(backend, "encode", None)
     if encode is None:
         return False
-    probe = Image(_URL_MEDIA_TYPE, "", url="https://example.invalid/probe.png")
-    request = Request(model=backend.model, messages=(Message.user("probe", [probe]),))
+    request = Request(model=backend.model, messages=(Message.user("probe", [block]),))
     return not encode(request).downgrades

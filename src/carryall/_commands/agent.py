@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.status import Status
 
-from carryall._commands._images import named_image, sendable
+from carryall._commands._images import fetched_history, named_image, sendable
 from carryall._commands._output import fail, masked, shown, warn_damage
 from carryall._commands.mcp import McpOption, open_toolbox, start_toolbox
 from carryall._commands.sessions import StoreOption
@@ -42,7 +42,7 @@ from carryall.agent import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from carryall.blocks import Downgrade, Image, Message, ToolUse
+from carryall.blocks import Document, Downgrade, Image, Message, ToolUse
 from carryall.errors import AttachmentError, CarryallError
 from carryall.providers import Response
 from carryall.tools import Tool
@@ -174,9 +174,10 @@ ImageOption = Annotated[
         "-i",
         metavar="PATH|URL",
         help=(
-            "An image (PNG, JPEG, GIF or WebP) to hand over with the prompt: a file, or an "
-            "http(s) URL, sent as a URL where the backend takes one (anthropic, openai) and "
-            "otherwise fetched with the same size cap; repeatable."
+            "An image (PNG, JPEG, GIF or WebP) or a document (.pdf, .txt) to hand over with "
+            "the prompt: a file, a data: URI, or an http(s) URL, sent as a URL where the "
+            "backend takes one (anthropic; openai for images) and otherwise fetched with the "
+            "same size cap; repeatable."
         ),
         show_default=False,
     ),
@@ -411,6 +412,8 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
             toolbox = open_toolbox(setup.mcp, [t.name for t in tools])
             with err.status("[dim]starting the backend…[/]"):
                 backend = _open_backend(setup)
+            if history:
+                history = _fetched_media(history, backend, err)
             if session is None and not setup.no_record:
                 session = _create_session(
                     setup.store, backend, setup.workspace, system, [t.name for t in tools]
@@ -445,6 +448,23 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
             backend.close()
         if session is not None and not setup.no_record:
             err.print(f"[dim]session {shown(session.id)}[/]")
+
+
+def _fetched_media(history: list[Message], backend: Backend, err: Console) -> list[Message]:
+    """A resumed history's remote media fetched for a wire that needs bytes (`fetched_history`).
+
+    From the config's `[attachments] allow_hosts` only; a fetch that fails is
+    one `warning:` line, and that file goes as its placeholder (a downgrade).
+    """
+    from carryall.config import load_config
+
+    hosts = load_config().attachments.allow_hosts
+    if not hosts:
+        return history
+    fetched, failed = fetched_history(history, backend, hosts)
+    for exc in failed:
+        err.print(f"[yellow]warning[/]: {shown(str(exc))}; sent as its placeholder")
+    return fetched
 
 
 def _serving(
@@ -690,9 +710,9 @@ def _turn_json(
     }
 
 
-def _load_images(targets: Sequence[str], err: Console) -> list[Image]:
-    """The images named on the command line (`named_image`); a bad one is an error line."""
-    images: list[Image] = []
+def _load_images(targets: Sequence[str], err: Console) -> list[Image | Document]:
+    """The images and documents named on the command line (`named_image`); a bad one fails."""
+    images: list[Image | Document] = []
     for target in targets:
         try:
             images.append(named_image(target))
@@ -701,7 +721,7 @@ def _load_images(targets: Sequence[str], err: Console) -> list[Image]:
     return images
 
 
-def _sendable(images: list[Image], agent: Agent, err: Console) -> list[Image]:
+def _sendable(images: list[Image | Document], agent: Agent, err: Console) -> list[Image | Document]:
     """The named images as the opened backend takes them (`sendable`); a failed fetch fails."""
     try:
         return sendable(images, agent.backend)

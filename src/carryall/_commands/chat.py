@@ -23,7 +23,7 @@ from rich.console import Console
 
 from carryall._commands._images import named_image, sendable
 from carryall._commands._output import Terminated, print_error, shown
-from carryall.blocks import Image, Message
+from carryall.blocks import Document, Image, Message
 from carryall.errors import CarryallError
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ _PROMPT: Final = "you> "
 
 COMMANDS: Final = {
     "/help": "list these commands",
-    "/image PATH|URL": "attach an image (PNG, JPEG, GIF or WebP) to the next prompt",
+    "/image PATH|URL": "attach an image or a document (.pdf, .txt) to the next prompt",
     "/system TEXT": "set the system prompt from the next turn on (no TEXT clears it)",
     "/model NAME": "ask for another model of the same backend from the next turn on",
     "/tools": "list the tools the model may call",
@@ -116,7 +116,7 @@ class _Chat:
     display: _Display
     out: Console
     err: Console
-    pending: list[Image] = field(default_factory=list)
+    pending: list[Image | Document] = field(default_factory=list)
     """Images (`-i`, `/image`) that go with the next prompt."""
     done: bool = False
 
@@ -245,7 +245,7 @@ def converse(
     out: Console,
     err: Console,
     *,
-    images: list[Image],
+    images: list[Image | Document],
     history_file: Path,
     terminal: bool,
 ) -> None:

@@ -100,9 +100,18 @@ _NO_REASONING = "this wire takes no reasoning back"
 _NO_REDACTED = "this wire takes no redacted thinking"
 _BLIND = "the model cannot see: sent as its placeholder line"
 _LIMIT = "over the request's image limit: sent as its placeholder line"
-_IMAGE_URL = "this wire takes no image URLs (carryall fetches nothing): sent as its placeholder"
-_DOC_URL = "this wire takes no document URLs (carryall fetches nothing): sent as its placeholder"
-_OTHER_URL = "this wire fetches only {prefixes} (carryall fetches nothing): sent as its placeholder"
+_IMAGE_URL = (
+    "this wire takes no image URLs and it was not fetched (its host is not in the config's "
+    "[attachments] allow_hosts): sent as its placeholder"
+)
+_DOC_URL = (
+    "this wire takes no document URLs and it was not fetched (its host is not in the config's "
+    "[attachments] allow_hosts): sent as its placeholder"
+)
+_OTHER_URL = (
+    "this wire takes only {prefixes} URLs and it was not fetched (its host is not in the "
+    "config's [attachments] allow_hosts): sent as its placeholder"
+)
 _NO_PDF = "this wire takes no PDF documents: sent as its placeholder line"
 _DOC_TEXT = "this wire takes no text documents: sent as the document's text"
 _OPAQUE_TEXT = "provider-native {kind} block of {origin}: sent as its text line"

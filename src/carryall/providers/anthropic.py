@@ -29,8 +29,10 @@ Choices this dialect forces, each made once here:
   `tool_reference`, anything newer) are `Opaque` blocks holding the block's
   JSON, echoed as they came to their origin and elsewhere their one text
   line; a text block's `citations` ride an `Opaque` of kind `citations`
-  right after its `Text`, joined back onto the text for its origin. A
-  response is never refused for a block type it does not know.
+  right after its `Text`, joined back onto the text for its origin, and a
+  `tool_result`'s own native parts (a `tool_reference`) ride one of kind
+  `tool_result_content` right after the result, back inside it for its
+  origin. A response is never refused for a block type it does not know.
 - **Documents** go as `document` blocks (PDF by base64 or URL, plain text
   as a `text` source, with the title); images by URL as `url` sources. A
   mid-conversation `system` message is folded into the next user turn
@@ -84,7 +86,6 @@ from carryall.blocks import (
     Thinking,
     ToolResult,
     ToolUse,
-    image_media_type,
 )
 from carryall.errors import BlockError, ProviderError
 from carryall.providers._common import Wire, answer_message, prepare
@@ -269,9 +270,10 @@ def _encode_message(message: Message) -> dict[str, Any] | None:
     content: list[dict[str, Any]] = []
     results = 0
     last_text: dict[str, Any] | None = None
+    last_result: dict[str, Any] | None = None
     for block in message.content:
         if isinstance(block, Text):
-            last_text = None
+            last_text = last_result = None
             if block.text and not block.text.isspace():
                 last_text = {"type": "text", "text": block.text}
                 content.append(last_text)
@@ -281,7 +283,14 @@ def _encode_message(message: Message) -> dict[str, Any] | None:
             if last_text is not None:
                 last_text["citations"] = json.loads(block.raw)
             continue
-        last_text = None
+        if isinstance(block, Opaque) and block.kind == IN_RESULT:
+            # The same for a result's own native parts: back inside it.
+            if last_result is not None:
+                text = last_result.get("content")
+                parts = [{"type": "text", "text": text}] if text else []
+                last_result["content"] = parts + json.loads(block.raw)
+            continue
+        last_text = last_result = None
         if isinstance(block, Opaque):
             content.append(json.loads(block.raw))
         elif isinstance(block, ToolResult):
@@ -292,6 +301,7 @@ def _encode_message(message: Message) -> dict[str, Any] | None:
                 result["is_error"] = True
             content.insert(results, result)
             results += 1
+            last_result = result
         elif isinstance(block, Image):
             if block.data or block.url is None:
                 source = {"type": "base64", "media_type": block.media_type, "data": block.data}
@@ -425,6 +435,15 @@ def _thinking(signature: str | None, text: str, origin: Origin | None) -> Thinki
 
 CITATIONS: Final = "citations"
 """The `Opaque.kind` of a text block's citations, riding right after its `Text`."""
+
+IN_RESULT: Final = "tool_result_content"
+"""The `Opaque.kind` of a tool result's provider-native parts, riding right after its result.
+
+A `tool_reference` (tool search) answers a call from inside its
+`tool_result`, where the request type wants it; `raw` is the list of such
+parts, joined back into the result for their origin, as `CITATIONS` are
+onto their text. Images and documents that rode inside are lifted instead.
+"""
 
 
 def _opaque(kind: str, block: Mapping[str, Any], origin: Origin | None) -> Opaque:
@@ -683,13 +702,15 @@ def _user_blocks(items: Sequence[Any], where: str) -> list[Block]:
         elif kind == "document":
             blocks.append(_document_block(block, at))
         elif kind == "tool_result":
-            text, riders = _tool_result_content(block.get("content", ""), f"{at}.content")
+            text, inside, riders = _tool_result_content(block.get("content", ""), f"{at}.content")
             is_error = block.get("is_error", False)
             if is_error is None:
                 is_error = False
             if not isinstance(is_error, bool):
                 raise _bad(f"{at}.is_error", "a boolean", is_error)
             blocks.append(ToolResult(_str(block, "tool_use_id", at), text, is_error))
+            if inside:
+                blocks.append(inside)
             lifted += riders
             after = len(blocks)
         elif isinstance(kind, str):
@@ -702,14 +723,16 @@ def _user_blocks(items: Sequence[Any], where: str) -> list[Block]:
     return blocks
 
 
-def _tool_result_content(value: Any, where: str) -> tuple[str, list[Block]]:
-    """A result's text, and what rode inside it (images, documents, native blocks) to lift."""
+def _tool_result_content(value: Any, where: str) -> tuple[str, Opaque | None, list[Block]]:
+    """A result's text, its provider-native parts (`IN_RESULT`), and the images and documents
+    that rode inside it, to lift."""
     if value is None:
-        return "", []
+        return "", None, []
     if isinstance(value, str):
-        return value, []
+        return value, None, []
     items = _array(value, where)
     texts: list[str] = []
+    native: list[Mapping[str, Any]] = []
     riders: list[Block] = []
     for i, raw in enumerate(items):
         at = f"{where}[{i}]"
@@ -722,10 +745,23 @@ def _tool_result_content(value: Any, where: str) -> tuple[str, list[Block]]:
         elif kind == "document":
             riders.append(_document_block(block, at))
         elif isinstance(kind, str):
-            riders.append(_opaque(kind, block, _IMPORTED))
+            native.append(block)
         else:
             raise _unknown_block(kind, at)
-    return "\n".join(texts), riders
+    inside = None
+    if native:
+        lines = (_inside_line(part) for part in native)
+        inside = Opaque(IN_RESULT, _raw_value(native), _IMPORTED, "\n".join(filter(None, lines)))
+    return "\n".join(texts), inside, riders
+
+
+def _inside_line(part: Mapping[str, Any]) -> str:
+    # A tool_reference names a tool the search found; anything else, its type.
+    kind = part.get("type")
+    name = part.get("tool_name")
+    if kind == "tool_reference" and isinstance(name, str):
+        return f"[tool_reference: {shorten(name, 100)}]"
+    return f"[{shorten(str(kind), 60)}]"
 
 
 def _image(value: Any, where: str) -> Image:
@@ -733,9 +769,7 @@ def _image(value: Any, where: str) -> Image:
     kind = source.get("type")
     try:
         if kind == "url":
-            url = _str(source, "url", where)
-            media_type = image_media_type(url.split("?", 1)[0]) or "image/png"
-            return Image(media_type, "", url=url)
+            return Image.from_url(_str(source, "url", where))
         if kind != "base64":
             raise ProviderError(
                 f"Anthropic {where}: image source type {_kind_or(kind)} cannot be held "

@@ -107,8 +107,10 @@ def openai_codec(caps: Capabilities, dialect: Dialect, endpoint: str = "") -> Co
             encode=lambda request: openai_wire.encode_request(request, caps, dialect),
             encode_reported=lambda request: openai_wire.encode(request, caps, dialect),
             sent_bytes=_openai_bytes,
-            decode=openai_wire.decode_response,
-            stream_decoder=openai_wire.StreamDecoder,
+            decode=lambda data: openai_wire.decode_response(
+                data, dialect=dialect, endpoint=endpoint
+            ),
+            stream_decoder=lambda: openai_wire.StreamDecoder(dialect, endpoint),
             event_payload=_bare_error_wrapped,
             completes=_chunk_finishes,
             ends=_done,

@@ -50,8 +50,12 @@ dialects), so the last chunk carries the token counts.
 
 Decoding: the reasoning (`reasoning_content`, or `reasoning`, or the text
 of `reasoning_details`: whichever the server uses) becomes `Thinking(text,
-signature=None)`, first in the message; the text follows, then the tool
-calls. Arguments that are not JSON are counted in
+signature=None)`, first in the message; each `reasoning_details` entry with
+encrypted `data` or a `signature` (OpenRouter passing through an OpenAI or
+Claude model's own) follows as an `Opaque` stamped with its origin (the
+dialect, the transport's endpoint, the response's model), sent back on the
+assistant message's `reasoning_details` to that origin alone; the text
+follows, then the tool calls. Arguments that are not JSON are counted in
 `Response.malformed_tool_args` and surface as a `ToolUse` whose input is
 the raw text, so the loop can answer it with an error result (empty
 arguments read as `{}`); sent back, that input is the JSON string of the
@@ -90,14 +94,21 @@ this list (the property tests apply exactly this normalization):
 9. Tool inputs come back through JSON (a tuple reads back as a list).
 10. `ToolResult.attachments` (the non-image attachments a flat history
     declared) are dropped: no wire carries them.
+11. A PDF `Document` goes as a `file` part named by its title or source,
+    and that name reads back as its `source` (the title is gone).
 
 `decode_messages` also takes what other writers put there: `developer`
 messages count as system (all system texts are joined by a blank line,
 wherever they stood); `refusal` parts and fields read as text; an
 `image_url` that is a `data:` URL with an allowlisted media type becomes an
-`Image`; one with another media type, or a remote URL (never fetched),
-becomes its `image_placeholder` line, so the image is named rather than
-lost. Tool message content is read verbatim: native carriers (SPEC §2) are
+`Image`, a remote one an `Image` held by its URL (never fetched; sent back
+as that URL), one with another media type its `image_placeholder` line, so
+the image is named rather than lost. A `file` part whose `file_data` is a
+PDF or plain text becomes a `Document`; a `file_id` (an upload only its
+server knows), another file type and an `input_audio` part are kept whole
+as `Opaque` parts of this wire, named by one line elsewhere; an assistant's
+`reasoning_details` entries holding encrypted data or a signature too.
+Tool message content is read verbatim: native carriers (SPEC §2) are
 the flat-history readers' business (`carryall.rounds`), not this wire's,
 where a result text that happens to be JSON is just text. The history it
 returns is not validated; every encoder validates before it writes.
@@ -112,10 +123,11 @@ lists and are joined once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, get_args
+from typing import Any, Final, get_args
 from urllib.parse import urlsplit
 
 import msgspec
@@ -123,12 +135,14 @@ import msgspec
 from carryall._json import body_bytes, carryable, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
+    DOCUMENT_MEDIA_TYPES,
     IMAGE_MEDIA_TYPES,
     Block,
     Document,
     Image,
     Message,
     Opaque,
+    Origin,
     Text,
     Thinking,
     ToolResult,
@@ -363,12 +377,17 @@ def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -
     thinking: list[str] = []
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
+    details: list[Any] = []
     for block in message.content:
         if isinstance(block, Text):
             if block.text:
                 texts.append(block.text)
         elif isinstance(block, Thinking):
             thinking.append(block.text)
+        elif isinstance(block, Opaque):
+            # `prepare` kept it, so it is this origin's: a `reasoning_details`
+            # entry, the only native thing an answer on this wire holds.
+            details.append(json.loads(block.raw))
         elif isinstance(block, ToolUse):
             calls.append(
                 {
@@ -384,6 +403,8 @@ def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -
     reasoning = "".join(thinking) if llama else ""
     if reasoning:
         out["reasoning_content"] = reasoning
+    if details:
+        out["reasoning_details"] = details
     if len(texts) == 1:
         out["content"] = texts[0]
     elif texts:
@@ -430,16 +451,26 @@ def _encode_tool(spec: ToolSpec) -> dict[str, Any]:
 
 # -- decoding responses -----------------------------------------------------
 
+_UNSTAMPED: Final = Origin("", "", "")
 
-def decode_response(data: Mapping[str, Any]) -> Response:
+
+def decode_response(
+    data: Mapping[str, Any], *, dialect: Dialect = "openai", endpoint: str = ""
+) -> Response:
     """A non-streamed `chat.completion` object as a `Response`.
 
     A body carrying `{"error": ...}` (some servers answer 200 with one) is
-    raised as the `ProviderError` it describes.
+    raised as the `ProviderError` it describes. What only the answer's maker
+    may read back (`reasoning_details` holding encrypted data or a
+    signature) is stamped with the origin `dialect`, `endpoint` (the
+    transport's host) and the response's `model`, as the Anthropic codec
+    stamps its own.
     """
     where = "response"
     body = _mapping(data, where)
     _raise_wire_error(body, where)
+    model = _optional_str(body, "model", "response")
+    origin = Origin(dialect, endpoint, model or "")
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices:
         raise ProviderError(f"{where}: 'choices' must be a non-empty array, got {_shown(choices)}")
@@ -448,6 +479,7 @@ def decode_response(data: Mapping[str, Any]) -> Response:
     message = _mapping(choice.get("message"), where)
     texts = _content_texts(message.get("content"), f"{where}.content", ProviderError)
     reasoning = _reasoning(message, where)
+    signed = _signed_details(message.get("reasoning_details"), origin, where)
     refusal = _optional_str(message, "refusal", where)
     raw_calls = message.get("tool_calls")
     calls: list[ToolUse] = []
@@ -470,11 +502,11 @@ def decode_response(data: Mapping[str, Any]) -> Response:
         )
     return Response(
         message=answer_message(
-            _assistant_blocks(reasoning, texts, refusal, calls), "OpenAI response"
+            _assistant_blocks(reasoning, texts, refusal, calls, signed), "OpenAI response"
         ),
         stop_reason=_stop_reason(finish, bool(calls), bool(refusal)),
         usage=_usage(body.get("usage"), "response.usage"),
-        model=_optional_str(body, "model", "response"),
+        model=model,
         refusal=refusal or None,
         malformed_tool_args=malformed,
     )
@@ -494,12 +526,18 @@ def _response_tool_call(raw: Any, index: int, where: str) -> tuple[ToolUse, int]
 
 
 def _assistant_blocks(
-    reasoning: str, texts: Sequence[str], refusal: str | None, calls: Sequence[ToolUse]
+    reasoning: str,
+    texts: Sequence[str],
+    refusal: str | None,
+    calls: Sequence[ToolUse],
+    signed: Sequence[Opaque] = (),
 ) -> tuple[Block, ...]:
-    """One order for every reader: thinking, text, tool calls; never an empty message."""
+    """One order for every reader: thinking (its signed entries after it), text, tool calls;
+    never an empty message."""
     blocks: list[Block] = []
     if reasoning:
         blocks.append(Thinking(reasoning))
+    blocks.extend(signed)
     blocks.extend(Text(text) for text in texts if text)
     if refusal and not any(texts):
         blocks.append(Text(refusal))
@@ -548,6 +586,41 @@ def _reasoning(obj: Mapping[str, Any], where: str) -> str:
                 parts.append(text)
                 break
     return "".join(parts)
+
+
+def _signed_details(details: Any, origin: Origin, where: str) -> list[Opaque]:
+    """The `reasoning_details` entries only their maker can read back, each an `Opaque`.
+
+    OpenRouter passes reasoning through from the model's own provider: an
+    OpenAI model's encrypted reasoning (`reasoning.encrypted`, `data`), a
+    Claude model's signed thinking (`reasoning.text` with a `signature`).
+    Continuing on the same origin needs them back as they came, on the
+    assistant message's `reasoning_details`; their text is already the
+    answer's `Thinking` (`_reasoning`), so an entry with neither data nor a
+    signature is not kept twice. The `Opaque.kind` is the entry's own type.
+    """
+    if details is None:
+        return []
+    if not isinstance(details, list):
+        raise ProviderError(f"{where}.reasoning_details must be an array, got {_shown(details)}")
+    out: list[Opaque] = []
+    for i, raw in enumerate(details):
+        at = f"{where}.reasoning_details[{i}]"
+        entry = _mapping(raw, at)
+        if not (_optional_str(entry, "data", at) or _optional_str(entry, "signature", at)):
+            continue
+        kind = _optional_str(entry, "type", at) or "reasoning"
+        out.append(Opaque(kind, _kept_json(entry, at, ProviderError), origin))
+    return out
+
+
+def _kept_json(value: Mapping[str, Any], where: str, error: type[Exception]) -> str:
+    """A part kept whole (`Opaque.raw`): compact JSON in the order it came, as the Anthropic
+    codec keeps its native blocks; a lone surrogate repaired, too deep a nesting an `error`."""
+    try:
+        return msgspec.json.encode(repair_surrogates(value)).decode()
+    except (RecursionError, TypeError, ValueError):
+        raise error(f"{where}: nested too deeply to keep") from None
 
 
 def _usage(raw: Any, where: str) -> Usage:
@@ -620,12 +693,16 @@ class StreamDecoder:
     string `"[DONE]"` is accepted too), then ask for `response()`. Tool-call
     fragments are collected by their index and joined once at the end, so a
     ten-megabyte arguments string in ten thousand fragments costs linear
-    time.
+    time. `dialect` and `endpoint` (the transport's host) make the origin
+    stamped on what only its maker may read back, as in `decode_response`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, dialect: Dialect = "openai", endpoint: str = "") -> None:
+        self._dialect: Dialect = dialect
+        self._endpoint = endpoint
         self._text: list[str] = []
         self._reasoning: list[str] = []
+        self._signed: list[Opaque] = []
         self._refusal: list[str] = []
         self._calls: dict[int, _CallParts] = {}
         self._finish: str | None = None
@@ -675,6 +752,8 @@ class StreamDecoder:
         where_delta = f"{where}.delta"
         content = _optional_str(delta, "content", where_delta)
         reasoning = _reasoning(delta, where_delta)
+        # Stamped with the origin once the stream has named its model (`response`).
+        signed = _signed_details(delta.get("reasoning_details"), _UNSTAMPED, where_delta)
         refusal = _optional_str(delta, "refusal", where_delta)
         calls = delta.get("tool_calls")
         if calls is not None and not isinstance(calls, list):
@@ -683,6 +762,7 @@ class StreamDecoder:
             raise ProviderError(f"{where}: a delta after the finish_reason {self._finish!r}")
         if reasoning:
             self._reasoning.append(reasoning)
+        self._signed += signed
         if refusal:
             self._refusal.append(refusal)
         for i, fragment in enumerate(calls or ()):
@@ -759,9 +839,11 @@ class StreamDecoder:
             malformed += bad
         text = "".join(self._text)
         refusal = "".join(self._refusal)
+        origin = Origin(self._dialect, self._endpoint, self._model or "")
+        signed = [msgspec.structs.replace(entry, origin=origin) for entry in self._signed]
         return Response(
             message=answer_message(
-                _assistant_blocks("".join(self._reasoning), [text], refusal or None, calls),
+                _assistant_blocks("".join(self._reasoning), [text], refusal or None, calls, signed),
                 "OpenAI stream",
             ),
             stop_reason=_stop_reason(self._finish or "stop", bool(calls), bool(refusal)),
@@ -783,9 +865,11 @@ def _settled(current: str | None, new: str | None, what: str, index: int, where:
     return new
 
 
-def decode_stream(chunks: Iterable[Mapping[str, Any] | str]) -> Response:
+def decode_stream(
+    chunks: Iterable[Mapping[str, Any] | str], *, dialect: Dialect = "openai", endpoint: str = ""
+) -> Response:
     """A whole stream of chunks as one `Response` (see `StreamDecoder`)."""
-    decoder = StreamDecoder()
+    decoder = StreamDecoder(dialect, endpoint)
     for chunk in chunks:
         decoder.feed(chunk)
     return decoder.response()
@@ -858,7 +942,11 @@ def _import_tool_result(message: Mapping[str, Any], where: str) -> ToolResult:
     return ToolResult(call_id, text)
 
 
-def _import_user_content(message: Mapping[str, Any], where: str) -> list[Text | Image]:
+_IMPORTED: Final = Origin("openai", "", "")
+"""The origin of the native parts an imported file holds: this wire, no endpoint or model."""
+
+
+def _import_user_content(message: Mapping[str, Any], where: str) -> list[Block]:
     if "content" not in message:
         raise BlockError(f"{where}: a user message needs content")
     content = message["content"]
@@ -867,7 +955,7 @@ def _import_user_content(message: Mapping[str, Any], where: str) -> list[Text | 
         return [Text(content)]
     if not isinstance(content, list):
         raise BlockError(f"{where} must be a string or an array of parts, got {_shown(content)}")
-    blocks: list[Text | Image] = []
+    blocks: list[Block] = []
     for i, raw in enumerate(content):
         part_where = f"{where}[{i}]"
         part = _part(raw, part_where)
@@ -875,10 +963,66 @@ def _import_user_content(message: Mapping[str, Any], where: str) -> list[Text | 
         if kind == "text":
             blocks.append(Text(_part_text(part, "text", part_where)))
         elif kind == "image_url":
-            blocks.append(_import_image(part.get("image_url"), f"{part_where}.image_url"))
+            blocks.append(_import_user_image(part.get("image_url"), f"{part_where}.image_url"))
+        elif kind == "file":
+            blocks.append(_import_file(part, f"{part_where}.file"))
+        elif kind == "input_audio":
+            if not isinstance(part.get("input_audio"), Mapping):
+                got = _shown(part.get("input_audio"))
+                raise BlockError(f"{part_where}.input_audio must be an object, got {got}")
+            blocks.append(_native_part(part, f"{part_where}.input_audio", "[audio]"))
         else:
             raise BlockError(f"{part_where}: part type {_shown(kind)} has no block form")
     return blocks
+
+
+def _native_part(part: Mapping[str, Any], where: str, line: str) -> Opaque:
+    """A user part the block model does not hold, kept whole for this wire (`Opaque`)."""
+    return Opaque(str(part.get("type")), _kept_json(part, where, BlockError), _IMPORTED, line)
+
+
+def _import_file(part: Mapping[str, Any], where: str) -> Block:
+    """A `file` part: a PDF or text document by its `file_data`, else kept whole.
+
+    A `file_id` names an upload only its server knows, and a `file_data` of
+    a type a `Document` does not hold has no other wire: both stay `Opaque`,
+    for this wire alone, and are named by the file's name or id elsewhere.
+    """
+    file = part.get("file")
+    if not isinstance(file, Mapping):
+        raise BlockError(f"{where} must be an object, got {_shown(file)}")
+    name = file.get("filename")
+    if name is not None and not isinstance(name, str):
+        raise BlockError(f"{where}.filename must be a string, got {_shown(name)}")
+    data = file.get("file_data")
+    if isinstance(data, str):
+        match = _DATA_URL.match(data)
+        media_type = match.group(1).lower() if match else ""
+        if match is not None and media_type in DOCUMENT_MEDIA_TYPES:
+            payload = data[match.end() :]
+            if len(payload) % 4 or _BASE64.fullmatch(payload) is None:
+                raise BlockError(f"{where}: the file_data payload is not canonical base64")
+            return Document(media_type, payload, source=name)
+    elif data is not None:
+        raise BlockError(f"{where}.file_data must be a data: URL string, got {_shown(data)}")
+    file_id = file.get("file_id")
+    label = name or (file_id if isinstance(file_id, str) else None)
+    line = f"[file: {shorten(label, 100)}]" if label else "[file]"
+    return _native_part(part, where, line)
+
+
+def _import_user_image(raw: Any, where: str) -> Text | Image:
+    """An `image_url` of a user message: a remote one is held by its URL (`Image.from_url`).
+
+    Never fetched by a codec; it goes back as that URL to the wires that
+    take one. Anything else is read as `_import_image` reads it.
+    """
+    if isinstance(raw, Mapping) and isinstance(raw.get("url"), str):
+        url: str = raw["url"]
+        if url[:5].lower() in ("https", "http:"):
+            with contextlib.suppress(BlockError):
+                return Image.from_url(url)
+    return _import_image(raw, where)
 
 
 def _import_image(raw: Any, where: str) -> Text | Image:
@@ -917,7 +1061,11 @@ def _import_assistant(message: Mapping[str, Any], where: str) -> tuple[Block, ..
         if not isinstance(raw_calls, list):
             raise BlockError(f"{where}.tool_calls must be an array, got {_shown(raw_calls)}")
         calls = [_import_tool_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(raw_calls)]
-    return _assistant_blocks(reasoning or "", texts, refusal, calls)
+    try:
+        signed = _signed_details(message.get("reasoning_details"), _IMPORTED, where)
+    except ProviderError as exc:
+        raise BlockError(str(exc)) from None
+    return _assistant_blocks(reasoning or "", texts, refusal, calls, signed)
 
 
 def _import_tool_call(raw: Any, where: str) -> ToolUse:

@@ -47,6 +47,8 @@ from carryall.blocks import (
     Thinking,
     ToolResult,
     ToolUse,
+    document_placeholder,
+    image_placeholder,
 )
 from carryall.errors import TranscriptError
 
@@ -99,8 +101,45 @@ class StoredImage(msgspec.Struct, frozen=True, tag="image", tag_field="type", om
     url: str | None = None
 
 
+class StoredDocument(
+    msgspec.Struct, frozen=True, tag="document", tag_field="type", omit_defaults=True
+):
+    """A document as a transcript line holds it: its bytes by hash in the blob folder.
+
+    Lines written before documents were kept as blobs hold the bytes inline
+    (`data`, the `Document` JSON form itself), and they still load; a
+    document by URL has neither bytes nor hash.
+    """
+
+    media_type: str
+    data: str = ""
+    url: str | None = None
+    title: str | None = None
+    source: str | None = None
+    sha256: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.sha256:
+            # Inline or by URL: the block itself, checked as it would be.
+            self.revived(self.data)
+
+    def revived(self, data: str) -> Document:
+        """The `Document` this holds, its bytes (base64) given."""
+        return Document(self.media_type, data, self.url, self.title, self.source)
+
+
+Stored = StoredImage | StoredDocument
+"""What a transcript line holds by hash: the blocks whose bytes live in the blob folder."""
+
 StoredBlock = (
-    Text | Thinking | RedactedThinking | ToolUse | ToolResult | StoredImage | Document | Opaque
+    Text
+    | Thinking
+    | RedactedThinking
+    | ToolUse
+    | ToolResult
+    | StoredImage
+    | StoredDocument
+    | Opaque
 )
 
 
@@ -152,7 +191,7 @@ _head_decoder = msgspec.json.Decoder(EventHead)
 _encoder = msgspec.json.Encoder()
 
 AnyEvent = Event[Message] | Event[StoredMessage]
-BlobLoader = Callable[[StoredImage], Image | Text]
+BlobLoader = Callable[[StoredImage | StoredDocument], Image | Document | Text]
 
 
 def now() -> str:
@@ -240,9 +279,7 @@ def decode_event(line: bytes, where: str, line_no: int) -> AnyEvent:
     """Decode one event line, its integrity check first; the error names the file and line."""
     verify_line(line, where, line_no)
     try:
-        # A line that never mentions "image" cannot hold an image block, so it
-        # decodes straight into `Message` values: the common case costs one pass.
-        if b'"image"' not in line:
+        if not has_blob(line):
             return _plain_decoder.decode(line)
         return _event_decoder.decode(line)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
@@ -331,8 +368,31 @@ class LineReader:
 
 
 def has_image(message: Message) -> bool:
-    """Whether a message carries an image block (and so needs the blob folder)."""
-    return any(type(block) is Image for block in message.content)
+    """Whether a message carries an image or a document (and so needs the blob folder)."""
+    return any(type(block) is Image or type(block) is Document for block in message.content)
+
+
+def blob_placeholder(stored: StoredImage | StoredDocument) -> str:
+    """A block held by hash as its line: `image_placeholder` or `document_placeholder`."""
+    if isinstance(stored, StoredImage):
+        return image_placeholder(stored.media_type, stored.source)
+    return document_placeholder(stored.media_type, stored.title or stored.source or stored.url)
+
+
+def revive(stored: StoredImage | StoredDocument, data: str) -> Image | Document:
+    """The block a stored image or document stands for, its bytes (base64) read back."""
+    if isinstance(stored, StoredImage):
+        return Image(stored.media_type, data, stored.source)
+    return stored.revived(data)
+
+
+def has_blob(line: bytes) -> bool:
+    """Whether an event line may hold a block by hash (and so needs the stored decoding).
+
+    A line that never mentions "image" nor "sha256" cannot: it decodes
+    straight into `Message` values, the common case in one pass.
+    """
+    return b'"image"' in line or b'"sha256"' in line
 
 
 def title_from(messages: Iterable[Message]) -> str | None:
@@ -369,12 +429,16 @@ def common_prefix(old: Sequence[Message], new: Sequence[Message]) -> int:
     return count
 
 
-def image_stand_in(stored: StoredImage) -> Image:
+def image_stand_in(stored: StoredImage | StoredDocument) -> Image | Document | Text:
     """An image without its bytes, for readers that only need its placeholder.
 
     The recall index reads every transcript; reading every image blob to
-    say `[image: name (type)]` would cost it the blob folder for nothing.
+    say `[image: name (type)]` would cost it the blob folder for nothing. A
+    document held by hash stands in as its placeholder line; one held
+    inline or by URL is itself.
     """
+    if isinstance(stored, StoredDocument):
+        return Text(blob_placeholder(stored)) if stored.sha256 else stored.revived(stored.data)
     return Image(stored.media_type, "", stored.source, stored.url)
 
 
@@ -382,13 +446,19 @@ def restore(stored: Message | StoredMessage, load_image: BlobLoader) -> Message:
     """A decoded event message as a `Message`, each stored image given to `load_image`."""
     if isinstance(stored, Message):
         return stored
-    if any(type(block) is StoredImage for block in stored.content):
+    if any(type(block) is StoredImage or type(block) is StoredDocument for block in stored.content):
         content = tuple(
-            load_image(block) if isinstance(block, StoredImage) else block
+            _restored(block, load_image) if isinstance(block, Stored) else block
             for block in stored.content
         )
         return Message(stored.role, content)
     return Message(stored.role, stored.content)  # type: ignore[arg-type]
+
+
+def _restored(block: StoredImage | StoredDocument, load: BlobLoader) -> Image | Document | Text:
+    if isinstance(block, StoredDocument) and not block.sha256:
+        return block.revived(block.data)  # inline (an older line) or by URL: nothing to load
+    return load(block)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from carryall.errors import TranscriptError
-from carryall.sessions._transcript import SessionMeta, StoredImage, decode_event
+from carryall.sessions._transcript import SessionMeta, Stored, decode_event, has_blob
 from carryall.sessions.protocol import AnyStore
 
 __all__ = ["Copied", "copy_sessions"]
@@ -97,8 +97,8 @@ def _verify(
 def _hashes(lines: list[bytes], where: str) -> set[str]:
     found: set[str] = set()
     for line_no, line in enumerate(lines, 2):
-        if b'"image"' not in line:
+        if not has_blob(line):
             continue
         for message in decode_event(line, where, line_no).messages:
-            found.update(b.sha256 for b in message.content if isinstance(b, StoredImage))
+            found.update(b.sha256 for b in message.content if isinstance(b, Stored) and b.sha256)
     return found

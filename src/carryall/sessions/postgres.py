@@ -52,14 +52,18 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
 
-from carryall.blocks import Downgrade, Image, Message, Text, image_placeholder
+from carryall.blocks import Document, Downgrade, Image, Message, Text
 from carryall.errors import BlockError, TranscriptError
 from carryall.sessions._transcript import (
+    BlobLoader,
     Event,
     Replay,
     SessionMeta,
+    Stored,
+    StoredDocument,
     StoredImage,
     StoredMessage,
+    blob_placeholder,
     common_prefix,
     decode_event,
     decode_header,
@@ -69,6 +73,7 @@ from carryall.sessions._transcript import (
     image_stand_in,
     now,
     parse_time,
+    revive,
     title_from,
     with_title,
 )
@@ -628,11 +633,13 @@ class PostgresStore:
             replay.apply_line(bytes(body), seq + 1)
         return meta, replay, seq
 
-    def _blob_loader(self, session_id: str) -> Callable[[StoredImage], Image | Text]:
+    def _blob_loader(self, session_id: str) -> BlobLoader:
         cache: dict[str, str] = {}
         where = self._where(session_id)
 
-        def load(stored: StoredImage) -> Image | Text:
+        def load(stored: StoredImage | StoredDocument) -> Image | Document | Text:
+            if not stored.sha256:
+                return image_stand_in(stored)  # a remote image: nothing kept here
             data = cache.get(stored.sha256)
             if data is None:
                 try:
@@ -642,12 +649,12 @@ class PostgresStore:
                         raise TranscriptError(f"{where}: {exc}") from None
                     # A deleted blob must not make the whole session
                     # unreadable: the image becomes its placeholder, with a note.
-                    return Text(f"{image_placeholder(stored.media_type, stored.source)} {_NOTE}")
+                    return Text(f"{blob_placeholder(stored)} {_NOTE}")
                 data = cache[stored.sha256] = base64.b64encode(raw).decode("ascii")
             try:
-                return Image(stored.media_type, data, stored.source)
+                return revive(stored, data)
             except BlockError as exc:
-                raise TranscriptError(f"{where}: stored image {stored.sha256}: {exc}") from None
+                raise TranscriptError(f"{where}: stored blob {stored.sha256}: {exc}") from None
 
         return load
 
@@ -1009,7 +1016,7 @@ def _put_blob(conn: psycopg.Connection[Any], data: bytes) -> str:
 def _event_hashes(event: Event[Any]) -> Iterator[str]:
     for message in event.messages:
         if isinstance(message, StoredMessage):
-            yield from (b.sha256 for b in message.content if isinstance(b, StoredImage))
+            yield from (b.sha256 for b in message.content if isinstance(b, Stored) and b.sha256)
 
 
 def _check_hash(sha256: str) -> None:

@@ -56,28 +56,34 @@ import filelock
 import msgspec
 
 from carryall import paths
-from carryall.blocks import Downgrade, Image, Message, Text, image_placeholder
+from carryall.blocks import Document, Downgrade, Image, Message, Text
 from carryall.config import load_config
 from carryall.errors import BlockError, TranscriptError
 from carryall.sessions._transcript import (
+    BlobLoader,
     Event,
     LineReader,
     Replay,
     SessionMeta,
+    Stored,
     StoredBlock,
+    StoredDocument,
     StoredImage,
     StoredMessage,
+    blob_placeholder,
     common_prefix,
     decode_event,
     decode_head,
     decode_header,
     encode_event,
     encode_header,
+    has_blob,
     has_image,
     image_stand_in,
     iter_events,
     now,
     parse_time,
+    revive,
     split_lines,
     title_from,
     with_title,
@@ -610,10 +616,10 @@ class SessionStore:
             raise TranscriptError(f"image blob {path} does not match its hash (damaged)")
         return data
 
-    def _blob_loader(self, where: str) -> Callable[[StoredImage], Image | Text]:
+    def _blob_loader(self, where: str) -> BlobLoader:
         cache: dict[str, str] = {}
 
-        def load(stored: StoredImage) -> Image | Text:
+        def load(stored: StoredImage | StoredDocument) -> Image | Document | Text:
             if not stored.sha256:
                 return image_stand_in(stored)  # a remote image: nothing kept here
             data = cache.get(stored.sha256)
@@ -627,12 +633,12 @@ class SessionStore:
                     # unreadable: the image becomes its placeholder, with a
                     # note saying why its bytes are not there.
                     log.warning("%s: %s", where, exc)
-                    return Text(f"{image_placeholder(stored.media_type, stored.source)} {_NOTE}")
+                    return Text(f"{blob_placeholder(stored)} {_NOTE}")
                 data = cache[stored.sha256] = base64.b64encode(raw).decode("ascii")
             try:
-                return Image(stored.media_type, data, stored.source)
+                return revive(stored, data)
             except BlockError as exc:
-                raise TranscriptError(f"{where}: stored image {stored.sha256}: {exc}") from None
+                raise TranscriptError(f"{where}: stored blob {stored.sha256}: {exc}") from None
 
         return load
 
@@ -1100,6 +1106,18 @@ def storable(
             except BlockError as exc:
                 raise TranscriptError(f"{where}: {exc}") from None
             blocks.append(StoredImage(block.media_type, put_blob(raw), block.source))
+        elif isinstance(block, Document):
+            # Kept by hash like an image: a PDF is megabytes, and every
+            # version of the history would otherwise repeat it inline.
+            sha = ""
+            if block.data:
+                try:
+                    sha = put_blob(block.to_bytes())
+                except BlockError as exc:
+                    raise TranscriptError(f"{where}: {exc}") from None
+            blocks.append(
+                StoredDocument(block.media_type, "", block.url, block.title, block.source, sha)
+            )
         else:
             blocks.append(block)
     return StoredMessage(message.role, tuple(blocks))
@@ -1144,12 +1162,10 @@ def _hashes(path: Path) -> set[str]:
     lines, _ = split_lines(data)
     found: set[str] = set()
     for line_no, line in iter_events(lines[1:], 2):
-        if b'"image"' not in line:  # as in `decode_event`: no image block can be there
+        if not has_blob(line):  # as in `decode_event`: no block by hash can be there
             continue
         for message in decode_event(line, where, line_no).messages:
-            found.update(
-                b.sha256 for b in message.content if isinstance(b, StoredImage) and b.sha256
-            )
+            found.update(b.sha256 for b in message.content if isinstance(b, Stored) and b.sha256)
     return found
 
 
