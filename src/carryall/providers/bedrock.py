@@ -162,6 +162,7 @@ _NOT_ID: Final = re.compile(r"[^a-zA-Z0-9_.:-]")
 _NAME_BAD: Final = re.compile(r"[^a-zA-Z0-9\s()\[\]-]+")
 _SPACES: Final = re.compile(r"\s+")
 _BASE64: Final = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_NO_BYTES: Final = "an image of no bytes: this wire refuses it, so it goes as its placeholder line"
 _DROPPED_TURN: Final = (
     "an assistant turn with nothing this wire carries: left off, the user turns around it joined"
 )
@@ -186,7 +187,7 @@ def encode(request: Request, caps: Capabilities) -> Encoded:
     messages: list[dict[str, Any]] = []
     for index, message in enumerate(prepared.messages):
         if message.role == "user":
-            content = _user_content(message, index)
+            content = _user_content(message, index, downgrades)
             if messages and messages[-1]["role"] == "user":
                 # The turn between was left off: one user turn, its results still first.
                 messages[-1]["content"].extend(content)
@@ -271,7 +272,9 @@ def _results_first(message: Message) -> Sequence[Block]:
     return [*results, *(b for b in content if not isinstance(b, ToolResult))]
 
 
-def _user_content(message: Message, index: int) -> list[dict[str, Any]]:
+def _user_content(
+    message: Message, index: int, downgrades: list[Downgrade]
+) -> list[dict[str, Any]]:
     content: list[dict[str, Any]] = []
     for block in _results_first(message):
         if isinstance(block, ToolResult):
@@ -287,6 +290,11 @@ def _user_content(message: Message, index: int) -> list[dict[str, Any]]:
             if block.text:
                 content.append({"text": block.text})
         elif isinstance(block, Image):
+            if not block.data:
+                # Converse refuses an image of no bytes: what it was is said instead.
+                downgrades.append(Downgrade(index, "image", _NO_BYTES))
+                content.append({"text": block.placeholder()})
+                continue
             image = {"format": _IMAGE_FORMATS[block.media_type], "source": {"bytes": block.data}}
             content.append({"image": image})
         elif isinstance(block, Document):
