@@ -209,16 +209,12 @@ def encode(request: Request, caps: Capabilities) -> Encoded:
         body["system"] = system
     body["inferenceConfig"] = {"maxTokens": request.max_tokens}
     if request.tools:
-        tools: list[dict[str, Any]] = [
-            {
-                "toolSpec": {
-                    "name": spec.name,
-                    "description": spec.description,
-                    "inputSchema": {"json": spec.input_schema},
-                }
-            }
-            for spec in request.tools
-        ]
+        tools: list[dict[str, Any]] = []
+        for spec in request.tools:
+            tool: dict[str, Any] = {"name": spec.name, "inputSchema": {"json": spec.input_schema}}
+            if spec.description:
+                tool["description"] = spec.description  # an empty one is refused
+            tools.append({"toolSpec": tool})
         if request.cache_prompt:
             tools.append({"cachePoint": {"type": "default"}})
         config: dict[str, Any] = {"tools": tools}

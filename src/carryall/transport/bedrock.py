@@ -115,7 +115,7 @@ class BedrockBackend:
             region_name=self.region,
             connect_timeout=min(timeout, 60.0),
             read_timeout=timeout,
-            retries={"max_attempts": max_retries + 1, "mode": "standard"},
+            retries={"total_max_attempts": max_retries + 1, "mode": "standard"},
         )
         try:
             self._client = boto3.session.Session().client(
