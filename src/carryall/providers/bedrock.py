@@ -73,6 +73,7 @@ skipped, so new server features do not break old clients.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import re
@@ -240,6 +241,12 @@ def encode_request_bytes(request: Request, caps: Capabilities, *, stream: bool =
     return body_bytes(encode_request(request, caps))
 
 
+@functools.lru_cache(maxsize=8192)
+def _wire_id(value: str) -> str:
+    # The same ids come back on every request of a session: each is checked once.
+    return wire_id(value)
+
+
 def wire_id(value: str) -> str:
     """A call id as this wire takes it: itself when it fits `[a-zA-Z0-9_.:-]{1,64}`.
 
@@ -271,33 +278,35 @@ def _results_first(message: Message) -> Sequence[Block]:
 def _user_content(
     message: Message, index: int, downgrades: list[Downgrade]
 ) -> list[dict[str, Any]]:
+    # Exact types, not isinstance: this runs for every block of every request.
     content: list[dict[str, Any]] = []
+    append = content.append
     for block in _results_first(message):
-        if isinstance(block, ToolResult):
-            result: dict[str, Any] = {
-                "toolUseId": wire_id(block.tool_use_id),
+        if type(block) is ToolResult:
+            wire: dict[str, Any] = {
+                "toolUseId": _wire_id(block.tool_use_id),
                 # An empty text block is refused; an empty result is no block.
                 "content": [{"text": block.content}] if block.content else [],
             }
             if block.is_error:
-                result["status"] = "error"
-            content.append({"toolResult": result})
-        elif isinstance(block, Text):
+                wire["status"] = "error"
+            append({"toolResult": wire})
+        elif type(block) is Text:
             if block.text:
-                content.append({"text": block.text})
-        elif isinstance(block, Image):
+                append({"text": block.text})
+        elif type(block) is Image:
             if not block.data:
                 # Converse refuses an image of no bytes: what it was is said instead.
                 downgrades.append(Downgrade(index, "image", _NO_BYTES))
-                content.append({"text": block.placeholder()})
+                append({"text": block.placeholder()})
                 continue
-            image = {"format": _IMAGE_FORMATS[block.media_type], "source": {"bytes": block.data}}
-            content.append({"image": image})
-        elif isinstance(block, Document):
-            content.append({"document": _document(block)})
-        elif isinstance(block, Opaque):
+            fmt = _IMAGE_FORMATS[block.media_type]
+            append({"image": {"format": fmt, "source": {"bytes": block.data}}})
+        elif type(block) is Document:
+            append({"document": _document(block)})
+        elif type(block) is Opaque:
             # `prepare` kept it: this origin's own block, as it came.
-            content.append(json.loads(block.raw))
+            append(json.loads(block.raw))
         else:
             raise HistoryError(index, f"a {type(block).__name__} block has no place in a user turn")
     return content or [{"text": ""}]
@@ -324,21 +333,25 @@ def document_name(name: str) -> str:
 
 def _assistant_content(message: Message, index: int) -> list[dict[str, Any]]:
     content: list[dict[str, Any]] = []
+    append = content.append
     for block in message.content:
-        if isinstance(block, Text):
-            if block.text and not block.text.isspace():
-                content.append({"text": block.text})
-        elif isinstance(block, ToolUse):
-            call = {"toolUseId": wire_id(block.id), "name": block.name, "input": _input(block)}
-            content.append({"toolUse": call})
-        elif isinstance(block, Thinking) and block.signature:
-            # `prepare` kept it: this origin's own signed reasoning.
-            text = {"text": block.text, "signature": block.signature}
-            content.append({"reasoningContent": {"reasoningText": text}})
-        elif isinstance(block, RedactedThinking):
-            content.append({"reasoningContent": {"redactedContent": block.data}})
-        elif isinstance(block, Opaque):
-            content.append(json.loads(block.raw))
+        if type(block) is Text:
+            text = block.text
+            if text and not text.isspace():
+                append({"text": text})
+        elif type(block) is ToolUse:
+            value = block.input if type(block.input) is dict else _input(block)
+            call = {"toolUseId": _wire_id(block.id), "name": block.name, "input": value}
+            append({"toolUse": call})
+        elif type(block) is Thinking:
+            if block.signature:
+                # `prepare` kept it: this origin's own signed reasoning.
+                signed = {"text": block.text, "signature": block.signature}
+                append({"reasoningContent": {"reasoningText": signed}})
+        elif type(block) is RedactedThinking:
+            append({"reasoningContent": {"redactedContent": block.data}})
+        elif type(block) is Opaque:
+            append(json.loads(block.raw))
     return content
 
 
