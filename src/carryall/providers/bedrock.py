@@ -102,6 +102,7 @@ from carryall.errors import BlockError, HistoryError, ProviderError
 from carryall.providers._common import Wire, answer_message, prepare
 from carryall.providers._types import Capabilities, Encoded, Request, Response, StopReason, Usage
 from carryall.providers.anthropic import INVALID_JSON_KEY, _thinking_budget
+from carryall.providers.gemini import _results_first
 from carryall.providers.openai import _count, _mapping, _shown
 
 __all__ = [
@@ -258,21 +259,6 @@ def wire_id(value: str) -> str:
         return value
     digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:10]
     return f"{_NOT_ID.sub('_', value)[:53]}_{digest}"
-
-
-def _results_first(message: Message) -> Sequence[Block]:
-    content = message.content
-    seen_other = False
-    for block in content:
-        if type(block) is ToolResult:
-            if seen_other:
-                break
-        else:
-            seen_other = True
-    else:
-        return content  # the common case: the results already lead
-    results = [b for b in content if isinstance(b, ToolResult)]
-    return [*results, *(b for b in content if not isinstance(b, ToolResult))]
 
 
 def _user_content(
