@@ -564,7 +564,7 @@ def bench(work: Workload, rounds: int, processes: int) -> None:
         )
 
 
-# -- the other wires: Responses and Gemini, carryall beside pydantic-ai's own mapping ----------
+# -- the other wires: Responses, Gemini, Bedrock; carryall beside pydantic-ai's own mapping --
 
 
 def _b64(value: Any) -> str:
@@ -657,6 +657,43 @@ def gemini_pair(tasks: list[Task]) -> dict[str, Callable[[], bytes]]:
     )
 
 
+BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+
+
+def bedrock_pair(tasks: list[Task]) -> dict[str, Callable[[], bytes]]:
+    """carryall's Converse codec and pydantic-ai's `BedrockConverseModel._map_messages`.
+
+    Both bodies are the Converse JSON: pydantic-ai's images are bytes for
+    boto3, written here as base64 by the floor's serializer, which is what
+    botocore writes for them (carryall's are base64 already).
+    """
+    from pydantic_ai.models.bedrock import BedrockConverseModel, BedrockModelSettings
+    from pydantic_ai.providers.bedrock import BedrockProvider
+
+    from carryall.providers import bedrock
+
+    provider = BedrockProvider(
+        region_name="us-east-1", aws_access_key_id="not-used", aws_secret_access_key="not-used"
+    )
+    model = BedrockConverseModel(BEDROCK_MODEL, provider=provider)
+    params = _pydantic_ai_params()
+    settings = BedrockModelSettings(max_tokens=MAX_TOKENS)
+    return _pair(
+        tasks,
+        lambda request: bedrock.encode_request_bytes(request, Capabilities()),
+        lambda request: bedrock.encode_request(request, Capabilities()),
+        lambda history: _with_loop(
+            lambda: model._map_messages(history, params, settings),
+            lambda mapped: {
+                "messages": mapped[1],
+                "system": mapped[0],
+                "inferenceConfig": model._map_inference_config(settings),
+                "toolConfig": model._map_tool_config(params, settings),
+            },
+        ),
+    )
+
+
 def _pydantic_ai_params() -> Any:
     from pydantic_ai.models import ModelRequestParameters
     from pydantic_ai.tools import ToolDefinition
@@ -708,7 +745,7 @@ def _theirs(tasks: list[Task], theirs: Callable[[list[ModelMessage]], bytes]) ->
     return lambda: theirs(history)
 
 
-WIRES = {"responses": responses_pair, "gemini": gemini_pair}
+WIRES = {"responses": responses_pair, "gemini": gemini_pair, "bedrock": bedrock_pair}
 WIRE_CONTENDERS = (FLOOR, "carryall", "pydantic-ai")
 WIRE_PEER_TARGET = 3.0
 
@@ -785,7 +822,7 @@ def main() -> None:
     parser.add_argument("--wire-worker", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument(
         "--wires",
-        default="anthropic,responses,gemini",
+        default="anthropic,responses,gemini,bedrock",
         help="which wires' tables to print (anthropic is the table beside LiteLLM)",
     )
     args = parser.parse_args()

@@ -2,7 +2,7 @@
 
 A backend pairs a wire codec (`carryall.providers.codec`) with a transport
 (`carryall.transport`): the official `anthropic` or `openai` SDK, imported
-only when that backend is opened. Six backends share four transports over three SDKs:
+only when that backend is opened. Seven backends share five transports over four SDKs:
 
 - `anthropic`: the Messages API; key from `ANTHROPIC_API_KEY`.
 - `openai`: Chat Completions at any base URL (any OpenAI-compatible server);
@@ -11,6 +11,9 @@ only when that backend is opened. Six backends share four transports over three 
   it too); key from `OPENAI_API_KEY`, through the same `openai` SDK.
 - `gemini`: Google Gemini through the `google-genai` SDK (the `gemini`
   extra); key from `GEMINI_API_KEY` (or `GOOGLE_API_KEY`).
+- `bedrock`: AWS Bedrock Converse through `boto3` (the `bedrock` extra);
+  credentials from the AWS chain (environment, profile, SSO, instance
+  role) or a Bedrock API key in `AWS_BEARER_TOKEN_BEDROCK`, never a flag.
 - `llama-server`: a llama.cpp server at a base URL; what its model can do is
   read from its `/props` (`carryall.llama_server`), never guessed from a name.
 - `local`: the embedded llama-server (`carryall.local`), started on demand;
@@ -64,6 +67,7 @@ DEFAULT_MODELS: Final = {
     "openai": "gpt-4.1-mini",
     "responses": "gpt-4.1-mini",
     "gemini": "gemini-2.5-flash",
+    "bedrock": "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
 }
 """The model a hosted backend uses when neither the command line nor the config names one."""
 
@@ -187,6 +191,21 @@ def open_backend(
             api_key=google_key,
             base_url=base_url,
             capabilities=_capabilities(GEMINI_CAPABILITIES, settings, no_vision),
+            **options,
+        )
+    if name == "bedrock":
+        from carryall.transport.bedrock import BEDROCK_CAPABILITIES, BedrockBackend
+
+        if api_key:
+            raise ProviderError(
+                "the bedrock backend takes no API key argument: AWS credentials come from "
+                "the environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, AWS_BEARER_TOKEN_BEDROCK)",
+                kind="authentication_error",
+            )
+        return BedrockBackend(
+            model=model or DEFAULT_MODELS["bedrock"],
+            base_url=base_url,
+            capabilities=_capabilities(BEDROCK_CAPABILITIES, settings, no_vision),
             **options,
         )
     if name == "llama-server":

@@ -67,7 +67,15 @@ __all__ = [
     "load_config",
 ]
 
-BACKEND_NAMES: Final = ("anthropic", "openai", "responses", "gemini", "llama-server", "local")
+BACKEND_NAMES: Final = (
+    "anthropic",
+    "openai",
+    "responses",
+    "gemini",
+    "bedrock",
+    "llama-server",
+    "local",
+)
 """Every backend `open_backend` knows, in the order the docs list them."""
 
 CONFIG_FILENAME: Final = "config.toml"

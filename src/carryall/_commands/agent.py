@@ -69,7 +69,8 @@ BackendOption = Annotated[
         "-b",
         help=(
             "Backend to talk to: anthropic, openai (Chat Completions), responses (the "
-            "OpenAI Responses API), gemini (needs the gemini extra), llama-server or local "
+            "OpenAI Responses API), gemini (needs the gemini extra), bedrock (AWS Bedrock "
+            "Converse; needs the bedrock extra), llama-server or local "
             "(the embedded llama-server). "
             "Default: the config file's `backend`, else anthropic if "
             "ANTHROPIC_API_KEY is set, else openai if OPENAI_API_KEY is set, else local."

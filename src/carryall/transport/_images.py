@@ -67,6 +67,8 @@ WIRE_IMAGE_LIMITS: Final[Mapping[str, ImageLimits]] = {
     "llama-server": ImageLimits(None, 2048, IMAGE_FIT_INPUT_BYTES),
     # Inline data is 20 MB per request; images are scaled to fit 3072 px.
     "gemini": ImageLimits(None, 3072, IMAGE_FIT_INPUT_BYTES),
+    # Converse: 8000 px and 3.75 MB per image; the Claude models behind it keep 1568 px.
+    "bedrock": ImageLimits(MAX_EDGE, RECOMMENDED_EDGE, 3_750_000),
 }
 """Per wire, what one image may be before it is fitted: one table, so each limit is stated once."""
 

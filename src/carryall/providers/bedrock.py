@@ -1,0 +1,866 @@
+"""AWS Bedrock Converse: the `Converse` and `ConverseStream` wire, on the same blocks.
+
+`encode_request` turns a `Request` into the JSON body of
+`POST /model/{modelId}/converse` (and `/converse-stream`, the same body; the
+model is in the path, not the body); `decode_response`, `StreamDecoder` and
+`decode_stream` turn its answers back into a `Response`; `decode_messages`
+reads a Converse `messages` array someone already holds into blocks.
+
+The body is the JSON the service reads. Its blob fields (image, document and
+video bytes, `redactedContent`) are base64 text there, which is how
+botocore's own REST-JSON serializer writes the `bytes` boto3 is handed: the
+transport (`carryall.transport.bedrock`) turns each blob back into bytes by
+the service model's shapes before calling the SDK, and an SDK answer's bytes
+into base64 before decoding, so one decoder reads Bedrock whichever way it
+arrived and a recorded HTTP exchange reads as a live one.
+
+The wire:
+
+- The system prompt is `system` (one text block); the history is
+  `messages`, each a `role` and its `content` blocks. `inferenceConfig.
+  maxTokens` is the token limit.
+- A user message's tool results go first, each a `toolResult` block naming
+  its call by `toolUseId`, the result text as its one `text` content block,
+  `status: error` for an error result. The message's text, images
+  (`image.source.bytes`) and documents (`document`, PDF as `pdf`, plain
+  text as `txt`, with a `name` the service accepts) follow.
+- Tool-made images ride that user message after the results, never inside
+  a `toolResult`, although Converse could hold them there: Chat Completions
+  and llama-server cannot, and a history has to read the same on every wire
+  it may be continued on (SPEC §1).
+- An assistant message is its blocks in order: text as `text`, calls as
+  `toolUse` (an input that is not an object rides under `INVALID_JSON`, as
+  on the Messages API, since the models behind Converse take objects only),
+  signed thinking as `reasoningContent.reasoningText` with its signature and
+  redacted thinking as `reasoningContent.redactedContent`, both only to the
+  origin (this dialect, the endpoint's host, the model id) that made them
+  (`WIRE`, `prepare`): a signature means nothing to another model.
+  An assistant turn with nothing this wire carries is left off and the user
+  turns around it joined, since Converse insists that roles alternate.
+- Images and documents by URL are never fetched here: Converse takes bytes
+  (or S3 locations) only, so each is its placeholder line, reported.
+- Call ids must match `[a-zA-Z0-9_.:-]{1,64}` on this wire: an id
+  from another wire that does not is rewritten the same way for the call and
+  its result (`wire_id`), so the pair still matches.
+- Tools are `toolConfig.tools[].toolSpec` with `inputSchema.json`;
+  `tool_choice` `auto` is `{"auto": {}}`, `required` `{"any": {}}`. Converse
+  has no "none": the tools still go (a history holding calls needs them)
+  with no choice, and a call made anyway is answered by the loop as usual.
+  `cache_prompt` puts a `cachePoint` after the system prompt and the tools.
+  Thinking asked for goes, on Anthropic models (`anthropic.` in the model
+  id), as `additionalModelRequestFields.thinking` with a budget, as on the
+  Messages API; other models take no such field.
+
+Decoding: `output.message.content` in order. `text` is `Text`,
+`reasoningContent.reasoningText` `Thinking` (signed, and stamped with its
+origin, when it has a signature), `redactedContent` `RedactedThinking`, a
+`toolUse` a `ToolUse`; any other block (citations, a server tool's use and
+result, guard content) is kept whole as an `Opaque` of its key, echoed only
+to its origin, with its text as the honest line elsewhere. Stop reasons:
+`end_turn` and `stop_sequence` are `end_turn`, `tool_use` (or any answer
+holding calls) `tool_use`, `max_tokens` and `model_context_window_exceeded`
+`max_tokens`, `guardrail_intervened` and `content_filtered` `refusal`,
+anything else `other`. Usage: `inputTokens` is `input_tokens`,
+`outputTokens` `output_tokens`, `cacheReadInputTokens` and
+`cacheWriteInputTokens` the cache read and creation figures. A Converse
+answer names no model: the decoders take the model id the request went to.
+
+Every parser here answers hostile input with a `ProviderError` naming the
+place (or, for `decode_messages`, a `BlockError`); unknown fields are
+skipped, so new server features do not break old clients.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from carryall._json import body_bytes, load_json
+from carryall._text import shorten
+from carryall.blocks import (
+    Block,
+    Document,
+    Downgrade,
+    Image,
+    Message,
+    Opaque,
+    Origin,
+    RedactedThinking,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+    document_placeholder,
+    image_placeholder,
+)
+from carryall.errors import BlockError, HistoryError, ProviderError
+from carryall.providers._common import Wire, _shown, answer_message, prepare
+from carryall.providers._types import Capabilities, Encoded, Request, Response, StopReason, Usage
+from carryall.providers.anthropic import INVALID_JSON_KEY, _thinking_budget
+from carryall.providers.gemini import _results_first
+from carryall.providers.openai import _count, _mapping
+
+__all__ = [
+    "DIALECT",
+    "WIRE",
+    "StreamDecoder",
+    "decode_messages",
+    "decode_response",
+    "decode_stream",
+    "encode",
+    "encode_request",
+    "encode_request_bytes",
+    "wire_id",
+]
+
+DIALECT: Final = "bedrock"
+"""The name this wire goes by in an origin, a backend and the switch matrix."""
+
+WIRE: Final = Wire(DIALECT, signed=True, pdf=True, text_documents=True)
+"""What Converse takes natively: its own signed and redacted reasoning, PDFs and text files.
+
+A `reasoningText.signature` (and `redactedContent`) means something to the
+endpoint and model that made it only; `prepare` leaves every other one off,
+and unsigned thinking with it, and reports each.
+"""
+
+_IMPORTED: Final = Origin(DIALECT, "", "")
+"""The origin of what an imported `messages` array holds: this wire, no endpoint or model."""
+
+_IMAGE_FORMATS: Final = {
+    "image/png": "png",
+    "image/jpeg": "jpeg",
+    "image/gif": "gif",
+    "image/webp": "webp",
+}
+_MEDIA_TYPES: Final = {v: k for k, v in _IMAGE_FORMATS.items()}
+_DOCUMENT_FORMATS: Final = {"application/pdf": "pdf", "text/plain": "txt"}
+_DOCUMENT_TYPES: Final = {v: k for k, v in _DOCUMENT_FORMATS.items()}
+_TOOL_CHOICES: Final[dict[str, dict[str, Any]]] = {"auto": {"auto": {}}, "required": {"any": {}}}
+_STOP_REASONS: Final[dict[str, StopReason]] = {
+    "end_turn": "end_turn",
+    "stop_sequence": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "model_context_window_exceeded": "max_tokens",
+    "guardrail_intervened": "refusal",
+    "content_filtered": "refusal",
+}
+_RETRYABLE_EVENTS: Final = frozenset(
+    {
+        "internalServerException",
+        "modelStreamErrorException",
+        "serviceUnavailableException",
+        "throttlingException",
+    }
+)
+_ID: Final = re.compile(r"[a-zA-Z0-9_.:-]{1,64}")
+_NOT_ID: Final = re.compile(r"[^a-zA-Z0-9_.:-]")
+_NAME_BAD: Final = re.compile(r"[^a-zA-Z0-9\s()\[\]-]+")
+_SPACES: Final = re.compile(r"\s+")
+_BASE64: Final = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_NO_BYTES: Final = "an image of no bytes: this wire refuses it, so it goes as its placeholder line"
+_DROPPED_TURN: Final = (
+    "an assistant turn with nothing this wire carries: left off, the user turns around it joined"
+)
+
+
+# -- encoding ---------------------------------------------------------------
+
+
+def encode_request(request: Request, caps: Capabilities) -> dict[str, Any]:
+    """The Converse body for a request (`encode`'s body)."""
+    return encode(request, caps).body
+
+
+def encode(request: Request, caps: Capabilities) -> Encoded:
+    """The Converse body for a request, and every downgrade made to write it.
+
+    The history is validated, image-limited, blinded and fitted to this wire
+    first (`prepare` with `WIRE`): signatures go back only to their origin.
+    """
+    prepared = prepare(request, caps, WIRE)
+    downgrades = list(prepared.downgrades)
+    messages: list[dict[str, Any]] = []
+    for index, message in enumerate(prepared.messages):
+        if message.role == "user":
+            content = _user_content(message, index, downgrades)
+            if messages and messages[-1]["role"] == "user":
+                # The turn between was left off: one user turn, its results still first.
+                messages[-1]["content"].extend(content)
+            else:
+                messages.append({"role": "user", "content": content})
+            continue
+        content = _assistant_content(message, index)
+        if content:
+            messages.append({"role": "assistant", "content": content})
+        else:
+            downgrades.append(Downgrade(index, "assistant", _DROPPED_TURN))
+    if not messages:
+        raise HistoryError(0, "the request has no messages: nothing to answer")
+    body: dict[str, Any] = {"messages": messages}
+    if request.system:
+        system: list[dict[str, Any]] = [{"text": request.system}]
+        if request.cache_prompt:
+            system.append({"cachePoint": {"type": "default"}})
+        body["system"] = system
+    body["inferenceConfig"] = {"maxTokens": request.max_tokens}
+    if request.tools:
+        tools: list[dict[str, Any]] = []
+        for spec in request.tools:
+            tool: dict[str, Any] = {"name": spec.name, "inputSchema": {"json": spec.input_schema}}
+            if spec.description:
+                tool["description"] = spec.description  # an empty one is refused
+            tools.append({"toolSpec": tool})
+        if request.cache_prompt:
+            tools.append({"cachePoint": {"type": "default"}})
+        config: dict[str, Any] = {"tools": tools}
+        if request.tool_choice is not None and request.tool_choice != "none":
+            choice = _TOOL_CHOICES.get(request.tool_choice)
+            if choice is None:
+                raise ProviderError(
+                    f"tool_choice {request.tool_choice!r} is not one of auto, none, required"
+                )
+            config["toolChoice"] = dict(choice)
+        body["toolConfig"] = config
+    if request.thinking and caps.thinking and "anthropic." in request.model:
+        body["additionalModelRequestFields"] = {
+            "thinking": {"type": "enabled", "budget_tokens": _thinking_budget(request)}
+        }
+    if len(downgrades) != len(prepared.downgrades):
+        downgrades.sort(key=lambda d: d.index)
+    return Encoded(body, tuple(downgrades))
+
+
+def encode_request_bytes(request: Request, caps: Capabilities, *, stream: bool = False) -> bytes:
+    """`encode_request`'s body as bytes: `/converse-stream` takes the same body."""
+    return body_bytes(encode_request(request, caps))
+
+
+@functools.lru_cache(maxsize=8192)
+def _wire_id(value: str) -> str:
+    # The same ids come back on every request of a session: each is checked once.
+    return wire_id(value)
+
+
+def wire_id(value: str) -> str:
+    """A call id as this wire takes it: itself when it fits `[a-zA-Z0-9_.:-]{1,64}`.
+
+    Any other is rewritten, the same way every time, so a call and the result
+    that answers it still match: the characters the wire refuses become `_`,
+    and a hash of the whole id keeps two ids that differ only there apart.
+    """
+    if _ID.fullmatch(value):
+        return value
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{_NOT_ID.sub('_', value)[:53]}_{digest}"
+
+
+def _user_content(
+    message: Message, index: int, downgrades: list[Downgrade]
+) -> list[dict[str, Any]]:
+    # Exact types, not isinstance: this runs for every block of every request.
+    content: list[dict[str, Any]] = []
+    append = content.append
+    for block in _results_first(message):
+        if type(block) is ToolResult:
+            wire: dict[str, Any] = {
+                "toolUseId": _wire_id(block.tool_use_id),
+                # An empty text block is refused; an empty result is no block.
+                "content": [{"text": block.content}] if block.content else [],
+            }
+            if block.is_error:
+                wire["status"] = "error"
+            append({"toolResult": wire})
+        elif type(block) is Text:
+            if block.text:
+                append({"text": block.text})
+        elif type(block) is Image:
+            if not block.data:
+                # Converse refuses an image of no bytes: what it was is said instead.
+                downgrades.append(Downgrade(index, "image", _NO_BYTES))
+                append({"text": block.placeholder()})
+                continue
+            fmt = _IMAGE_FORMATS[block.media_type]
+            append({"image": {"format": fmt, "source": {"bytes": block.data}}})
+        elif type(block) is Document:
+            append({"document": _document(block)})
+        elif type(block) is Opaque:
+            # `prepare` kept it: this origin's own block, as it came.
+            append(json.loads(block.raw))
+        else:
+            raise HistoryError(index, f"a {type(block).__name__} block has no place in a user turn")
+    return content or [{"text": ""}]
+
+
+def _document(block: Document) -> dict[str, Any]:
+    """A document as Converse takes one: its bytes, a format and a name the service accepts."""
+    return {
+        "format": _DOCUMENT_FORMATS[block.media_type],
+        "name": document_name(block.title or block.source or "document"),
+        "source": {"bytes": block.data},
+    }
+
+
+def document_name(name: str) -> str:
+    """`name` as Converse takes a document's name: letters, digits, spaces, `-()[]`, one space.
+
+    The service refuses any other character (a file's `.`, most of all) and
+    runs of whitespace; what is left is cut to 200 characters.
+    """
+    cleaned = _SPACES.sub(" ", _NAME_BAD.sub("-", name)).strip()
+    return cleaned[:200].strip() or "document"
+
+
+def _assistant_content(message: Message, index: int) -> list[dict[str, Any]]:
+    content: list[dict[str, Any]] = []
+    append = content.append
+    for block in message.content:
+        if type(block) is Text:
+            text = block.text
+            if text and not text.isspace():
+                append({"text": text})
+        elif type(block) is ToolUse:
+            value = block.input if type(block.input) is dict else _input(block)
+            call = {"toolUseId": _wire_id(block.id), "name": block.name, "input": value}
+            append({"toolUse": call})
+        elif type(block) is Thinking:
+            if block.signature:
+                # `prepare` kept it: this origin's own signed reasoning.
+                signed = {"text": block.text, "signature": block.signature}
+                append({"reasoningContent": {"reasoningText": signed}})
+        elif type(block) is RedactedThinking:
+            append({"reasoningContent": {"redactedContent": block.data}})
+        elif type(block) is Opaque:
+            append(json.loads(block.raw))
+    return content
+
+
+def _input(block: ToolUse) -> Any:
+    value = block.input
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        return {INVALID_JSON_KEY: value}
+    return {INVALID_JSON_KEY: json.dumps(value, ensure_ascii=False)}
+
+
+# -- decoding responses -----------------------------------------------------
+
+
+def _blob(value: Any, where: str, error: type[Exception]) -> str:
+    """A blob field as base64 text: the JSON form, or boto3's bytes encoded."""
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    if not isinstance(value, str):
+        raise error(f"{where} must be base64 text or bytes, got {_shown(value)}")
+    return value
+
+
+def _str(obj: Mapping[str, Any], key: str, where: str, error: type[Exception]) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise error(f"{where}.{key} must be a string, got {_shown(value)}")
+    return value
+
+
+def _object(value: Any, where: str, error: type[Exception]) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise error(f"{where} must be an object, got {_shown(value)}")
+    return value
+
+
+def _raw(block: Mapping[str, Any]) -> str:
+    """A native block's JSON text, bytes (boto3's blobs) as base64."""
+    return json.dumps(block, ensure_ascii=False, default=_jsonable)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _opaque_text(kind: str, body: Any) -> str:
+    """The honest line a native block gets on every other wire and in every reader."""
+    if kind == "citationsContent" and isinstance(body, Mapping):
+        parts = body.get("content")
+        if isinstance(parts, list):
+            texts = (p.get("text") for p in parts if isinstance(p, Mapping))
+            return "".join(t for t in texts if isinstance(t, str))
+    if kind == "toolUse" and isinstance(body, Mapping):
+        return f"[server tool call: {shorten(str(body.get('name')), 60)}]"
+    if kind == "toolResult":
+        return "[server tool result]"
+    if kind == "image" and isinstance(body, Mapping):
+        return image_placeholder(f"image/{body.get('format')}")
+    if kind == "document" and isinstance(body, Mapping):
+        name = body.get("name")
+        return document_placeholder(
+            _DOCUMENT_TYPES.get(str(body.get("format")), "application/pdf"),
+            name if isinstance(name, str) else None,
+        )
+    return ""
+
+
+def _answer_blocks(
+    raw: Any, where: str, origin: Origin, error: type[Exception]
+) -> tuple[list[Block], int]:
+    """One assistant content block as blocks, and 1 when it is a call whose input is not JSON."""
+    block = _object(raw, where, error)
+    if "text" in block:
+        text = _str(block, "text", where, error)
+        return ([Text(text)] if text else []), 0
+    if "reasoningContent" in block:
+        reasoning = _object(block["reasoningContent"], f"{where}.reasoningContent", error)
+        at = f"{where}.reasoningContent"
+        if "redactedContent" in reasoning:
+            data = _blob(reasoning["redactedContent"], f"{at}.redactedContent", error)
+            return [RedactedThinking(data, origin)], 0
+        text_block = _object(reasoning.get("reasoningText"), f"{at}.reasoningText", error)
+        text = text_block.get("text", "")
+        signature = text_block.get("signature")
+        if not isinstance(text, str):
+            raise error(f"{at}.reasoningText.text must be a string, got {_shown(text)}")
+        if signature is not None and not isinstance(signature, str):
+            raise error(f"{at}.reasoningText.signature must be a string, got {_shown(signature)}")
+        if signature:
+            return [Thinking(text, signature, origin)], 0
+        return ([Thinking(text)] if text else []), 0
+    call = block.get("toolUse")
+    if isinstance(call, Mapping) and call.get("type") in (None, "tool_use"):
+        at = f"{where}.toolUse"
+        call_id = _str(call, "toolUseId", at, error)
+        name = _str(call, "name", at, error)
+        if not call_id or not name:
+            raise error(f"{at}: a call needs a toolUseId and a name")
+        value = call.get("input", {})
+        if isinstance(value, str):
+            # A stream's input arrives as JSON text; a whole answer's as JSON.
+            ok, parsed = load_json(value) if value.strip() else (True, {})
+            if not ok:
+                return [ToolUse(call_id, name, value)], 1
+            value = parsed
+        return [ToolUse(call_id, name, value)], 0
+    if len(block) != 1:
+        raise error(f"{where}: a content block has exactly one kind, got {sorted(block)}")
+    (kind,) = block
+    if not isinstance(kind, str):
+        raise error(f"{where}: a content block kind must be a string")
+    return [Opaque(kind, _raw(block), origin, _opaque_text(kind, block[kind]))], 0
+
+
+def _stop_reason(stop: Any, calls: bool) -> StopReason:
+    reason = _STOP_REASONS.get(stop, "other") if isinstance(stop, str) else "other"
+    if calls and reason in ("end_turn", "tool_use"):
+        return "tool_use"
+    return reason
+
+
+def _usage(raw: Any, where: str) -> Usage:
+    if raw is None:
+        return Usage()
+    usage = _mapping(raw, where)
+    return Usage(
+        input_tokens=_count(usage, "inputTokens", where),
+        output_tokens=_count(usage, "outputTokens", where),
+        cache_creation_input_tokens=_count(usage, "cacheWriteInputTokens", where),
+        cache_read_input_tokens=_count(usage, "cacheReadInputTokens", where),
+    )
+
+
+def _response(
+    content: Sequence[Any], stop: Any, usage: Usage, model: str, origin: Origin, where: str
+) -> Response:
+    blocks: list[Block] = []
+    malformed = 0
+    for i, raw in enumerate(content):
+        more, bad = _answer_blocks(raw, f"{where}[{i}]", origin, ProviderError)
+        blocks += more
+        malformed += bad
+    calls = any(isinstance(b, ToolUse) for b in blocks)
+    reason = _stop_reason(stop, calls)
+    refusal: str | None = None
+    if reason == "refusal" and not any(isinstance(b, Text) for b in blocks):
+        refusal = f"the answer was stopped ({stop})"
+        blocks.append(Text(refusal))
+    return Response(
+        message=answer_message(blocks, "Bedrock answer"),
+        stop_reason=reason,
+        usage=usage,
+        model=model or None,
+        refusal=refusal,
+        malformed_tool_args=malformed,
+    )
+
+
+def _raise_wire_error(body: Mapping[str, Any], where: str, status: int | None = None) -> None:
+    """An error body (`{"message": ...}`, the service's form) as the `ProviderError` it says."""
+    if "output" in body:
+        return
+    message = body.get("message", body.get("Message"))
+    if not isinstance(message, str):
+        return
+    kind = body.get("__type")
+    if isinstance(kind, str):
+        kind = kind.rsplit("#", 1)[-1]
+    raise ProviderError(
+        f"{where}: the server reported an error: {shorten(message, 300)}",
+        status=status,
+        kind=kind if isinstance(kind, str) else None,
+        retryable=status in (429, 500, 502, 503, 504),
+    )
+
+
+def decode_response(
+    data: Mapping[str, Any], *, endpoint: str = "", model: str = "", status: int | None = None
+) -> Response:
+    """A Converse answer as a `Response`; an error body is a `ProviderError` with `status`.
+
+    Converse names no model in its answer, so `model` is the model id the
+    request went to: with this dialect and `endpoint` (the transport's host)
+    it is the origin stamped on signatures, redacted reasoning and native
+    blocks.
+    """
+    where = "response"
+    body = _mapping(data, where)
+    _raise_wire_error(body, where, status)
+    output = _mapping(body.get("output"), f"{where}.output")
+    message = _mapping(output.get("message"), f"{where}.output.message")
+    content = message.get("content")
+    if not isinstance(content, list):
+        raise ProviderError(f"{where}.output.message.content must be an array")
+    origin = Origin(DIALECT, endpoint, model)
+    return _response(
+        content,
+        body.get("stopReason"),
+        _usage(body.get("usage"), f"{where}.usage"),
+        model,
+        origin,
+        f"{where}.output.message.content",
+    )
+
+
+class _Partial:
+    """One content block of a stream, as its deltas arrive."""
+
+    __slots__ = ("call", "kind", "native", "pieces", "redacted", "signature")
+
+    def __init__(self) -> None:
+        self.kind = ""
+        self.pieces: list[str] = []
+        self.signature: str | None = None
+        self.redacted: list[str] = []
+        self.call: dict[str, Any] | None = None
+        self.native: dict[str, Any] | None = None
+
+    def block(self) -> dict[str, Any] | None:
+        """The whole content block the deltas add up to, as a Converse answer holds it."""
+        text = "".join(self.pieces)
+        if self.call is not None:
+            return {"toolUse": {**self.call, "input": text}}
+        if self.kind == "reasoning":
+            if self.redacted:
+                redacted = self.redacted[0] if len(self.redacted) == 1 else self._joined()
+                return {"reasoningContent": {"redactedContent": redacted}}
+            reasoning: dict[str, Any] = {"text": text}
+            if self.signature is not None:
+                reasoning["signature"] = self.signature
+            return {"reasoningContent": {"reasoningText": reasoning}}
+        if self.native is not None:
+            return self.native
+        return {"text": text} if self.kind == "text" else None
+
+    def _joined(self) -> str:
+        data = b"".join(base64.b64decode(piece) for piece in self.redacted)
+        return base64.b64encode(data).decode("ascii")
+
+
+class StreamDecoder:
+    """Decodes `ConverseStream` events (each `{"eventType": payload}`) into a `Response`.
+
+    The events are boto3's (or an event-stream message's `:event-type` and
+    JSON payload, which is the same): `messageStart`, `contentBlockStart`
+    (a call's id and name), `contentBlockDelta` (text, a call's input as
+    JSON text, reasoning text, its signature, redacted reasoning),
+    `contentBlockStop`, `messageStop` (the stop reason) and `metadata` (the
+    usage). The deltas of each block are put together into the block a
+    whole answer holds and decoded by the same reader, so a streamed and a
+    whole answer decode to the same blocks. An exception event is a
+    `ProviderError` (retryable for throttling, overload and server errors).
+    """
+
+    def __init__(self, endpoint: str = "", model: str = "") -> None:
+        self._endpoint = endpoint
+        self._model = model
+        self._blocks: dict[int, _Partial] = {}
+        self._stop: Any = None
+        self._stopped = False
+        self._usage = Usage()
+        self._events = 0
+
+    def feed(self, event: Mapping[str, Any] | str) -> str:
+        """Take one event; return the text it made newly visible."""
+        self._events += 1
+        where = f"stream event {self._events}"
+        if isinstance(event, str) and event.strip() == "[DONE]":
+            return ""
+        body = _mapping(event, where)
+        shown: list[str] = []
+        for kind, payload in body.items():
+            at = f"{where}.{kind}"
+            if isinstance(kind, str) and kind.endswith("Exception"):
+                self._raise(kind, payload, at)
+            if kind == "messageStop":
+                self._stopped = True
+                self._stop = _mapping(payload, at).get("stopReason")
+            elif kind == "metadata":
+                self._usage = _usage(_mapping(payload, at).get("usage"), f"{at}.usage")
+            elif kind == "contentBlockStart":
+                self._start(_mapping(payload, at), at)
+            elif kind == "contentBlockDelta":
+                shown.append(self._delta(_mapping(payload, at), at))
+        return "".join(shown)
+
+    def _partial(self, payload: Mapping[str, Any], at: str) -> _Partial:
+        index = payload.get("contentBlockIndex", 0)
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index <= 4096:
+            raise ProviderError(f"{at}.contentBlockIndex must be 0 to 4096, got {_shown(index)}")
+        if self._stopped:
+            raise ProviderError(f"{at}: a content block after messageStop")
+        return self._blocks.setdefault(index, _Partial())
+
+    def _start(self, payload: Mapping[str, Any], at: str) -> None:
+        partial = self._partial(payload, at)
+        start = _mapping(payload.get("start", {}), f"{at}.start")
+        call = start.get("toolUse")
+        if isinstance(call, Mapping) and call.get("type") in (None, "tool_use"):
+            partial.call = {
+                "toolUseId": _str(call, "toolUseId", f"{at}.start.toolUse", ProviderError),
+                "name": _str(call, "name", f"{at}.start.toolUse", ProviderError),
+            }
+        elif len(start) == 1:
+            # A server tool's call or result, or another native block: kept whole.
+            partial.native = {key: value for key, value in start.items()}
+
+    def _delta(self, payload: Mapping[str, Any], at: str) -> str:
+        partial = self._partial(payload, at)
+        delta = _mapping(payload.get("delta"), f"{at}.delta")
+        if "text" in delta:
+            text = _str(delta, "text", f"{at}.delta", ProviderError)
+            partial.kind = partial.kind or "text"
+            partial.pieces.append(text)
+            return text if partial.call is None else ""
+        if "toolUse" in delta:
+            call = _mapping(delta["toolUse"], f"{at}.delta.toolUse")
+            piece = _str(call, "input", f"{at}.delta.toolUse", ProviderError)
+            if partial.call is None:
+                if partial.native is not None:
+                    return ""
+                raise ProviderError(f"{at}: a call's input before its contentBlockStart")
+            partial.pieces.append(piece)
+            return ""
+        if "reasoningContent" in delta:
+            reasoning = _mapping(delta["reasoningContent"], f"{at}.delta.reasoningContent")
+            partial.kind = "reasoning"
+            where = f"{at}.delta.reasoningContent"
+            if "text" in reasoning:
+                partial.pieces.append(_str(reasoning, "text", where, ProviderError))
+            if "signature" in reasoning:
+                partial.signature = _str(reasoning, "signature", where, ProviderError)
+            if "redactedContent" in reasoning:
+                blob = reasoning["redactedContent"]
+                partial.redacted.append(_blob(blob, f"{where}.redactedContent", ProviderError))
+        # Citation deltas and the like ride on their text: nothing more to show.
+        return ""
+
+    @staticmethod
+    def _raise(kind: str, payload: Any, at: str) -> None:
+        message = payload.get("message") if isinstance(payload, Mapping) else None
+        text = shorten(message, 300) if isinstance(message, str) and message else "no message"
+        raise ProviderError(
+            f"{at}: the server reported an error: {text}",
+            kind=kind,
+            retryable=kind in _RETRYABLE_EVENTS,
+        )
+
+    def response(self) -> Response:
+        """The whole answer; a `ProviderError` when the stream never reached `messageStop`."""
+        if not self._stopped:
+            raise ProviderError(
+                f"the stream ended after {self._events} event(s) without messageStop: "
+                "the response is truncated",
+                retryable=True,
+            )
+        content = [
+            block
+            for _, partial in sorted(self._blocks.items())
+            if (block := partial.block()) is not None
+        ]
+        origin = Origin(DIALECT, self._endpoint, self._model)
+        return _response(content, self._stop, self._usage, self._model, origin, "stream content")
+
+
+def decode_stream(
+    events: Iterable[Mapping[str, Any] | str], *, endpoint: str = "", model: str = ""
+) -> Response:
+    """A whole stream of events as one `Response` (see `StreamDecoder`)."""
+    decoder = StreamDecoder(endpoint, model)
+    for event in events:
+        decoder.feed(event)
+    return decoder.response()
+
+
+# -- importing histories ----------------------------------------------------
+
+
+def decode_messages(
+    messages: Sequence[Mapping[str, Any]], *, system: Any = None
+) -> tuple[str | None, list[Message]]:
+    """A Converse `messages` array (and its `system` blocks) read into a system prompt and blocks.
+
+    A user turn's `toolResult` blocks come first in its message as
+    `ToolResult`s (their text and JSON content as the result text); images
+    and documents inside a result ride after the results, as everywhere.
+    What the block model has no form for (an S3 location, a video, a cache
+    point) is kept as an `Opaque` of this wire, so it goes back out here.
+    """
+    prompt: str | None = None
+    if system is not None:
+        prompt = "\n\n".join(_system_texts(system)) or None
+    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+        raise BlockError(f"messages must be an array, got {_shown(messages)}")
+    out: list[Message] = []
+    for index, raw in enumerate(messages):
+        where = f"messages[{index}]"
+        message = _object(raw, where, BlockError)
+        role = message.get("role")
+        content = message.get("content")
+        if not isinstance(content, list):
+            raise BlockError(f"{where}.content must be an array, got {_shown(content)}")
+        if role == "assistant":
+            blocks: list[Block] = []
+            for i, block in enumerate(content):
+                more, _ = _answer_blocks(block, f"{where}.content[{i}]", _IMPORTED, BlockError)
+                blocks += (_unwrapped(b) for b in more)
+            out.append(Message("assistant", tuple(blocks or [Text("")])))
+        elif role == "user":
+            out.append(_import_user(content, f"{where}.content"))
+        else:
+            raise BlockError(f"{where}: role {_shown(role)} has no block form (user or assistant)")
+    return prompt, out
+
+
+def _unwrapped(block: Block) -> Block:
+    if isinstance(block, ToolUse) and isinstance(block.input, dict) and len(block.input) == 1:
+        wrapped = block.input.get(INVALID_JSON_KEY)
+        if isinstance(wrapped, str):
+            return ToolUse(block.id, block.name, wrapped)
+    return block
+
+
+def _system_texts(system: Any) -> list[str]:
+    if isinstance(system, str):
+        return [system]
+    if not isinstance(system, list):
+        raise BlockError(f"system must be an array of blocks, got {_shown(system)}")
+    texts: list[str] = []
+    for i, raw in enumerate(system):
+        block = _object(raw, f"system[{i}]", BlockError)
+        if "text" in block:
+            texts.append(_str(block, "text", f"system[{i}]", BlockError))
+        # A cache point or guard content in the system prompt has no place in a string.
+    return texts
+
+
+def _import_user(content: list[Any], where: str) -> Message:
+    results: list[Block] = []
+    riders: list[Block] = []
+    rest: list[Block] = []
+    for i, raw in enumerate(content):
+        at = f"{where}[{i}]"
+        block = _object(raw, at, BlockError)
+        if "toolResult" in block:
+            result, lifted = _import_result(block["toolResult"], f"{at}.toolResult")
+            results.append(result)
+            riders += lifted
+        elif "text" in block:
+            rest.append(Text(_str(block, "text", at, BlockError)))
+        elif "image" in block:
+            rest.append(_import_image(block, at))
+        elif "document" in block:
+            rest.append(_import_document(block, at))
+        elif len(block) == 1:
+            (kind,) = block
+            rest.append(Opaque(str(kind), _raw(block), _IMPORTED, _opaque_text(kind, block[kind])))
+        else:
+            raise BlockError(f"{at}: a content block has exactly one kind, got {sorted(block)}")
+    return Message("user", (*results, *riders, *rest) or (Text(""),))
+
+
+def _import_result(raw: Any, where: str) -> tuple[ToolResult, list[Block]]:
+    result = _object(raw, where, BlockError)
+    call_id = _str(result, "toolUseId", where, BlockError)
+    if not call_id:
+        raise BlockError(f"{where}.toolUseId is empty")
+    status = result.get("status", "success")
+    if status not in (None, "success", "error"):
+        raise BlockError(f"{where}.status must be success or error, got {_shown(status)}")
+    content = result.get("content", [])
+    if not isinstance(content, list):
+        raise BlockError(f"{where}.content must be an array, got {_shown(content)}")
+    texts: list[str] = []
+    lifted: list[Block] = []
+    for i, part_raw in enumerate(content):
+        at = f"{where}.content[{i}]"
+        part = _object(part_raw, at, BlockError)
+        if "text" in part:
+            texts.append(_str(part, "text", at, BlockError))
+        elif "json" in part:
+            texts.append(json.dumps(part["json"], ensure_ascii=False))
+        elif "image" in part:
+            lifted.append(_import_image(part, at))
+        elif "document" in part:
+            lifted.append(_import_document(part, at))
+        else:
+            raise BlockError(f"{at}: this result part has no block form")
+    return ToolResult(call_id, "\n".join(texts), is_error=status == "error"), lifted
+
+
+def _bytes_source(block: Mapping[str, Any], at: str) -> str | None:
+    source = _object(block.get("source"), f"{at}.source", BlockError)
+    if "bytes" not in source:
+        return None
+    data = _blob(source["bytes"], f"{at}.source.bytes", BlockError)
+    if len(data) % 4 or _BASE64.fullmatch(data) is None:
+        raise BlockError(f"{at}.source.bytes is not canonical base64")
+    return data
+
+
+def _import_image(part: Mapping[str, Any], at: str) -> Block:
+    image = _object(part["image"], f"{at}.image", BlockError)
+    media_type = _MEDIA_TYPES.get(image.get("format"))  # type: ignore[arg-type]
+    data = _bytes_source(image, f"{at}.image")
+    if media_type is None or data is None:
+        # An S3 location or an unknown format: this wire's own, kept whole.
+        return Opaque("image", _raw(part), _IMPORTED, _opaque_text("image", image))
+    return Image(media_type, data)
+
+
+def _import_document(part: Mapping[str, Any], at: str) -> Block:
+    document = _object(part["document"], f"{at}.document", BlockError)
+    media_type = _DOCUMENT_TYPES.get(document.get("format"))  # type: ignore[arg-type]
+    name = document.get("name")
+    title = name if isinstance(name, str) and name else None
+    source = _object(document.get("source"), f"{at}.document.source", BlockError)
+    if media_type == "text/plain" and isinstance(source.get("text"), str):
+        return Document.from_bytes("text/plain", source["text"].encode("utf-8"), title=title)
+    data = _bytes_source(document, f"{at}.document")
+    if media_type is None or data is None:
+        return Opaque("document", _raw(part), _IMPORTED, _opaque_text("document", document))
+    return Document(media_type, data, title=title)
