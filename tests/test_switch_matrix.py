@@ -35,6 +35,7 @@ from carryall.blocks import (
 )
 from carryall.providers import Capabilities, Encoded, Request
 from carryall.providers import anthropic as anthropic_wire
+from carryall.providers import bedrock as bedrock_wire
 from carryall.providers import gemini as gemini_wire
 from carryall.providers import openai as openai_wire
 from carryall.providers import responses as responses_wire
@@ -42,6 +43,7 @@ from tests.goldens import GOLDENS, TOOLS
 from tests.sdk_openai import check_openai_request
 from tests.sdk_wires import check_gemini_request, check_responses_request
 from tests.test_codec_anthropic import sdk_check
+from tests.test_codec_bedrock import check_bedrock_request
 from tests.test_codec_fidelity import RIDERS, _anthropic_turn, _openai_turn
 
 CAPS = Capabilities(vision=True, native_tools=True, thinking=True)
@@ -97,6 +99,24 @@ def _gemini_turn(origin: Origin, n: int, thinking: bool, call: bool) -> Message:
     return gemini_wire.decode_response(body, endpoint=origin.endpoint).message
 
 
+def _bedrock_turn(origin: Origin, n: int, thinking: bool, call: bool) -> Message:
+    content: list[dict[str, Any]] = []
+    if thinking:
+        text = {"text": f"pondering {n}", "signature": f"BSIG-{origin.model}-{n}"}
+        content.append({"reasoningContent": {"reasoningText": text}})
+        redacted = base64.b64encode(f"BRED-{origin.model}-{n}".encode()).decode()
+        content.append({"reasoningContent": {"redactedContent": redacted}})
+    content.append({"text": f"answer {n}"})
+    if call:
+        content.append({"toolUse": {"toolUseId": f"call_{n}", "name": "look", "input": {"n": n}}})
+    body = {
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": "tool_use" if call else "end_turn",
+        "usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15},
+    }
+    return bedrock_wire.decode_response(body, endpoint=origin.endpoint, model=origin.model).message
+
+
 def _anthropic(origin: Origin, n: int, thinking: bool, call: bool) -> Message:
     kinds = ["thinking", "redacted", "server_tool", "citations"] if thinking else []
     return _anthropic_turn(origin, n, kinds, call)
@@ -106,6 +126,9 @@ def _request(history: list[Message], target: Origin) -> Request:
     return Request(
         model=target.model, endpoint=target.endpoint, messages=tuple(history), tools=TOOLS
     )
+
+
+_BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 
 
 class WireCase(NamedTuple):
@@ -158,6 +181,13 @@ WIRES: dict[str, WireCase] = {
         lambda b: gemini_wire.decode_messages(
             b["contents"], system_instruction=b.get("systemInstruction")
         ),
+    ),
+    "bedrock": WireCase(
+        Origin("bedrock", "bedrock-runtime.us-east-1.amazonaws.com", _BEDROCK_MODEL),
+        _bedrock_turn,
+        lambda r: bedrock_wire.encode(r, CAPS),
+        lambda b: check_bedrock_request(b, _BEDROCK_MODEL),
+        lambda b: bedrock_wire.decode_messages(b["messages"], system=b.get("system")),
     ),
 }
 PAIRS = [(a, b) for a in WIRES for b in WIRES]
