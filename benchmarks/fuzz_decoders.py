@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from carryall.blocks import Message, block_to_dict
 from carryall.errors import CarryallError
 from carryall.interchange import read_messages_file
-from carryall.providers import anthropic, gemini, openai, prompt, responses
+from carryall.providers import anthropic, bedrock, gemini, openai, prompt, responses
 
 KEYS = [
     "type", "id", "name", "input", "content", "role", "text", "thinking", "signature", "data",
@@ -281,6 +281,69 @@ _GEMINI_MESSAGES = {
         },
     ],
 }
+_BEDROCK_BODY = {
+    "output": {
+        "message": {
+            "role": "assistant",
+            "content": [
+                {"reasoningContent": {"reasoningText": {"text": "hmm", "signature": "c2ln"}}},
+                {"reasoningContent": {"redactedContent": "cmVk"}},
+                {"text": "Reading."},
+                {"toolUse": {"toolUseId": "t1", "name": "read_file", "input": {"path": "a"}}},
+            ],
+        }
+    },
+    "stopReason": "tool_use",
+    "usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15, "cacheReadInputTokens": 2},
+}
+_BEDROCK_STREAM = [
+    {"messageStart": {"role": "assistant"}},
+    {"contentBlockDelta": {"contentBlockIndex": 0, "delta": {"reasoningContent": {"text": "hm"}}}},
+    {
+        "contentBlockDelta": {
+            "contentBlockIndex": 0,
+            "delta": {"reasoningContent": {"signature": "c2ln"}},
+        }
+    },
+    {"contentBlockStop": {"contentBlockIndex": 0}},
+    {"contentBlockDelta": {"contentBlockIndex": 1, "delta": {"text": "Read"}}},
+    {"contentBlockStop": {"contentBlockIndex": 1}},
+    {
+        "contentBlockStart": {
+            "contentBlockIndex": 2,
+            "start": {"toolUse": {"toolUseId": "t1", "name": "read_file"}},
+        }
+    },
+    {
+        "contentBlockDelta": {
+            "contentBlockIndex": 2,
+            "delta": {"toolUse": {"input": '{"path": "a"}'}},
+        }
+    },
+    {"contentBlockStop": {"contentBlockIndex": 2}},
+    {"messageStop": {"stopReason": "tool_use"}},
+    {"metadata": {"usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15}}},
+]
+_BEDROCK_MESSAGES = {
+    "system": [{"text": "be brief"}],
+    "messages": [
+        {"role": "user", "content": [{"text": "read a.txt"}]},
+        _BEDROCK_BODY["output"]["message"],  # type: ignore[index]
+        {
+            "role": "user",
+            "content": [
+                {
+                    "toolResult": {
+                        "toolUseId": "t1",
+                        "content": [{"text": "text"}, {"json": {"n": 1}}],
+                        "status": "error",
+                    }
+                },
+                {"image": {"format": "png", "source": {"bytes": "iVBORw=="}}},
+            ],
+        },
+    ],
+}
 
 
 def _encodable(messages: Iterable[Message]) -> None:
@@ -357,6 +420,9 @@ TARGETS: dict[str, tuple[Callable[[Any], None], Any]] = {
         _messages(gemini, "contents", "systemInstruction", "system_instruction"),
         _GEMINI_MESSAGES,
     ),
+    "bedrock.response": (lambda v: _encodable([bedrock.decode_response(v).message]), _BEDROCK_BODY),
+    "bedrock.stream": (lambda v: _stream(bedrock.StreamDecoder(), v), _BEDROCK_STREAM),
+    "bedrock.messages": (_messages(bedrock), _BEDROCK_MESSAGES),
     "import.anthropic": (_import("anthropic"), _ANTHROPIC_MESSAGES),
     "import.openai": (_import("openai"), _OPENAI_MESSAGES),
 }
