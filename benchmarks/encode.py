@@ -56,9 +56,11 @@ import json
 import os
 import random
 import statistics
+import struct
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -134,12 +136,34 @@ class Task:
     answer: str
 
 
+def noise_png(rng: random.Random, size: int) -> bytes:
+    """A valid RGB PNG of random pixels of about `size` bytes (zlib level 0: no compression)."""
+    side = max(1, int(((size - 100) / 3) ** 0.5))
+    rows = b"".join(b"\x00" + rng.randbytes(side * 3) for _ in range(side))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)
+    return (
+        PNG_MAGIC
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows, 0))
+        + chunk(b"IEND", b"")
+    )
+
+
 def conversation(messages: int, images: int, seed: int, image_size: int = IMAGE_SIZE) -> list[Task]:
     """Tasks adding up to `messages` messages, `images` of their rounds showing an image.
 
     Results are a few lines of varied file text (a few hundred bytes, like a
-    real `read_file`), and each image is PNG magic followed by random bytes,
-    all from one seeded generator so every run encodes the same data.
+    real `read_file`), and each image is a real PNG of random pixels stored
+    uncompressed (`noise_png`), about `image_size` bytes, all from one seeded
+    generator so every run encodes the same data. (Until December 2026 an
+    image was PNG magic followed by random bytes; since the transport checks
+    the images it sends, such bytes went as a placeholder on carryall's full
+    path, which made `request_path.py` compare a text line with 256 KiB.)
     """
     per_task = 2 + 2 * ROUNDS_PER_TASK
     if messages % per_task:
@@ -158,7 +182,7 @@ def conversation(messages: int, images: int, seed: int, image_size: int = IMAGE_
         for _ in range(ROUNDS_PER_TASK):
             lines = (" ".join(rng.choices(words, k=rng.randint(4, 12))) for _ in range(8))
             if n in with_image:
-                image = PNG_MAGIC + rng.randbytes(image_size - len(PNG_MAGIC))
+                image = noise_png(rng, image_size)
                 rounds.append(
                     Round(
                         f"toolu_{n:06d}",
