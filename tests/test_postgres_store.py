@@ -206,18 +206,24 @@ def test_connections_dropped_mid_stream_are_retried_without_loss(postgres_url: s
 
     cutter = threading.Thread(target=cut)
     cutter.start()
+    # At least 100 appends, and on until the cutter has cut often enough for
+    # the test to mean something (a fast machine can finish 100 between a
+    # few cuts); bounded, so a cutter that never lands fails, not hangs.
+    appended = 0
+    deadline = time.monotonic() + 120
     try:
-        for i in range(100):
-            session.append([Message.user(f"tail {i}")])
-            if i % 10 == 0:  # a long read, cut off part way as often as not
-                assert len(store.open(session.id)) == 2001 + i
+        while appended < 100 or (cuts <= 5 and time.monotonic() < deadline):
+            session.append([Message.user(f"tail {appended}")])
+            if appended % 10 == 0:  # a long read, cut off part way as often as not
+                assert len(store.open(session.id)) == 2001 + appended
+            appended += 1
     finally:
         stop.set()
         cutter.join()
     assert cuts > 5
     texts = _texts(store, session.id)
-    assert texts[2000:] == [f"tail {i}" for i in range(100)]
-    assert _seqs(postgres_url, session.id) == list(range(1, 102))
+    assert texts[2000:] == [f"tail {i}" for i in range(appended)]
+    assert _seqs(postgres_url, session.id) == list(range(1, appended + 2))
 
 
 def test_a_conflicting_append_is_detected_and_refused(postgres_url: str) -> None:
