@@ -28,7 +28,7 @@ from carryall.errors import TranscriptError
 from carryall.sessions import open_store
 from carryall.sessions.postgres import SCHEMA_VERSION, PostgresStore
 from tests.postgres_server import Server
-from tests.test_store_conformance import spawn_writer
+from tests.test_store_conformance import finish, spawn_writer
 
 
 @pytest.fixture(autouse=True)
@@ -66,7 +66,7 @@ def test_server_killed_and_restarted_during_appends_loses_nothing_acknowledged(
         postgres_server.kill()
         time.sleep(rng.uniform(0.1, 1.0))
         postgres_server.start()
-    rest, err = child.communicate(timeout=300)
+    rest, err = finish(child, timeout=300)
     assert child.returncode == 0, err
     acked += [int(x) for x in rest.split()]
     assert acked == list(range(1000)), err

@@ -509,6 +509,18 @@ def spawn_writer(
     )
 
 
+def finish(child: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
+    """A writer's remaining stdout and its stderr once it has exited.
+
+    After `readline`, part of the output may already sit in the stdout
+    buffer; `communicate` reads the pipe itself and would lose it. The
+    writers print a few KB at most, so waiting first cannot fill a pipe.
+    """
+    assert child.stdout is not None and child.stderr is not None
+    child.wait(timeout=timeout)
+    return child.stdout.read(), child.stderr.read()
+
+
 def _texts(store: AnyStore, session_id: str) -> list[str]:
     return [m.text() for m in store.open(session_id).messages()]
 
@@ -533,7 +545,7 @@ def test_sigkill_at_random_points_keeps_every_acknowledged_event(
             acked = int(line)
         time.sleep(rng.uniform(0, 0.005))  # land the kill anywhere inside the next append
         child.send_signal(signal.SIGKILL)
-        rest, err = child.communicate(timeout=30)
+        rest, err = finish(child, timeout=30)
         acked = max([acked, *(int(x) for x in rest.split())])
         assert child.returncode == -signal.SIGKILL, f"{where}: {err}"
         texts = _texts(store, session.id)
