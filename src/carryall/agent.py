@@ -95,11 +95,11 @@ DEFAULT_MAX_REPEATS = 3
 """Times the same call may fail the same way in one turn before the turn stops."""
 
 _SUCCESS_REPEATS = 2
+"""Times the same call may give the same successful result before the model
+is asked to answer: the second time already told it nothing new."""
 
 _SAME_OUTPUT_AT: Final = 200
 """Characters past which a repeated call's identical output in one round is named, not repeated."""
-"""Times the same call may give the same successful result before the model
-is asked to answer: the second time already told it nothing new."""
 
 
 def default_budget(backend_name: str) -> tuple[int, int]:
