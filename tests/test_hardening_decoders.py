@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from carryall.blocks import Message, ToolUse
-from carryall.errors import ProviderError, TranscriptError
+from carryall.blocks import Message, Text, ToolUse, block_to_dict
+from carryall.errors import BlockError, ProviderError, TranscriptError
 from carryall.interchange import read_messages_file
-from carryall.providers import anthropic, gemini, openai, prompt, responses
+from carryall.providers import anthropic, bedrock, gemini, openai, prompt, responses
 from tests.test_codec_anthropic_stream import body_of, stream_of
 from tests.test_codec_openai_stream import chunk, fragment
 
@@ -235,3 +235,29 @@ def test_lone_surrogate_in_gemini_and_responses_decode_messages_is_repaired() ->
         [{"role": "user", "content": f"hi {LONE}"}], instructions=f"be {LONE}"
     )
     assert system == "be \ufffd" and history[0].text() == "hi \ufffd"
+
+
+@pytest.mark.parametrize("kind", ["image", "document"])
+@pytest.mark.parametrize("shape", [["png"], {"png": 1}])
+def test_fuzz_an_unhashable_bedrock_media_format_is_refused_by_name(kind: str, shape: Any) -> None:
+    part = {kind: {"format": shape, "source": {"bytes": "aGk="}}}
+    messages = [{"role": "user", "content": [part]}]
+    with pytest.raises(BlockError, match=rf"messages\[0\]\.content\[0\]\.{kind}\.format must be"):
+        bedrock.decode_messages(messages)
+    result = {"toolResult": {"toolUseId": "t1", "content": [part]}}
+    with pytest.raises(BlockError, match=rf"toolResult\.content\[0\]\.{kind}\.format must be"):
+        bedrock.decode_messages([{"role": "user", "content": [result]}])
+
+
+def test_fuzz_lone_surrogates_in_an_imported_bedrock_history_are_repaired() -> None:
+    messages = [
+        {"role": "user", "content": [{"text": "a\ud800b"}, {"video": {"format": "\udfff"}}]},
+        {"role": "assistant", "content": [{"text": "c\udfffd"}, {"cachePoint": {"t": "\ud800"}}]},
+    ]
+    system, history = bedrock.decode_messages(messages, system=[{"text": "s\ud800"}])
+    assert system == "s\ufffd"
+    for message in history:
+        # Every string a block holds, raw JSON of the native blocks included, can be written.
+        json.dumps([block_to_dict(b) for b in message.content], ensure_ascii=False).encode()
+    assert history[0].content[0] == Text("a\ufffdb")
+    assert history[1].content[0] == Text("c\ufffdd")

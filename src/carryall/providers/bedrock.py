@@ -80,7 +80,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from carryall._json import body_bytes, load_json
+from carryall._json import body_bytes, load_json, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     Block,
@@ -730,6 +730,8 @@ def decode_messages(
     What the block model has no form for (an S3 location, a video, a cache
     point) is kept as an `Opaque` of this wire, so it goes back out here.
     """
+    # A lone surrogate can be read from JSON but never written back: repaired here, once.
+    messages, system = repair_surrogates(messages), repair_surrogates(system)
     prompt: str | None = None
     if system is not None:
         prompt = "\n\n".join(_system_texts(system)) or None
@@ -842,9 +844,17 @@ def _bytes_source(block: Mapping[str, Any], at: str) -> str | None:
     return data
 
 
+def _format(media: Mapping[str, Any], at: str) -> str:
+    """A media block's `format` (checked to be text before any table lookup meets it)."""
+    kind = media.get("format", "")
+    if not isinstance(kind, str):
+        raise BlockError(f"{at}.format must be a string, got {_shown(kind)}")
+    return kind
+
+
 def _import_image(part: Mapping[str, Any], at: str) -> Block:
     image = _object(part["image"], f"{at}.image", BlockError)
-    media_type = _MEDIA_TYPES.get(image.get("format"))  # type: ignore[arg-type]
+    media_type = _MEDIA_TYPES.get(_format(image, f"{at}.image"))
     data = _bytes_source(image, f"{at}.image")
     if media_type is None or data is None:
         # An S3 location or an unknown format: this wire's own, kept whole.
@@ -854,7 +864,7 @@ def _import_image(part: Mapping[str, Any], at: str) -> Block:
 
 def _import_document(part: Mapping[str, Any], at: str) -> Block:
     document = _object(part["document"], f"{at}.document", BlockError)
-    media_type = _DOCUMENT_TYPES.get(document.get("format"))  # type: ignore[arg-type]
+    media_type = _DOCUMENT_TYPES.get(_format(document, f"{at}.document"))
     name = document.get("name")
     title = name if isinstance(name, str) and name else None
     source = _object(document.get("source"), f"{at}.document.source", BlockError)
