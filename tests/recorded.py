@@ -350,6 +350,10 @@ def _leaves(value: Any, key: str | None = None) -> Iterator[str]:
     if isinstance(value, str):
         if key in ("arguments", "raw"):  # JSON text: a call's arguments, a native block
             yield from _leaves(json.loads(value))
+        elif value.startswith("data:") and ";base64," in value:
+            # An inline data: URL holds a media type and bytes; blocks keep them apart.
+            media_type, _, data = value[len("data:") :].partition(";base64,")
+            yield from (media_type, data)
         elif key not in _STRUCTURE_KEYS:
             yield value
     elif isinstance(value, Mapping):
