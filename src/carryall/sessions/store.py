@@ -43,8 +43,6 @@ import hashlib
 import logging
 import os
 import re
-import secrets
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -52,7 +50,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO, Final, Literal, Protocol
 
-import filelock
 import msgspec
 
 from carryall import paths
@@ -239,7 +236,7 @@ class SessionStore:
             raise _failed(f"cannot create session folder {self.root}", exc) from None
         created = datetime.now(UTC)
         for _ in range(16):
-            session_id = f"{created:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+            session_id = f"{created:%Y%m%d-%H%M%S}-{os.urandom(3).hex()}"
             path = self.path(session_id)
             meta = SessionMeta(
                 id=session_id,
@@ -591,7 +588,7 @@ class SessionStore:
             with contextlib.suppress(OSError):
                 os.utime(path)
                 return sha
-        tmp = path.with_name(f".{sha}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        tmp = path.with_name(f".{sha}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             _write_new(tmp, data)
@@ -690,6 +687,10 @@ class SessionStore:
             except OSError as exc:
                 raise _failed(f"cannot create lock folder {path.parent}", exc) from None
             self._locks_ready = True
+        # filelock loads with the first write: a reader (`sessions list`,
+        # `recall`) never takes a lock and never pays for its import.
+        import filelock
+
         lock = filelock.FileLock(path, timeout=self.lock_timeout)
         try:
             lock.acquire()
@@ -1171,6 +1172,8 @@ def _hashes(path: Path) -> set[str]:
 
 def _replace_file(path: Path, data: bytes) -> None:
     """Replace a file's contents whole: a synced temporary file renamed over it."""
+    import tempfile  # only a rewrite in place needs it, never a reader
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         try:
