@@ -533,7 +533,7 @@ class SessionStore:
     def load(self, path: Path, *, images: bool = True, keep_versions: bool = False) -> Loaded:
         """Read one transcript in one pass and replay its events.
 
-        The file is streamed line by line (`LineReader`), never held whole,
+        The file is streamed in blocks (`LineReader.batches`), never held whole,
         so the load peaks at little more than the session it keeps.
         With `images=False` no image blob is read: each image comes back as
         its stand-in (`image_stand_in`: media type and source, no bytes),
@@ -550,11 +550,11 @@ class SessionStore:
                 reader = LineReader(f)
                 # No pause of the collector: blocks are untracked (gc=False),
                 # so a long load gives it one object per message to rescan.
-                for line_no, line in reader:
+                for first, lines in reader.batches():
                     if meta is None:
-                        meta = decode_header(line, where)
-                    elif line.strip():  # an empty line is never written: skip it
-                        replay.apply_line(line, line_no)
+                        meta = decode_header(lines[0], where)
+                        first, lines = first + 1, lines[1:]
+                    replay.apply_batch(first, lines)
         except FileNotFoundError:
             raise TranscriptError(f"no session file {path}") from None
         except OSError as exc:
