@@ -546,6 +546,27 @@ def test_streamed_lines_are_the_lines_split_lines_finds_in_the_whole_file(data: 
     assert (reader.end, reader.count) == (end, len(lines))
 
 
+@given(st.lists(_PIECES, max_size=40).map(b"".join), st.integers(1, 9))
+@settings(max_examples=400, deadline=None)
+def test_lines_read_a_few_bytes_at_a_time_are_the_lines_of_the_whole_file(
+    data: bytes, size: int
+) -> None:
+    # The load reads in blocks: a line split across reads, a block of only
+    # NULs and newlines, a torn piece longer than a block must all come out
+    # as the whole-file reading has them, numbered in order.
+    import io
+
+    from carryall.sessions._transcript import LineReader, split_lines
+
+    lines, end = split_lines(data)
+    reader = LineReader(io.BytesIO(data))
+    numbered = [
+        (no, line) for first, run in reader.batches(size) for no, line in enumerate(run, first)
+    ]
+    assert numbered == list(enumerate(lines, 1))
+    assert (reader.end, reader.count) == (end, len(lines))
+
+
 def test_open_never_reads_the_transcript_whole(tmp_path: Path, monkeypatch: Any) -> None:
     store = Store(tmp_path)
     session = store.create(backend="b", model="m")
@@ -568,3 +589,168 @@ def test_open_never_reads_the_transcript_whole(tmp_path: Path, monkeypatch: Any)
     monkeypatch.setattr(Path, "open", watched)
     assert len(store.open(session.id).messages()) == 50
     assert -1 not in reads  # no read of the whole file
+
+
+# -- a run of lines read at once -----------------------------------------------------
+
+
+def _line(kind: str, n: int, start: int, messages: list[Any], **extra: Any) -> bytes:
+    from carryall.sessions._transcript import Event, encode_event
+
+    stamp = f"2025-01-01T00:00:{n:02d}.000000Z"
+    return encode_event(Event(kind, stamp, n=n, start=start, messages=messages, **extra))[:-1]
+
+
+def _replay_state(replay: Any) -> tuple[Any, ...]:
+    return (
+        replay.messages,
+        replay.times,
+        replay.title,
+        replay.updated,
+        replay.events,
+        replay.damage,
+        replay.unsettled,
+        replay.downgrades,
+    )
+
+
+_SAY = [Message.user("hello"), Message.assistant([Text("hi")])]
+_LINE_KINDS = (
+    "append",
+    "titled",
+    "rewrite",
+    "gap",
+    "wrong n",
+    "flipped",
+    "unchecked",
+    "empty",
+    "two values",
+    "image",
+    "inline image",
+    "document",
+    "document by hash and url",
+    "downgrade",
+)
+_KINDS_OF_LINE = st.sampled_from(_LINE_KINDS)
+
+
+def _lines_of(kinds: list[str]) -> list[bytes]:
+    """Event lines of each kind, in order, each numbered on from the history before it."""
+    from carryall.blocks import Downgrade
+    from carryall.sessions._transcript import StoredImage
+
+    lines: list[bytes] = []
+    held = 0
+    for kind in kinds:
+        one = [_SAY[held % 2]]
+        if kind == "append":
+            lines.append(_line("append", held + 1, held, one))
+        elif kind == "titled":
+            lines.append(_line("append", held + 1, held, one, title=f"title {held}"))
+        elif kind == "rewrite":
+            lines.append(_line("rewrite", 1, 0, one))
+            held = 0
+        elif kind == "gap":
+            lines.append(_line("append", held + 2, held + 1, one))
+            held += 1
+        elif kind == "wrong n":
+            lines.append(_line("append", held + 5, held, one))
+        elif kind == "flipped":
+            good = _line("append", held + 1, held, one)
+            lines.append(good.replace(b"hello", b"jello").replace(b'"hi"', b'"ho"'))
+            continue  # damage: the history does not grow
+        elif kind == "unchecked":
+            good = _line("append", held + 1, held, one)
+            lines.append(good[: good.rindex(b',"check"')] + b"}")
+        elif kind == "empty":
+            lines.append(b"")
+            continue
+        elif kind == "two values":
+            good = _line("append", held + 1, held, one)
+            lines.append(good + b"," + good)
+            continue
+        elif kind == "image":
+            stored = StoredImage("image/png", "ab" * 32, "shot.png")
+            from carryall.sessions._transcript import StoredMessage
+
+            lines.append(_line("append", held + 1, held, [StoredMessage("user", (stored,))]))
+        elif kind == "inline image":
+            # As no carryall writes it (images go by hash): read by line, damage.
+            image = Image("image/png", base64.b64encode(b"\x89PNG\r\n\x1a\n").decode())
+            lines.append(_line("append", held + 1, held, [Message.user("look", [image])]))
+        elif kind == "document by hash and url":
+            from carryall.sessions._transcript import StoredDocument, StoredMessage
+
+            kept = StoredDocument(
+                "application/pdf", url="https://example.com/a.pdf", sha256="cd" * 32
+            )
+            lines.append(_line("append", held + 1, held, [StoredMessage("user", (kept,))]))
+        elif kind == "document":
+            document = Document("application/pdf", base64.b64encode(b"%PDF-1.4").decode())
+            lines.append(_line("append", held + 1, held, [Message.user("see", [document])]))
+        elif kind == "downgrade":
+            drop = Downgrade(0, "image", "the model cannot see")
+            lines.append(_line("append", held + 1, held, one, downgrades=[drop]))
+        held += 1
+    return lines
+
+
+@given(st.lists(_KINDS_OF_LINE, max_size=12))
+@settings(max_examples=300, deadline=None)
+def test_a_run_read_at_once_replays_as_its_lines_read_one_by_one(kinds: list[str]) -> None:
+    # The fast reading of a clean run must end where reading every line in
+    # turn ends: same history, times, title, damage and downgrades, whatever
+    # mix of clean and unclean lines the run holds.
+    from carryall.sessions._transcript import Replay, image_stand_in
+
+    lines = _lines_of(kinds)
+    at_once, one_by_one = Replay("t", image_stand_in), Replay("t", image_stand_in)
+    at_once.apply_batch(2, lines)
+    one_by_one.apply_lines(enumerate(lines, 2))
+    assert _replay_state(at_once) == _replay_state(one_by_one)
+
+
+@pytest.mark.parametrize("kind", _LINE_KINDS)
+def test_each_line_decodes_as_the_blob_search_alone_decoded_it(kind: str) -> None:
+    # decode_event tries the plain decoding before searching the line; what
+    # it returns, or whether it refuses, is what choosing by `has_blob` first gave.
+    from carryall.sessions import _transcript as t
+
+    def by_search(line: bytes) -> Any:
+        t.verify_line(line, "t", 2)
+        decoder = t._event_decoder if t.has_blob(line) else t._plain_decoder
+        return decoder.decode(line)
+
+    for line in _lines_of(["append", kind]):
+        try:
+            expected: Any = by_search(line)
+        except (TranscriptError, msgspec.DecodeError, msgspec.ValidationError):
+            with pytest.raises(TranscriptError):
+                t.decode_event(line, "t", 2)
+        else:
+            # Restored, as every reader takes them: a `StoredMessage` without
+            # blocks by hash restores to the `Message` the plain decoding gives.
+            def restored(event: Any) -> Any:
+                messages = [t.restore(m, t.image_stand_in) for m in event.messages]
+                return msgspec.structs.replace(event, messages=messages)
+
+            assert restored(t.decode_event(line, "t", 2)) == restored(expected), kind
+
+
+def test_a_clean_run_takes_the_reading_at_once() -> None:
+    # A guard on the test above: a run of plain appends does go the fast way.
+    from carryall.sessions import _transcript
+
+    lines = [_line("append", i + 1, i, [_SAY[i % 2]]) for i in range(20)]
+    events = _transcript._clean_run(lines)
+    assert events is not None and len(events) == 20
+    assert _transcript._clean_run([*lines[:4], lines[4].replace(b"hello", b"jello")]) is None
+
+
+def test_the_run_decoding_reads_every_field_an_event_has() -> None:
+    from carryall.sessions._transcript import Event, _PlainEvent
+
+    def shape(cls: Any) -> list[tuple[str, Any]]:
+        return [(f.name, f.default) for f in msgspec.structs.fields(cls)]
+
+    assert [name for name, _ in shape(_PlainEvent)] == [name for name, _ in shape(Event)]

@@ -2,9 +2,10 @@
 
 Start-up is in proportion to the command. `main` registers only the area the
 command line names, so `sessions list` or `recall` never import the agent,
-the backends, the SDKs or the local-server installer; with no command, or
-one it does not know, every area is registered, so `--help` and the usage
-error list them all. `app`, for callers such as tests, has every area.
+the backends, the SDKs or the local-server installer, and of that area keeps
+only the command named (`narrow`); with no command, or one it does not know,
+every area and command is kept, so `--help` and the usage error list them
+all. `app`, for callers such as tests, has every area.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
+from typer.models import CommandInfo, TyperInfo
 
 if TYPE_CHECKING:
     app: typer.Typer
 
-__all__ = ["app", "build_app", "main"]
+__all__ = ["app", "build_app", "main", "narrow"]
 
 AREAS: Final = ("agent", "local", "mcp", "sessions", "paths")
 """The command modules under `carryall._commands`, each with a `register(app)`."""
@@ -89,6 +91,54 @@ def areas_for(argv: Sequence[str]) -> tuple[str, ...]:
     return (area,) if area is not None else AREAS
 
 
+def narrow(app: typer.Typer, argv: Sequence[str]) -> typer.Typer:
+    """`app` keeping, at each level, only the command or group `argv` names next.
+
+    typer turns every registered command into a click command, reading its
+    signature and type hints, before it parses anything; one command line
+    runs one command, so the others are left out first. A level where
+    `argv` names nothing registered there (an option, `--help`, a typo) keeps
+    everything, so its help and its usage error, suggestions included, are
+    the whole app's.
+    """
+    level, rest = app, list(argv)
+    while rest:
+        names = [_command_name(info) for info in level.registered_commands]
+        groups = [_group_name(info) for info in level.registered_groups]
+        if None in names or None in groups or rest[0] not in (*names, *groups):
+            break
+        name = rest.pop(0)
+        level.registered_commands = [
+            info for info, n in zip(level.registered_commands, names, strict=True) if n == name
+        ]
+        level.registered_groups = [
+            info for info, n in zip(level.registered_groups, groups, strict=True) if n == name
+        ]
+        if not level.registered_groups:
+            break
+        sub = level.registered_groups[0].typer_instance
+        if sub is None:
+            break
+        level = sub
+    return app
+
+
+def _command_name(info: CommandInfo) -> str | None:
+    # Every carryall command is registered by name; an unnamed one would
+    # take typer's derived name, which this does not guess at.
+    return info.name if isinstance(info.name, str) else None
+
+
+def _group_name(info: TyperInfo) -> str | None:
+    # A group is named by `add_typer(..., name=)` or by its own `Typer(name=)`;
+    # an unset one is typer's placeholder, not a string.
+    own = info.typer_instance.info.name if info.typer_instance is not None else None
+    for name in (info.name, own):
+        if isinstance(name, str):
+            return name
+    return None
+
+
 _whole: typer.Typer | None = None
 
 
@@ -122,7 +172,8 @@ def main() -> None:
     for signum in _EXIT_SIGNALS:
         signal.signal(signum, interrupt)
     try:
-        build_app(areas_for(sys.argv[1:]))()
+        argv = sys.argv[1:]
+        narrow(build_app(areas_for(argv)), argv)()
     except SystemExit as exit_:
         if received and exit_.code not in (0, None):
             raise SystemExit(128 + received[0]) from None

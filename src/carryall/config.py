@@ -45,7 +45,6 @@ shared without leaking one.
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 from typing import Final
 
@@ -216,6 +215,8 @@ def load_config(path: Path | None = None) -> Config:
     except OSError as exc:
         # A FIFO or a device is refused by type, not waited on.
         raise CarryallError(f"config file {path}: cannot read it: {exc}") from None
+    import tomllib  # only when there is a file to parse
+
     try:
         table = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

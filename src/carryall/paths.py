@@ -5,7 +5,8 @@ moves the local backend's cache, which `$CARRYALL_HOME` does not: one build
 serves every profile on the machine; `$CARRYALL_STORE` names another session
 store (a folder or a URL, `carryall.sessions.open_store`). Every variable is read here, with `~`
 expanded the same way, so two modules can never disagree on a folder.
-Without them the platform's own folders are used (`platformdirs`).
+Without them the platform's own folders are used (`platformdirs`, loaded only
+then: with `$CARRYALL_HOME` set, `sessions list` never asks for them).
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Final
-
-import platformdirs
 
 __all__ = [
     "APP_NAME",
@@ -41,7 +40,12 @@ def home() -> Path | None:
 
 def config_dir() -> Path:
     """The folder of `config.toml`: `$CARRYALL_HOME`, else the platform config folder."""
-    return home() or Path(platformdirs.user_config_dir(APP_NAME))
+    root = home()
+    if root is not None:
+        return root
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir(APP_NAME))
 
 
 def sessions_dir() -> Path:
@@ -49,6 +53,8 @@ def sessions_dir() -> Path:
     root = home()
     if root is not None:
         return root / "sessions"
+    import platformdirs
+
     return Path(platformdirs.user_data_dir(APP_NAME)) / "sessions"
 
 
@@ -73,4 +79,6 @@ def cache_dir() -> Path:
     explicit = _variable("CARRYALL_CACHE_DIR")
     if explicit is not None:
         return explicit
+    import platformdirs
+
     return Path(platformdirs.user_cache_dir(APP_NAME))

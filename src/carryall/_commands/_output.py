@@ -16,13 +16,12 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, NoReturn
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from carryall._secrets import mask
 from carryall._text import printable
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.text import Text
 
     from carryall.sessions import SessionInfo
@@ -58,7 +57,7 @@ def masked(message: str) -> str:
 
 def print_error(message: str, console: Console | None = None) -> None:
     """Print `error: <first line>` on stderr, and any further lines (a log tail) dimmed under it."""
-    err = console or Console(stderr=True, highlight=False)
+    err = console or _stderr()
     message = masked(message)
     first, _, rest = message.partition("\n")
     err.print(f"[bold red]error:[/] {shown(first)}", soft_wrap=True)
@@ -74,7 +73,17 @@ def fail(message: str, code: int = 1, console: Console | None = None) -> NoRetur
 
 def shown(text: str) -> str:
     """`text` ready to stand inside console markup: controls shown, brackets escaped."""
+    from rich.markup import escape
+
     return escape(printable(text))
+
+
+def _stderr() -> Console:
+    # rich loads here, on the first line that needs it: a command that prints
+    # only plain lines (`sessions list`, `recall`) never pays for it.
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
 
 
 def echo(text: str, *, err: bool = False) -> None:
@@ -84,8 +93,11 @@ def echo(text: str, *, err: bool = False) -> None:
 
 def warn_damage(damage: Iterable[str], console: Console | None = None) -> None:
     """One `warning:` line on stderr per damaged transcript line a reader skipped."""
-    err = console or Console(stderr=True, highlight=False)
-    for note in damage:
+    notes = list(damage)
+    if not notes:
+        return
+    err = console or _stderr()
+    for note in notes:
         err.print(f"[yellow]warning:[/] {shown(note)}", soft_wrap=True)
 
 

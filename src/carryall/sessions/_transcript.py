@@ -31,6 +31,8 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import accumulate, chain, repeat
+from operator import attrgetter, methodcaller
 from typing import Any, BinaryIO, Generic, Literal, TypeVar
 
 import msgspec
@@ -233,6 +235,18 @@ def _check_of(body: bytes) -> bytes:
     return hashlib.sha256(body).hexdigest()[:_CHECK_HEX].encode()
 
 
+def _check_matches(line: bytes) -> bool:
+    """Whether a line ending in a check field holds the check of the body it was written from.
+
+    The body is the line with the field cut and its `}` put back; it is
+    hashed in two pieces rather than copied, since a load does this for
+    every line.
+    """
+    digest = hashlib.sha256(memoryview(line)[:-_CHECK_TAIL])
+    digest.update(b"}")
+    return line[-_CHECK_HEX - 2 : -2] == digest.hexdigest()[:_CHECK_HEX].encode()
+
+
 def encode_event(event: Event[Any]) -> bytes:
     """One event line with its integrity check, newline included; a `TranscriptError` if a
     value is not JSON."""
@@ -247,8 +261,7 @@ def verify_line(line: bytes, where: str, line_no: int) -> None:
     """Refuse an event line whose integrity check does not match it (a line with none passes)."""
     if len(line) < _CHECK_TAIL or line[-_CHECK_TAIL : -_CHECK_HEX - 2] != _CHECK:
         return
-    body = line[:-_CHECK_TAIL] + b"}"
-    if line[-_CHECK_HEX - 2 : -2] != _check_of(body) or not line.endswith(b'"}'):
+    if not line.endswith(b'"}') or not _check_matches(line):
         raise TranscriptError(
             f"{where} line {line_no}: fails its integrity check (changed since it was written)"
         )
@@ -276,16 +289,46 @@ def decode_header(line: bytes, where: str) -> SessionMeta:
 
 
 def decode_event(line: bytes, where: str, line_no: int) -> AnyEvent:
-    """Decode one event line, its integrity check first; the error names the file and line."""
+    """Decode one event line, its integrity check first; the error names the file and line.
+
+    A line that `has_blob` may hold blocks by hash and is read by the stored
+    decoding (`Event[StoredMessage]`), any other straight into `Message`
+    values. The plain decoding is tried first without searching the line:
+    when it succeeds and no image or document came out, both decodings read
+    the same values (they differ in those two blocks alone), so the search
+    is made only when it can change the answer.
+    """
     verify_line(line, where, line_no)
     try:
+        event = _plain_decoder.decode(line)
+    except _DECODE_ERRORS as exc:
         if not has_blob(line):
-            return _plain_decoder.decode(line)
+            raise _invalid(where, line_no, exc) from None
+    else:
+        if not _holds_blob_kind(event) or not has_blob(line):
+            return event
+    try:
         return _event_decoder.decode(line)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
-        # msgspec reports a block's own validation (`BlockError`) as a
-        # ValidationError; RecursionError is JSON nested deeper than Python holds.
-        raise TranscriptError(f"{where} line {line_no}: invalid event: {exc}") from None
+    except _DECODE_ERRORS as exc:
+        raise _invalid(where, line_no, exc) from None
+
+
+# msgspec reports a block's own validation (`BlockError`) as a ValidationError;
+# RecursionError is JSON nested deeper than Python holds.
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+
+
+def _invalid(where: str, line_no: int, exc: Exception) -> TranscriptError:
+    return TranscriptError(f"{where} line {line_no}: invalid event: {exc}")
+
+
+def _holds_blob_kind(event: Event[Message]) -> bool:
+    """Whether a plainly decoded event holds an image or a document (a block by hash's kinds)."""
+    for message in event.messages:
+        for block in message.content:
+            if type(block) is Image or type(block) is Document:
+                return True
+    return False
 
 
 def decode_head(line: bytes, where: str, line_no: int | None) -> EventHead:
@@ -334,36 +377,57 @@ class LineReader:
         self.count = 0
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
-        held: bytes | None = None  # the last line with content, not yet yielded
+        for first, lines in self.batches():
+            yield from enumerate(lines, first)
+
+    def batches(self, size: int = 1 << 18) -> Iterator[tuple[int, list[bytes]]]:
+        """The same lines, a run at a time as `size`-byte reads give them: `(first line_no, lines)`.
+
+        A load hands each run to `Replay.apply_batch`, which checks and
+        decodes a clean run in a few calls rather than a few per line.
+        """
+        held: bytes | None = None  # the last line with content, not yet given
         after: list[bytes] = []  # the blank or all-NUL lines after it
-        covered = 0  # bytes of the lines yielded so far
-        torn = b""
-        for raw in self._file:
-            if not raw.endswith(b"\n"):
-                torn = raw  # only ever the last piece
-                break
-            if not raw.rstrip(b"\0\n"):
-                after.append(raw)
+        covered = 0  # bytes (newlines included) of the lines given so far
+        pieces: list[bytes] = []  # the line being read, when no newline came yet
+        while block := self._file.read(size):
+            cut = block.rfind(b"\n") + 1
+            if not cut:
+                pieces.append(block)
                 continue
-            for line in (held, *after) if held is not None else after:
-                self.count += 1
-                covered += len(line)
-                yield self.count, line[:-1]
-            held, after = raw, []
+            data = b"".join((*pieces, block[:cut])) if pieces else block[:cut]
+            pieces = [block[cut:]] if cut < len(block) else []
+            lines = data.split(b"\n")
+            lines.pop()  # what follows the last newline: nothing
+            last = len(lines) - 1
+            while last >= 0 and not lines[last].rstrip(b"\0"):
+                last -= 1  # a blank line (only NULs) is certain only with content after it
+            if last < 0:
+                after += lines
+                continue
+            ready = ([held] if held is not None else []) + after + lines[:last]
+            held, after = lines[last], lines[last + 1 :]
+            if ready:
+                first = self.count + 1
+                self.count += len(ready)
+                covered += sum(map(len, ready)) + len(ready)
+                yield first, ready
+        torn = b"".join(pieces)
         # The end: as in `split_lines`, a NUL anywhere in the run of NULs and
         # newlines the file ends with cuts every line that run touches.
-        tail = [held, *after] if held is not None else after
-        content = len(held.rstrip(b"\0\n")) if held is not None else 0
+        tail = [line + b"\n" for line in ([held] if held is not None else []) + after]
+        content = len(held.rstrip(b"\0")) if held is not None else 0
         run = [tail[0][content:], *tail[1:], torn] if tail else [torn]
         if not torn.rstrip(b"\0\n") and any(b"\0" in part for part in run):
             # The run starts after held's content (or at the file's start):
             # only the line whose newline is the run's first byte survives.
             tail = tail[:1] if tail and tail[0][content : content + 1] == b"\n" else []
         # (A torn piece with content holds the whole run: every line is whole.)
-        for line in tail:
-            self.count += 1
-            covered += len(line)
-            yield self.count, line[:-1]
+        if tail:
+            first = self.count + 1
+            self.count += len(tail)
+            covered += sum(map(len, tail))
+            yield first, [line[:-1] for line in tail]
         self.end = covered
 
 
@@ -498,6 +562,71 @@ class Replay:
         self.apply(event, line_no)
         return event
 
+    def apply_batch(self, first_line_no: int, lines: list[bytes]) -> None:
+        """`apply_lines` for a run of lines numbered from `first_line_no`, clean runs at once.
+
+        A clean run is what a recorder writes: every line checked and intact,
+        plain appends that follow on from one another, no image, document or
+        downgrade. Its checks run line by line in C, and its events are
+        decoded in one call as the JSON array of the lines; anything else
+        in the run (a damaged line, a rewrite, a block by hash) sends the
+        whole run through `apply_lines`, so the reading is the same either way.
+        """
+        events = _clean_run(lines)
+        if events is None:
+            self.apply_lines(enumerate(lines, first_line_no))
+            return
+        sizes = list(map(len, map(_MESSAGES, events)))
+        ends = list(accumulate(sizes, initial=len(self.messages)))
+        if (
+            list(map(_START, events)) != ends[:-1]
+            or list(map(_N, events)) != ends[1:]
+            or any(map(_DOWNGRADES, events))
+            or set(map(_KIND, events)) != {"append"}
+        ):
+            self.apply_lines(enumerate(lines, first_line_no))
+            return
+        if not self.title:
+            self.title = next(filter(None, map(_TITLE, events)), self.title)
+        times = list(map(_TIME, events))
+        self.messages += chain.from_iterable(map(_MESSAGES, events))
+        self.times += chain.from_iterable(map(repeat, times, sizes))
+        self.updated = times[-1]
+        self.events += len(events)
+
+    def apply_lines(self, lines: Iterable[tuple[int, bytes]]) -> None:
+        """`apply_line` for each numbered line in turn, an empty line skipped (none is written).
+
+        A load runs this once per line of the file, so the common event (an
+        append that follows on, with no title, failure or downgrade) is
+        applied here without `apply`'s general bookkeeping; every other one
+        goes through `apply`.
+        """
+        for line_no, line in lines:
+            if not line.strip():
+                continue
+            try:
+                event = decode_event(line, self.where, line_no)
+            except TranscriptError as exc:
+                self.damage.append(f"{exc}; skipped")
+                self.unsettled = True
+                continue
+            messages = event.messages
+            if (
+                event.event == "append"
+                and event.start == len(self.messages)
+                and event.n == event.start + len(messages)
+                and not (event.title and not self.title)
+                and not event.downgrades
+                and (not messages or type(messages[0]) is Message)
+            ):
+                self.messages += messages  # type: ignore[arg-type]
+                self.times += [event.time] * len(messages)
+                self.updated = event.time
+                self.events += 1
+            else:
+                self.apply(event, line_no)
+
     def apply(self, event: AnyEvent, line_no: int) -> None:
         """Apply one decoded event; an inconsistent event names its line."""
         new = self._restore(event)
@@ -561,6 +690,72 @@ class Replay:
             # One decoder per line, so a line's messages are all of one kind.
             return messages  # type: ignore[return-value]
         return [restore(stored, self.load_image) for stored in messages]
+
+
+class _PlainEvent(msgspec.Struct, frozen=True, gc=False):
+    """`Event[Message]` as a clean run decodes it: the same fields, read the same way.
+
+    Tuples and no collector tracking (only the messages inside are tracked),
+    so a run's events add nothing for the collector to scan while the
+    session they build grows: each tracked temporary that outlives a young
+    collection hastens the next full one over the whole heap.
+    """
+
+    event: str
+    time: str
+    n: int
+    start: int = 0
+    title: str | None = None
+    messages: tuple[Message, ...] = ()
+    failed: str | None = None
+    downgrades: tuple[Downgrade, ...] = ()
+
+
+_batch_decoder = msgspec.json.Decoder(list[_PlainEvent])
+_FIELD = slice(-_CHECK_TAIL, -_CHECK_HEX - 2)
+_WRITTEN = slice(-_CHECK_HEX - 2, -2)
+_BODY = slice(None, -_CHECK_TAIL)
+_MESSAGES = attrgetter("messages")
+_START = attrgetter("start")
+_N = attrgetter("n")
+_KIND = attrgetter("event")
+_TITLE = attrgetter("title")
+_TIME = attrgetter("time")
+_DOWNGRADES = attrgetter("downgrades")
+_CONTENT = attrgetter("content")
+_HEXDIGEST = methodcaller("hexdigest")
+
+
+def _clean_run(lines: list[bytes]) -> list[_PlainEvent] | None:
+    """A run's events when every line is checked, intact and plain, else None (read it by line).
+
+    The same tests `decode_event` makes, over the whole run in C: each line
+    ends in its check field and the check holds (a line without one, an
+    older line, is read by line), the lines decode as one JSON array into
+    exactly one event each, and no image or document came out (only those
+    two read differently when a line holds blocks by hash).
+    """
+    count = len(lines)
+    if not count or list(map(bytes.__getitem__, lines, repeat(_FIELD))).count(_CHECK) != count:
+        return None
+    if not all(map(bytes.endswith, lines, repeat(b'"}'))):
+        return None
+    bodies = map(bytes.__add__, map(bytes.__getitem__, lines, repeat(_BODY)), repeat(b"}"))
+    digests = map(_HEXDIGEST, map(hashlib.sha256, bodies))
+    written = map(bytes.decode, map(bytes.__getitem__, lines, repeat(_WRITTEN)), repeat("latin-1"))
+    if not all(map(str.startswith, digests, written)):
+        return None
+    try:
+        events = _batch_decoder.decode(b"[" + b",".join(lines) + b"]")
+    except _DECODE_ERRORS:
+        return None
+    if len(events) != count:
+        return None  # a line that held two values, or none: read by line, it is damage
+    blocks = chain.from_iterable(map(_CONTENT, chain.from_iterable(map(_MESSAGES, events))))
+    kinds = set(map(type, blocks))
+    if Image in kinds or Document in kinds:
+        return None
+    return events
 
 
 def iter_events(lines: Sequence[bytes], first_line_no: int) -> Iterator[tuple[int, bytes]]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -105,7 +104,10 @@ def _folder(location: str) -> Path:
                 f"session store {location!r}: a file: URL must name a local folder, "
                 f"not one on host {parts.netloc!r}"
             )
-        return Path(urllib.request.url2pathname(parts.path)).expanduser()
+        # urllib.request (with http.client, email and ssl) loads only for a file: URL.
+        from urllib.request import url2pathname
+
+        return Path(url2pathname(parts.path)).expanduser()
     raise TranscriptError(
         f"session store {location!r}: unknown kind of store {scheme + ':'!r}; "
         "this carryall opens a folder path or a file: URL (JSON Lines transcripts) "

@@ -13,7 +13,6 @@ decide where the output goes.
 from __future__ import annotations
 
 import hashlib
-import html
 import json
 import re
 from collections.abc import Sequence
@@ -445,6 +444,8 @@ def render_html(
     Images show as their placeholder, or inline as `data:` URIs with
     `embed_images`, so the page never reaches outside itself either way.
     """
+    import html  # loads with the HTML export only: the recall index renders text
+
     e = html.escape
     title = meta.title or f"Session {meta.id}"
     out = [
@@ -499,6 +500,8 @@ def _followable(url: str) -> bool:
 
 
 def _html_block(block: Block, embed_images: bool) -> str:
+    import html
+
     e = html.escape
     if isinstance(block, Text):
         return f'<div class="text">{_markdown(block.text)}</div>'

@@ -43,8 +43,6 @@ import hashlib
 import logging
 import os
 import re
-import secrets
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -52,7 +50,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO, Final, Literal, Protocol
 
-import filelock
 import msgspec
 
 from carryall import paths
@@ -239,7 +236,7 @@ class SessionStore:
             raise _failed(f"cannot create session folder {self.root}", exc) from None
         created = datetime.now(UTC)
         for _ in range(16):
-            session_id = f"{created:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+            session_id = f"{created:%Y%m%d-%H%M%S}-{os.urandom(3).hex()}"
             path = self.path(session_id)
             meta = SessionMeta(
                 id=session_id,
@@ -536,7 +533,7 @@ class SessionStore:
     def load(self, path: Path, *, images: bool = True, keep_versions: bool = False) -> Loaded:
         """Read one transcript in one pass and replay its events.
 
-        The file is streamed line by line (`LineReader`), never held whole,
+        The file is streamed in blocks (`LineReader.batches`), never held whole,
         so the load peaks at little more than the session it keeps.
         With `images=False` no image blob is read: each image comes back as
         its stand-in (`image_stand_in`: media type and source, no bytes),
@@ -553,11 +550,11 @@ class SessionStore:
                 reader = LineReader(f)
                 # No pause of the collector: blocks are untracked (gc=False),
                 # so a long load gives it one object per message to rescan.
-                for line_no, line in reader:
+                for first, lines in reader.batches():
                     if meta is None:
-                        meta = decode_header(line, where)
-                    elif line.strip():  # an empty line is never written: skip it
-                        replay.apply_line(line, line_no)
+                        meta = decode_header(lines[0], where)
+                        first, lines = first + 1, lines[1:]
+                    replay.apply_batch(first, lines)
         except FileNotFoundError:
             raise TranscriptError(f"no session file {path}") from None
         except OSError as exc:
@@ -591,7 +588,7 @@ class SessionStore:
             with contextlib.suppress(OSError):
                 os.utime(path)
                 return sha
-        tmp = path.with_name(f".{sha}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        tmp = path.with_name(f".{sha}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             _write_new(tmp, data)
@@ -690,6 +687,10 @@ class SessionStore:
             except OSError as exc:
                 raise _failed(f"cannot create lock folder {path.parent}", exc) from None
             self._locks_ready = True
+        # filelock loads with the first write: a reader (`sessions list`,
+        # `recall`) never takes a lock and never pays for its import.
+        import filelock
+
         lock = filelock.FileLock(path, timeout=self.lock_timeout)
         try:
             lock.acquire()
@@ -1171,6 +1172,8 @@ def _hashes(path: Path) -> set[str]:
 
 def _replace_file(path: Path, data: bytes) -> None:
     """Replace a file's contents whole: a synced temporary file renamed over it."""
+    import tempfile  # only a rewrite in place needs it, never a reader
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         try:
