@@ -139,6 +139,9 @@ def openai_codec(caps: Capabilities, dialect: Dialect, endpoint: str = "") -> Co
             completes=_chunk_finishes,
             ends=_done,
             endpoint=endpoint,
+            encode_sent=lambda request, stream: openai_wire.encode_sent(
+                request, caps, dialect, stream=stream
+            ),
         )
     constrained = dialect == "llama-server"
     return Codec(
