@@ -96,9 +96,9 @@ def fit_request_images(
         return request, downgrades
     messages: list[Message] | None = None
     for index, message in enumerate(request.messages):
-        # By exact type, as the encoders tell blocks apart, and without
-        # enumerating: this runs over every block of every request.
-        if not any(type(block) is Image for block in message.content):
+        # By exact type, as the encoders tell blocks apart, and in one C-level
+        # pass (`in` over `map`): this runs over every block of every request.
+        if Image not in map(type, message.content):
             continue
         content: list[Block] | None = None
         for at, block in enumerate(message.content):
