@@ -364,8 +364,7 @@ def stream_body(body: Mapping[str, Any]) -> dict[str, Any]:
 def _encode_user(message: Message, append: Callable[[dict[str, Any]], None]) -> None:
     rest: list[Text | Image | Document | Opaque] | None = None
     for block in message.content:
-        kind = type(block)
-        if kind is ToolResult:
+        if type(block) is ToolResult:
             append(
                 {
                     "role": "tool",
@@ -373,7 +372,7 @@ def _encode_user(message: Message, append: Callable[[dict[str, Any]], None]) -> 
                     "content": ERROR_PREFIX + block.content if block.is_error else block.content,
                 }
             )
-        elif kind is Text or kind is Image or kind is Document or kind is Opaque:
+        elif isinstance(block, (Text, Image, Document, Opaque)):
             if rest is None:
                 rest = [block]
             else:
@@ -412,11 +411,10 @@ def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -
     thinking: list[str] = []
     details: list[Any] = []
     for block in message.content:
-        kind = type(block)
-        if kind is Text:
+        if type(block) is Text:
             if block.text:
                 texts.append(block.text)
-        elif kind is ToolUse:
+        elif type(block) is ToolUse:
             calls.append(
                 {
                     "id": block.id,
@@ -427,9 +425,9 @@ def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -
                     },
                 }
             )
-        elif kind is Thinking:
+        elif type(block) is Thinking:
             thinking.append(block.text)
-        elif kind is Opaque:
+        elif type(block) is Opaque:
             # `prepare` kept it, so it is this origin's: a `reasoning_details`
             # entry, the only native thing an answer on this wire holds.
             details.append(json.loads(block.raw))
