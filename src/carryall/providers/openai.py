@@ -362,16 +362,20 @@ def stream_body(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _encode_user(message: Message, append: Callable[[dict[str, Any]], None]) -> None:
+    content = message.content
+    if len(content) == 1:
+        # The commonest user turns, one result or one text, the short way.
+        only = content[0]
+        if type(only) is ToolResult:
+            append(_tool_message(only))
+            return
+        if type(only) is Text:
+            append({"role": "user", "content": only.text})
+            return
     rest: list[Text | Image | Document | Opaque] | None = None
-    for block in message.content:
+    for block in content:
         if type(block) is ToolResult:
-            append(
-                {
-                    "role": "tool",
-                    "tool_call_id": block.tool_use_id,
-                    "content": ERROR_PREFIX + block.content if block.is_error else block.content,
-                }
-            )
+            append(_tool_message(block))
         elif isinstance(block, (Text, Image, Document, Opaque)):
             if rest is None:
                 rest = [block]
@@ -379,12 +383,20 @@ def _encode_user(message: Message, append: Callable[[dict[str, Any]], None]) -> 
                 rest.append(block)
     if rest is None:
         return
-    content: str | list[dict[str, Any]]
+    parts: str | list[dict[str, Any]]
     if len(rest) == 1 and type(rest[0]) is Text:
-        content = rest[0].text
+        parts = rest[0].text
     else:
-        content = [_user_part(block) for block in rest]
-    append({"role": "user", "content": content})
+        parts = [_user_part(block) for block in rest]
+    append({"role": "user", "content": parts})
+
+
+def _tool_message(block: ToolResult) -> dict[str, Any]:
+    return {
+        "role": "tool",
+        "tool_call_id": block.tool_use_id,
+        "content": ERROR_PREFIX + block.content if block.is_error else block.content,
+    }
 
 
 def _user_part(block: Text | Image | Document | Opaque) -> dict[str, Any]:
@@ -406,6 +418,19 @@ def _user_part(block: Text | Image | Document | Opaque) -> dict[str, Any]:
 
 
 def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -> dict[str, Any]:
+    content = message.content
+    # The commonest answers the short way, as the loop below writes them: a
+    # text (an empty one is `content: ""` all the same), a remark and a call.
+    if len(content) == 1 and type(content[0]) is Text:
+        return {"role": "assistant", "content": content[0].text}
+    if len(content) == 2:
+        text, use = content
+        if type(text) is Text and text.text and type(use) is ToolUse:
+            return {
+                "role": "assistant",
+                "content": text.text,
+                "tool_calls": [_call(use, index, spaced)],
+            }
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
     thinking: list[str] = []
@@ -415,16 +440,7 @@ def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -
             if block.text:
                 texts.append(block.text)
         elif type(block) is ToolUse:
-            calls.append(
-                {
-                    "id": block.id,
-                    "type": "function",
-                    "function": {
-                        "name": block.name,
-                        "arguments": _arguments(block, index, spaced),
-                    },
-                }
-            )
+            calls.append(_call(block, index, spaced))
         elif type(block) is Thinking:
             thinking.append(block.text)
         elif type(block) is Opaque:
@@ -447,6 +463,14 @@ def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -
     if calls:
         out["tool_calls"] = calls
     return out
+
+
+def _call(block: ToolUse, index: int, spaced: bool) -> dict[str, Any]:
+    return {
+        "id": block.id,
+        "type": "function",
+        "function": {"name": block.name, "arguments": _arguments(block, index, spaced)},
+    }
 
 
 def _arguments(block: ToolUse, index: int, spaced: bool = False) -> str:
