@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -179,3 +180,29 @@ def test_the_sent_body_holds_no_tracked_container_per_message(
     finally:
         gc.set_threshold(*old)
     assert alive[-1] - before < 100
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param({"path": ("a", "b"), 3: None}, id="tuple-and-int-key"),
+        pytest.param({"when": object()}, id="not-json"),
+    ],
+)
+def test_sent_writes_an_odd_tool_input_as_the_dict_path_does(value: Any) -> None:
+    history = [
+        Message.user("hi"),
+        Message.assistant([ToolUse("c1", "read_file", value)]),
+        Message.tool_results([ToolResult("c1", "ok")]),
+    ]
+    request = request_for(history)
+    codec = anthropic_codec(SEES_AND_CALLS)
+    try:
+        expected: Any = codec.sent_bytes(codec.encode(request), False)
+    except TypeError as exc:
+        expected = TypeError(str(exc))
+    if isinstance(expected, TypeError):
+        with pytest.raises(TypeError, match=re.escape(str(expected))):
+            codec.sent(request, False)
+    else:
+        assert codec.sent(request, False).data == expected
