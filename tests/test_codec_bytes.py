@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 
-from carryall.blocks import Message, ToolUse
+from carryall.blocks import Message, Origin, Text, Thinking, ToolResult, ToolUse
 from carryall.errors import HistoryError
 from carryall.providers import Capabilities, Request
 from carryall.providers import anthropic as anthropic_wire
@@ -94,3 +95,114 @@ def test_openai_bytes_keep_tool_arguments_as_a_json_string() -> None:
         {"path": "notes.txt"},
         {"window": "editor"},
     ]
+
+
+@pytest.mark.parametrize("name", sorted(GOLDENS))
+@pytest.mark.parametrize(("codec", "asks_for_stream"), CODECS)
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_sent_is_the_dict_bodys_bytes_exactly_with_its_downgrades(
+    codec: Codec, asks_for_stream: dict[str, Any], name: str, stream: bool
+) -> None:
+    request = request_for(GOLDENS[name])
+    encoded = codec.encode_reported(request)
+    sent = codec.sent(request, stream)
+    assert sent.data == codec.sent_bytes(encoded.body, stream)
+    assert sent.downgrades == encoded.downgrades
+
+
+def test_sent_reports_what_the_wire_could_not_take_like_encode() -> None:
+    other = Origin("anthropic", "api.anthropic.com", "claude-opus-4-1")
+    history = [
+        Message.user("Hi"),
+        Message.assistant([Thinking("old", "SIG-OTHER", other), Text("Hi!")]),
+        Message.user("Again?"),
+    ]
+    request = request_for(history)
+    for codec in (anthropic_codec(SEES_AND_CALLS), openai_codec(SEES_AND_CALLS, "openai")):
+        sent = codec.sent(request, False)
+        assert sent.downgrades == codec.encode_reported(request).downgrades != ()
+        assert b"SIG-OTHER" not in sent.data
+
+
+def _text_rounds(rounds: int) -> list[Message]:
+    history: list[Message] = []
+    for n in range(rounds):
+        history.append(Message.user(f"question {n}"))
+        history.append(
+            Message.assistant([Text("Looking."), ToolUse(f"c{n}", "read_file", {"path": f"{n}"})])
+        )
+        history.append(Message.tool_results([ToolResult(f"c{n}", "line one\nline two")]))
+        history.append(Message.assistant([Text(f"answer {n}")]))
+    return history
+
+
+@pytest.mark.parametrize(
+    ("module", "sent"),
+    [
+        pytest.param(
+            anthropic_wire,
+            lambda r: anthropic_wire.encode_sent(r, SEES_AND_CALLS),
+            id="anthropic",
+        ),
+        pytest.param(
+            openai_wire, lambda r: openai_wire.encode_sent(r, SEES_AND_CALLS), id="openai"
+        ),
+    ],
+)
+def test_the_sent_body_holds_no_tracked_container_per_message(
+    module: Any, sent: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long history's body, at the moment it is written, costs the collector a few objects.
+
+    Containers the collector tracks and that live until the body is written
+    are what made full collections over the whole heap (issue 14): the
+    tracked objects made and still alive when the last `body_bytes` runs
+    (on the whole body) must not grow with the history.
+    """
+    import gc
+
+    alive: list[int] = []
+    write = module.body_bytes
+
+    def counted(body: Any) -> bytes:
+        alive.append(len(gc.get_objects(generation=0)))
+        return write(body)
+
+    request = request_for(_text_rounds(500))  # 2,000 messages
+    sent(request)  # what a message keeps once checked (its shape) is made the first time
+    monkeypatch.setattr(module, "body_bytes", counted)
+    old = gc.get_threshold()
+    gc.collect()
+    gc.set_threshold(1_000_000, old[1], old[2])  # what is made tracked stays young until counted
+    try:
+        before = len(gc.get_objects(generation=0))
+        sent(request)
+    finally:
+        gc.set_threshold(*old)
+    assert alive[-1] - before < 100
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param({"path": ("a", "b"), 3: None}, id="tuple-and-int-key"),
+        pytest.param({"when": object()}, id="not-json"),
+    ],
+)
+def test_sent_writes_an_odd_tool_input_as_the_dict_path_does(value: Any) -> None:
+    history = [
+        Message.user("hi"),
+        Message.assistant([ToolUse("c1", "read_file", value)]),
+        Message.tool_results([ToolResult("c1", "ok")]),
+    ]
+    request = request_for(history)
+    codec = anthropic_codec(SEES_AND_CALLS)
+    try:
+        expected: Any = codec.sent_bytes(codec.encode(request), False)
+    except TypeError as exc:
+        expected = TypeError(str(exc))
+    if isinstance(expected, TypeError):
+        with pytest.raises(TypeError, match=re.escape(str(expected))):
+            codec.sent(request, False)
+    else:
+        assert codec.sent(request, False).data == expected

@@ -782,11 +782,18 @@ def test_each_request_is_encoded_once_and_its_answer_carries_the_downgrades() ->
         encodes: list[Request] = []
         codec: Codec = backend._codec  # type: ignore[attr-defined]
 
-        def counted(request: Request) -> Any:
+        def counted(request: Request, stream: bool) -> Any:
+            encodes.append(request)
+            return codec.sent(request, stream)
+
+        def inspected(request: Request) -> Any:
+            # Any other encode (the agent's own, say) counts too.
             encodes.append(request)
             return codec.encode_reported(request)
 
-        backend._codec = dataclasses.replace(codec, encode_reported=counted)  # type: ignore[attr-defined]
+        backend._codec = dataclasses.replace(  # type: ignore[attr-defined]
+            codec, encode_sent=counted, encode_reported=inspected
+        )
         response = backend.complete(hello("claude-sonnet-4-6"))
         assert response.downgrades == ()  # nothing lost, nothing reported
         agent = Agent(backend, messages=list(history))
@@ -796,5 +803,6 @@ def test_each_request_is_encoded_once_and_its_answer_carries_the_downgrades() ->
     [downgrade] = agent.turn_downgrades
     assert (downgrade.index, downgrade.kind) == (1, "thinking")
     # What was reported is what was sent: the bytes on the wire are that encode's.
+    assert server.requests[1]["raw"] == codec.sent(encodes[1], True).data
     assert server.requests[1]["raw"] == codec.sent_bytes(codec.encode(encodes[1]), True)
     assert "SIG-OTHER" not in server.requests[1]["raw"].decode()

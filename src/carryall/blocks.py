@@ -823,26 +823,27 @@ def apply_image_limit(messages: Sequence[Message], max_images: int) -> list[Mess
     """
     # Counted by exact type over user turns only (images ride nowhere else):
     # this runs before every request on the whole history.
+    # A message is looked into only when it holds an image (`in` over `map`
+    # is one C-level pass), and the rewrite stops at the last image replaced.
     total = 0
     for m in messages:
-        if m.role == "user":
-            for b in m.content:
-                if type(b) is Image:
-                    total += 1
+        if m.role == "user" and Image in map(type, m.content):
+            total += [*map(type, m.content)].count(Image)
     excess = total - max(max_images, 0)
+    out = list(messages)
     if excess <= 0:
-        return list(messages)
-    out: list[Message] = []
-    for message in messages:
-        if excess <= 0 or not any(isinstance(b, Image) for b in message.content):
-            out.append(message)
+        return out
+    for index, message in enumerate(messages):
+        if excess <= 0:
+            break
+        if Image not in map(type, message.content):
             continue
         blocks: list[Block] = []
         for block in message.content:
-            if isinstance(block, Image) and excess > 0:
+            if type(block) is Image and excess > 0:
                 blocks.append(Text(block.placeholder()))
                 excess -= 1
             else:
                 blocks.append(block)
-        out.append(Message(message.role, tuple(blocks)))
+        out[index] = Message(message.role, tuple(blocks))
     return out

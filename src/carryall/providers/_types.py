@@ -129,3 +129,14 @@ class Encoded(msgspec.Struct, frozen=True):
 
     body: dict[str, Any]
     downgrades: tuple[Downgrade, ...] = ()
+
+
+class Sent(msgspec.Struct, frozen=True, gc=False):
+    """A request body as the bytes a transport sends, and every `Downgrade` made to write it.
+
+    What a codec's bytes entry point gives (`Codec.sent`): the same JSON as
+    `Encoded.body`, written from the blocks without building that dict tree.
+    """
+
+    data: bytes
+    downgrades: tuple[Downgrade, ...] = ()

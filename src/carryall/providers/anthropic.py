@@ -67,7 +67,7 @@ Choices this dialect forces, each made once here:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -77,6 +77,7 @@ from carryall._text import json_type_phrase, shorten
 from carryall.blocks import (
     Block,
     Document,
+    Downgrade,
     Image,
     Message,
     Opaque,
@@ -89,7 +90,15 @@ from carryall.blocks import (
 )
 from carryall.errors import BlockError, ProviderError
 from carryall.providers._common import Wire, answer_message, prepare
-from carryall.providers._types import Capabilities, Encoded, Request, Response, StopReason, Usage
+from carryall.providers._types import (
+    Capabilities,
+    Encoded,
+    Request,
+    Response,
+    Sent,
+    StopReason,
+    Usage,
+)
 
 __all__ = [
     "DIALECT",
@@ -103,6 +112,7 @@ __all__ = [
     "encode",
     "encode_request",
     "encode_request_bytes",
+    "encode_sent",
     "sent_bytes",
 ]
 
@@ -181,6 +191,55 @@ def encode(request: Request, caps: Capabilities, *, every_origin: bool = False) 
     arrays to every serializer and to the SDK; the body is for sending, and
     a caller who edits it should copy it first.
     """
+    body, downgrades = _body(request, caps, every_origin, _encode_messages)
+    return Encoded(body, downgrades)
+
+
+def encode_sent(request: Request, caps: Capabilities, *, stream: bool = False) -> Sent:
+    """`encode`'s body as the bytes sent (a stream asked for when `stream`), and its report.
+
+    The transport's entry point, and the same JSON as `encode`'s body byte
+    for byte, built without that body's dict tree: a canonical message is
+    written by msgspec straight from its blocks (their JSON form is this
+    wire's), and only the irregular ones become dicts first. A long history
+    then makes a handful of containers per request instead of several per
+    message, each of which the garbage collector would track and, once the
+    request outlived a few young collections, walk again in a full one.
+    """
+    body, downgrades = _body(request, caps, False, _sent_messages)
+    if stream:
+        body["stream"] = True
+    try:
+        data = body_bytes(body)
+    except (TypeError, ValueError, RecursionError):
+        # A tool input msgspec will not write as it is: the dict path, which
+        # writes such a message block by block and names what still fails.
+        data = sent_bytes(encode_request(request, caps), stream=stream)
+    return Sent(data, downgrades)
+
+
+def encode_request_bytes(request: Request, caps: Capabilities, *, stream: bool = False) -> bytes:
+    """`encode_request`'s body as the bytes sent, asking for a stream when `stream` is true."""
+    return encode_sent(request, caps, stream=stream).data
+
+
+def sent_bytes(body: Mapping[str, Any], *, stream: bool = False) -> bytes:
+    """A finished body (`encode`'s) as the bytes sent, asking for a stream when `stream` is true.
+
+    The same JSON as the body, written once, so the SDK never re-walks or
+    re-encodes the history; `encode_sent` writes those bytes without the
+    body in between.
+    """
+    return body_bytes({**body, "stream": True} if stream else body)
+
+
+def _body(
+    request: Request,
+    caps: Capabilities,
+    every_origin: bool,
+    write: Callable[[list[Message], list[int]], list[Any]],
+) -> tuple[dict[str, Any], tuple[Downgrade, ...]]:
+    """The body with its messages as `write` gives them, and the downgrades made."""
     messages, irregular, downgrades = prepare(request, caps, WIRE, every_origin=every_origin)
     wire: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens}
     if request.system:
@@ -190,7 +249,7 @@ def encode(request: Request, caps: Capabilities, *, every_origin: bool = False) 
             ]
         else:
             wire["system"] = request.system
-    wire["messages"] = _encode_messages(messages, irregular)
+    wire["messages"] = write(messages, irregular)
     if request.tools:
         tools: list[dict[str, Any]] = [
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
@@ -210,21 +269,7 @@ def encode(request: Request, caps: Capabilities, *, every_origin: bool = False) 
         wire["thinking"] = {"type": "enabled", "budget_tokens": _thinking_budget(request)}
     if request.effort is not None:
         wire["output_config"] = {"effort": request.effort}
-    return Encoded(wire, downgrades)
-
-
-def encode_request_bytes(request: Request, caps: Capabilities, *, stream: bool = False) -> bytes:
-    """`encode_request`'s body as the bytes sent, asking for a stream when `stream` is true."""
-    return sent_bytes(encode_request(request, caps), stream=stream)
-
-
-def sent_bytes(body: Mapping[str, Any], *, stream: bool = False) -> bytes:
-    """A finished body (`encode`'s) as the bytes sent, asking for a stream when `stream` is true.
-
-    The transport's entry point: the same JSON as the body, written once, so
-    the SDK never re-walks or re-encodes the history.
-    """
-    return body_bytes({**body, "stream": True} if stream else body)
+    return wire, downgrades
 
 
 def _thinking_budget(request: Request) -> int:
@@ -239,27 +284,36 @@ def _thinking_budget(request: Request) -> int:
     return max(MIN_THINKING_BUDGET, request.max_tokens // 2)
 
 
-def _encode_messages(messages: list[Message], irregular: list[int]) -> list[dict[str, Any]]:
+def _encode_messages(messages: list[Message], irregular: list[int]) -> list[Any]:
     # The block model's JSON form was drawn after this wire, so a canonical
     # message (`survey_history`) is converted as it is, by msgspec, in one
     # call over the whole history: this runs on every request, and the
     # benchmark holds it to a small multiple of serialising the result. Only
     # the irregular messages are written block by block.
-    rewrite: Iterable[int] = irregular
     try:
-        out: list[dict[str, Any] | None] = msgspec.to_builtins(messages)
+        out: list[Any] = msgspec.to_builtins(messages)
     except (TypeError, ValueError, RecursionError):
         # A tool input holding what msgspec will not convert: every message
         # is written block by block, which sends tool inputs by reference.
-        out = [None] * len(messages)
-        rewrite = range(len(messages))
+        return _rewritten([None] * len(messages), messages, range(len(messages)))
+    return _rewritten(out, messages, irregular)
+
+
+def _sent_messages(messages: list[Message], irregular: list[int]) -> list[Any]:
+    # For the bytes: a canonical message stays the block itself, which the
+    # body's encoder writes as the same JSON `_encode_messages` would hold.
+    return _rewritten(list(messages), messages, irregular)
+
+
+def _rewritten(out: list[Any], messages: list[Message], rewrite: Iterable[int]) -> list[Any]:
+    """`out` with the messages at `rewrite` written block by block, the emptied ones left out."""
     emptied = False
     for index in rewrite:
         encoded = out[index] = _encode_message(messages[index])
         emptied = emptied or encoded is None
     if emptied:
         return [m for m in out if m is not None]
-    return out  # type: ignore[return-value]
+    return out
 
 
 def _encode_message(message: Message) -> dict[str, Any] | None:

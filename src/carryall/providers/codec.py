@@ -13,7 +13,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from carryall.providers import Capabilities, Dialect, Downgrade, Encoded, Request, Response
+from carryall.providers import (
+    Capabilities,
+    Dialect,
+    Downgrade,
+    Encoded,
+    Request,
+    Response,
+    Sent,
+)
 from carryall.providers import anthropic as anthropic_wire
 from carryall.providers import openai as openai_wire
 from carryall.providers import prompt as prompt_mode
@@ -23,6 +31,7 @@ __all__ = [
     "Codec",
     "Downgrade",
     "Encoded",
+    "Sent",
     "StreamDecoder",
     "anthropic_codec",
     "openai_codec",
@@ -52,7 +61,11 @@ class Codec:
     transport encodes, once, so it can hand those downgrades back on the
     answer. `sent_bytes(body, stream)` writes such a body as the bytes a
     transport sends (asking for a stream when `stream` is true), in one
-    pass, and `encode_bytes(request, stream)` is the two in a row. `event_payload`
+    pass. `sent(request, stream)` is what a transport calls: the bytes and
+    the downgrades of one encode, written straight from the blocks by a
+    codec that has that entry point (`encode_sent`), else `encode_reported`
+    then `sent_bytes`; the bytes are the same either way, and
+    `encode_bytes(request, stream)` is `sent`'s bytes alone. `event_payload`
     is what the decoder is fed for an event of a given name. `completes` says
     an event finished the answer (what may follow is bookkeeping, such as a
     usage chunk), and `ends` that nothing follows it, so reading stops there
@@ -73,10 +86,18 @@ class Codec:
     completes: Callable[[Any], bool]
     ends: Callable[[Any], bool]
     endpoint: str = ""
+    encode_sent: Callable[[Request, bool], Sent] | None = None
+
+    def sent(self, request: Request, stream: bool) -> Sent:
+        """The bytes a transport sends for `request`, and the downgrades made to write them."""
+        if self.encode_sent is not None:
+            return self.encode_sent(request, stream)
+        encoded = self.encode_reported(request)
+        return Sent(self.sent_bytes(encoded.body, stream), encoded.downgrades)
 
     def encode_bytes(self, request: Request, stream: bool) -> bytes:
-        """The bytes a transport sends for `request`: `encode`, then `sent_bytes`."""
-        return self.sent_bytes(self.encode(request), stream)
+        """The bytes a transport sends for `request` (`sent`'s, without the report)."""
+        return self.sent(request, stream).data
 
 
 def anthropic_codec(caps: Capabilities, endpoint: str = "") -> Codec:
@@ -91,6 +112,9 @@ def anthropic_codec(caps: Capabilities, endpoint: str = "") -> Codec:
         completes=_message_stop,
         ends=_message_stop,
         endpoint=endpoint,
+        encode_sent=lambda request, stream: anthropic_wire.encode_sent(
+            request, caps, stream=stream
+        ),
     )
 
 
@@ -115,6 +139,9 @@ def openai_codec(caps: Capabilities, dialect: Dialect, endpoint: str = "") -> Co
             completes=_chunk_finishes,
             ends=_done,
             endpoint=endpoint,
+            encode_sent=lambda request, stream: openai_wire.encode_sent(
+                request, caps, dialect, stream=stream
+            ),
         )
     constrained = dialect == "llama-server"
     return Codec(

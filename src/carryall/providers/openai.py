@@ -126,7 +126,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, get_args
 from urllib.parse import urlsplit
 
@@ -166,6 +166,7 @@ from carryall.providers._types import (
     Encoded,
     Request,
     Response,
+    Sent,
     StopReason,
     ToolSpec,
     Usage,
@@ -182,6 +183,7 @@ __all__ = [
     "encode_prepared",
     "encode_request",
     "encode_request_bytes",
+    "encode_sent",
     "sent_bytes",
     "stream_body",
     "wire_of",
@@ -254,18 +256,36 @@ def encode(
     return Encoded(body, prepared.downgrades)
 
 
+def encode_sent(
+    request: Request, caps: Capabilities, dialect: Dialect = "openai", *, stream: bool = False
+) -> Sent:
+    """`encode`'s body as the bytes sent (`stream_body`'s when `stream`), and its report.
+
+    The transport's entry point, and the same JSON as `encode`'s body byte
+    for byte. An assistant message that calls tools is written to its bytes
+    as soon as it is built (`encode_prepared(sealed=True)`), so its dicts
+    and lists die young: kept until the whole body was written, a long
+    history's would be several containers per message that the garbage
+    collector tracks and, once the request outlived a few young
+    collections, walks again in a full one.
+    """
+    prepared = prepare(request, caps, wire_of(dialect))
+    body = encode_prepared(request, prepared.messages, caps, dialect, sealed=True)
+    return Sent(sent_bytes(body, stream=stream), prepared.downgrades)
+
+
 def encode_request_bytes(
     request: Request, caps: Capabilities, dialect: Dialect = "openai", *, stream: bool = False
 ) -> bytes:
     """`encode_request`'s body as the bytes sent; `stream_body`'s when `stream` is true."""
-    return sent_bytes(encode_request(request, caps, dialect), stream=stream)
+    return encode_sent(request, caps, dialect, stream=stream).data
 
 
 def sent_bytes(body: Mapping[str, Any], *, stream: bool = False) -> bytes:
     """A finished body (`encode`'s) as the bytes sent; `stream_body`'s when `stream` is true.
 
-    The transport's entry point: the same JSON as the body, written once, so
-    the SDK never re-walks or re-encodes the history.
+    The same JSON as the body, written once, so the SDK never re-walks or
+    re-encodes the history.
     """
     return body_bytes(stream_body(body) if stream else body)
 
@@ -277,11 +297,15 @@ def encode_prepared(
     dialect: Dialect = "openai",
     *,
     spaced: bool = False,
+    sealed: bool = False,
 ) -> dict[str, Any]:
     """`encode_request` for messages already through `_common.prepare`.
 
     For prompt mode, which prepares the history itself before rewriting it
     as plain messages: checking it a second time would be the same work again.
+    `sealed` holds each assistant message that calls tools as its JSON bytes
+    (`msgspec.Raw`, written by `body_bytes` as they are) instead of its dict:
+    for a body that is only going to be sent (`encode_sent`).
     """
     if dialect not in _DIALECTS:
         raise ProviderError(
@@ -294,16 +318,21 @@ def encode_prepared(
             "the history ends on an assistant message, which llama-server would continue "
             "as a prefill instead of answering; end it on a user message",
         )
-    wire: list[dict[str, Any]] = []
+    wire: list[Any] = []
     if request.system:
         wire.append({"role": "system", "content": request.system})
+    # This loop runs over the whole history on every request: blocks are
+    # told apart by exact type, as the history's validator tells them.
+    append = wire.append
     for index, message in enumerate(messages):
-        if message.role == "user":
-            _encode_user(message, wire)
-        elif message.role == "system":
-            wire.append({"role": "system", "content": message.text()})
+        role = message.role
+        if role == "user":
+            _encode_user(message, append)
+        elif role == "system":
+            append({"role": "system", "content": message.text()})
         else:
-            wire.append(_encode_assistant(message, index, llama, spaced))
+            out = _encode_assistant(message, index, llama, spaced)
+            append(msgspec.Raw(body_bytes(out)) if sealed and "tool_calls" in out else out)
     if not wire:
         raise HistoryError(0, "the request has no messages and no system prompt: nothing to answer")
     body: dict[str, Any] = {"model": request.model, "messages": wire}
@@ -332,27 +361,42 @@ def stream_body(body: Mapping[str, Any]) -> dict[str, Any]:
     return {**body, "stream": True, "stream_options": {"include_usage": True}}
 
 
-def _encode_user(message: Message, wire: list[dict[str, Any]]) -> None:
-    rest: list[Text | Image | Document | Opaque] = []
-    for block in message.content:
-        if isinstance(block, ToolResult):
-            wire.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": block.tool_use_id,
-                    "content": ERROR_PREFIX + block.content if block.is_error else block.content,
-                }
-            )
-        elif isinstance(block, Text | Image | Document | Opaque):
-            rest.append(block)
-    if not rest:
+def _encode_user(message: Message, append: Callable[[dict[str, Any]], None]) -> None:
+    content = message.content
+    if len(content) == 1:
+        # The commonest user turns, one result or one text, the short way.
+        only = content[0]
+        if type(only) is ToolResult:
+            append(_tool_message(only))
+            return
+        if type(only) is Text:
+            append({"role": "user", "content": only.text})
+            return
+    rest: list[Text | Image | Document | Opaque] | None = None
+    for block in content:
+        if type(block) is ToolResult:
+            append(_tool_message(block))
+        elif isinstance(block, (Text, Image, Document, Opaque)):
+            if rest is None:
+                rest = [block]
+            else:
+                rest.append(block)
+    if rest is None:
         return
-    content: str | list[dict[str, Any]]
-    if len(rest) == 1 and isinstance(rest[0], Text):
-        content = rest[0].text
+    parts: str | list[dict[str, Any]]
+    if len(rest) == 1 and type(rest[0]) is Text:
+        parts = rest[0].text
     else:
-        content = [_user_part(block) for block in rest]
-    wire.append({"role": "user", "content": content})
+        parts = [_user_part(block) for block in rest]
+    append({"role": "user", "content": parts})
+
+
+def _tool_message(block: ToolResult) -> dict[str, Any]:
+    return {
+        "role": "tool",
+        "tool_call_id": block.tool_use_id,
+        "content": ERROR_PREFIX + block.content if block.is_error else block.content,
+    }
 
 
 def _user_part(block: Text | Image | Document | Opaque) -> dict[str, Any]:
@@ -374,33 +418,37 @@ def _user_part(block: Text | Image | Document | Opaque) -> dict[str, Any]:
 
 
 def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -> dict[str, Any]:
-    thinking: list[str] = []
+    content = message.content
+    # The commonest answers the short way, as the loop below writes them: a
+    # text (an empty one is `content: ""` all the same), a remark and a call.
+    if len(content) == 1 and type(content[0]) is Text:
+        return {"role": "assistant", "content": content[0].text}
+    if len(content) == 2:
+        text, use = content
+        if type(text) is Text and text.text and type(use) is ToolUse:
+            return {
+                "role": "assistant",
+                "content": text.text,
+                "tool_calls": [_call(use, index, spaced)],
+            }
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
+    thinking: list[str] = []
     details: list[Any] = []
     for block in message.content:
-        if isinstance(block, Text):
+        if type(block) is Text:
             if block.text:
                 texts.append(block.text)
-        elif isinstance(block, Thinking):
+        elif type(block) is ToolUse:
+            calls.append(_call(block, index, spaced))
+        elif type(block) is Thinking:
             thinking.append(block.text)
-        elif isinstance(block, Opaque):
+        elif type(block) is Opaque:
             # `prepare` kept it, so it is this origin's: a `reasoning_details`
             # entry, the only native thing an answer on this wire holds.
             details.append(json.loads(block.raw))
-        elif isinstance(block, ToolUse):
-            calls.append(
-                {
-                    "id": block.id,
-                    "type": "function",
-                    "function": {
-                        "name": block.name,
-                        "arguments": _arguments(block, index, spaced),
-                    },
-                }
-            )
     out: dict[str, Any] = {"role": "assistant"}
-    reasoning = "".join(thinking) if llama else ""
+    reasoning = "".join(thinking) if llama and thinking else ""
     if reasoning:
         out["reasoning_content"] = reasoning
     if details:
@@ -417,25 +465,37 @@ def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -
     return out
 
 
+def _call(block: ToolUse, index: int, spaced: bool) -> dict[str, Any]:
+    return {
+        "id": block.id,
+        "type": "function",
+        "function": {"name": block.name, "arguments": _arguments(block, index, spaced)},
+    }
+
+
 def _arguments(block: ToolUse, index: int, spaced: bool = False) -> str:
     # msgspec's encoder, not the stdlib's: this runs once per call in the
     # history on every request, where `json.dumps` cost more than the rest of
     # the message. The text is compact, as OpenAI itself writes arguments.
     # msgspec would write NaN or Infinity as null, a silent change of the
-    # input, so those are refused first (`carryable`), as `json` refused them.
-    if not carryable(block.input):
+    # input, so those are refused (`carryable`), as `json` refused them; the
+    # walk is needed only when the text holds a null at all.
+    try:
+        if spaced:
+            return json.dumps(block.input, ensure_ascii=False, allow_nan=False)
+        text = msgspec.json.encode(block.input)
+    except (TypeError, ValueError, RecursionError) as exc:
+        if isinstance(exc, ValueError) and not carryable(block.input):
+            exc = ValueError("it holds NaN or Infinity")
+        raise HistoryError(
+            index, f"tool call {block.id!r} ({block.name}): input is not JSON: {exc}"
+        ) from None
+    if b"null" in text and not carryable(block.input):
         raise HistoryError(
             index,
             f"tool call {block.id!r} ({block.name}): input is not JSON: it holds NaN or Infinity",
         )
-    try:
-        if spaced:
-            return json.dumps(block.input, ensure_ascii=False, allow_nan=False)
-        return msgspec.json.encode(block.input).decode()
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise HistoryError(
-            index, f"tool call {block.id!r} ({block.name}): input is not JSON: {exc}"
-        ) from None
+    return text.decode()
 
 
 def _encode_tool(spec: ToolSpec) -> dict[str, Any]:

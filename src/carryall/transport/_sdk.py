@@ -141,8 +141,10 @@ class SdkBackend:
         The answer's `downgrades` are those of the one encode that was sent
         (what `encode` would report), so no caller has to encode it again.
         """
-        encoded = self.encode(request)
-        body = self._codec.sent_bytes(encoded.body, self.stream)
+        fitted, fittings = fit_request_images(self.addressed(request), self.image_limits)
+        sent = self._codec.sent(fitted, self.stream)
+        downgrades = (*sent.downgrades, *fittings) if fittings else sent.downgrades
+        body = sent.data
         try:
             response = send_whole(
                 lambda: self._attempt(body, on_text),
@@ -154,9 +156,9 @@ class SdkBackend:
             if safe is error:
                 raise
             raise safe from error.__cause__
-        if not encoded.downgrades:
+        if not downgrades:
             return response
-        return msgspec.structs.replace(response, downgrades=encoded.downgrades)
+        return msgspec.structs.replace(response, downgrades=downgrades)
 
     def addressed(self, request: Request) -> Request:
         """`request` with this backend's model and endpoint where it names none."""
