@@ -17,7 +17,8 @@ The wire:
   of `input_text`, `input_image` (a `data:` URL, or the image's own URL)
   and `input_file` parts (a PDF as `file_data` with its name, or by
   `file_url`); a plain-text document goes as its text, reported
-  (`prepare`). Imported `input_file` parts read back as `Document`s.
+  (`prepare`). Imported `input_file` parts read back as `Document`s, an
+  `input_image` by URL as an `Image` held by that URL (`Image.from_url`).
 - Tool-made images ride that user message after the results, never inside
   a `function_call_output`, although this wire could hold them there: Chat
   Completions and llama-server cannot, and a history has to read the same
@@ -102,7 +103,7 @@ from carryall.providers.openai import (
     ERROR_PREFIX,
     _arguments,
     _count,
-    _import_image,
+    _import_user_image,
     _mapping,
     _optional_str,
     _raise_wire_error,
@@ -797,7 +798,8 @@ def _user_parts(content: Any, where: str) -> list[Block]:
             raise BlockError(f"{part_where} must be an object, got {_shown(raw)}")
         kind = raw.get("type")
         if kind == "input_image":
-            blocks.append(_import_image({"url": raw.get("image_url")}, f"{part_where}.image_url"))
+            url = {"url": raw.get("image_url")}
+            blocks.append(_import_user_image(url, f"{part_where}.image_url"))
         elif kind == "input_file":
             blocks.append(_import_file(raw, part_where))
         else:
