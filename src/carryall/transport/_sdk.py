@@ -42,7 +42,7 @@ from carryall.transport._errors import (
 from carryall.transport._images import ImageLimits, fit_request_images
 from carryall.transport.sse import iter_sse
 
-__all__ = ["SdkBackend", "endpoint_of"]
+__all__ = ["BodySdkBackend", "SdkBackend", "addressed", "endpoint_of", "reported", "with_fitting"]
 
 _END: Final = object()
 
@@ -74,6 +74,68 @@ def with_fitting(encoded: Encoded, downgrades: Sequence[Downgrade]) -> Encoded:
     if not downgrades:
         return encoded
     return Encoded(encoded.body, (*encoded.downgrades, *downgrades))
+
+
+def reported(response: Response, encoded: Encoded) -> Response:
+    """The answer with the downgrades of the one encode that was sent: no caller encodes again."""
+    if not encoded.downgrades:
+        return response
+    return msgspec.structs.replace(response, downgrades=encoded.downgrades)
+
+
+class BodySdkBackend:
+    """What the backends that hand a codec's body to an SDK's own call share (Gemini, Bedrock).
+
+    Their SDKs take the body as values rather than bytes, so each subclass
+    makes its client and its one attempt; the settings every backend has,
+    the model and endpoint a request is addressed to, the one encode (the
+    codec's, then the transport's image fitting) and closing are here.
+    A subclass sets `base_url`, `endpoint` and `_client` once its client is made.
+    """
+
+    base_url: str
+    endpoint: str
+    _client: Any
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: str,
+        capabilities: Capabilities,
+        wire_encode: Callable[[Request, Capabilities], Encoded],
+        image_limits: ImageLimits,
+        timeout: float,
+        max_retries: int,
+        retry_delay: float,
+        stream: bool,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.capabilities = capabilities
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.retry_delay = retry_delay
+        self.stream = stream
+        self._wire_encode = wire_encode
+        self._image_limits = image_limits if capabilities.vision else None
+
+    def addressed(self, request: Request) -> Request:
+        """`request` with this backend's model and endpoint where it names none."""
+        return addressed(request, self.model, self.endpoint)
+
+    def encode(self, request: Request) -> Encoded:
+        """The body `complete` would send for `request`, and the downgrades made to write it."""
+        fitted, downgrades = fit_request_images(self.addressed(request), self._image_limits)
+        return with_fitting(self._wire_encode(fitted, self.capabilities), downgrades)
+
+    def close(self) -> None:
+        """Close the SDK client's connections."""
+        with contextlib.suppress(Exception):
+            self._client.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.model!r} at {mask(self.base_url)}>"
 
 
 class SdkBackend:
@@ -154,9 +216,7 @@ class SdkBackend:
             if safe is error:
                 raise
             raise safe from error.__cause__
-        if not encoded.downgrades:
-            return response
-        return msgspec.structs.replace(response, downgrades=encoded.downgrades)
+        return reported(response, encoded)
 
     def addressed(self, request: Request) -> Request:
         """`request` with this backend's model and endpoint where it names none."""
