@@ -42,7 +42,7 @@ from carryall.transport._errors import (
 from carryall.transport._images import ImageLimits, fit_request_images
 from carryall.transport.sse import iter_sse
 
-__all__ = ["BodySdkBackend", "SdkBackend", "addressed", "endpoint_of", "reported", "with_fitting"]
+__all__ = ["SdkBackend", "WireBackend", "addressed", "endpoint_of", "reported", "with_fitting"]
 
 _END: Final = object()
 
@@ -83,19 +83,21 @@ def reported(response: Response, encoded: Encoded) -> Response:
     return msgspec.structs.replace(response, downgrades=encoded.downgrades)
 
 
-class BodySdkBackend:
-    """What the backends that hand a codec's body to an SDK's own call share (Gemini, Bedrock).
+class WireBackend:
+    """What every SDK backend shares, whichever way its SDK takes the body.
 
-    Their SDKs take the body as values rather than bytes, so each subclass
-    makes its client and its one attempt; the settings every backend has,
-    the model and endpoint a request is addressed to, the one encode (the
-    codec's, then the transport's image fitting) and closing are here.
-    A subclass sets `base_url`, `endpoint` and `_client` once its client is made.
+    `SdkBackend` posts a codec's bytes; the Gemini and Bedrock backends hand
+    the body to their SDK's own call as values. Each makes its client and
+    its one attempt; the settings every backend has, the model and endpoint
+    a request is addressed to, the one encode (the codec's, then the
+    transport's image fitting) and closing are here. A subclass sets
+    `endpoint`, `_client` and (unless it reads it off the client)
+    `_base_url` once its client is made.
     """
 
-    base_url: str
     endpoint: str
     _client: Any
+    _base_url: str
 
     def __init__(
         self,
@@ -118,7 +120,16 @@ class BodySdkBackend:
         self.retry_delay = retry_delay
         self.stream = stream
         self._wire_encode = wire_encode
-        self._image_limits = image_limits if capabilities.vision else None
+        self.image_limits = image_limits if capabilities.vision else None
+        """What this wire takes per image, a larger one going fitted (`transport._images`).
+
+        None for a model that sees no images: they go as placeholders anyway.
+        """
+
+    @property
+    def base_url(self) -> str:
+        """The URL the SDK sends to."""
+        return self._base_url
 
     def addressed(self, request: Request) -> Request:
         """`request` with this backend's model and endpoint where it names none."""
@@ -126,7 +137,7 @@ class BodySdkBackend:
 
     def encode(self, request: Request) -> Encoded:
         """The body `complete` would send for `request`, and the downgrades made to write it."""
-        fitted, downgrades = fit_request_images(self.addressed(request), self._image_limits)
+        fitted, downgrades = fit_request_images(self.addressed(request), self.image_limits)
         return with_fitting(self._wire_encode(fitted, self.capabilities), downgrades)
 
     def close(self) -> None:
@@ -138,17 +149,13 @@ class BodySdkBackend:
         return f"<{type(self).__name__} {self.model!r} at {mask(self.base_url)}>"
 
 
-class SdkBackend:
+class SdkBackend(WireBackend):
     """A backend that posts one codec's bytes to one path through one SDK client.
 
     `complete` returns a whole `Response` or raises `ProviderError`, never
     something in between: the caller appends the answer only once it has
     it, so a failed request leaves the history exactly as it was.
     """
-
-    name: str
-    model: str
-    capabilities: Capabilities
 
     def __init__(
         self,
@@ -166,18 +173,17 @@ class SdkBackend:
         stream: bool,
         image_limits: ImageLimits,
     ) -> None:
-        self.name = name
-        self.model = model
-        self.capabilities = capabilities
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.retry_delay = retry_delay
-        self.stream = stream
-        self.image_limits = image_limits if capabilities.vision else None
-        """What this wire takes per image, a larger one going fitted (`transport._images`).
-
-        None for a model that sees no images: they go as placeholders anyway.
-        """
+        super().__init__(
+            name=name,
+            model=model,
+            capabilities=capabilities,
+            wire_encode=lambda request, _: self._codec.encode_reported(request),
+            image_limits=image_limits,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+            stream=stream,
+        )
         self._errors = errors
         self._client = client
         self._path = path
@@ -217,20 +223,6 @@ class SdkBackend:
                 raise
             raise safe from error.__cause__
         return reported(response, encoded)
-
-    def addressed(self, request: Request) -> Request:
-        """`request` with this backend's model and endpoint where it names none."""
-        return addressed(request, self.model, self.endpoint)
-
-    def encode(self, request: Request) -> Encoded:
-        """The body `complete` would send for `request`, and the downgrades made to write it."""
-        fitted, downgrades = fit_request_images(self.addressed(request), self.image_limits)
-        return with_fitting(self._codec.encode_reported(fitted), downgrades)
-
-    def close(self) -> None:
-        """Close the SDK client's connection pool."""
-        with contextlib.suppress(Exception):
-            self._client.close()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} {self.model!r} at {mask(self.base_url)}>"

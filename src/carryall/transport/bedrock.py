@@ -28,7 +28,7 @@ from carryall.providers import bedrock as bedrock_wire
 from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import Broken, send_whole, shown
 from carryall.transport._images import WIRE_IMAGE_LIMITS
-from carryall.transport._sdk import BodySdkBackend, endpoint_of, reported
+from carryall.transport._sdk import WireBackend, endpoint_of, reported
 
 __all__ = [
     "BEDROCK_CAPABILITIES",
@@ -66,7 +66,7 @@ _RETRYABLE_CODES: Final = frozenset(
 _REGION_HOST: Final = re.compile(r"bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com")
 
 
-class BedrockBackend(BodySdkBackend):
+class BedrockBackend(WireBackend):
     """Bedrock Converse through `boto3`'s `bedrock-runtime` client.
 
     `complete` returns a whole `Response` or raises `ProviderError`, never a
@@ -124,7 +124,7 @@ class BedrockBackend(BodySdkBackend):
             )
         except Exception as exc:  # botocore raises ValueError and its own errors alike here
             raise ProviderError(f"bedrock: the client could not start: {mask(str(exc))}") from None
-        self.base_url = str(self._client.meta.endpoint_url)
+        self._base_url = str(self._client.meta.endpoint_url)
         self.endpoint = endpoint_of(self.base_url)
         model_shapes = self._client.meta.service_model
         self._shapes = {

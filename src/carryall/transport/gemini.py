@@ -21,7 +21,7 @@ from carryall.providers import gemini as gemini_wire
 from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import Broken, send_whole
 from carryall.transport._images import WIRE_IMAGE_LIMITS
-from carryall.transport._sdk import BodySdkBackend, endpoint_of, reported
+from carryall.transport._sdk import WireBackend, endpoint_of, reported
 
 __all__ = ["GEMINI_CAPABILITIES", "MISSING_EXTRA", "GeminiBackend"]
 
@@ -36,7 +36,7 @@ MISSING_EXTRA: Final = (
 _RETRYABLE: Final = frozenset({408, 429, 500, 502, 503, 504})
 
 
-class GeminiBackend(BodySdkBackend):
+class GeminiBackend(WireBackend):
     """Gemini (the Gemini API, or Vertex AI with `vertex`) through the `google-genai` SDK.
 
     `complete` returns a whole `Response` or raises `ProviderError`, never a
@@ -85,7 +85,7 @@ class GeminiBackend(BodySdkBackend):
             )
         except Exception as exc:  # the SDK raises ValueError and auth errors alike here
             raise ProviderError(f"gemini: the client could not start: {mask(str(exc))}") from None
-        self.base_url = base_url or (
+        self._base_url = base_url or (
             "https://aiplatform.googleapis.com"
             if vertex
             else "https://generativelanguage.googleapis.com"
