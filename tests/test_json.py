@@ -1,8 +1,9 @@
 """`carryall._json`: a body written ahead while it is built is the same bytes as its dict.
 
-The Responses, Gemini and Bedrock encoders write a long history's items
-ahead in chunks when the body is only for `body_bytes` (`WrittenAhead`), so
-their dicts die young; nothing a request says may change by it. Every
+The Gemini and Bedrock encoders write a long history's items ahead in
+chunks when the body is only for `body_bytes` (`WrittenAhead`), so their
+dicts die young; nothing a request says may change by it (Responses, which
+builds its body whole, is held to the same line). Every
 history here is longer than a few chunks and puts what could go wrong at
 the chunk boundaries: an image or document (its chunk stays as dicts), and
 an assistant turn the wire leaves off (Bedrock then joins the user turns

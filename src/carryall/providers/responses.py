@@ -63,7 +63,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from carryall._json import WrittenAhead, body_bytes, repair_surrogates
+from carryall._json import body_bytes, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
@@ -87,7 +87,6 @@ from carryall.providers._common import (
     answer_message,
     answered_call,
     imported_call,
-    payload_messages,
     prepare,
 )
 from carryall.providers._types import (
@@ -175,16 +174,9 @@ def encode(
     `text.format`, and on llama-server (`llama`), which reads no `text.format`
     there, also by the top-level `json_schema` it does read.
     """
-    return _encoded(request, caps, constrained, llama, sent=False)
-
-
-def _encoded(
-    request: Request, caps: Capabilities, constrained: bool, llama: bool, *, sent: bool
-) -> Encoded:
-    # `sent`: the body is only for `body_bytes`, so it is written ahead as it is built.
     if not caps.native_tools and request.tools:
         inner, downgrades = prompt_mode.plain_request(request, caps, WIRE, constrained=constrained)
-        body = _encode(inner, list(inner.messages), None)
+        body = _encode(inner, list(inner.messages))
         if constrained:
             schema = prompt_mode.response_schema(request.tools, request.tool_choice)
             body["text"] = {
@@ -199,17 +191,12 @@ def _encoded(
                 body["json_schema"] = schema
         return Encoded(body, downgrades)
     prepared = prepare(request, caps, WIRE)
-    ahead = WrittenAhead(payload_messages(prepared)) if sent else None
-    return Encoded(_encode(request, prepared.messages, ahead), prepared.downgrades)
+    return Encoded(_encode(request, prepared.messages), prepared.downgrades)
 
 
-def _encode(
-    request: Request, messages: list[Message], ahead: WrittenAhead | None
-) -> dict[str, Any]:
-    items: list[Any] = []
+def _encode(request: Request, messages: list[Message]) -> dict[str, Any]:
+    items: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
-        if ahead is not None:
-            ahead.step(items, index)
         if message.role == "user":
             _encode_user(message, items)
         else:
@@ -253,7 +240,7 @@ def encode_request_bytes(
     stream: bool = False,
 ) -> bytes:
     """`encode_request`'s body as the bytes sent, asking for a stream when `stream` is true."""
-    return sent_bytes(_encoded(request, caps, constrained, llama, sent=True).body, stream)
+    return sent_bytes(encode_request(request, caps, constrained=constrained, llama=llama), stream)
 
 
 def sent_bytes(body: Mapping[str, Any], stream: bool = False) -> bytes:
