@@ -1,18 +1,24 @@
-"""The SDK checks the Responses and Gemini wires' tests share (issue 13).
+"""The SDK checks the Responses, Gemini and Bedrock wires' tests share (issue 13).
 
 A Responses request passes only if the `openai` SDK's own
 `ResponseCreateParams` type accepts it whole, every lazy iterator consumed
 (`check_responses_request`). A Gemini request passes only if each part is
 what the `google-genai` SDK's pydantic types accept, dumped back and
 compared, so a key the SDK does not know fails rather than vanishing
-(`check_gemini_request`). The codec tests, the recorded-traffic tests, the
-real-server tests and the switch matrix all call these two, so each wire is
-held to one definition of "valid".
+(`check_gemini_request`). A Converse request passes only if botocore's own
+`ParamValidator` accepts it on the `bedrock-runtime` service model's
+`Converse` and `ConverseStream` input shapes, in the form boto3 is handed
+(blobs as bytes, `sdk_params`), and botocore's REST-JSON serializer writes
+the codec's body back exactly (`check_bedrock_request`). The codec tests,
+the recorded-traffic tests, the real-server tests and the switch matrix all
+call these, so each wire is held to one definition of "valid".
 """
 
 from __future__ import annotations
 
 import base64
+import functools
+import json
 from typing import Any
 
 from openai.types.responses.response_create_params import (
@@ -78,3 +84,33 @@ def check_gemini_request(body: dict[str, Any]) -> None:
         **{k: body[k] for k in ("systemInstruction", "tools", "toolConfig") if k in body},
     }
     _same(types.GenerateContentConfig.model_validate(config), config)
+
+
+BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+"""The model id a Converse body is checked for when a test names none."""
+
+
+@functools.cache
+def _bedrock_service() -> Any:
+    import botocore.session
+
+    return botocore.session.get_session().get_service_model("bedrock-runtime")
+
+
+def check_bedrock_request(body: dict[str, Any], model: str = BEDROCK_MODEL) -> None:
+    """Fail unless botocore validates the body on both operations and serializes it back whole."""
+    from botocore.exceptions import ParamValidationError
+    from botocore.serialize import create_serializer
+    from botocore.validate import ParamValidator
+
+    from carryall.transport.bedrock import sdk_params
+
+    for operation in ("Converse", "ConverseStream"):
+        op = _bedrock_service().operation_model(operation)
+        params = sdk_params(body, model, op.input_shape)
+        report = ParamValidator().validate(params, op.input_shape)
+        if report.has_errors():
+            raise ParamValidationError(report=report.generate_report())
+        sent = create_serializer("rest-json").serialize_to_request(params, op)
+        assert json.loads(sent["body"]) == body, "botocore's serializer changed the body"
+        assert sent["url_path"].endswith("/converse" if operation == "Converse" else "-stream")

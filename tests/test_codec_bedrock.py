@@ -2,9 +2,9 @@
 
 Every request is checked by botocore's own `ParamValidator` against the
 `bedrock-runtime` service model's `Converse` and `ConverseStream` input
-shapes (`check_bedrock_request`), in the form boto3 is handed (blobs as
-bytes, `sdk_params`), and then serialized by botocore's own REST-JSON
-serializer, which must give back the codec's JSON body exactly: so the body
+shapes, in the form boto3 is handed (blobs as bytes, `sdk_params`), and then
+serialized by botocore's own REST-JSON serializer, which must give back the
+codec's JSON body exactly (`sdk_wires.check_bedrock_request`): so the body
 is what the SDK would send, and no key the service model does not know can
 hide in it. What the wire cannot hold is `expected_back`.
 """
@@ -48,34 +48,20 @@ from carryall.providers.bedrock import (
     wire_id,
 )
 from tests.goldens import GOLDENS, SHOT, TOOLS
+from tests.sdk_wires import BEDROCK_MODEL, check_bedrock_request
 from tests.test_codec_anthropic import histories
 
 botocore_session = pytest.importorskip("botocore.session")
 
 from botocore.exceptions import ParamValidationError  # noqa: E402
-from botocore.serialize import create_serializer  # noqa: E402
-from botocore.validate import ParamValidator  # noqa: E402
 
 from carryall.transport.bedrock import sdk_params  # noqa: E402
 
 SEES = Capabilities(vision=True, thinking=True)
-MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+MODEL = BEDROCK_MODEL
 ENDPOINT = "bedrock-runtime.us-east-1.amazonaws.com"
 ORIGIN = Origin(DIALECT, ENDPOINT, MODEL)
 SERVICE = botocore_session.get_session().get_service_model("bedrock-runtime")
-
-
-def check_bedrock_request(body: dict[str, Any], model: str = MODEL) -> None:
-    """Fail unless botocore validates the body on both operations and serializes it back whole."""
-    for operation in ("Converse", "ConverseStream"):
-        op = SERVICE.operation_model(operation)
-        params = sdk_params(body, model, op.input_shape)
-        report = ParamValidator().validate(params, op.input_shape)
-        if report.has_errors():
-            raise ParamValidationError(report=report.generate_report())
-        sent = create_serializer("rest-json").serialize_to_request(params, op)
-        assert json.loads(sent["body"]) == body, "botocore's serializer changed the body"
-        assert sent["url_path"].endswith("/converse" if operation == "Converse" else "-stream")
 
 
 def request(history: list[Message], **options: Any) -> Request:

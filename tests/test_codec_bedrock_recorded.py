@@ -35,7 +35,7 @@ from carryall.providers.bedrock import (
 )
 from carryall.transport.bedrock import BedrockBackend
 from tests.bedrock_peer import CREDENTIALS, Reply, converse_server, decoded_events
-from tests.test_codec_bedrock import check_bedrock_request
+from tests.sdk_wires import check_bedrock_request
 
 FIXTURES = Path(__file__).parent / "fixtures" / "recorded" / "bedrock"
 CASSETTES = json.loads((FIXTURES / "pydantic_ai.json").read_text(encoding="utf-8"))

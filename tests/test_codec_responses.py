@@ -522,6 +522,28 @@ def test_images_by_url_and_pdfs_go_as_input_image_and_input_file_parts() -> None
     )
 
 
+def test_a_remote_input_image_imports_as_an_image_held_by_its_url() -> None:
+    # The model must not lose the image: it goes back as the same URL on the
+    # wires that take one, as a Chat Completions `image_url` already does.
+    url = "https://example.com/shots/cat.JPG?size=large"
+    part = {"type": "input_image", "image_url": url, "detail": "auto"}
+    _, (message,) = decode_messages([{"role": "user", "content": [part]}])
+    assert message.content == (Image("image/jpeg", "", url=url),)
+    body = encode(request([message]), SEES).body
+    check_responses_request(body)
+    assert body["input"][0]["content"] == [part]
+    # A data: URL still reads as the image it holds, and a URL no block can hold
+    # (no http scheme) is still named in its placeholder line, not lost.
+    _, (inline,) = decode_messages(
+        [{"role": "user", "content": [{"type": "input_image", "image_url": SHOT.data_uri()}]}]
+    )
+    assert inline.content == (Image(SHOT.media_type, SHOT.data),)
+    _, (other,) = decode_messages(
+        [{"role": "user", "content": [{"type": "input_image", "image_url": "ftp://h/a.png"}]}]
+    )
+    assert other.content == (Text("[image: ftp://h/a.png (image/png)]"),)
+
+
 def test_an_uploaded_file_id_imports_as_its_placeholder_and_a_bad_file_is_refused() -> None:
     _, (message,) = decode_messages(
         [{"role": "user", "content": [{"type": "input_file", "file_id": "file-abc"}]}]

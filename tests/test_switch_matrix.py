@@ -41,9 +41,8 @@ from carryall.providers import openai as openai_wire
 from carryall.providers import responses as responses_wire
 from tests.goldens import GOLDENS, TOOLS
 from tests.sdk_openai import check_openai_request
-from tests.sdk_wires import check_gemini_request, check_responses_request
+from tests.sdk_wires import check_bedrock_request, check_gemini_request, check_responses_request
 from tests.test_codec_anthropic import sdk_check
-from tests.test_codec_bedrock import check_bedrock_request
 from tests.test_codec_fidelity import RIDERS, _anthropic_turn, _openai_turn
 
 CAPS = Capabilities(vision=True, native_tools=True, thinking=True)

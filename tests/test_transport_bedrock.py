@@ -208,6 +208,18 @@ def test_a_url_image_is_fetched_for_this_wire_never_sent_as_a_url() -> None:
     assert [d.kind for d in encoded.downgrades] == ["image"]
 
 
+def test_the_answer_carries_the_downgrades_of_the_one_encode_that_was_sent() -> None:
+    image = Image("image/png", "", url="https://example.com/a.png")
+    request = Request(model="", messages=(Message.user("x", [image]),))
+    with converse_server([Reply(body=answer({"text": "No image here."}))]) as s:
+        client = backend(s.url, stream=False)
+        response = client.complete(request)
+    assert response.downgrades == client.encode(request).downgrades
+    assert [d.kind for d in response.downgrades] == ["image"]
+    (sent,) = s.requests
+    assert sent["body"]["messages"][0]["content"][1] == {"text": image.placeholder()}
+
+
 def test_no_credentials_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(name, raising=False)

@@ -3,14 +3,16 @@
 One home, imported by the prompt-mode grammars, the OpenAI codec and the
 flat histories, so "is this JSON" has one answer everywhere: JSON that every
 wire can carry again, read without ever raising. `body_bytes` is the one
-writer of a wire body, so every codec's bytes are made the same way, once.
+writer of a wire body, so every codec's bytes are made the same way, once;
+`WrittenAhead` lets an encoder write a long item list's chunks with it as
+they are built (the same bytes, with far fewer dicts alive at once).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from typing import Any, Final
 
 import msgspec
@@ -98,3 +100,47 @@ def body_bytes(body: Mapping[str, Any]) -> bytes:
     own serializer would raise.
     """
     return _BODY.encode(body)
+
+
+class WrittenAhead:
+    """A long item list written to JSON while it is built, so its dicts die young.
+
+    An encoder that builds its body for `body_bytes` calls `step` before
+    each message it writes: once `CHUNK` items have gathered, all but the
+    last (which the encoder may still extend) are encoded in one msgspec
+    pass and stand in the list as one `msgspec.Raw` of those items, commas
+    between them, which `body_bytes` copies into the array where the dicts
+    would have gone, so the bytes are the same. Tens of thousands of dicts
+    held until the body is finished are what set off the collector's full
+    passes on a long history; a chunk's dicts are freed as it is written.
+    Every request is written whole again: nothing is kept between requests.
+    A chunk holding one of the `payloads` messages (an image's or a
+    document's base64) stays as dicts: writing it ahead would copy its
+    payload twice, and payloads are few containers and many bytes.
+    """
+
+    CHUNK: Final = 256
+
+    __slots__ = ("_payload", "_payloads", "_previous", "_start")
+
+    def __init__(self, payloads: Container[int]) -> None:
+        self._payloads = payloads
+        self._start = 0
+        self._payload = False  # the gathering chunk holds a payload
+        self._previous = False  # the message written last holds one
+
+    def step(self, items: list[Any], index: int) -> None:
+        """Before message `index` is written into `items`: write ahead what has gathered."""
+        end = len(items) - 1
+        if end - self._start >= self.CHUNK:
+            if not self._payload:
+                chunk = _BODY.encode(items[self._start : end])
+                items[self._start : end] = [msgspec.Raw(memoryview(chunk)[1:-1])]
+                end = self._start + 1
+            self._start = end
+            self._payload = False
+        if self._previous:
+            # A message's payload rides its last item, the one kept back
+            # above: it is in the chunk gathering now.
+            self._payload = True
+        self._previous = index in self._payloads

@@ -42,6 +42,7 @@ __all__ = [
     "answer_message",
     "answered_call",
     "imported_call",
+    "payload_messages",
     "prepare",
     "system_note",
     "target_origin",
@@ -179,6 +180,23 @@ def prepare(
         messages, irregular = _fold_systems(messages, irregular, downgrades)
     downgrades.sort(key=lambda d: d.index)
     return Prepared(messages, irregular, tuple(downgrades))
+
+
+def payload_messages(prepared: Prepared) -> set[int]:
+    """The indices of the prepared messages holding an image's or a document's bytes.
+
+    Only irregular messages can (an image or document makes a message
+    irregular), so only they are looked at.
+    """
+    messages = prepared.messages
+    return {
+        i
+        for i in prepared.irregular
+        if any(type(b) in _PAYLOADS and b.data for b in messages[i].content)  # type: ignore[union-attr]
+    }
+
+
+_PAYLOADS: Final = (Image, Document)
 
 
 def _replaced_images(index: int, before: Message, after: Message, reason: str) -> list[Downgrade]:

@@ -80,7 +80,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from carryall._json import body_bytes, load_json, repair_surrogates
+from carryall._json import WrittenAhead, body_bytes, load_json, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     Block,
@@ -99,7 +99,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
-from carryall.providers._common import Wire, _shown, answer_message, prepare
+from carryall.providers._common import Wire, _shown, answer_message, payload_messages, prepare
 from carryall.providers._types import Capabilities, Encoded, Request, Response, StopReason, Usage
 from carryall.providers.anthropic import INVALID_JSON_KEY, _thinking_budget
 from carryall.providers.gemini import _results_first
@@ -184,10 +184,18 @@ def encode(request: Request, caps: Capabilities) -> Encoded:
     The history is validated, image-limited, blinded and fitted to this wire
     first (`prepare` with `WIRE`): signatures go back only to their origin.
     """
+    return _encode(request, caps, sent=False)
+
+
+def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
+    # `sent`: the body is only for `body_bytes`, so it is written ahead as it is built.
     prepared = prepare(request, caps, WIRE)
     downgrades = list(prepared.downgrades)
-    messages: list[dict[str, Any]] = []
+    messages: list[Any] = []
+    ahead = WrittenAhead(payload_messages(prepared)) if sent else None
     for index, message in enumerate(prepared.messages):
+        if ahead is not None:
+            ahead.step(messages, index)
         if message.role == "user":
             content = _user_content(message, index, downgrades)
             if messages and messages[-1]["role"] == "user":
@@ -239,7 +247,7 @@ def encode(request: Request, caps: Capabilities) -> Encoded:
 
 def encode_request_bytes(request: Request, caps: Capabilities, *, stream: bool = False) -> bytes:
     """`encode_request`'s body as bytes: `/converse-stream` takes the same body."""
-    return body_bytes(encode_request(request, caps))
+    return body_bytes(_encode(request, caps, sent=True).body)
 
 
 @functools.lru_cache(maxsize=8192)

@@ -61,7 +61,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from carryall._json import body_bytes, repair_surrogates
+from carryall._json import WrittenAhead, body_bytes, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
@@ -79,7 +79,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
-from carryall.providers._common import Wire, _shown, answer_message, prepare
+from carryall.providers._common import Wire, _shown, answer_message, payload_messages, prepare
 from carryall.providers._types import (
     Capabilities,
     Encoded,
@@ -152,11 +152,19 @@ def encode(request: Request, caps: Capabilities) -> Encoded:
     The history is validated, image-limited, blinded and fitted to this wire
     first (`prepare` with `WIRE`): signatures go back only to their origin.
     """
+    return _encode(request, caps, sent=False)
+
+
+def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
+    # `sent`: the body is only for `body_bytes`, so it is written ahead as it is built.
     prepared = prepare(request, caps, WIRE)
     messages = prepared.messages
-    contents: list[dict[str, Any]] = []
+    contents: list[Any] = []
     names: dict[str, str] = {}  # the calls of the message before, which results answer by name
+    ahead = WrittenAhead(payload_messages(prepared)) if sent else None
     for index, message in enumerate(messages):
+        if ahead is not None:
+            ahead.step(contents, index)
         content = message.content
         if message.role == "user":
             if (
@@ -211,7 +219,7 @@ def encode(request: Request, caps: Capabilities) -> Encoded:
 
 def encode_request_bytes(request: Request, caps: Capabilities, *, stream: bool = False) -> bytes:
     """`encode_request`'s body as bytes: the stream endpoint takes the same body."""
-    return body_bytes(encode_request(request, caps))
+    return body_bytes(_encode(request, caps, sent=True).body)
 
 
 def _results_first(message: Message) -> Sequence[Block]:

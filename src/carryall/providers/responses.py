@@ -17,7 +17,8 @@ The wire:
   of `input_text`, `input_image` (a `data:` URL, or the image's own URL)
   and `input_file` parts (a PDF as `file_data` with its name, or by
   `file_url`); a plain-text document goes as its text, reported
-  (`prepare`). Imported `input_file` parts read back as `Document`s.
+  (`prepare`). Imported `input_file` parts read back as `Document`s, an
+  `input_image` by URL as an `Image` held by that URL (`Image.from_url`).
 - Tool-made images ride that user message after the results, never inside
   a `function_call_output`, although this wire could hold them there: Chat
   Completions and llama-server cannot, and a history has to read the same
@@ -102,7 +103,7 @@ from carryall.providers.openai import (
     ERROR_PREFIX,
     _arguments,
     _count,
-    _import_image,
+    _import_user_image,
     _mapping,
     _optional_str,
     _raise_wire_error,
@@ -248,59 +249,72 @@ def sent_bytes(body: Mapping[str, Any], stream: bool = False) -> bytes:
 
 
 def _encode_user(message: Message, items: list[dict[str, Any]]) -> None:
-    parts: list[dict[str, Any]] = []
+    # Exact types, as `survey_history` tells blocks apart: this runs for every
+    # block of every request, and a tool loop's user turn is mostly results.
+    parts: list[dict[str, Any]] | None = None
     for block in message.content:
-        if isinstance(block, ToolResult):
+        kind = type(block)
+        if kind is ToolResult:
+            result: ToolResult = block  # type: ignore[assignment]
             items.append(
                 {
                     "type": "function_call_output",
-                    "call_id": block.tool_use_id,
-                    "output": ERROR_PREFIX + block.content if block.is_error else block.content,
+                    "call_id": result.tool_use_id,
+                    "output": ERROR_PREFIX + result.content if result.is_error else result.content,
                 }
             )
-        elif isinstance(block, Text):
-            parts.append({"type": "input_text", "text": block.text})
-        elif isinstance(block, Image):
+            continue
+        if parts is None:
+            parts = []
+        if kind is Text:
+            parts.append({"type": "input_text", "text": block.text})  # type: ignore[union-attr]
+        elif kind is Image:
+            image: Image = block  # type: ignore[assignment]
             # `prepare` let a URL through: this wire fetches it itself.
-            url = block.url if block.url is not None and not block.data else block.data_uri()
+            url = image.url if image.url is not None and not image.data else image.data_uri()
             parts.append({"type": "input_image", "image_url": url, "detail": "auto"})
-        elif isinstance(block, Document):
+        elif kind is Document:
+            document: Document = block  # type: ignore[assignment]
             # `prepare` let only PDFs through, by their bytes or by URL.
-            if block.data:
-                name = block.title or block.source or "document.pdf"
+            if document.data:
+                name = document.title or document.source or "document.pdf"
                 parts.append(
-                    {"type": "input_file", "filename": name, "file_data": block.data_uri()}
+                    {"type": "input_file", "filename": name, "file_data": document.data_uri()}
                 )
             else:
-                parts.append({"type": "input_file", "file_url": block.url})
+                parts.append({"type": "input_file", "file_url": document.url})
     if parts:
         items.append({"type": "message", "role": "user", "content": parts})
 
 
 def _encode_assistant(message: Message, index: int, items: list[dict[str, Any]]) -> None:
     start = len(items)
+    append = items.append
     for block in message.content:
-        if isinstance(block, Text):
-            if block.text:
+        kind = type(block)
+        if kind is Text:
+            text = block.text  # type: ignore[union-attr]
+            if text:
                 # The easy message form: an output message item would need the id
                 # the server gave it, and a `store: false` history has none.
-                items.append({"type": "message", "role": "assistant", "content": block.text})
-        elif isinstance(block, ToolUse):
-            items.append(
+                append({"type": "message", "role": "assistant", "content": text})
+        elif kind is ToolUse:
+            call: ToolUse = block  # type: ignore[assignment]
+            append(
                 {
                     "type": "function_call",
-                    "call_id": block.id,
-                    "name": block.name,
-                    "arguments": _call_arguments(block, index),
+                    "call_id": call.id,
+                    "name": call.name,
+                    "arguments": _call_arguments(call, index),
                 }
             )
-        elif isinstance(block, Opaque) and block.kind == REASONING:
+        elif kind is Opaque and block.kind == REASONING:  # type: ignore[union-attr]
             # `prepare` kept it: this origin's own reasoning item, as it came.
-            items.append(json.loads(block.raw))
+            append(json.loads(block.raw))  # type: ignore[union-attr]
     if len(items) == start:
         # A turn with nothing this wire carries still took its turn: an
         # empty message keeps the user turns around it apart.
-        items.append({"type": "message", "role": "assistant", "content": ""})
+        append({"type": "message", "role": "assistant", "content": ""})
 
 
 def _call_arguments(block: ToolUse, index: int) -> str:
@@ -784,7 +798,8 @@ def _user_parts(content: Any, where: str) -> list[Block]:
             raise BlockError(f"{part_where} must be an object, got {_shown(raw)}")
         kind = raw.get("type")
         if kind == "input_image":
-            blocks.append(_import_image({"url": raw.get("image_url")}, f"{part_where}.image_url"))
+            url = {"url": raw.get("image_url")}
+            blocks.append(_import_user_image(url, f"{part_where}.image_url"))
         elif kind == "input_file":
             blocks.append(_import_file(raw, part_where))
         else:

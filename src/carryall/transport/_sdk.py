@@ -42,7 +42,7 @@ from carryall.transport._errors import (
 from carryall.transport._images import ImageLimits, fit_request_images
 from carryall.transport.sse import iter_sse
 
-__all__ = ["SdkBackend", "endpoint_of"]
+__all__ = ["SdkBackend", "WireBackend", "addressed", "endpoint_of", "reported", "with_fitting"]
 
 _END: Final = object()
 
@@ -76,17 +76,86 @@ def with_fitting(encoded: Encoded, downgrades: Sequence[Downgrade]) -> Encoded:
     return Encoded(encoded.body, (*encoded.downgrades, *downgrades))
 
 
-class SdkBackend:
+def reported(response: Response, encoded: Encoded) -> Response:
+    """The answer with the downgrades of the one encode that was sent: no caller encodes again."""
+    if not encoded.downgrades:
+        return response
+    return msgspec.structs.replace(response, downgrades=encoded.downgrades)
+
+
+class WireBackend:
+    """What every SDK backend shares, whichever way its SDK takes the body.
+
+    `SdkBackend` posts a codec's bytes; the Gemini and Bedrock backends hand
+    the body to their SDK's own call as values. Each makes its client and
+    its one attempt; the settings every backend has, the model and endpoint
+    a request is addressed to, the one encode (the codec's, then the
+    transport's image fitting) and closing are here. A subclass sets
+    `endpoint`, `_client` and (unless it reads it off the client)
+    `_base_url` once its client is made.
+    """
+
+    endpoint: str
+    _client: Any
+    _base_url: str
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: str,
+        capabilities: Capabilities,
+        wire_encode: Callable[[Request, Capabilities], Encoded],
+        image_limits: ImageLimits,
+        timeout: float,
+        max_retries: int,
+        retry_delay: float,
+        stream: bool,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.capabilities = capabilities
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.retry_delay = retry_delay
+        self.stream = stream
+        self._wire_encode = wire_encode
+        self.image_limits = image_limits if capabilities.vision else None
+        """What this wire takes per image, a larger one going fitted (`transport._images`).
+
+        None for a model that sees no images: they go as placeholders anyway.
+        """
+
+    @property
+    def base_url(self) -> str:
+        """The URL the SDK sends to."""
+        return self._base_url
+
+    def addressed(self, request: Request) -> Request:
+        """`request` with this backend's model and endpoint where it names none."""
+        return addressed(request, self.model, self.endpoint)
+
+    def encode(self, request: Request) -> Encoded:
+        """The body `complete` would send for `request`, and the downgrades made to write it."""
+        fitted, downgrades = fit_request_images(self.addressed(request), self.image_limits)
+        return with_fitting(self._wire_encode(fitted, self.capabilities), downgrades)
+
+    def close(self) -> None:
+        """Close the SDK client's connections."""
+        with contextlib.suppress(Exception):
+            self._client.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.model!r} at {mask(self.base_url)}>"
+
+
+class SdkBackend(WireBackend):
     """A backend that posts one codec's bytes to one path through one SDK client.
 
     `complete` returns a whole `Response` or raises `ProviderError`, never
     something in between: the caller appends the answer only once it has
     it, so a failed request leaves the history exactly as it was.
     """
-
-    name: str
-    model: str
-    capabilities: Capabilities
 
     def __init__(
         self,
@@ -104,18 +173,17 @@ class SdkBackend:
         stream: bool,
         image_limits: ImageLimits,
     ) -> None:
-        self.name = name
-        self.model = model
-        self.capabilities = capabilities
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.retry_delay = retry_delay
-        self.stream = stream
-        self.image_limits = image_limits if capabilities.vision else None
-        """What this wire takes per image, a larger one going fitted (`transport._images`).
-
-        None for a model that sees no images: they go as placeholders anyway.
-        """
+        super().__init__(
+            name=name,
+            model=model,
+            capabilities=capabilities,
+            wire_encode=lambda request, _: self._codec.encode_reported(request),
+            image_limits=image_limits,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+            stream=stream,
+        )
         self._errors = errors
         self._client = client
         self._path = path
@@ -159,20 +227,6 @@ class SdkBackend:
         if not downgrades:
             return response
         return msgspec.structs.replace(response, downgrades=downgrades)
-
-    def addressed(self, request: Request) -> Request:
-        """`request` with this backend's model and endpoint where it names none."""
-        return addressed(request, self.model, self.endpoint)
-
-    def encode(self, request: Request) -> Encoded:
-        """The body `complete` would send for `request`, and the downgrades made to write it."""
-        fitted, downgrades = fit_request_images(self.addressed(request), self.image_limits)
-        return with_fitting(self._codec.encode_reported(fitted), downgrades)
-
-    def close(self) -> None:
-        """Close the SDK client's connection pool."""
-        with contextlib.suppress(Exception):
-            self._client.close()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} {self.model!r} at {mask(self.base_url)}>"

@@ -16,22 +16,19 @@ missing that is one line saying which `pip install` fixes it.
 from __future__ import annotations
 
 import base64
-import contextlib
 import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-import msgspec
-
 from carryall._secrets import mask
 from carryall.errors import ProviderError
-from carryall.providers import Capabilities, Encoded, Request, Response
+from carryall.providers import Capabilities, Request, Response
 from carryall.providers import bedrock as bedrock_wire
 from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import Broken, send_whole, shown
-from carryall.transport._images import WIRE_IMAGE_LIMITS, fit_request_images
-from carryall.transport._sdk import endpoint_of
+from carryall.transport._images import WIRE_IMAGE_LIMITS
+from carryall.transport._sdk import WireBackend, endpoint_of, reported
 
 __all__ = [
     "BEDROCK_CAPABILITIES",
@@ -69,7 +66,7 @@ _RETRYABLE_CODES: Final = frozenset(
 _REGION_HOST: Final = re.compile(r"bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com")
 
 
-class BedrockBackend:
+class BedrockBackend(WireBackend):
     """Bedrock Converse through `boto3`'s `bedrock-runtime` client.
 
     `complete` returns a whole `Response` or raises `ProviderError`, never a
@@ -97,13 +94,17 @@ class BedrockBackend:
             from botocore.config import Config
         except ImportError:
             raise ProviderError(MISSING_EXTRA, kind="missing_extra") from None
-        self.name = "bedrock"
-        self.model = model
-        self.capabilities = capabilities
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.retry_delay = retry_delay
-        self.stream = stream
+        super().__init__(
+            name="bedrock",
+            model=model,
+            capabilities=capabilities,
+            wire_encode=bedrock_wire.encode,
+            image_limits=WIRE_IMAGE_LIMITS["bedrock"],
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+            stream=stream,
+        )
         self.region = (
             _region_of(base_url)
             or region
@@ -123,7 +124,7 @@ class BedrockBackend:
             )
         except Exception as exc:  # botocore raises ValueError and its own errors alike here
             raise ProviderError(f"bedrock: the client could not start: {mask(str(exc))}") from None
-        self.base_url = str(self._client.meta.endpoint_url)
+        self._base_url = str(self._client.meta.endpoint_url)
         self.endpoint = endpoint_of(self.base_url)
         model_shapes = self._client.meta.service_model
         self._shapes = {
@@ -132,43 +133,21 @@ class BedrockBackend:
             ).input_shape
             for stream in (False, True)
         }
-        self._image_limits = WIRE_IMAGE_LIMITS["bedrock"] if capabilities.vision else None
-
-    def addressed(self, request: Request) -> Request:
-        """`request` with this backend's model and endpoint where it names none."""
-        if request.model and request.endpoint:
-            return request
-        return msgspec.structs.replace(
-            request, model=request.model or self.model, endpoint=request.endpoint or self.endpoint
-        )
-
-    def encode(self, request: Request) -> Encoded:
-        """The body `complete` would send for `request`, and the downgrades made to write it."""
-        fitted, downgrades = fit_request_images(self.addressed(request), self._image_limits)
-        encoded = bedrock_wire.encode(fitted, self.capabilities)
-        if not downgrades:
-            return encoded
-        return Encoded(encoded.body, (*encoded.downgrades, *downgrades))
 
     def complete(self, request: Request, on_text: Callable[[str], None] | None = None) -> Response:
-        """Send `request` and return the whole answer, or raise `ProviderError`."""
+        """Send `request` and return the whole answer, or raise `ProviderError`.
+
+        The answer's `downgrades` are those of the one encode that was sent.
+        """
         request = self.addressed(request)
-        request, _ = fit_request_images(request, self._image_limits)
-        body = bedrock_wire.encode_request(request, self.capabilities)
-        params = sdk_params(body, request.model, self._shapes[self.stream])
-        return send_whole(
+        encoded = self.encode(request)
+        params = sdk_params(encoded.body, request.model, self._shapes[self.stream])
+        response = send_whole(
             lambda: self._attempt(params, request.model, on_text),
             max_retries=self.max_retries,
             retry_delay=self.retry_delay,
         )
-
-    def close(self) -> None:
-        """Close the SDK client's connections."""
-        with contextlib.suppress(Exception):
-            self._client.close()
-
-    def __repr__(self) -> str:
-        return f"<BedrockBackend {self.model!r} at {mask(self.base_url)}>"
+        return reported(response, encoded)
 
     def _attempt(
         self, params: dict[str, Any], model: str, on_text: Callable[[str], None] | None

@@ -11,20 +11,17 @@ it is missing that is one line saying which `pip install` fixes it.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any, Final
 
-import msgspec
-
 from carryall._secrets import mask
 from carryall.errors import ProviderError
-from carryall.providers import Capabilities, Encoded, Request, Response
+from carryall.providers import Capabilities, Request, Response
 from carryall.providers import gemini as gemini_wire
 from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import Broken, send_whole
-from carryall.transport._images import WIRE_IMAGE_LIMITS, fit_request_images
-from carryall.transport._sdk import addressed, endpoint_of, with_fitting
+from carryall.transport._images import WIRE_IMAGE_LIMITS
+from carryall.transport._sdk import WireBackend, endpoint_of, reported
 
 __all__ = ["GEMINI_CAPABILITIES", "MISSING_EXTRA", "GeminiBackend"]
 
@@ -39,7 +36,7 @@ MISSING_EXTRA: Final = (
 _RETRYABLE: Final = frozenset({408, 429, 500, 502, 503, 504})
 
 
-class GeminiBackend:
+class GeminiBackend(WireBackend):
     """Gemini (the Gemini API, or Vertex AI with `vertex`) through the `google-genai` SDK.
 
     `complete` returns a whole `Response` or raises `ProviderError`, never a
@@ -65,13 +62,17 @@ class GeminiBackend:
             from google.genai import types
         except ImportError:
             raise ProviderError(MISSING_EXTRA, kind="missing_extra") from None
-        self.name = "gemini"
-        self.model = model
-        self.capabilities = capabilities
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.retry_delay = retry_delay
-        self.stream = stream
+        super().__init__(
+            name="gemini",
+            model=model,
+            capabilities=capabilities,
+            wire_encode=gemini_wire.encode,
+            image_limits=WIRE_IMAGE_LIMITS["gemini"],
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+            stream=stream,
+        )
         self._key = api_key
         options = types.HttpOptions(
             base_url=base_url,
@@ -84,13 +85,12 @@ class GeminiBackend:
             )
         except Exception as exc:  # the SDK raises ValueError and auth errors alike here
             raise ProviderError(f"gemini: the client could not start: {mask(str(exc))}") from None
-        self.base_url = base_url or (
+        self._base_url = base_url or (
             "https://aiplatform.googleapis.com"
             if vertex
             else "https://generativelanguage.googleapis.com"
         )
         self.endpoint = endpoint_of(self.base_url)
-        self._image_limits = WIRE_IMAGE_LIMITS["gemini"] if capabilities.vision else None
 
     def complete(self, request: Request, on_text: Callable[[str], None] | None = None) -> Response:
         """Send `request` and return the whole answer, or raise `ProviderError`.
@@ -114,26 +114,7 @@ class GeminiBackend:
             max_retries=self.max_retries,
             retry_delay=self.retry_delay,
         )
-        if not encoded.downgrades:
-            return response
-        return msgspec.structs.replace(response, downgrades=encoded.downgrades)
-
-    def addressed(self, request: Request) -> Request:
-        """`request` with this backend's model and endpoint where it names none."""
-        return addressed(request, self.model, self.endpoint)
-
-    def encode(self, request: Request) -> Encoded:
-        """The body `complete` would send for `request`, and the downgrades made to write it."""
-        fitted, downgrades = fit_request_images(self.addressed(request), self._image_limits)
-        return with_fitting(gemini_wire.encode(fitted, self.capabilities), downgrades)
-
-    def close(self) -> None:
-        """Close the SDK client's connections."""
-        with contextlib.suppress(Exception):
-            self._client.close()
-
-    def __repr__(self) -> str:
-        return f"<GeminiBackend {self.model!r} at {mask(self.base_url)}>"
+        return reported(response, encoded)
 
     def _attempt(
         self,
