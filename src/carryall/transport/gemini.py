@@ -19,7 +19,7 @@ from carryall.errors import ProviderError
 from carryall.providers import Capabilities, Request, Response
 from carryall.providers import gemini as gemini_wire
 from carryall.transport import RETRY_DELAY
-from carryall.transport._errors import Broken, send_whole
+from carryall.transport._errors import Broken, placed, send_whole
 from carryall.transport._images import WIRE_IMAGE_LIMITS
 from carryall.transport._sdk import WireBackend, endpoint_of, reported
 
@@ -150,9 +150,7 @@ class GeminiBackend(WireBackend):
             )
             raise error from exc
         except ProviderError as exc:
-            error = ProviderError(
-                f"{where}: {exc.message}", status=exc.status, kind=exc.kind, retryable=exc.retryable
-            )
+            error = placed(where, exc)
             if exc.retryable:
                 raise Broken(error) from exc
             raise error from exc
