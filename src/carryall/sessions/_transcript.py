@@ -551,16 +551,21 @@ class Replay:
 
     def apply_line(self, line: bytes, line_no: int) -> AnyEvent | None:
         """Decode and apply one event line; a damaged one is noted in `damage` and skipped."""
+        event = self._decoded(line, line_no)
+        if event is not None:
+            # A whole line that cannot apply (an event from a newer carryall,
+            # an image blob damaged) is not line damage: it is still refused.
+            self.apply(event, line_no)
+        return event
+
+    def _decoded(self, line: bytes, line_no: int) -> AnyEvent | None:
+        """One event line decoded; a damaged one is noted in `damage` and None."""
         try:
-            event = decode_event(line, self.where, line_no)
+            return decode_event(line, self.where, line_no)
         except TranscriptError as exc:
             self.damage.append(f"{exc}; skipped")
             self.unsettled = True
             return None
-        # A whole line that cannot apply (an event from a newer carryall, an
-        # image blob damaged) is not line damage: it is still refused.
-        self.apply(event, line_no)
-        return event
 
     def apply_batch(self, first_line_no: int, lines: list[bytes]) -> None:
         """`apply_lines` for a run of lines numbered from `first_line_no`, clean runs at once.
@@ -603,13 +608,7 @@ class Replay:
         goes through `apply`.
         """
         for line_no, line in lines:
-            if not line.strip():
-                continue
-            try:
-                event = decode_event(line, self.where, line_no)
-            except TranscriptError as exc:
-                self.damage.append(f"{exc}; skipped")
-                self.unsettled = True
+            if not line.strip() or (event := self._decoded(line, line_no)) is None:
                 continue
             messages = event.messages
             if (
@@ -620,8 +619,7 @@ class Replay:
                 and not event.downgrades
                 and (not messages or type(messages[0]) is Message)
             ):
-                self.messages += messages  # type: ignore[arg-type]
-                self.times += [event.time] * len(messages)
+                self.append(messages, event.time)  # type: ignore[arg-type]
                 self.updated = event.time
                 self.events += 1
             else:
