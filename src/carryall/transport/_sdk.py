@@ -76,11 +76,11 @@ def with_fitting(encoded: Encoded, downgrades: Sequence[Downgrade]) -> Encoded:
     return Encoded(encoded.body, (*encoded.downgrades, *downgrades))
 
 
-def reported(response: Response, encoded: Encoded) -> Response:
+def reported(response: Response, downgrades: tuple[Downgrade, ...]) -> Response:
     """The answer with the downgrades of the one encode that was sent: no caller encodes again."""
-    if not encoded.downgrades:
+    if not downgrades:
         return response
-    return msgspec.structs.replace(response, downgrades=encoded.downgrades)
+    return msgspec.structs.replace(response, downgrades=downgrades)
 
 
 class WireBackend:
@@ -224,9 +224,7 @@ class SdkBackend(WireBackend):
             if safe is error:
                 raise
             raise safe from error.__cause__
-        if not downgrades:
-            return response
-        return msgspec.structs.replace(response, downgrades=downgrades)
+        return reported(response, downgrades)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} {self.model!r} at {mask(self.base_url)}>"

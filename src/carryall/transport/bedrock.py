@@ -147,7 +147,7 @@ class BedrockBackend(WireBackend):
             max_retries=self.max_retries,
             retry_delay=self.retry_delay,
         )
-        return reported(response, encoded)
+        return reported(response, encoded.downgrades)
 
     def _attempt(
         self, params: dict[str, Any], model: str, on_text: Callable[[str], None] | None

@@ -114,7 +114,7 @@ class GeminiBackend(WireBackend):
             max_retries=self.max_retries,
             retry_delay=self.retry_delay,
         )
-        return reported(response, encoded)
+        return reported(response, encoded.downgrades)
 
     def _attempt(
         self,
