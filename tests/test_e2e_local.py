@@ -336,6 +336,10 @@ def test_server_killed_mid_stream_is_a_clear_error_and_the_history_is_intact() -
             agent = Agent(backend, max_tokens=128)
             agent.send("Say hello.")
             before = list(agent.messages)
+            # The answer must still be generating when the first chunk is read:
+            # a short one (128 tokens) could be whole in the socket buffer by
+            # then on a loaded machine, and the kill would then change nothing.
+            agent.max_tokens = 2048
             streamed: list[str] = []
 
             def kill_on_first_text(chunk: str) -> None:
@@ -345,7 +349,7 @@ def test_server_killed_mid_stream_is_a_clear_error_and_the_history_is_intact() -
 
             agent.on_text = kill_on_first_text
             with pytest.raises(ProviderError) as info:
-                agent.send("Write a long story about a cat who learns to fly.")
+                agent.send("Count from 1 to 2000, one number per line, with nothing else.")
         finally:
             backend.close()
         assert streamed, "the answer never started streaming, so nothing was killed mid-stream"
