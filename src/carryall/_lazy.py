@@ -1,19 +1,34 @@
-"""Names a package re-exports but loads on first use (PEP 562), in one way for every package.
+"""What a module keeps at its top level but builds the first time it is used, in one way for all.
 
-A package that re-exports a heavy module's names (the agent loop, the
-installer) would otherwise load that module with itself; `lazy_names` gives
-it a module `__getattr__` that imports the name's home the first time it is
-asked for and keeps it as an ordinary attribute from then on (so
-`monkeypatch` and `mock.patch` see a plain attribute).
+A command that reads an empty store should pay for neither the decoding
+machinery nor the log setup it never runs, yet the modules it imports keep
+such things at their top level, where every function finds them. Three
+shapes of the same idea:
+
+- `lazy_names`: a package that re-exports a heavy module's names (the agent
+  loop, the installer) would otherwise load that module with itself; it gets
+  a module `__getattr__` (PEP 562) that imports the name's home the first
+  time it is asked for and keeps it as an ordinary attribute from then on
+  (so `monkeypatch` and `mock.patch` see a plain attribute).
+- `lazy_decoder`: a typed msgspec decoder reads every type it decodes into
+  when it is built; built on the first `decode`, a process that decodes
+  nothing never does that work.
+- `lazy_logger`: a logger that imports `logging` when it first logs, for
+  modules that log only on a failure path.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-__all__ = ["lazy_names"]
+if TYPE_CHECKING:
+    import logging
+
+__all__ = ["LazyDecoder", "lazy_decoder", "lazy_logger", "lazy_names"]
+
+T = TypeVar("T")
 
 
 def lazy_names(
@@ -30,3 +45,58 @@ def lazy_names(
         return value
 
     return load
+
+
+class LazyDecoder(Generic[T]):
+    """A `msgspec.json.Decoder` of `kind`, built on the first `decode`.
+
+    After that first call `decode` is the real decoder's own method (an
+    attribute of this object), so a reader decoding line after line pays
+    nothing for the laziness.
+    """
+
+    __slots__ = ("decode", "kind")
+
+    def __init__(self, kind: Any) -> None:
+        self.kind = kind
+        """The type decoded into, as `msgspec.json.Decoder` takes it."""
+        self.decode: Callable[[bytes | bytearray | memoryview | str], T] = self._first_decode
+        """Decode one JSON document into `kind` (`msgspec.json.Decoder.decode`)."""
+
+    def _first_decode(self, data: bytes | bytearray | memoryview | str) -> T:
+        import msgspec
+
+        decoder: msgspec.json.Decoder[T] = msgspec.json.Decoder(self.kind)
+        self.decode = decoder.decode
+        return decoder.decode(data)
+
+
+def lazy_decoder(kind: type[T]) -> LazyDecoder[T]:
+    """A decoder of `kind` that is built when it first decodes (see `LazyDecoder`)."""
+    return LazyDecoder(kind)
+
+
+class _LazyLogger:
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        # Looked up on every call, not kept: `logging` configured after this
+        # module loaded (a test's caplog, an application's handlers) is what
+        # a record meets. The method is the logger's own, so a record names
+        # the caller's line, not this one.
+        import logging
+
+        return getattr(logging.getLogger(self._name), attr)
+
+
+def lazy_logger(name: str) -> logging.Logger:
+    """`logging.getLogger(name)`, with `logging` imported when the first record is made.
+
+    `logging` (with `string` and its locks) costs a reader that never warns
+    more than anything else it loads; a module that warns only when
+    something fails keeps this at its top level instead.
+    """
+    return cast("logging.Logger", _LazyLogger(name))

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
-from carryall._secrets import mask
 from carryall._text import printable
 
 if TYPE_CHECKING:
@@ -52,6 +51,9 @@ class Terminated(KeyboardInterrupt):
 
 def masked(message: str) -> str:
     """`message` with every credential masked: key shapes, URL userinfo, the keys in use."""
+    # The key patterns are compiled with the first error, not with every command.
+    from carryall._secrets import mask
+
     return mask(message, [os.environ.get(name) for name in _KEY_VARIABLES])
 
 

@@ -37,6 +37,7 @@ from typing import Any, BinaryIO, Generic, Literal, TypeVar
 
 import msgspec
 
+from carryall._lazy import lazy_decoder
 from carryall._text import shorten
 from carryall.blocks import (
     Document,
@@ -185,11 +186,12 @@ class EventHead(msgspec.Struct, frozen=True):
     failed: str | None = None
 
 
-_probe_decoder = msgspec.json.Decoder(_HeaderProbe)
-_header_decoder = msgspec.json.Decoder(SessionMeta)
-_event_decoder = msgspec.json.Decoder(Event[StoredMessage])
-_plain_decoder = msgspec.json.Decoder(Event[Message])
-_head_decoder = msgspec.json.Decoder(EventHead)
+# Built on first use: a reader of an empty store never decodes.
+_probe_decoder = lazy_decoder(_HeaderProbe)
+_header_decoder = lazy_decoder(SessionMeta)
+_event_decoder = lazy_decoder(Event[StoredMessage])
+_plain_decoder = lazy_decoder(Event[Message])
+_head_decoder = lazy_decoder(EventHead)
 _encoder = msgspec.json.Encoder()
 
 AnyEvent = Event[Message] | Event[StoredMessage]
@@ -709,7 +711,7 @@ class _PlainEvent(msgspec.Struct, frozen=True, gc=False):
     downgrades: tuple[Downgrade, ...] = ()
 
 
-_batch_decoder = msgspec.json.Decoder(list[_PlainEvent])
+_batch_decoder = lazy_decoder(list[_PlainEvent])
 _FIELD = slice(-_CHECK_TAIL, -_CHECK_HEX - 2)
 _WRITTEN = slice(-_CHECK_HEX - 2, -2)
 _BODY = slice(None, -_CHECK_TAIL)

@@ -22,17 +22,17 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import logging
 import os
-import sqlite3
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
+from carryall._lazy import lazy_logger
 from carryall.blocks import Message
 from carryall.errors import TranscriptError
 from carryall.sessions._transcript import (
@@ -47,6 +47,9 @@ from carryall.sessions._transcript import (
 )
 from carryall.sessions.render import searchable_text
 from carryall.sessions.store import Recorded, SessionStore
+
+if TYPE_CHECKING:
+    import sqlite3
 
 __all__ = [
     "MAX_LIMIT",
@@ -67,7 +70,7 @@ and FTS5's cost grows faster than the count (20,000 words took 15 s)."""
 MAX_LIMIT = 10_000
 """The most hits one search returns (SQLite's LIMIT is a 64-bit integer; no reader wants more)."""
 
-log = logging.getLogger("carryall.sessions")
+log = lazy_logger("carryall.sessions")
 
 _SCHEMA_VERSION = "1"  # bump to rebuild indexes written by an older layout
 _BULK_ROWS = 2000  # rows a sync changed beyond which it merges the FTS5 segments at once
@@ -400,6 +403,10 @@ class RecallIndex:
 
     @contextlib.contextmanager
     def _connection(self, busy_ms: int = 30000) -> Iterator[sqlite3.Connection]:
+        # SQLite loads with the first connection: listing sessions, or
+        # searching a store that has no index yet, never opens one.
+        import sqlite3
+
         with self._lock:
             if self._conn is None:
                 self._conn = self._opened()
@@ -414,6 +421,8 @@ class RecallIndex:
 
     def _opened(self) -> sqlite3.Connection:
         """`_open`, a store it cannot write (read-only, the index a folder) made one line."""
+        import sqlite3
+
         try:
             return self._open()
         except (OSError, sqlite3.DatabaseError) as exc:
@@ -424,6 +433,8 @@ class RecallIndex:
             ) from None
 
     def _open(self) -> sqlite3.Connection:
+        import sqlite3
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # Owner-only, like the transcripts it copies text from (SQLite gives
         # its -wal and -shm files the database file's permissions).

@@ -40,7 +40,6 @@ import builtins
 import contextlib
 import errno
 import hashlib
-import logging
 import os
 import re
 import time
@@ -53,6 +52,7 @@ from typing import BinaryIO, Final, Literal, Protocol
 import msgspec
 
 from carryall import paths
+from carryall._lazy import lazy_logger
 from carryall.blocks import Document, Downgrade, Image, Message, Text
 from carryall.config import load_config
 from carryall.errors import BlockError, TranscriptError
@@ -99,7 +99,7 @@ __all__ = [
     "default_root",
 ]
 
-log = logging.getLogger("carryall.sessions")
+log = lazy_logger("carryall.sessions")
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _SUFFIX = ".jsonl"
