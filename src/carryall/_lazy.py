@@ -15,18 +15,21 @@ shapes of the same idea:
   nothing never does that work.
 - `lazy_logger`: a logger that imports `logging` when it first logs, for
   modules that log only on a failure path.
+- `lazy_module`: a module (`hashlib`, whose import loads OpenSSL) imported
+  when one of its names is first read.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 if TYPE_CHECKING:
     import logging
 
-__all__ = ["LazyDecoder", "lazy_decoder", "lazy_logger", "lazy_names"]
+__all__ = ["LazyDecoder", "lazy_decoder", "lazy_logger", "lazy_module", "lazy_names"]
 
 T = TypeVar("T")
 
@@ -100,3 +103,26 @@ def lazy_logger(name: str) -> logging.Logger:
     something fails keeps this at its top level instead.
     """
     return cast("logging.Logger", _LazyLogger(name))
+
+
+class _LazyModule:
+    def __init__(self, name: str) -> None:
+        self._module_name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        # Only a name not read before comes here: each is kept on this object,
+        # so a hot loop reading `hashlib.sha256` finds a plain attribute.
+        value = getattr(importlib.import_module(self._module_name), attr)
+        setattr(self, attr, value)
+        return value
+
+
+def lazy_module(name: str) -> ModuleType:
+    """The module `name`, imported when the first of its names is read, and each name kept.
+
+    For a module whose import costs a reader that never calls it: `hashlib`
+    loads OpenSSL's library. The importing module writes
+    `if TYPE_CHECKING: import hashlib` / `else: hashlib = lazy_module("hashlib")`,
+    so its code and its types read as the plain import's.
+    """
+    return cast(ModuleType, _LazyModule(name))

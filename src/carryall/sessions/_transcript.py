@@ -27,17 +27,16 @@ with its line number, and every other event is still applied.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import accumulate, chain, repeat
 from operator import attrgetter, methodcaller
-from typing import Any, BinaryIO, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, Generic, Literal, TypeVar
 
 import msgspec
 
-from carryall._lazy import lazy_decoder
+from carryall._lazy import lazy_decoder, lazy_module
 from carryall._text import shorten
 from carryall.blocks import (
     Document,
@@ -54,6 +53,11 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import TranscriptError
+
+if TYPE_CHECKING:
+    import hashlib
+else:
+    hashlib = lazy_module("hashlib")  # OpenSSL's library loads with the first digest
 
 FORMAT_VERSION = 1
 """The transcript format this carryall writes, and the newest it reads."""

@@ -12,7 +12,6 @@ decide where the output goes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -408,6 +407,8 @@ def _json_block(block: Block, embed_images: bool) -> dict[str, Any]:
     if block.source is not None:
         item["source"] = block.source
     if block.data:
+        import hashlib  # OpenSSL's library loads with the JSON export only
+
         item["sha256"] = hashlib.sha256(block.to_bytes()).hexdigest()
     item["placeholder"] = block.placeholder()
     if embed_images:

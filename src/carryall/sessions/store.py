@@ -39,7 +39,6 @@ import base64
 import builtins
 import contextlib
 import errno
-import hashlib
 import os
 import re
 import time
@@ -47,12 +46,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO, Final, Literal, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Final, Literal, Protocol
 
 import msgspec
 
 from carryall import paths
-from carryall._lazy import lazy_logger
+from carryall._lazy import lazy_logger, lazy_module
 from carryall.blocks import Document, Downgrade, Image, Message, Text
 from carryall.config import load_config
 from carryall.errors import BlockError, TranscriptError
@@ -86,6 +85,11 @@ from carryall.sessions._transcript import (
     with_title,
 )
 from carryall.sessions.redact import Redactor, compile_pattern
+
+if TYPE_CHECKING:
+    import hashlib
+else:
+    hashlib = lazy_module("hashlib")  # OpenSSL's library loads with the first digest
 
 __all__ = [
     "Loaded",
