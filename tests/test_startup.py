@@ -74,7 +74,10 @@ def test_session_readers_load_no_agent_backend_or_sdk(
 # pydantic adapter per parameter, about 0.4 s of CPU), rich (only a table, a
 # hit or an error prints through it), the HTTP stack behind urllib.request,
 # the file lock (writers only), the TOML parser (no config file here), the
-# platform folders ($CARRYALL_HOME is set) and the HTML escaper.
+# platform folders ($CARRYALL_HOME is set) and the HTML escaper; then what
+# loads on first use (`carryall._lazy`): logging (only a failure logs),
+# SQLite (an empty store has no index to open), hashlib with OpenSSL's
+# library (nothing is hashed) and the credential patterns (no error printed).
 READER_NEEDS_NONE_OF = (
     "pydantic",
     "rich",
@@ -85,6 +88,11 @@ READER_NEEDS_NONE_OF = (
     "platformdirs",
     "html",
     "importlib.metadata",
+    "logging",
+    "sqlite3",
+    "hashlib",
+    "_hashlib",
+    "carryall._secrets",
 )
 
 
@@ -103,6 +111,52 @@ def test_the_reader_watch_sees_each_module_it_names(tmp_path: Path) -> None:
         f"importlib.import_module({name!r})" for name in READER_NEEDS_NONE_OF
     )
     assert loaded(body, READER_NEEDS_NONE_OF, home=tmp_path) == list(READER_NEEDS_NONE_OF)
+
+
+_DECODERS = """
+import gc, json, sys, typing
+sys.argv = ["carryall", *sys.argv[1:]]
+from carryall.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+import msgspec
+decoders = [o for o in gc.get_objects() if type(o) is msgspec.json.Decoder]
+typed = sorted(repr(d.type) for d in decoders if d.type is not typing.Any)
+print(json.dumps(typed), file=sys.stderr)
+"""
+
+
+def typed_decoders(*argv: str, home: Path) -> list[str]:
+    """The types of the typed msgspec JSON decoders alive once `argv` ran, in a fresh process."""
+    done = subprocess.run(
+        [sys.executable, "-c", _DECODERS, *argv],
+        capture_output=True,
+        text=True,
+        env={"CARRYALL_HOME": str(home), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+        check=False,
+    )
+    found: list[str] = json.loads(done.stderr.strip().splitlines()[-1])
+    return found
+
+
+@pytest.mark.parametrize("argv", [("sessions", "list"), ("recall", "WORD")])
+def test_empty_store_readers_build_no_typed_decoder(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    # A typed decoder reads every type it decodes into when it is built;
+    # the transcript's are built on their first decode (`_lazy.lazy_decoder`).
+    assert typed_decoders(*argv, home=tmp_path) == []
+
+
+def test_the_decoder_watch_sees_the_decoders_a_listing_uses(tmp_path: Path) -> None:
+    # With one session to list, its header is decoded: the same watch must
+    # see that decoder, or it would pin nothing.
+    from carryall.sessions import Store
+
+    Store(tmp_path / "sessions").create(backend="anthropic", model="m", cwd=".")
+    found = typed_decoders("sessions", "list", home=tmp_path)
+    assert any("SessionMeta" in kind for kind in found), found
 
 
 def test_a_command_line_builds_only_the_command_it_names() -> None:

@@ -21,6 +21,7 @@ module is pure: it turns values into values.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
@@ -78,14 +79,23 @@ class Redactor:
     """
 
     def __init__(self, patterns: Iterable[re.Pattern[str]] = (), *, builtin: bool = True) -> None:
-        sources = [*(BUILTIN_PATTERNS.values() if builtin else ()), *(p.pattern for p in patterns)]
-        # One alternation, so a message is scanned once however many patterns there are.
-        self._pattern = re.compile("|".join(f"(?:{s})" for s in sources)) if sources else None
+        self._sources = [
+            *(BUILTIN_PATTERNS.values() if builtin else ()),
+            *(p.pattern for p in patterns),
+        ]
+
+    @functools.cached_property
+    def _pattern(self) -> re.Pattern[str] | None:
+        # One alternation, so a message is scanned once however many patterns
+        # there are; compiled with the first thing redacted, since every store
+        # has a redactor and a reader (`sessions list`, `recall`) writes nothing.
+        sources = self._sources
+        return re.compile("|".join(f"(?:{s})" for s in sources)) if sources else None
 
     @property
     def active(self) -> bool:
         """Whether any pattern is set."""
-        return self._pattern is not None
+        return bool(self._sources)
 
     def text(self, text: str) -> str:
         """`text` with every match replaced."""
