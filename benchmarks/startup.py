@@ -17,6 +17,10 @@ compiles them on every run:
   images set it) and no cached bytecode, so every module carryall imports
   from its source tree is compiled again in every run.
 
+The `import typer, carryall` row is the floor every command stands on: the
+interpreter, the command-line library and the block model (msgspec), with
+no command built or run; what a command costs above it is carryall's own.
+
 The `platform folders` row runs `sessions list` without `CARRYALL_HOME`
 (a temporary `HOME` instead), so it also pays for finding the platform's
 data folder.
@@ -60,6 +64,7 @@ def main() -> None:
     carryall = str(Path(sys.executable).with_name("carryall"))
     commands = {
         "python -c pass": [sys.executable, "-c", "pass"],
+        "import typer, carryall": [sys.executable, "-c", "import typer, carryall"],
         "carryall --help": [carryall, "--help"],
         "carryall sessions list": [carryall, "sessions", "list"],
         "carryall recall WORD": [carryall, "recall", "WORD"],
