@@ -582,16 +582,22 @@ class Replay:
         if events is None:
             self.apply_lines(enumerate(lines, first_line_no))
             return
-        sizes = list(map(len, map(_MESSAGES, events)))
-        ends = list(accumulate(sizes, initial=len(self.messages)))
-        if list(map(_START, events)) != ends[:-1] or list(map(_N, events)) != ends[1:]:
+        held = len(self.messages)
+        self.messages += chain.from_iterable(map(_MESSAGES, events))
+        if len(self.messages) - held == len(events):
+            sizes = None  # one message an event, as an agent loop records them
+            ends: Sequence[int] = range(held, len(self.messages) + 1)
+        else:
+            sizes = list(map(len, map(_MESSAGES, events)))
+            ends = list(accumulate(sizes, initial=held))
+        if list(map(_START, events)) != list(ends[:-1]) or list(map(_N, events)) != list(ends[1:]):
+            del self.messages[held:]
             self.apply_lines(enumerate(lines, first_line_no))
             return
         if not self.title:
             self.title = next(filter(None, map(_TITLE, events)), self.title)
         times = list(map(_TIME, events))
-        self.messages += chain.from_iterable(map(_MESSAGES, events))
-        self.times += chain.from_iterable(map(repeat, times, sizes))
+        self.times += times if sizes is None else chain.from_iterable(map(repeat, times, sizes))
         self.updated = times[-1]
         self.events += len(events)
 
@@ -741,7 +747,7 @@ def _clean_run(lines: list[bytes]) -> list[_PlainEvent] | None:
     checks = map(str.__getitem__, map(_HEXDIGEST, map(hashlib.sha256, bodies)), repeat(_WRITTEN))
     if written.decode("latin-1") != f',"check":"{_GLUE.join(checks)}"}}':
         return None
-    run = b"[" + b",".join(lines) + b"]"
+    run = b"".join((b"[", b",".join(lines), b"]"))
     try:
         events = _batch_decoder.decode(run)
     except _DECODE_ERRORS:
