@@ -354,11 +354,10 @@ def test_a_message_is_its_value_and_nothing_more() -> None:
     assert "_shape" not in repr(message)
 
 
-def test_blocks_are_not_tracked_by_the_collector() -> None:
-    # A long history is hundreds of thousands of blocks, none in a cycle:
-    # untracked, a collection never rescans them, so loading one needs no
-    # pause. A message is tracked (its cached shape needs an instance dict),
-    # one object per message.
+def test_messages_and_blocks_are_not_tracked_by_the_collector() -> None:
+    # A long history is hundreds of thousands of messages and blocks, none in
+    # a cycle: untracked, a collection never rescans them, so loading one
+    # needs no pause and sets off no full collection as it grows.
     history = [
         Message.user("look", [Image("image/png", "AA")]),
         Message.assistant([Thinking("t", "s"), Text("x"), ToolUse("a", "f", {"k": [1]})]),
@@ -366,18 +365,21 @@ def test_blocks_are_not_tracked_by_the_collector() -> None:
     ]
     decoded = msgspec.json.decode(msgspec.json.encode(history), type=list[Message])
     for message in [*history, *decoded, *messages_from_dicts(messages_to_dicts(history))]:
+        assert not gc.is_tracked(message)
         assert not any(gc.is_tracked(block) for block in message.content)
 
 
-def test_a_shape_is_worked_out_once_per_message() -> None:
-    # The check before every request fits kept shapes rather than reading
-    # every block again; a message refused once is refused the same again.
+def test_a_shape_is_worked_out_afresh_and_kept_nowhere() -> None:
+    # Every check reads the message again (nothing is cached on it, so it has
+    # no instance dict to hold a cache); a message refused once is refused
+    # the same again.
     call = Message.assistant([ToolUse("a", "f", {}), ToolUse("a", "g", {})])
     history = [Message.user("go"), call]
     for _ in range(2):
         with pytest.raises(HistoryError, match="message 1: tool call id 'a' is used twice"):
             survey_history(history)
-    assert call._shape is call._shape
+    assert call._shape == call._shape
+    assert not hasattr(call, "__dict__")
 
 
 ids = st.sampled_from(["a", "b", "c", ""])

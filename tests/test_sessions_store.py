@@ -591,6 +591,37 @@ def test_open_never_reads_the_transcript_whole(tmp_path: Path, monkeypatch: Any)
     assert -1 not in reads  # no read of the whole file
 
 
+def test_a_loaded_session_gives_the_collector_nothing_to_track_per_message(
+    store: Store,
+) -> None:
+    # A tracked object per message made a long load set off full
+    # collections over the growing session; loaded, a session of agent turns
+    # (text, tool calls, results) leaves the collector no more objects to
+    # scan than an empty one.
+    import gc
+
+    session = store.create(backend="b", model="m")
+    turns = 2_000
+    for i in range(0, turns, 4):
+        session.append(
+            [
+                Message.user(f"turn {i}"),
+                Message.assistant([Text("looking"), ToolUse(f"c{i}", "read", {"path": f"{i}"})]),
+                Message.tool_results([ToolResult(f"c{i}", f"body {i}")]),
+                Message.assistant([Text(f"done {i}")]),
+            ]
+        )
+    gc.collect()
+    before = len(gc.get_objects())
+    loaded = store.open(session.id)
+    gc.collect()
+    grown = len(gc.get_objects()) - before
+    messages = loaded.messages()
+    assert len(messages) == turns
+    assert not any(map(gc.is_tracked, messages))
+    assert grown < 100, f"{grown} more tracked objects after loading {turns} messages"
+
+
 # -- a run of lines read at once -----------------------------------------------------
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -416,12 +415,20 @@ class Downgrade(msgspec.Struct, frozen=True, gc=False):
     reason: str
 
 
-class Message(msgspec.Struct, frozen=True, dict=True):
+class Message(msgspec.Struct, frozen=True, gc=False):
     """A role and its blocks.
 
     The request's system prompt is not a message; a `system` message is an
     instruction given mid-conversation and holds text only.
     """
+
+    # gc=False, as every block is: a message holds no cycle (its blocks are
+    # untracked values), and a loaded session is one message per line, so a
+    # tracked message made every long load and every history the collector
+    # rescans whole, again and again as it grows (a 100,000-message load
+    # spent more time in full collections than in decoding). Untracked, it
+    # can carry nothing beside its value: msgspec refuses an instance dict
+    # or a weak reference with gc=False.
 
     role: Role
     content: tuple[Block, ...]
@@ -445,15 +452,13 @@ class Message(msgspec.Struct, frozen=True, dict=True):
         elif role not in ("user", "system"):
             raise BlockError(f"message role must be 'user', 'assistant' or 'system', not {role!r}")
 
-    @functools.cached_property
+    @property
     def _shape(self) -> _Shape:
-        # What checking a history needs of this message alone, worked out the
-        # first time a history holding it is checked and kept (msgspec's way
-        # of caching derived state, hence dict=True): a message is immutable
-        # and goes out again with every request of its conversation, so the
-        # check before each request (`survey_history`) fits the messages'
-        # shapes together rather than looking at every block again. Never
-        # part of the message's value, JSON form or equality.
+        # What checking a history needs of this message alone, worked out
+        # afresh each time a history holding it is checked: nothing is kept on
+        # the message, so every check before a request reads every message,
+        # and a message is its value and nothing more (no cache to go stale,
+        # none in its JSON form or equality).
         return _shape_of(self.role, self.content)
 
     # -- builders -----------------------------------------------------------

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import accumulate, chain, repeat
 from operator import attrgetter, methodcaller
-from typing import TYPE_CHECKING, Any, BinaryIO, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, BinaryIO, Generic, Literal, TypeVar
 
 import msgspec
 
@@ -578,30 +578,32 @@ class Replay:
 
         A clean run is what a recorder writes: every line checked and intact,
         plain appends that follow on from one another, no image, document or
-        downgrade. Its checks run line by line in C, and its events are
-        decoded in one call as the JSON array of the lines; anything else
-        in the run (a damaged line, a rewrite, a block by hash) sends the
-        whole run through `apply_lines`, so the reading is the same either way.
+        downgrade. Its checks are made for the whole run in a few calls, and
+        its events are decoded in one call as the JSON array of the lines,
+        straight into the messages the session keeps; anything else in the
+        run (a damaged line, a rewrite, a block by hash) sends the whole run
+        through `apply_lines`, so the reading is the same either way.
         """
         events = _clean_run(lines)
         if events is None:
             self.apply_lines(enumerate(lines, first_line_no))
             return
-        sizes = list(map(len, map(_MESSAGES, events)))
-        ends = list(accumulate(sizes, initial=len(self.messages)))
-        if (
-            list(map(_START, events)) != ends[:-1]
-            or list(map(_N, events)) != ends[1:]
-            or any(map(_DOWNGRADES, events))
-            or set(map(_KIND, events)) != {"append"}
-        ):
+        held = len(self.messages)
+        self.messages += chain.from_iterable(map(_MESSAGES, events))
+        if len(self.messages) - held == len(events):
+            sizes = None  # one message an event, as an agent loop records them
+            ends: Sequence[int] = range(held, len(self.messages) + 1)
+        else:
+            sizes = list(map(len, map(_MESSAGES, events)))
+            ends = list(accumulate(sizes, initial=held))
+        if list(map(_START, events)) != list(ends[:-1]) or list(map(_N, events)) != list(ends[1:]):
+            del self.messages[held:]
             self.apply_lines(enumerate(lines, first_line_no))
             return
         if not self.title:
             self.title = next(filter(None, map(_TITLE, events)), self.title)
         times = list(map(_TIME, events))
-        self.messages += chain.from_iterable(map(_MESSAGES, events))
-        self.times += chain.from_iterable(map(repeat, times, sizes))
+        self.times += times if sizes is None else chain.from_iterable(map(repeat, times, sizes))
         self.updated = times[-1]
         self.events += len(events)
 
@@ -699,33 +701,32 @@ class Replay:
 class _PlainEvent(msgspec.Struct, frozen=True, gc=False):
     """`Event[Message]` as a clean run decodes it: the same fields, read the same way.
 
-    Tuples and no collector tracking (only the messages inside are tracked),
-    so a run's events add nothing for the collector to scan while the
-    session they build grows: each tracked temporary that outlives a young
-    collection hastens the next full one over the whole heap.
+    Tuples and no collector tracking, so a run's events add nothing for the
+    collector to scan while the session they build grows. Only a plain
+    append with no downgrade is one (`event` and `downgrades` say so), so a
+    run holding any other event fails this decoding and is read by line.
     """
 
-    event: str
+    event: Literal["append"]
     time: str
     n: int
     start: int = 0
     title: str | None = None
     messages: tuple[Message, ...] = ()
     failed: str | None = None
-    downgrades: tuple[Downgrade, ...] = ()
+    downgrades: Annotated[tuple[Downgrade, ...], msgspec.Meta(max_length=0)] = ()
 
 
 _batch_decoder = lazy_decoder(list[_PlainEvent])
-_FIELD = slice(-_CHECK_TAIL, -_CHECK_HEX - 2)
-_WRITTEN = slice(-_CHECK_HEX - 2, -2)
+_TAIL = slice(-_CHECK_TAIL, None)
 _BODY = slice(None, -_CHECK_TAIL)
+_WRITTEN = slice(None, _CHECK_HEX)
+_GLUE = '"},"check":"'  # one line's check field ending, the next one's beginning
 _MESSAGES = attrgetter("messages")
 _START = attrgetter("start")
 _N = attrgetter("n")
-_KIND = attrgetter("event")
 _TITLE = attrgetter("title")
 _TIME = attrgetter("time")
-_DOWNGRADES = attrgetter("downgrades")
 _CONTENT = attrgetter("content")
 _HEXDIGEST = methodcaller("hexdigest")
 
@@ -733,24 +734,28 @@ _HEXDIGEST = methodcaller("hexdigest")
 def _clean_run(lines: list[bytes]) -> list[_PlainEvent] | None:
     """A run's events when every line is checked, intact and plain, else None (read it by line).
 
-    The same tests `decode_event` makes, over the whole run in C: each line
-    ends in its check field and the check holds (a line without one, an
-    older line, is read by line), the lines decode as one JSON array into
+    The same tests `decode_event` makes, over the whole run at once: each
+    line ends in its check field and the check holds (a line without one,
+    an older line, is read by line), the lines decode as one JSON array into
     exactly one event each, and no image or document came out (only those
     two read differently when a line holds blocks by hash).
+
+    The checks are compared in one piece: the last bytes of every line, as
+    long as a check field and its `}`, joined, against the check fields the
+    lines' hashes give, joined. Each piece of the second is exactly that
+    long, so the two are equal only if every line ends in its own check.
     """
     count = len(lines)
-    if not count or list(map(bytes.__getitem__, lines, repeat(_FIELD))).count(_CHECK) != count:
+    if not count:
         return None
-    if not all(map(bytes.endswith, lines, repeat(b'"}'))):
-        return None
+    written = b"".join(map(bytes.__getitem__, lines, repeat(_TAIL)))
     bodies = map(bytes.__add__, map(bytes.__getitem__, lines, repeat(_BODY)), repeat(b"}"))
-    digests = map(_HEXDIGEST, map(hashlib.sha256, bodies))
-    written = map(bytes.decode, map(bytes.__getitem__, lines, repeat(_WRITTEN)), repeat("latin-1"))
-    if not all(map(str.startswith, digests, written)):
+    checks = map(str.__getitem__, map(_HEXDIGEST, map(hashlib.sha256, bodies)), repeat(_WRITTEN))
+    if written.decode("latin-1") != f',"check":"{_GLUE.join(checks)}"}}':
         return None
+    run = b"".join((b"[", b",".join(lines), b"]"))
     try:
-        events = _batch_decoder.decode(b"[" + b",".join(lines) + b"]")
+        events = _batch_decoder.decode(run)
     except _DECODE_ERRORS:
         return None
     if len(events) != count:

@@ -552,8 +552,8 @@ class SessionStore:
             with path.open("rb") as f:
                 stat = os.fstat(f.fileno())
                 reader = LineReader(f)
-                # No pause of the collector: blocks are untracked (gc=False),
-                # so a long load gives it one object per message to rescan.
+                # No pause of the collector: messages and blocks are untracked
+                # (gc=False), so a long load gives it nothing to rescan.
                 for first, lines in reader.batches():
                     if meta is None:
                         meta = decode_header(lines[0], where)
