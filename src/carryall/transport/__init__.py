@@ -8,6 +8,8 @@ their concept:
   field a codec reads reaches it unchanged.
 - `carryall.transport.anthropic` and `carryall.transport.openai`: one
   transport per SDK, each handed a `carryall.providers.codec.Codec` value.
+- `_http` (private): one prepared POST per SDK client, sent through the
+  SDK's httpx2 client with its headers and its retry policy.
 - `_errors` (private): the one mapping of SDK and HTTP failures to
   `ProviderError`, and the loop that sends a broken stream again whole.
 

@@ -7,8 +7,9 @@ attempt (opening, streaming, reading a whole answer) go through it, so the
 same failure reads the same on every wire.
 
 Retries happen in two places, each where it can be done right. Before an
-answer starts, the SDKs retry rate limits (429), overload (529), other 5xx,
-timeouts and refused connections with backoff, honouring `retry-after`.
+answer starts, the prepared POST (`_http.Poster`, with the SDKs' policy)
+retries rate limits (429), overload (529), other 5xx, timeouts and refused
+connections with backoff, honouring `retry-after`.
 Once a stream has started they no longer can, so a stream that breaks off
 (a dropped connection, a read timeout, an `overloaded_error` or
 `rate_limit_error` event, an end before the answer finished) is retried by

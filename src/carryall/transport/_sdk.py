@@ -1,15 +1,18 @@
 """What both SDK transports do alike: one attempt, read as a stream or whole, through a codec.
 
 Both official SDKs are made by the same generator, so sending a body and
-reading the raw answer is the same code for both: the client's raw `post`
-with the codec's bytes as the content and the bare HTTP response as the
-answer. That keeps what the SDK is for (its retries with backoff and
-`retry-after`, timeouts, headers and API key, typed status errors) and
-skips what it would otherwise do to every request: walk the whole history
-to transform it, copy it, and encode it again with the stdlib `json`. What
-differs between the wires is the `Codec` value a backend is built with and
-the path it posts to; what differs between the SDKs is its `SdkErrors`
-value and how its client is made, which is the subclass's constructor.
+reading the raw answer is the same code for both: the codec's bytes posted
+through the SDK's own httpx2 client with the SDK's headers, retry policy and
+typed status errors (`_http.Poster`, prepared once per client), and the bare
+HTTP response read by carryall's decoders. That keeps what the SDK is for
+(its retries with backoff and `retry-after`, timeouts, headers and API key,
+typed status errors, its proxies from the environment) and skips what it
+would otherwise do to every request: walk the whole history to transform
+it, copy it, encode it again with the stdlib `json`, and rebuild the same
+request options, headers and URL. What differs between the wires is the
+`Codec` value a backend is built with and the path it posts to; what
+differs between the SDKs is its `SdkErrors` value and how its client is
+made, which is the subclass's constructor.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from carryall.transport._errors import (
     send_whole,
     shown,
 )
+from carryall.transport._http import Poster
 from carryall.transport._images import ImageLimits, fit_request_images
 from carryall.transport.sse import iter_sse
 
@@ -155,6 +159,9 @@ class SdkBackend(WireBackend):
     `complete` returns a whole `Response` or raises `ProviderError`, never
     something in between: the caller appends the answer only once it has
     it, so a failed request leaves the history exactly as it was.
+    `client(base_url, http)` makes the SDK client for a base URL (None: the
+    SDK's own, from its environment variable or default) around the httpx2
+    client `http`, which the backend then posts through (`_http.Poster`).
     """
 
     def __init__(
@@ -165,7 +172,8 @@ class SdkBackend(WireBackend):
         capabilities: Capabilities,
         codec: Callable[[str], Codec],
         errors: SdkErrors,
-        client: Any,
+        client: Callable[[str | None, Any], Any],
+        base_url: str | None,
         path: str,
         timeout: float,
         max_retries: int,
@@ -185,8 +193,9 @@ class SdkBackend(WireBackend):
             stream=stream,
         )
         self._errors = errors
-        self._client = client
+        self._make_client = client
         self._path = path
+        self._connect(base_url)
         self.endpoint = endpoint_of(self.base_url)
         """The base URL's host: what this backend's origins name (`carryall.blocks.Origin`)."""
         self._codec = codec(self.endpoint)
@@ -195,6 +204,23 @@ class SdkBackend(WireBackend):
     def base_url(self) -> str:
         """The URL the SDK sends to."""
         return str(self._client.base_url).rstrip("/")
+
+    def _connect(self, base_url: str | None) -> None:
+        """Make the SDK client for `base_url` (None: the SDK's own choice) and the POST it prepares.
+
+        Both share one httpx2 client, the SDK's `DefaultHttpxClient`, so
+        the SDK's own calls (`served_model`) and every completion use one pool.
+        """
+        http = self._errors.module.DefaultHttpxClient()
+        self._client = self._make_client(base_url, http)
+        self._poster = Poster(
+            self._client,
+            http,
+            self._path,
+            self._errors,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+        )
 
     def complete(self, request: Request, on_text: Callable[[str], None] | None = None) -> Response:
         """Send `request` and return the whole answer, or raise `ProviderError`.
@@ -233,14 +259,10 @@ class SdkBackend(WireBackend):
 
     def _attempt(self, body: bytes, on_text: Callable[[str], None] | None) -> Response:
         """Send `body` once; `Broken` when the answer broke off after it began."""
-        import httpx2
-
         try:
-            # `cast_to` the bare response: the SDK hands it back unread when
-            # streaming, after its retries and its typed errors for a status.
-            raw: httpx2.Response = self._client.post(
-                self._path, cast_to=httpx2.Response, content=body, stream=self.stream
-            )
+            # Unread when streaming, after the SDK's retry policy and its typed
+            # errors for a status (`_http.Poster`).
+            raw = self._poster.send(body, stream=self.stream)
         except opening_errors(self._errors) as exc:
             raise sdk_failure(self._where, exc, self._errors, self.timeout) from exc
         with contextlib.closing(raw):

@@ -44,9 +44,14 @@ class AnthropicBackend(SdkBackend):
             capabilities=capabilities,
             codec=lambda endpoint: anthropic_codec(capabilities, endpoint),
             errors=SdkErrors(anthropic, anthropic.AnthropicError, anthropic_status),
-            client=anthropic.Anthropic(
-                api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
+            client=lambda url, http: anthropic.Anthropic(
+                api_key=api_key,
+                base_url=url,
+                timeout=timeout,
+                max_retries=max_retries,
+                http_client=http,
             ),
+            base_url=base_url,
             path="/v1/messages",
             timeout=timeout,
             max_retries=max_retries,

@@ -7,7 +7,7 @@ The SDK is imported when a backend is made, not with this module. The
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from carryall.errors import LocalBackendError, ProviderError
 from carryall.providers import Capabilities, Dialect, Response
@@ -58,7 +58,6 @@ class OpenAIBackend(SdkBackend):
     ) -> None:
         import openai
 
-        self._api_key = api_key or NO_KEY
         self._server = server
         super().__init__(
             name=name,
@@ -66,7 +65,14 @@ class OpenAIBackend(SdkBackend):
             capabilities=capabilities,
             codec=lambda endpoint: openai_codec(capabilities, dialect, endpoint),
             errors=SdkErrors(openai, openai.OpenAIError, openai_status),
-            client=self._new_client(base_url, timeout, max_retries),
+            client=lambda url, http: openai.OpenAI(
+                api_key=api_key or NO_KEY,
+                base_url=url,
+                timeout=timeout,
+                max_retries=max_retries,
+                http_client=http,
+            ),
+            base_url=base_url,
             path="/chat/completions",
             timeout=timeout,
             max_retries=max_retries,
@@ -116,11 +122,4 @@ class OpenAIBackend(SdkBackend):
         if url != self.base_url:
             # Restarted on another port: a new client, the old pool points nowhere.
             self.close()
-            self._client = self._new_client(url, self.timeout, self.max_retries)
-
-    def _new_client(self, base_url: str | None, timeout: float, max_retries: int) -> Any:
-        import openai
-
-        return openai.OpenAI(
-            api_key=self._api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
-        )
+            self._connect(url)

@@ -51,12 +51,14 @@ class ResponsesBackend(SdkBackend):
             capabilities=capabilities,
             codec=lambda endpoint: responses_codec(capabilities, llama=llama, endpoint=endpoint),
             errors=SdkErrors(openai, openai.OpenAIError, openai_status),
-            client=openai.OpenAI(
+            client=lambda url, http: openai.OpenAI(
                 api_key=api_key or NO_KEY,
-                base_url=base_url,
+                base_url=url,
                 timeout=timeout,
                 max_retries=max_retries,
+                http_client=http,
             ),
+            base_url=base_url,
             path="/responses",
             timeout=timeout,
             max_retries=max_retries,
