@@ -133,7 +133,7 @@ from urllib.parse import urlsplit
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from carryall._json import body_bytes, carryable, repair_surrogates
+from carryall._json import One, body_bytes, carryable, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
@@ -343,7 +343,7 @@ def encode_prepared(
             said, use = content
             if type(said) is Text and type(use) is ToolUse and said.text:
                 call = _call(use, index, spaced)
-                append(_AssistantMessage(content=said.text, tool_calls=_OneCall(call)))
+                append(_AssistantMessage(content=said.text, tool_calls=One(call)))
                 continue
         if role == "user":
             _encode_user(message, append)
@@ -403,12 +403,6 @@ class _Call(msgspec.Struct, gc=False):
     function: _Function
 
 
-class _OneCall(msgspec.Struct, gc=False, array_like=True):
-    """A `tool_calls` array of one call, the commonest, with no list to track."""
-
-    call: _Call
-
-
 class _ToolMessage(msgspec.Struct, gc=False, tag_field="role", tag="tool"):
     tool_call_id: str
     content: str
@@ -426,7 +420,8 @@ class _AssistantMessage(msgspec.Struct, gc=False, tag_field="role", tag="assista
     reasoning_content: str | UnsetType = UNSET
     reasoning_details: list[Any] | UnsetType = UNSET
     content: str | list[Any] | UnsetType = UNSET
-    tool_calls: _OneCall | list[_Call] | UnsetType = UNSET
+    tool_calls: One | list[_Call] | UnsetType = UNSET
+    """A lone call as `One`, the commonest, so there is no list to track."""
 
 
 class _TextPart(msgspec.Struct, gc=False, tag_field="type", tag="text"):
@@ -521,7 +516,7 @@ def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -
         # Both servers want content or tool calls on an assistant message.
         out.content = ""
     if calls:
-        out.tool_calls = _OneCall(calls[0]) if len(calls) == 1 else calls
+        out.tool_calls = One(calls[0]) if len(calls) == 1 else calls
     return out
 
 
@@ -543,7 +538,7 @@ def _arguments(block: ToolUse, index: int, spaced: bool = False) -> str:
         if spaced:
             return json.dumps(block.input, ensure_ascii=False, allow_nan=False)
         text = _INPUT.encode(block.input).decode()
-    except (TypeError, ValueError, RecursionError) as exc:
+    except (TypeError, ValueError, msgspec.EncodeError, RecursionError) as exc:
         if isinstance(exc, ValueError) and not carryable(block.input):
             exc = ValueError("it holds NaN or Infinity")
         raise HistoryError(
