@@ -33,7 +33,7 @@ from carryall.attachments import (
     lift,
     load_image,
 )
-from carryall.blocks import Image, Message, Text, ToolResult, ToolUse
+from carryall.blocks import Image, Message, Text, ToolResult, ToolUse, survey_history
 from carryall.carrier import (
     Marker,
     MarkerKind,
@@ -890,6 +890,26 @@ def test_oldest_images_beyond_the_limit_become_placeholders_newest_kept() -> Non
     )
     assert out[1] is history[1]
     assert out[2] is history[2] and out[3] is history[3]
+
+
+def test_limit_within_the_surveyed_messages_gives_what_the_whole_walk_gives() -> None:
+    """Given the survey's irregular messages, the limit looks at those alone, to the same end."""
+    rounds: list[Message] = []
+    for n in range(6):
+        call = ToolUse(f"c{n}", "shoot", {})
+        shots = [_shot(f"{n}.png")] if n % 2 else []
+        rounds += [
+            Message.user(f"go {n}"),
+            Message.assistant([Text("looking"), call]),
+            Message.tool_results([ToolResult(f"c{n}", "done")], shots),
+            Message.assistant([Text("seen")]),
+        ]
+    irregular = survey_history(rounds).irregular
+    assert len(irregular) < len(rounds)
+    for limit in (0, 1, 2, 3, 5):
+        within = apply_image_limit(rounds, limit, irregular)
+        assert within == apply_image_limit(rounds, limit)
+        assert all(a is b for a, b in zip(within, rounds, strict=True) if a == b)
 
 
 def test_limit_splitting_one_message_keeps_its_later_images() -> None:

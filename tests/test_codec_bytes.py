@@ -13,7 +13,8 @@ from carryall.errors import HistoryError
 from carryall.providers import Capabilities, Request
 from carryall.providers import anthropic as anthropic_wire
 from carryall.providers import openai as openai_wire
-from carryall.providers.codec import Codec, anthropic_codec, openai_codec
+from carryall.providers import responses as responses_wire
+from carryall.providers.codec import Codec, anthropic_codec, openai_codec, responses_codec
 from tests.goldens import GOLDENS, TOOLS
 
 SEES_AND_CALLS = Capabilities(vision=True, native_tools=True, thinking=True)
@@ -41,6 +42,8 @@ CODECS = [
         {"stream": True, "stream_options": {"include_usage": True}},
         id="prompt",
     ),
+    pytest.param(responses_codec(SEES_AND_CALLS), {"stream": True}, id="responses"),
+    pytest.param(responses_codec(PROMPT_MODE, llama=True), {"stream": True}, id="responses-prompt"),
 ]
 
 
@@ -146,6 +149,11 @@ def _text_rounds(rounds: int) -> list[Message]:
         ),
         pytest.param(
             openai_wire, lambda r: openai_wire.encode_sent(r, SEES_AND_CALLS), id="openai"
+        ),
+        pytest.param(
+            responses_wire,
+            lambda r: responses_wire.encode_sent(r, SEES_AND_CALLS),
+            id="responses",
         ),
     ],
 )

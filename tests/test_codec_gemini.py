@@ -190,6 +190,18 @@ def test_a_non_object_tool_input_is_wrapped_and_unwrapped() -> None:
         assert decode_messages(body["contents"])[1] == history
 
 
+def test_a_tool_input_that_is_not_json_is_refused_by_name_on_both_paths() -> None:
+    history = [
+        Message.user("x"),
+        Message.assistant([ToolUse("c", "f", {"when": object()})]),
+        Message.tool_results([ToolResult("c", "ok")]),
+    ]
+    with pytest.raises(ProviderError, match="Gemini request: a tool input is not a JSON value"):
+        encode_request(request(history), SEES)
+    with pytest.raises(TypeError, match="object"):
+        encode_request_bytes(request(history), SEES)
+
+
 def test_a_broken_history_is_refused_before_encoding() -> None:
     broken = [Message.user("x"), Message.assistant([ToolUse("c", "f", {})]), Message.user("y")]
     with pytest.raises(HistoryError):

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import msgspec
 
-__all__ = ["body_bytes", "carryable", "load_json", "repair_surrogates", "repair_text"]
+__all__ = ["One", "body_bytes", "carryable", "load_json", "repair_surrogates", "repair_text"]
 
 _BODY: Final = msgspec.json.Encoder()
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
@@ -100,6 +100,17 @@ def body_bytes(body: Mapping[str, Any]) -> bytes:
     own serializer would raise.
     """
     return _BODY.encode(body)
+
+
+class One(msgspec.Struct, gc=False, array_like=True):
+    """A JSON array of one item, as `body_bytes` writes it: `[item]`, with no list to track.
+
+    For the one-item arrays a wire body holds per message (a lone tool call,
+    a lone content part), so a long history's body is not a tracked list
+    per message until it is sent; `msgspec.to_builtins` makes it `[item]`.
+    """
+
+    item: Any
 
 
 class WrittenAhead:

@@ -818,29 +818,37 @@ def _names(pending: tuple[str, ...], caller: Message) -> str:
     return ", ".join(f"{names[call_id]} ({call_id})" for call_id in pending)
 
 
-def apply_image_limit(messages: Sequence[Message], max_images: int) -> list[Message]:
+def apply_image_limit(
+    messages: Sequence[Message], max_images: int, within: Sequence[int] | None = None
+) -> list[Message]:
     """Keep the newest `max_images` images of a history; older ones become placeholder text.
 
     One function, used by every encoder, so every backend drops the same
     images and says the same thing where they were (`image_placeholder`).
     A negative limit counts as zero. Messages without a replaced image are
-    returned as the same objects.
+    returned as the same objects. `within`, when given, names the only
+    messages that can hold an image, in order (`HistorySurvey.irregular`:
+    an image makes a message irregular), so an encoder that has surveyed
+    the history looks into those alone instead of every message again.
     """
     # Counted by exact type over user turns only (images ride nowhere else):
     # this runs before every request on the whole history.
     # A message is looked into only when it holds an image (`in` over `map`
     # is one C-level pass), and the rewrite stops at the last image replaced.
+    indices = range(len(messages)) if within is None else within
     total = 0
-    for m in messages:
+    for index in indices:
+        m = messages[index]
         if m.role == "user" and Image in map(type, m.content):
             total += [*map(type, m.content)].count(Image)
     excess = total - max(max_images, 0)
     out = list(messages)
     if excess <= 0:
         return out
-    for index, message in enumerate(messages):
+    for index in indices:
         if excess <= 0:
             break
+        message = messages[index]
         if Image not in map(type, message.content):
             continue
         blocks: list[Block] = []

@@ -150,7 +150,7 @@ def prepare(
     irregular = survey.irregular
     downgrades: list[Downgrade] = []
     if survey.images > max(request.max_images, 0):
-        limited = apply_image_limit(messages, request.max_images)
+        limited = apply_image_limit(messages, request.max_images, irregular)
         for index in irregular:
             if limited[index] is not messages[index]:
                 downgrades += _replaced_images(index, messages[index], limited[index], _LIMIT)

@@ -191,6 +191,9 @@ def responses_codec(caps: Capabilities, *, llama: bool = False, endpoint: str = 
         completes=_response_finished,
         ends=_response_finished,
         endpoint=endpoint,
+        encode_sent=lambda request, stream: responses_wire.encode_sent(
+            request, caps, constrained=constrained, llama=llama, stream=stream
+        ),
     )
 
 

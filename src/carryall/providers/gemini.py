@@ -61,7 +61,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from carryall._json import WrittenAhead, body_bytes, repair_surrogates
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from carryall._json import One, WrittenAhead, body_bytes, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
@@ -156,12 +159,18 @@ def encode(request: Request, caps: Capabilities) -> Encoded:
 
 
 def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
-    # `sent`: the body is only for `body_bytes`, so it is written ahead as it is built.
+    # `sent`: the body is only for `body_bytes`, so it is written ahead as it
+    # is built and keeps the wire objects below rather than their dicts.
     prepared = prepare(request, caps, WIRE)
     messages = prepared.messages
     contents: list[Any] = []
+    append = contents.append
     names: dict[str, str] = {}  # the calls of the message before, which results answer by name
     ahead = WrittenAhead(payload_messages(prepared)) if sent else None
+    # This loop runs over the whole history on every request: blocks are told
+    # apart by exact type, and the commonest turns of a tool loop (one
+    # result; a remark and one call) go the short way, as the general writers
+    # below would write them.
     for index, message in enumerate(messages):
         if ahead is not None:
             ahead.step(contents, index)
@@ -172,19 +181,24 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
                 and type(content[0]) is ToolResult
                 and content[0].tool_use_id in names
             ):
-                # The commonest user turn of a tool loop: one result, one part.
-                parts = [_result_part(content[0], names[content[0].tool_use_id])]
+                parts: Any = One(_result_part(content[0], names[content[0].tool_use_id]))
             else:
                 parts = [_user_part(block, names, index) for block in _results_first(message)]
-            contents.append({"role": "user", "parts": parts})
+            append(_Content("user", parts))
             names = {}
-        else:
-            names = {}
-            parts = _model_parts(content, names)
-            contents.append({"role": "model", "parts": parts or [{"text": ""}]})
+            continue
+        names = {}
+        if len(content) == 2:
+            said, use = content
+            if type(said) is Text and type(use) is ToolUse and said.text:
+                names[use.id] = use.name
+                append(_Content("model", [_TextPart(said.text), _call_part(use)]))
+                continue
+        written = _model_parts(content, names)
+        append(_Content("model", written or One(_TextPart(""))))
     if not contents:
         raise HistoryError(0, "the request has no messages: nothing to answer")
-    body: dict[str, Any] = {"contents": contents}
+    body: dict[str, Any] = {"contents": contents if sent else _as_dicts(contents)}
     if request.system:
         body["systemInstruction"] = {"parts": [{"text": request.system}]}
     if request.tools:
@@ -222,6 +236,80 @@ def encode_request_bytes(request: Request, caps: Capabilities, *, stream: bool =
     return body_bytes(_encode(request, caps, sent=True).body)
 
 
+def _as_dicts(contents: list[Any]) -> list[Any]:
+    """The contents as the dicts `encode` returns, or a clear error for a tool input that is
+    not JSON (the bytes path refuses it as `body_bytes` does)."""
+    try:
+        out: list[Any] = msgspec.to_builtins(contents)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ProviderError(f"Gemini request: a tool input is not a JSON value: {exc}") from None
+    return out
+
+
+# -- the wire's parts ----------------------------------------------------------
+# What `_encode` builds, one class per object of a content's parts, as the
+# OpenAI codec builds its messages: msgspec writes them straight from their
+# fields, they are not tracked by the garbage collector and are a fraction
+# of a dict's size; an UNSET field is left out. `encode` turns them into the
+# dicts it returns (`msgspec.to_builtins`).
+
+
+class _Content(msgspec.Struct, gc=False):
+    role: str
+    parts: One | list[Any]
+
+
+class _TextPart(msgspec.Struct, gc=False):
+    text: str
+
+
+class _Output(msgspec.Struct, gc=False):
+    output: str
+
+
+class _Error(msgspec.Struct, gc=False):
+    error: str
+
+
+class _FunctionResponse(msgspec.Struct, gc=False):
+    id: str
+    name: str
+    response: _Output | _Error
+
+
+class _ResponsePart(msgspec.Struct, gc=False):
+    functionResponse: _FunctionResponse
+
+
+class _FunctionCall(msgspec.Struct, gc=False):
+    id: str
+    name: str
+    args: Any
+
+
+class _CallPart(msgspec.Struct, gc=False):
+    functionCall: _FunctionCall
+    thoughtSignature: str | UnsetType = UNSET
+
+
+class _Blob(msgspec.Struct, gc=False):
+    mimeType: str
+    data: str
+
+
+class _InlinePart(msgspec.Struct, gc=False):
+    inlineData: _Blob
+
+
+class _FileData(msgspec.Struct, gc=False):
+    mimeType: str
+    fileUri: str
+
+
+class _FilePart(msgspec.Struct, gc=False):
+    fileData: _FileData
+
+
 def _results_first(message: Message) -> Sequence[Block]:
     content = message.content
     seen_other = False
@@ -237,21 +325,15 @@ def _results_first(message: Message) -> Sequence[Block]:
     return [*results, *(b for b in content if not isinstance(b, ToolResult))]
 
 
-def _result_part(block: ToolResult, name: str) -> dict[str, Any]:
-    key = "error" if block.is_error else "output"
-    return {
-        "functionResponse": {
-            "id": block.tool_use_id,
-            "name": name,
-            "response": {key: block.content},
-        }
-    }
+def _result_part(block: ToolResult, name: str) -> _ResponsePart:
+    response = _Error(block.content) if block.is_error else _Output(block.content)
+    return _ResponsePart(_FunctionResponse(block.tool_use_id, name, response))
 
 
-def _user_part(block: Block, names: Mapping[str, str], index: int) -> dict[str, Any]:
+def _user_part(block: Block, names: Mapping[str, str], index: int) -> Any:
     kind = type(block)
     if kind is Text:
-        return {"text": block.text}  # type: ignore[union-attr]
+        return _TextPart(block.text)  # type: ignore[union-attr]
     if kind is ToolResult:
         result: ToolResult = block  # type: ignore[assignment]
         name = names.get(result.tool_use_id)
@@ -263,42 +345,39 @@ def _user_part(block: Block, names: Mapping[str, str], index: int) -> dict[str, 
     if isinstance(block, Image | Document):
         # `prepare` let a URI through only where Gemini fetches it (`FILES_API`).
         if block.url is not None and not block.data:
-            return {"fileData": {"mimeType": block.media_type, "fileUri": block.url}}
-        return {"inlineData": {"mimeType": block.media_type, "data": block.data}}
+            return _FilePart(_FileData(block.media_type, block.url))
+        return _InlinePart(_Blob(block.media_type, block.data))
     if isinstance(block, Text):
-        return {"text": block.text}
+        return _TextPart(block.text)
     raise HistoryError(index, f"a {type(block).__name__} block has no place in a user turn")
 
 
-def _model_parts(content: Sequence[Block], names: dict[str, str]) -> list[dict[str, Any]]:
-    parts: list[dict[str, Any]] = []
-    part: dict[str, Any]
-    text_part: dict[str, Any] | None = None  # the part the block just before was written as
+def _call_part(call: ToolUse) -> _CallPart:
+    # `args` must be an object: anything else rides under "input", and so
+    # does an object that is only "input", so that reading back is exact.
+    value = call.input
+    plain = type(value) is dict and not (len(value) == 1 and "input" in value)
+    # A signature `prepare` kept is this origin's own, echoed with its call.
+    return _CallPart(
+        _FunctionCall(call.id, call.name, value if plain else {"input": value}),
+        call.signature or UNSET,
+    )
+
+
+def _model_parts(content: Sequence[Block], names: dict[str, str]) -> list[Any]:
+    parts: list[Any] = []
+    text_part: _TextPart | None = None  # the part the block just before was written as
     for block in content:
         kind = type(block)
         if kind is Text:
             text = block.text  # type: ignore[union-attr]
-            text_part = {"text": text} if text else None
+            text_part = _TextPart(text) if text else None
             if text_part is not None:
                 parts.append(text_part)
             continue
         if kind is ToolUse:
             call: ToolUse = block  # type: ignore[assignment]
-            # `args` must be an object: anything else rides under "input", and so
-            # does an object that is only "input", so that reading back is exact.
-            value = call.input
-            plain = isinstance(value, dict) and not (len(value) == 1 and "input" in value)
-            part = {
-                "functionCall": {
-                    "id": call.id,
-                    "name": call.name,
-                    "args": value if plain else {"input": value},
-                }
-            }
-            if call.signature:
-                # `prepare` kept it: this origin's own signature, echoed with its call.
-                part["thoughtSignature"] = call.signature
-            parts.append(part)
+            parts.append(_call_part(call))
             names[call.id] = call.name
             text_part = None
             continue
@@ -307,7 +386,7 @@ def _model_parts(content: Sequence[Block], names: dict[str, str]) -> list[dict[s
             # signature goes back on that part; anything else as it came.
             native = json.loads(block.raw)
             if block.kind == SIGNATURE and text_part is not None:
-                text_part.update(native)
+                parts[-1] = {"text": text_part.text, **native}
             else:
                 parts.append({"text": "", **native} if block.kind == SIGNATURE else native)
             text_part = None

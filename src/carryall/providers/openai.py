@@ -131,8 +131,9 @@ from typing import Any, Final, get_args
 from urllib.parse import urlsplit
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
-from carryall._json import body_bytes, carryable, repair_surrogates
+from carryall._json import One, body_bytes, carryable, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
@@ -205,6 +206,8 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 # A response names its tool calls by index; far beyond any real parallel
 # round, a larger index is a broken or hostile stream, not a call.
 _MAX_TOOL_CALL_INDEX = 4096
+_INPUT: Final = msgspec.json.Encoder()
+"""The writer of tool inputs as argument text (`_arguments`)."""
 
 
 # -- encoding ---------------------------------------------------------------
@@ -262,15 +265,11 @@ def encode_sent(
     """`encode`'s body as the bytes sent (`stream_body`'s when `stream`), and its report.
 
     The transport's entry point, and the same JSON as `encode`'s body byte
-    for byte. An assistant message that calls tools is written to its bytes
-    as soon as it is built (`encode_prepared(sealed=True)`), so its dicts
-    and lists die young: kept until the whole body was written, a long
-    history's would be several containers per message that the garbage
-    collector tracks and, once the request outlived a few young
-    collections, walks again in a full one.
+    for byte: the same wire objects (`encode_prepared(sent=True)`), written
+    by msgspec as they are instead of converted to dicts first.
     """
     prepared = prepare(request, caps, wire_of(dialect))
-    body = encode_prepared(request, prepared.messages, caps, dialect, sealed=True)
+    body = encode_prepared(request, prepared.messages, caps, dialect, sent=True)
     return Sent(sent_bytes(body, stream=stream), prepared.downgrades)
 
 
@@ -297,15 +296,15 @@ def encode_prepared(
     dialect: Dialect = "openai",
     *,
     spaced: bool = False,
-    sealed: bool = False,
+    sent: bool = False,
 ) -> dict[str, Any]:
     """`encode_request` for messages already through `_common.prepare`.
 
     For prompt mode, which prepares the history itself before rewriting it
     as plain messages: checking it a second time would be the same work again.
-    `sealed` holds each assistant message that calls tools as its JSON bytes
-    (`msgspec.Raw`, written by `body_bytes` as they are) instead of its dict:
-    for a body that is only going to be sent (`encode_sent`).
+    `sent` leaves the messages as the wire objects msgspec writes (the
+    `_...Message` classes) instead of dicts: for a body that is only going
+    to be sent (`encode_sent`).
     """
     if dialect not in _DIALECTS:
         raise ProviderError(
@@ -320,22 +319,44 @@ def encode_prepared(
         )
     wire: list[Any] = []
     if request.system:
-        wire.append({"role": "system", "content": request.system})
+        wire.append(_SystemMessage(request.system))
     # This loop runs over the whole history on every request: blocks are
     # told apart by exact type, as the history's validator tells them.
     append = wire.append
     for index, message in enumerate(messages):
         role = message.role
+        content = message.content
+        # The commonest turns the short way, as the general writers below
+        # would write them: one result, one text, a remark and one call.
+        # A function call per message is a good part of the time here.
+        if len(content) == 1:
+            only = content[0]
+            kind = type(only)
+            if kind is ToolResult and role == "user":
+                append(_tool_message(only))  # type: ignore[arg-type]
+                continue
+            if kind is Text and role != "system":
+                text = only.text  # type: ignore[union-attr]
+                append(_UserMessage(text) if role == "user" else _AssistantMessage(content=text))
+                continue
+        elif len(content) == 2 and role == "assistant":
+            said, use = content
+            if type(said) is Text and type(use) is ToolUse and said.text:
+                call = _call(use, index, spaced)
+                append(_AssistantMessage(content=said.text, tool_calls=One(call)))
+                continue
         if role == "user":
             _encode_user(message, append)
         elif role == "system":
-            append({"role": "system", "content": message.text()})
+            append(_SystemMessage(message.text()))
         else:
-            out = _encode_assistant(message, index, llama, spaced)
-            append(msgspec.Raw(body_bytes(out)) if sealed and "tool_calls" in out else out)
+            append(_encode_assistant(message, index, llama, spaced))
     if not wire:
         raise HistoryError(0, "the request has no messages and no system prompt: nothing to answer")
-    body: dict[str, Any] = {"model": request.model, "messages": wire}
+    body: dict[str, Any] = {
+        "model": request.model,
+        "messages": wire if sent else msgspec.to_builtins(wire),
+    }
     body["max_tokens" if llama else "max_completion_tokens"] = request.max_tokens
     if request.tools:
         body["tools"] = [_encode_tool(spec) for spec in request.tools]
@@ -361,19 +382,72 @@ def stream_body(body: Mapping[str, Any]) -> dict[str, Any]:
     return {**body, "stream": True, "stream_options": {"include_usage": True}}
 
 
-def _encode_user(message: Message, append: Callable[[dict[str, Any]], None]) -> None:
-    content = message.content
-    if len(content) == 1:
-        # The commonest user turns, one result or one text, the short way.
-        only = content[0]
-        if type(only) is ToolResult:
-            append(_tool_message(only))
-            return
-        if type(only) is Text:
-            append({"role": "user", "content": only.text})
-            return
+# -- the wire's objects ------------------------------------------------------
+# What `encode_prepared` builds, one class per wire object: msgspec writes a
+# Struct straight from its fields, its keys written once for the class, and
+# these are not tracked by the garbage collector, so a long history's body
+# is not thousands of containers the collector walks until it is sent. A
+# tagged class writes its tag first (`role` or `type` leads, as the wire
+# has it); an UNSET field is left out. `encode` turns the same objects into
+# the dicts it returns (`msgspec.to_builtins`): one writer for both.
+
+
+class _Function(msgspec.Struct, gc=False):
+    name: str
+    arguments: str
+
+
+class _Call(msgspec.Struct, gc=False):
+    id: str
+    type: str
+    function: _Function
+
+
+class _ToolMessage(msgspec.Struct, gc=False, tag_field="role", tag="tool"):
+    tool_call_id: str
+    content: str
+
+
+class _UserMessage(msgspec.Struct, gc=False, tag_field="role", tag="user"):
+    content: str | list[Any]
+
+
+class _SystemMessage(msgspec.Struct, gc=False, tag_field="role", tag="system"):
+    content: str
+
+
+class _AssistantMessage(msgspec.Struct, gc=False, tag_field="role", tag="assistant"):
+    reasoning_content: str | UnsetType = UNSET
+    reasoning_details: list[Any] | UnsetType = UNSET
+    content: str | list[Any] | UnsetType = UNSET
+    tool_calls: One | list[_Call] | UnsetType = UNSET
+    """A lone call as `One`, the commonest, so there is no list to track."""
+
+
+class _TextPart(msgspec.Struct, gc=False, tag_field="type", tag="text"):
+    text: str
+
+
+class _Url(msgspec.Struct, gc=False):
+    url: str
+
+
+class _ImagePart(msgspec.Struct, gc=False, tag_field="type", tag="image_url"):
+    image_url: _Url
+
+
+class _File(msgspec.Struct, gc=False):
+    file_data: str
+    filename: str
+
+
+class _FilePart(msgspec.Struct, gc=False, tag_field="type", tag="file"):
+    file: _File
+
+
+def _encode_user(message: Message, append: Callable[[Any], None]) -> None:
     rest: list[Text | Image | Document | Opaque] | None = None
-    for block in content:
+    for block in message.content:
         if type(block) is ToolResult:
             append(_tool_message(block))
         elif isinstance(block, (Text, Image, Document, Opaque)):
@@ -383,56 +457,37 @@ def _encode_user(message: Message, append: Callable[[dict[str, Any]], None]) -> 
                 rest.append(block)
     if rest is None:
         return
-    parts: str | list[dict[str, Any]]
+    parts: str | list[Any]
     if len(rest) == 1 and type(rest[0]) is Text:
         parts = rest[0].text
     else:
         parts = [_user_part(block) for block in rest]
-    append({"role": "user", "content": parts})
+    append(_UserMessage(parts))
 
 
-def _tool_message(block: ToolResult) -> dict[str, Any]:
-    return {
-        "role": "tool",
-        "tool_call_id": block.tool_use_id,
-        "content": ERROR_PREFIX + block.content if block.is_error else block.content,
-    }
+def _tool_message(block: ToolResult) -> _ToolMessage:
+    content = ERROR_PREFIX + block.content if block.is_error else block.content
+    return _ToolMessage(block.tool_use_id, content)
 
 
-def _user_part(block: Text | Image | Document | Opaque) -> dict[str, Any]:
+def _user_part(block: Text | Image | Document | Opaque) -> Any:
     if isinstance(block, Text):
-        return {"type": "text", "text": block.text}
+        return _TextPart(block.text)
     if isinstance(block, Opaque):
         # `prepare` kept it, so it is this origin's own part: as it came.
-        part: dict[str, Any] = json.loads(block.raw)
-        return part
+        return json.loads(block.raw)
     if isinstance(block, Document):
         # `prepare` leaves only PDFs by their bytes on this wire.
-        file: dict[str, Any] = {"file_data": block.data_uri()}
-        file["filename"] = block.title or block.source or "document.pdf"
-        return {"type": "file", "file": file}
+        return _FilePart(_File(block.data_uri(), block.title or block.source or "document.pdf"))
     if not block.data and block.url is not None:
-        return {"type": "image_url", "image_url": {"url": block.url}}
+        return _ImagePart(_Url(block.url))
     # The one copy of the image data the encoder makes: the data: URL itself.
-    return {"type": "image_url", "image_url": {"url": block.data_uri()}}
+    return _ImagePart(_Url(block.data_uri()))
 
 
-def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -> dict[str, Any]:
-    content = message.content
-    # The commonest answers the short way, as the loop below writes them: a
-    # text (an empty one is `content: ""` all the same), a remark and a call.
-    if len(content) == 1 and type(content[0]) is Text:
-        return {"role": "assistant", "content": content[0].text}
-    if len(content) == 2:
-        text, use = content
-        if type(text) is Text and text.text and type(use) is ToolUse:
-            return {
-                "role": "assistant",
-                "content": text.text,
-                "tool_calls": [_call(use, index, spaced)],
-            }
+def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -> _AssistantMessage:
     texts: list[str] = []
-    calls: list[dict[str, Any]] = []
+    calls: list[_Call] = []
     thinking: list[str] = []
     details: list[Any] = []
     for block in message.content:
@@ -447,55 +502,54 @@ def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -
             # `prepare` kept it, so it is this origin's: a `reasoning_details`
             # entry, the only native thing an answer on this wire holds.
             details.append(json.loads(block.raw))
-    out: dict[str, Any] = {"role": "assistant"}
+    out = _AssistantMessage()
     reasoning = "".join(thinking) if llama and thinking else ""
     if reasoning:
-        out["reasoning_content"] = reasoning
+        out.reasoning_content = reasoning
     if details:
-        out["reasoning_details"] = details
+        out.reasoning_details = details
     if len(texts) == 1:
-        out["content"] = texts[0]
+        out.content = texts[0]
     elif texts:
-        out["content"] = [{"type": "text", "text": text} for text in texts]
+        out.content = [_TextPart(text) for text in texts]
     elif not calls:
         # Both servers want content or tool calls on an assistant message.
-        out["content"] = ""
+        out.content = ""
     if calls:
-        out["tool_calls"] = calls
+        out.tool_calls = One(calls[0]) if len(calls) == 1 else calls
     return out
 
 
-def _call(block: ToolUse, index: int, spaced: bool) -> dict[str, Any]:
-    return {
-        "id": block.id,
-        "type": "function",
-        "function": {"name": block.name, "arguments": _arguments(block, index, spaced)},
-    }
+def _call(block: ToolUse, index: int, spaced: bool) -> _Call:
+    return _Call(block.id, "function", _Function(block.name, _arguments(block, index, spaced)))
 
 
 def _arguments(block: ToolUse, index: int, spaced: bool = False) -> str:
-    # msgspec's encoder, not the stdlib's: this runs once per call in the
-    # history on every request, where `json.dumps` cost more than the rest of
-    # the message. The text is compact, as OpenAI itself writes arguments.
-    # msgspec would write NaN or Infinity as null, a silent change of the
-    # input, so those are refused (`carryable`), as `json` refused them; the
-    # walk is needed only when the text holds a null at all.
+    """A call's input as the JSON text the OpenAI-family wires carry (compact unless `spaced`).
+
+    msgspec's encoder, not the stdlib's: this runs once per call in the
+    history on every request, where `json.dumps` cost more than the rest of
+    the message. The text is compact, as OpenAI itself writes arguments.
+    msgspec would write NaN or Infinity as null, a silent change of the
+    input, so those are refused (`carryable`), as `json` refused them; the
+    walk is needed only when the text holds a null at all.
+    """
     try:
         if spaced:
             return json.dumps(block.input, ensure_ascii=False, allow_nan=False)
-        text = msgspec.json.encode(block.input)
-    except (TypeError, ValueError, RecursionError) as exc:
+        text = _INPUT.encode(block.input).decode()
+    except (TypeError, ValueError, msgspec.EncodeError, RecursionError) as exc:
         if isinstance(exc, ValueError) and not carryable(block.input):
             exc = ValueError("it holds NaN or Infinity")
         raise HistoryError(
             index, f"tool call {block.id!r} ({block.name}): input is not JSON: {exc}"
         ) from None
-    if b"null" in text and not carryable(block.input):
+    if "null" in text and not carryable(block.input):
         raise HistoryError(
             index,
             f"tool call {block.id!r} ({block.name}): input is not JSON: it holds NaN or Infinity",
         )
-    return text.decode()
+    return text
 
 
 def _encode_tool(spec: ToolSpec) -> dict[str, Any]:

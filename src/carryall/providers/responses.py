@@ -58,12 +58,13 @@ are skipped, so new server features do not break old clients.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
-from carryall._json import body_bytes, repair_surrogates
+from carryall._json import One, body_bytes, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
@@ -94,6 +95,7 @@ from carryall.providers._types import (
     Encoded,
     Request,
     Response,
+    Sent,
     StopReason,
     Usage,
 )
@@ -120,6 +122,7 @@ __all__ = [
     "encode",
     "encode_request",
     "encode_request_bytes",
+    "encode_sent",
     "sent_bytes",
 ]
 
@@ -133,7 +136,6 @@ _IMPORTED: Final = Origin(DIALECT, "", "")
 """The origin of what an imported input list holds: this wire, no endpoint or model known."""
 
 _TOOL_CHOICES = ("auto", "none", "required")
-_ARGUMENTS: Final = msgspec.json.Encoder()
 _REASONING_KEYS: Final = ("type", "id", "summary", "content", "encrypted_content")
 _ENCRYPTED: Final = "reasoning.encrypted_content"
 
@@ -174,9 +176,33 @@ def encode(
     `text.format`, and on llama-server (`llama`), which reads no `text.format`
     there, also by the top-level `json_schema` it does read.
     """
+    return _encoded(request, caps, constrained, llama, sent=False)
+
+
+def encode_sent(
+    request: Request,
+    caps: Capabilities,
+    *,
+    constrained: bool = False,
+    llama: bool = False,
+    stream: bool = False,
+) -> Sent:
+    """`encode`'s body as the bytes sent (a stream asked for when `stream`), and its report.
+
+    The transport's entry point, and the same JSON as `encode`'s body byte
+    for byte: the same item objects, written by msgspec as they are instead
+    of converted to dicts first.
+    """
+    encoded = _encoded(request, caps, constrained, llama, sent=True)
+    return Sent(sent_bytes(encoded.body, stream), encoded.downgrades)
+
+
+def _encoded(
+    request: Request, caps: Capabilities, constrained: bool, llama: bool, *, sent: bool
+) -> Encoded:
     if not caps.native_tools and request.tools:
         inner, downgrades = prompt_mode.plain_request(request, caps, WIRE, constrained=constrained)
-        body = _encode(inner, list(inner.messages))
+        body = _encode(inner, list(inner.messages), sent)
         if constrained:
             schema = prompt_mode.response_schema(request.tools, request.tool_choice)
             body["text"] = {
@@ -191,19 +217,39 @@ def encode(
                 body["json_schema"] = schema
         return Encoded(body, downgrades)
     prepared = prepare(request, caps, WIRE)
-    return Encoded(_encode(request, prepared.messages), prepared.downgrades)
+    return Encoded(_encode(request, prepared.messages, sent), prepared.downgrades)
 
 
-def _encode(request: Request, messages: list[Message]) -> dict[str, Any]:
-    items: list[dict[str, Any]] = []
+def _encode(request: Request, messages: list[Message], sent: bool) -> dict[str, Any]:
+    """The body; its items are the wire objects below when `sent`, else their dicts."""
+    items: list[Any] = []
+    append = items.append
+    # This loop runs over the whole history on every request: blocks are
+    # told apart by exact type, as `survey_history` tells them, and the
+    # commonest turns (one result; a remark and one call) go the short way,
+    # as the general writers below would write them.
     for index, message in enumerate(messages):
+        content = message.content
         if message.role == "user":
-            _encode_user(message, items)
-        else:
-            _encode_assistant(message, index, items)
+            if len(content) == 1 and type(content[0]) is ToolResult:
+                append(_output(content[0]))
+            else:
+                _encode_user(message, append)
+            continue
+        if len(content) == 2:
+            said, use = content
+            if type(said) is Text and type(use) is ToolUse and said.text:
+                append(_MessageItem("assistant", said.text))
+                append(_FunctionCall(use.id, use.name, _arguments(use, index)))
+                continue
+        _encode_assistant(message, index, append)
     if not items:
         raise HistoryError(0, "the request has no messages: nothing to answer")
-    body: dict[str, Any] = {"model": request.model, "input": items, "store": False}
+    body: dict[str, Any] = {
+        "model": request.model,
+        "input": items if sent else msgspec.to_builtins(items),
+        "store": False,
+    }
     if request.system:
         body["instructions"] = request.system
     body["max_output_tokens"] = request.max_tokens
@@ -240,7 +286,7 @@ def encode_request_bytes(
     stream: bool = False,
 ) -> bytes:
     """`encode_request`'s body as the bytes sent, asking for a stream when `stream` is true."""
-    return sent_bytes(encode_request(request, caps, constrained=constrained, llama=llama), stream)
+    return encode_sent(request, caps, constrained=constrained, llama=llama, stream=stream).data
 
 
 def sent_bytes(body: Mapping[str, Any], stream: bool = False) -> bytes:
@@ -248,48 +294,77 @@ def sent_bytes(body: Mapping[str, Any], stream: bool = False) -> bytes:
     return body_bytes({**body, "stream": True} if stream else body)
 
 
-def _encode_user(message: Message, items: list[dict[str, Any]]) -> None:
-    # Exact types, as `survey_history` tells blocks apart: this runs for every
-    # block of every request, and a tool loop's user turn is mostly results.
-    parts: list[dict[str, Any]] | None = None
+# -- the wire's items --------------------------------------------------------
+# What `_encode` builds, one class per item or part, as the OpenAI codec
+# builds its messages: msgspec writes them straight from their fields, they
+# are not tracked by the garbage collector and are a fraction of a dict's
+# size, and a tagged class writes its `type` first, as the wire has it; an
+# UNSET field is left out. `encode` turns them into the dicts it returns.
+
+
+class _MessageItem(msgspec.Struct, gc=False, tag_field="type", tag="message"):
+    role: str
+    content: str | One | list[Any]
+
+
+class _FunctionCall(msgspec.Struct, gc=False, tag_field="type", tag="function_call"):
+    call_id: str
+    name: str
+    arguments: str
+
+
+class _CallOutput(msgspec.Struct, gc=False, tag_field="type", tag="function_call_output"):
+    call_id: str
+    output: str
+
+
+class _InputText(msgspec.Struct, gc=False, tag_field="type", tag="input_text"):
+    text: str
+
+
+class _InputImage(msgspec.Struct, gc=False, tag_field="type", tag="input_image"):
+    image_url: str
+    detail: str
+
+
+class _InputFile(msgspec.Struct, gc=False, tag_field="type", tag="input_file"):
+    filename: str | UnsetType = UNSET
+    file_data: str | UnsetType = UNSET
+    file_url: str | UnsetType | None = UNSET
+
+
+def _output(result: ToolResult) -> _CallOutput:
+    output = ERROR_PREFIX + result.content if result.is_error else result.content
+    return _CallOutput(result.tool_use_id, output)
+
+
+def _encode_user(message: Message, append: Callable[[Any], None]) -> None:
+    parts: list[Any] = []
     for block in message.content:
         kind = type(block)
         if kind is ToolResult:
-            result: ToolResult = block  # type: ignore[assignment]
-            items.append(
-                {
-                    "type": "function_call_output",
-                    "call_id": result.tool_use_id,
-                    "output": ERROR_PREFIX + result.content if result.is_error else result.content,
-                }
-            )
-            continue
-        if parts is None:
-            parts = []
-        if kind is Text:
-            parts.append({"type": "input_text", "text": block.text})  # type: ignore[union-attr]
+            append(_output(block))  # type: ignore[arg-type]
+        elif kind is Text:
+            parts.append(_InputText(block.text))  # type: ignore[union-attr]
         elif kind is Image:
             image: Image = block  # type: ignore[assignment]
             # `prepare` let a URL through: this wire fetches it itself.
             url = image.url if image.url is not None and not image.data else image.data_uri()
-            parts.append({"type": "input_image", "image_url": url, "detail": "auto"})
+            parts.append(_InputImage(url, "auto"))
         elif kind is Document:
             document: Document = block  # type: ignore[assignment]
             # `prepare` let only PDFs through, by their bytes or by URL.
             if document.data:
                 name = document.title or document.source or "document.pdf"
-                parts.append(
-                    {"type": "input_file", "filename": name, "file_data": document.data_uri()}
-                )
+                parts.append(_InputFile(filename=name, file_data=document.data_uri()))
             else:
-                parts.append({"type": "input_file", "file_url": document.url})
+                parts.append(_InputFile(file_url=document.url))
     if parts:
-        items.append({"type": "message", "role": "user", "content": parts})
+        append(_MessageItem("user", One(parts[0]) if len(parts) == 1 else parts))
 
 
-def _encode_assistant(message: Message, index: int, items: list[dict[str, Any]]) -> None:
-    start = len(items)
-    append = items.append
+def _encode_assistant(message: Message, index: int, append: Callable[[Any], None]) -> None:
+    written = False
     for block in message.content:
         kind = type(block)
         if kind is Text:
@@ -297,44 +372,20 @@ def _encode_assistant(message: Message, index: int, items: list[dict[str, Any]])
             if text:
                 # The easy message form: an output message item would need the id
                 # the server gave it, and a `store: false` history has none.
-                append({"type": "message", "role": "assistant", "content": text})
+                append(_MessageItem("assistant", text))
+                written = True
         elif kind is ToolUse:
             call: ToolUse = block  # type: ignore[assignment]
-            append(
-                {
-                    "type": "function_call",
-                    "call_id": call.id,
-                    "name": call.name,
-                    "arguments": _call_arguments(call, index),
-                }
-            )
+            append(_FunctionCall(call.id, call.name, _arguments(call, index)))
+            written = True
         elif kind is Opaque and block.kind == REASONING:  # type: ignore[union-attr]
             # `prepare` kept it: this origin's own reasoning item, as it came.
             append(json.loads(block.raw))  # type: ignore[union-attr]
-    if len(items) == start:
+            written = True
+    if not written:
         # A turn with nothing this wire carries still took its turn: an
         # empty message keeps the user turns around it apart.
-        append({"type": "message", "role": "assistant", "content": ""})
-
-
-def _call_arguments(block: ToolUse, index: int) -> str:
-    """A call's input as the JSON string this wire carries: msgspec's, in one pass.
-
-    Compact and UTF-8 where Chat Completions' `_arguments` keeps the stdlib's
-    spacing: this wire has no history of bytes to stay identical to, and the
-    stdlib encoder is most of an encode's time on a long history.
-    """
-    try:
-        text = _ARGUMENTS.encode(block.input).decode("utf-8")
-    except (TypeError, ValueError, msgspec.EncodeError, RecursionError) as exc:
-        raise HistoryError(
-            index, f"tool call {block.id!r} ({block.name}): input is not JSON: {exc}"
-        ) from None
-    if "null" in text:
-        # msgspec writes NaN and infinities as null: the stdlib's strict reading
-        # refuses a value no wire can carry, as every other codec does.
-        _arguments(block, index)
-    return text
+        append(_MessageItem("assistant", ""))
 
 
 # -- decoding responses -----------------------------------------------------

@@ -96,9 +96,11 @@ def fit_request_images(
         return request, downgrades
     messages: list[Message] | None = None
     for index, message in enumerate(request.messages):
-        # By exact type, as the encoders tell blocks apart, and in one C-level
-        # pass (`in` over `map`): this runs over every block of every request.
-        if Image not in map(type, message.content):
+        # Images ride user turns only (the encoder refuses a history holding
+        # one elsewhere, before anything is sent), and a user turn is looked
+        # into by exact type, as the encoders tell blocks apart, in one
+        # C-level pass (`in` over `map`): this runs on every request.
+        if message.role != "user" or Image not in map(type, message.content):
             continue
         content: list[Block] | None = None
         for at, block in enumerate(message.content):
