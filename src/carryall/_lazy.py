@@ -2,7 +2,7 @@
 
 A command that reads an empty store should pay for neither the decoding
 machinery nor the log setup it never runs, yet the modules it imports keep
-such things at their top level, where every function finds them. Three
+such things at their top level, where every function finds them. Four
 shapes of the same idea:
 
 - `lazy_names`: a package that re-exports a heavy module's names (the agent
@@ -105,24 +105,30 @@ def lazy_logger(name: str) -> logging.Logger:
     return cast("logging.Logger", _LazyLogger(name))
 
 
-class _LazyModule:
-    def __init__(self, name: str) -> None:
-        self._module_name = name
-
-    def __getattr__(self, attr: str) -> Any:
-        # Only a name not read before comes here: each is kept on this object,
-        # so a hot loop reading `hashlib.sha256` finds a plain attribute.
-        value = getattr(importlib.import_module(self._module_name), attr)
-        setattr(self, attr, value)
-        return value
-
-
 def lazy_module(name: str) -> ModuleType:
-    """The module `name`, imported when the first of its names is read, and each name kept.
+    """The module `name`, imported when the first of its names is read.
 
     For a module whose import costs a reader that never calls it: `hashlib`
     loads OpenSSL's library. The importing module writes
     `if TYPE_CHECKING: import hashlib` / `else: hashlib = lazy_module("hashlib")`,
-    so its code and its types read as the plain import's.
+    so its code and its types read as the plain import's. On that first read
+    the stand-in takes the module's names and drops its `__getattr__`, so it
+    is then an ordinary module to the interpreter (whose attribute cache skips
+    any module with a `__getattr__`): a hot loop reading `hashlib.sha256`
+    pays nothing for the laziness. It holds the names as they were at import,
+    which suits a module that never rebinds its own.
     """
-    return cast(ModuleType, _LazyModule(name))
+    stand_in = ModuleType(name)
+
+    def first_read(attr: str) -> Any:
+        module = importlib.import_module(name)
+        names, namespace = vars(module), vars(stand_in)
+        # The names go in before the hook goes out, so a thread reading at the
+        # same moment finds one or the other.
+        namespace.update(names)
+        if "__getattr__" not in names:
+            namespace.pop("__getattr__", None)
+        return getattr(module, attr)
+
+    vars(stand_in)["__getattr__"] = first_read
+    return stand_in
