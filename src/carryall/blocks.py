@@ -611,8 +611,9 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
 
     One validator in two parts: what a message can be told alone (its
     shape: the calls it answers and makes, its images, whether it is
-    canonical, its own first fault) is worked out once per message, block
-    by block, and kept on it; this fits the shapes together, and a message
+    canonical, its own first fault) is worked out per message, block by
+    block, on every call (nothing is kept on a message); this fits the
+    shapes together, and a message
     that does not fit is refused with the error its blocks give first.
     Blocks are told apart by exact type: a subclass of a block type counts
     as no block at all, as the encoders would treat it.
@@ -623,7 +624,43 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
     for index, message in enumerate(messages):
         if type(message) is not Message:
             raise HistoryError(index, f"expected a Message, got {type(message).__name__}")
-        shape = message._shape
+        # Nothing is kept on a message, so this runs over every message of
+        # every request: the three commonest messages of an agent's history
+        # (a text, a lone result that answers the one pending call, a remark
+        # and one canonical call) are told here, as `_shape_of` would tell
+        # them, without building their shape. Anything else goes through it.
+        content = message.content
+        role = message.role
+        if len(content) == 1 and role != "system":
+            block = content[0]
+            kind = type(block)
+            if kind is Text:
+                text = block.text
+                if text and not text.isspace():
+                    if pending:
+                        raise _misfit(messages, index, pending)
+                    continue
+            elif kind is ToolResult and role == "user":
+                if len(pending) == 1 and pending[0] == block.tool_use_id:
+                    if not block.content or block.attachments:
+                        irregular.append(index)
+                    pending = ()
+                    continue
+        elif len(content) == 2 and role == "assistant" and not pending:
+            remark, use = content
+            if type(remark) is Text and type(use) is ToolUse:
+                text = remark.text
+                if (
+                    text
+                    and not text.isspace()
+                    and use.id
+                    and type(use.input) is dict
+                    and not use.signature
+                    and not use.origin
+                ):
+                    pending = (use.id,)
+                    continue
+        shape = _shape_of(role, content)
         if shape is _PLAIN:  # canonical, calling and answering nothing
             if pending:
                 raise _misfit(messages, index, pending)
