@@ -158,3 +158,20 @@ def test_a_whole_answer_that_never_comes_is_a_timeout_after_the_sdks_retries(
     assert len(server.requests) == 2
     assert caught.value.kind == "timeout"
     assert "no answer within 0.2 s (after 1 retry)" in str(caught.value)
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_a_failed_status_keeps_the_sdks_typed_error_as_its_cause(flavor: Flavor) -> None:
+    import anthropic
+    import openai
+
+    busy = Reply(status=429, body=flavor.rate_limit_body, headers={"retry-after-ms": "5"})
+    with served([busy, busy]) as server:
+        backend = flavor.open(server.url, stream=False, max_retries=1)
+        with pytest.raises(ProviderError) as caught:
+            backend.complete(hello())
+        backend.close()
+    sdk = anthropic if flavor is ANTHROPIC else openai
+    assert isinstance(caught.value.__cause__, sdk.RateLimitError)
+    assert caught.value.status == 429
+    assert "(after 1 retry)" in str(caught.value)

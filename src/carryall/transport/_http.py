@@ -30,6 +30,8 @@ defaults into a client, and the typed error of a failed status. Its
 per-request machinery (middleware, OpenTelemetry spans, refreshable
 credentials) is what a carryall backend never uses: it is built with a
 static API key (`custom_auth` is still passed on when the SDK has one).
+httpx2 is imported when a `Poster` is made, as the SDKs are when a backend
+is, so importing a transport module loads no HTTP client.
 """
 
 from __future__ import annotations
@@ -38,11 +40,12 @@ import contextlib
 import email.utils
 import random
 import time
-from typing import Any, Final
-
-import httpx2
+from typing import TYPE_CHECKING, Any, Final
 
 from carryall.transport._errors import MAX_RETRY_DELAY, SdkErrors
+
+if TYPE_CHECKING:
+    import httpx2
 
 __all__ = ["INITIAL_RETRY_DELAY", "Poster", "retry_pause", "should_retry"]
 
@@ -117,6 +120,8 @@ class Poster:
         timeout: float,
         max_retries: int,
     ) -> None:
+        import httpx2
+
         self._sdk = sdk
         self._http = http
         self._errors = errors
@@ -150,6 +155,8 @@ class Poster:
         status error (the answer read, so its message is the server's),
         `APITimeoutError` or `APIConnectionError` from the httpx2 error.
         """
+        import httpx2
+
         sdk = self._errors.module
         send_options: dict[str, Any] = {} if self._auth is None else {"auth": self._auth}
         retries = 0

@@ -7,7 +7,7 @@ The SDK is imported when a backend is made, not with this module. The
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from carryall.errors import LocalBackendError, ProviderError
 from carryall.providers import Capabilities, Dialect, Response
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from carryall.local import LocalServer
 
-__all__ = ["OPENAI_CAPABILITIES", "OpenAIBackend"]
+__all__ = ["OPENAI_CAPABILITIES", "OpenAIBackend", "openai_client"]
 
 OPENAI_CAPABILITIES: Final = Capabilities(vision=True, native_tools=True, thinking=False)
 """What carryall assumes of an OpenAI-compatible model (thinking stays off that wire).
@@ -30,6 +30,27 @@ OPENAI_CAPABILITIES: Final = Capabilities(vision=True, native_tools=True, thinki
 A server that cannot see or call tools is told so in the config file
 (`vision = false`, `native_tools = false` under `[backends.openai]`).
 """
+
+
+def openai_client(
+    api_key: str | None, timeout: float, max_retries: int
+) -> Callable[[str | None, Any], Any]:
+    """How an `openai.OpenAI` client is made for a base URL, around the httpx2 client given.
+
+    A server that needs no key is sent `NO_KEY`: the SDK refuses to start without one.
+    """
+    import openai
+
+    def make(base_url: str | None, http: Any) -> Any:
+        return openai.OpenAI(
+            api_key=api_key or NO_KEY,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+            http_client=http,
+        )
+
+    return make
 
 
 class OpenAIBackend(SdkBackend):
@@ -65,13 +86,7 @@ class OpenAIBackend(SdkBackend):
             capabilities=capabilities,
             codec=lambda endpoint: openai_codec(capabilities, dialect, endpoint),
             errors=SdkErrors(openai, openai.OpenAIError, openai_status),
-            client=lambda url, http: openai.OpenAI(
-                api_key=api_key or NO_KEY,
-                base_url=url,
-                timeout=timeout,
-                max_retries=max_retries,
-                http_client=http,
-            ),
+            client=openai_client(api_key, timeout, max_retries),
             base_url=base_url,
             path="/chat/completions",
             timeout=timeout,

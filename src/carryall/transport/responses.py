@@ -11,10 +11,11 @@ from typing import Final
 
 from carryall.providers import Capabilities
 from carryall.providers.codec import responses_codec
-from carryall.transport import NO_KEY, RETRY_DELAY
+from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import SdkErrors, openai_status
 from carryall.transport._images import WIRE_IMAGE_LIMITS
 from carryall.transport._sdk import SdkBackend
+from carryall.transport.openai import openai_client
 
 __all__ = ["RESPONSES_CAPABILITIES", "ResponsesBackend"]
 
@@ -51,13 +52,7 @@ class ResponsesBackend(SdkBackend):
             capabilities=capabilities,
             codec=lambda endpoint: responses_codec(capabilities, llama=llama, endpoint=endpoint),
             errors=SdkErrors(openai, openai.OpenAIError, openai_status),
-            client=lambda url, http: openai.OpenAI(
-                api_key=api_key or NO_KEY,
-                base_url=url,
-                timeout=timeout,
-                max_retries=max_retries,
-                http_client=http,
-            ),
+            client=openai_client(api_key, timeout, max_retries),
             base_url=base_url,
             path="/responses",
             timeout=timeout,
