@@ -629,7 +629,7 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
         # (a text, a lone result that answers the one pending call, a remark
         # and one canonical call) are told here, as `_shape_of` would tell
         # them, without building their shape. Anything else goes through it.
-        content = message.content
+        content: tuple[Any, ...] = message.content  # told apart by exact type, as below
         role = message.role
         if len(content) == 1 and role != "system":
             block = content[0]
@@ -640,12 +640,16 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
                     if pending:
                         raise _misfit(messages, index, pending)
                     continue
-            elif kind is ToolResult and role == "user":
-                if len(pending) == 1 and pending[0] == block.tool_use_id:
-                    if not block.content or block.attachments:
-                        irregular.append(index)
-                    pending = ()
-                    continue
+            elif (
+                kind is ToolResult
+                and role == "user"
+                and len(pending) == 1
+                and pending[0] == block.tool_use_id
+            ):
+                if not block.content or block.attachments:
+                    irregular.append(index)
+                pending = ()
+                continue
         elif len(content) == 2 and role == "assistant" and not pending:
             remark, use = content
             if type(remark) is Text and type(use) is ToolUse:
