@@ -721,7 +721,8 @@ _batch_decoder = lazy_decoder(list[_PlainEvent])
 _TAIL = slice(-_CHECK_TAIL, None)
 _BODY = slice(None, -_CHECK_TAIL)
 _WRITTEN = slice(None, _CHECK_HEX)
-_GLUE = '"},"check":"'  # one line's check field ending, the next one's beginning
+_CHECK_TEXT = _CHECK.decode()
+_GLUE = '"}' + _CHECK_TEXT  # one line's check field ending, the next one's beginning
 _MESSAGES = attrgetter("messages")
 _START = attrgetter("start")
 _N = attrgetter("n")
@@ -751,7 +752,7 @@ def _clean_run(lines: list[bytes]) -> list[_PlainEvent] | None:
     written = b"".join(map(bytes.__getitem__, lines, repeat(_TAIL)))
     bodies = map(bytes.__add__, map(bytes.__getitem__, lines, repeat(_BODY)), repeat(b"}"))
     checks = map(str.__getitem__, map(_HEXDIGEST, map(hashlib.sha256, bodies)), repeat(_WRITTEN))
-    if written.decode("latin-1") != f',"check":"{_GLUE.join(checks)}"}}':
+    if written.decode("latin-1") != f'{_CHECK_TEXT}{_GLUE.join(checks)}"}}':
         return None
     run = b"".join((b"[", b",".join(lines), b"]"))
     try:
