@@ -613,8 +613,8 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
     shape: the calls it answers and makes, its images, whether it is
     canonical, its own first fault) is worked out per message, block by
     block, on every call (nothing is kept on a message); this fits the
-    shapes together, and a message
-    that does not fit is refused with the error its blocks give first.
+    shapes together, and a message that does not fit is refused with the
+    error its blocks give first.
     Blocks are told apart by exact type: a subclass of a block type counts
     as no block at all, as the encoders would treat it.
     """
