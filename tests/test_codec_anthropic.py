@@ -994,7 +994,7 @@ def test_canonical_messages_go_out_as_if_written_block_by_block(
     history: list[Message], caps: Capabilities
 ) -> None:
     request = Request(model="m", messages=tuple(history), max_images=2)
-    one_by_one = [anthropic_codec._encode_message(m) for m in prepare(request, caps).messages]
+    one_by_one = [anthropic_codec._encode_message(m, str) for m in prepare(request, caps).messages]
     wire = encode_request(request, caps)
     sdk_check(wire)
     assert as_sent(wire["messages"]) == as_sent([m for m in one_by_one if m is not None])

@@ -519,6 +519,14 @@ def stream_of(whole: dict[str, Any]) -> list[dict[str, Any]]:
             for piece in (block["text"][:2], block["text"][2:]):
                 delta = {"text": piece}
                 events.append({"contentBlockDelta": {"contentBlockIndex": i, "delta": delta}})
+        elif "citationsContent" in block:
+            # Cited text streams as its text, then one `citation` delta per citation.
+            cited = block["citationsContent"]
+            (part,) = cited["content"]
+            deltas = [{"text": part["text"][:4]}, {"text": part["text"][4:]}]
+            deltas += [{"citation": citation} for citation in cited["citations"]]
+            for delta in deltas:
+                events.append({"contentBlockDelta": {"contentBlockIndex": i, "delta": delta}})
         else:
             reasoning = block["reasoningContent"]
             if "redactedContent" in reasoning:
@@ -557,6 +565,82 @@ def test_a_stream_decodes_to_the_same_answer_as_the_whole() -> None:
     shown = "".join(decoder.feed(event) for event in stream_of(whole))
     assert shown == "Let me look."
     assert decoder.response() == decode_response(whole, endpoint=ENDPOINT, model=MODEL)
+
+
+CITED = {
+    "citationsContent": {
+        "content": [{"text": "The office opens at nine."}],
+        "citations": [
+            {
+                "title": "hours.pdf",
+                "sourceContent": [{"text": "Opening hours: 9:00"}],
+                "location": {"documentChar": {"documentIndex": 0, "start": 0, "end": 19}},
+            },
+            {"title": "faq.txt", "location": {"documentPage": {"documentIndex": 1, "start": 2}}},
+        ],
+    }
+}
+
+
+def test_streamed_citations_are_kept_as_the_whole_answer_keeps_them() -> None:
+    whole = answer([{"text": "Checking."}, CITED, {"text": "Anything else?"}])
+    decoder = StreamDecoder(ENDPOINT, MODEL)
+    shown = "".join(decoder.feed(event) for event in stream_of(whole))
+    assert shown == "Checking.The office opens at nine.Anything else?"
+    response = decoder.response()
+    assert response == decode_response(whole, endpoint=ENDPOINT, model=MODEL)
+    cited = response.message.content[1]
+    assert isinstance(cited, Opaque) and cited.kind == "citationsContent"
+    assert json.loads(cited.raw) == CITED and cited.text == "The office opens at nine."
+
+
+def test_a_streamed_server_tool_round_keeps_its_input_and_result() -> None:
+    # A server tool's call and result stream as native blocks: the call's input
+    # in `toolUse` deltas, the result's content in `toolResult` deltas.
+    call = {"toolUseId": "tooluse_s1", "name": "nova_grounding", "type": "server_tool_use"}
+    result = {"toolUseId": "tooluse_s1", "type": "nova_grounding_result", "status": "success"}
+    content = [{"text": "Found 2 pages."}, {"json": {"urls": ["https://europa.eu/112"]}}]
+    whole = answer(
+        [
+            {"toolUse": {**call, "input": {"query": "112"}}},
+            {"toolResult": {**result, "content": content}},
+            {"text": "Call 112."},
+        ]
+    )
+    events: list[dict[str, Any]] = [{"messageStart": {"role": "assistant"}}]
+    starts = [{"toolUse": call}, {"toolResult": result}]
+    deltas: list[list[dict[str, Any]]] = [
+        [{"toolUse": {"input": '{"que'}}, {"toolUse": {"input": 'ry": "112"}'}}],
+        [{"toolResult": content[:1]}, {"toolResult": content[1:]}],
+    ]
+    for i, (start, pieces) in enumerate(zip(starts, deltas, strict=True)):
+        events.append({"contentBlockStart": {"contentBlockIndex": i, "start": start}})
+        for delta in pieces:
+            events.append({"contentBlockDelta": {"contentBlockIndex": i, "delta": delta}})
+        events.append({"contentBlockStop": {"contentBlockIndex": i}})
+    delta = {"text": "Call 112."}
+    events.append({"contentBlockDelta": {"contentBlockIndex": 2, "delta": delta}})
+    events.append({"messageStop": {"stopReason": "end_turn"}})
+    events.append({"metadata": {"usage": whole["usage"], "metrics": whole["metrics"]}})
+    decoder = StreamDecoder(ENDPOINT, MODEL)
+    assert "".join(decoder.feed(event) for event in events) == "Call 112."
+    response = decoder.response()
+    assert response == decode_response(whole, endpoint=ENDPOINT, model=MODEL)
+    kinds = [type(b).__name__ for b in response.message.content]
+    assert kinds == ["Opaque", "Opaque", "Text"]
+
+
+@pytest.mark.parametrize(
+    ("delta", "named"),
+    [
+        ({"citation": ["x"]}, r"\.delta\.citation must be a JSON object"),
+        ({"toolResult": {"text": "x"}}, r"\.delta\.toolResult must be a list"),
+    ],
+)
+def test_a_malformed_citation_or_result_delta_is_named(delta: Any, named: str) -> None:
+    decoder = StreamDecoder(ENDPOINT, MODEL)
+    with pytest.raises(ProviderError, match=r"stream event 1\.contentBlockDelta" + named):
+        decoder.feed({"contentBlockDelta": {"contentBlockIndex": 0, "delta": delta}})
 
 
 def test_a_malformed_streamed_call_is_counted_and_kept_as_its_text() -> None:

@@ -1,4 +1,4 @@
-"""`carryall._json`: a body written ahead while it is built is the same bytes as its dict.
+"""`carryall._json`: a body written ahead, or with payloads, is the same bytes as its dict.
 
 The Gemini and Bedrock encoders write a long history's items ahead in
 chunks when the body is only for `body_bytes` (`WrittenAhead`), so their
@@ -18,9 +18,18 @@ from typing import Any
 import msgspec
 import pytest
 
-from carryall._json import WrittenAhead, body_bytes
-from carryall.blocks import Document, Message, Text, Thinking, ToolResult, ToolUse
-from carryall.providers import Capabilities, Request, bedrock, gemini, responses
+from carryall import _json
+from carryall._json import Payload, WrittenAhead, body_bytes, builtins
+from carryall.blocks import Document, Image, Message, Text, Thinking, ToolResult, ToolUse
+from carryall.providers import (
+    Capabilities,
+    Request,
+    anthropic,
+    bedrock,
+    gemini,
+    openai,
+    responses,
+)
 from tests.goldens import SHOT, TOOLS
 
 CHUNK = WrittenAhead.CHUNK
@@ -94,3 +103,67 @@ def test_written_ahead_leaves_the_last_item_and_a_chunk_with_a_payload_as_dicts(
     assert body_bytes({"items": items}) == msgspec.json.encode(
         {"items": [{"n": i} for i in range(3 * CHUNK + 5)]}
     )
+
+
+# -- payloads: an image's or a document's base64, copied into the body as it is --------
+
+PAYLOAD_WIRES = [
+    pytest.param(anthropic.encode_request, anthropic.encode_request_bytes, id="anthropic"),
+    pytest.param(
+        lambda r, c: openai.encode_request(r, c, "openai"),
+        lambda r, c: openai.encode_request_bytes(r, c, "openai"),
+        id="openai",
+    ),
+    *WIRES,
+]
+# Texts no encoder made: what a hand-built or hostile block may hold.
+ODD_DATA = ['iVBOR"w0K', "iVBOR\\w0K", "iVBOR\nw0K", "iVBORé0K", "iVBOR\x00w0K", ""]
+
+
+@pytest.mark.parametrize(("as_dict", "as_bytes"), PAYLOAD_WIRES)
+@pytest.mark.parametrize("data", [SHOT.data, PDF.data, *ODD_DATA])
+def test_a_payload_is_the_bytes_its_text_would_be_escaped_or_not(
+    as_dict: Any, as_bytes: Any, data: str
+) -> None:
+    # Held and sent twice: the second request knows the text, the bytes stay the same.
+    shown = [Image("image/png", data)] if data else [SHOT]
+    history = [Message.user("Look.", shown), Message.user("Read.", [PDF])]
+    request = Request(model="m", messages=tuple(history), tools=TOOLS, max_tokens=64)
+    expected = body_bytes(as_dict(request, SEES))
+    assert as_bytes(request, SEES) == expected
+    assert as_bytes(request, SEES) == expected
+    json.loads(expected)
+
+
+def test_a_payload_writes_as_its_text_and_builtins_gives_the_text() -> None:
+    plain = Payload.data_url("image/png", "QUJD")
+    assert body_bytes({"url": plain}) == b'{"url":"data:image/png;base64,QUJD"}'
+    assert builtins([{"url": plain}]) == [{"url": "data:image/png;base64,QUJD"}]
+    for written in (
+        lambda: body_bytes({"odd": Payload("a\ud800")}),
+        lambda: body_bytes({"odd": "a\ud800"}),
+    ):
+        with pytest.raises(UnicodeEncodeError):  # a lone surrogate: refused, as its text is
+            written()
+    assert body_bytes({"odd": Payload('a"b\n')}) == msgspec.json.encode({"odd": 'a"b\n'})
+
+
+def test_payload_texts_found_plain_are_held_up_to_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plain = _json._Plain()
+    monkeypatch.setattr(_json._Plain, "LIMIT", 10)
+    first, second, third = ("A" * 4 + str(n) for n in range(3))  # 5 characters each
+    assert first in plain and second in plain
+    assert plain._held == 10 and len(plain._known) == 2
+    assert third in plain  # the earliest found goes
+    assert list(plain._known.values()) == [second, third] and plain._held == 10
+    assert 'A"' not in plain and "é" not in plain
+    assert len(plain._known) == 2
+
+
+def test_an_unknown_object_in_a_body_is_refused_by_its_type() -> None:
+    with pytest.raises(TypeError, match="Encoding objects of type object is unsupported"):
+        body_bytes({"x": object()})
+    with pytest.raises(TypeError, match="type object"):
+        builtins({"x": object()})

@@ -5,21 +5,31 @@ flat histories, so "is this JSON" has one answer everywhere: JSON that every
 wire can carry again, read without ever raising. `body_bytes` is the one
 writer of a wire body, so every codec's bytes are made the same way, once;
 `WrittenAhead` lets an encoder write a long item list's chunks with it as
-they are built (the same bytes, with far fewer dicts alive at once).
+they are built (the same bytes, with far fewer dicts alive at once), and
+`Payload` lets it hand over an image's or a document's base64 to be copied
+into the body as it is (`builtins` gives an encoder's dict form the text).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Container, Mapping
 from typing import Any, Final
 
 import msgspec
 
-__all__ = ["One", "body_bytes", "carryable", "load_json", "repair_surrogates", "repair_text"]
-
-_BODY: Final = msgspec.json.Encoder()
+__all__ = [
+    "One",
+    "Payload",
+    "body_bytes",
+    "builtins",
+    "carryable",
+    "load_json",
+    "repair_surrogates",
+    "repair_text",
+]
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
@@ -91,15 +101,113 @@ def repair_surrogates(value: Any) -> Any:
     return value
 
 
+class Payload:
+    """Base64 text bound for a body, after a short `prefix` (a `data:` URL's head, or none).
+
+    An encoder puts one where an image's or a document's bytes go, instead
+    of the text itself. `body_bytes` writes it as the JSON string of
+    `prefix + data`, the same bytes msgspec writes for that string, but with
+    the base64 copied in as it is: msgspec would read every character for
+    escapes (base64 needs none), and a `data:` URL would be a fresh copy of
+    the payload first. For a history's images that is most of a request's
+    encoding beyond the floor. `builtins` gives the text, for the dict form.
+    """
+
+    __slots__ = ("data", "prefix")
+
+    def __init__(self, data: str, prefix: str = "") -> None:
+        self.data = data
+        self.prefix = prefix
+
+    @classmethod
+    def data_url(cls, media_type: str, data: str) -> Payload:
+        """The `data:` URL of base64 `data` of `media_type`."""
+        return cls(data, f"data:{media_type};base64,")
+
+    @property
+    def text(self) -> str:
+        return self.prefix + self.data
+
+    def __repr__(self) -> str:
+        return f"Payload({self.prefix!r} + {len(self.data)} characters)"
+
+
+class _Plain:
+    """The payload texts lately found to need no JSON escape, known by identity.
+
+    Whether a text needs none is asked of msgspec itself the first time it
+    is written (its JSON is the text between two quotes exactly when it
+    escapes nothing), so a text that does need escaping (not base64 after
+    all) is written escaped as before, and a plain one gives the very bytes
+    msgspec would have written. The same history goes out with every request
+    of a turn and of the turns after it, so a text is then known at once.
+    Texts are held (their identity is the key) up to `LIMIT` characters in
+    all, the earliest found going first: a history holds them anyway while
+    it is sent, and one dropped leaves at most that much behind.
+    """
+
+    LIMIT: Final = 64 << 20
+
+    def __init__(self) -> None:
+        self._known: dict[int, str] = {}
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def __contains__(self, text: str) -> bool:
+        known = self._known
+        if known.get(id(text)) is text:
+            return True
+        if not _needs_no_escape(text):
+            return False
+        with self._lock:
+            if known.get(id(text)) is None:
+                known[id(text)] = text
+                self._held += len(text)
+                while self._held > self.LIMIT and len(known) > 1:
+                    self._held -= len(known.pop(next(iter(known))))
+        return True
+
+
+def _needs_no_escape(text: str) -> bool:
+    return text.isascii() and len(_ESCAPE.encode(text)) == len(text) + 2
+
+
+_ESCAPE: Final = msgspec.json.Encoder()
+_PLAIN: Final = _Plain()
+
+
+def _written(value: Any) -> Any:
+    # `body_bytes`'s hook: msgspec calls it for what it cannot write itself.
+    if type(value) is Payload:
+        if value.data in _PLAIN and _needs_no_escape(value.prefix):
+            return msgspec.Raw(f'"{value.prefix}{value.data}"')
+        return value.text
+    raise TypeError(f"Encoding objects of type {type(value).__name__} is unsupported")
+
+
+def _as_text(value: Any) -> Any:
+    if type(value) is Payload:
+        return value.text
+    raise TypeError(f"Encoding objects of type {type(value).__name__} is unsupported")
+
+
+_BODY: Final = msgspec.json.Encoder(enc_hook=_written)
+
+
 def body_bytes(body: Mapping[str, Any]) -> bytes:
     """`body` as the compact UTF-8 JSON a request sends: one pass of msgspec's encoder.
 
     The bytes a transport hands to the socket, so the SDK neither walks nor
-    copies the body again. A value msgspec cannot write (a tool schema
-    holding a Python object) is a `TypeError` naming its type, as the SDK's
-    own serializer would raise.
+    copies the body again; a `Payload` in it is written as its text. A value
+    msgspec cannot write (a tool schema holding a Python object) is a
+    `TypeError` naming its type, as the SDK's own serializer would raise.
     """
     return _BODY.encode(body)
+
+
+def builtins(value: Any) -> Any:
+    """`msgspec.to_builtins` of an encoder's wire objects, each `Payload` as its text."""
+    return msgspec.to_builtins(value, enc_hook=_as_text)
 
 
 class One(msgspec.Struct, gc=False, array_like=True):

@@ -72,7 +72,14 @@ from typing import Any, Final
 
 import msgspec
 
-from carryall._json import body_bytes, carryable, load_json, repair_surrogates, repair_text
+from carryall._json import (
+    Payload,
+    body_bytes,
+    carryable,
+    load_json,
+    repair_surrogates,
+    repair_text,
+)
 from carryall._text import json_type_phrase, shorten
 from carryall.blocks import (
     Block,
@@ -295,28 +302,38 @@ def _encode_messages(messages: list[Message], irregular: list[int]) -> list[Any]
     except (TypeError, ValueError, RecursionError):
         # A tool input holding what msgspec will not convert: every message
         # is written block by block, which sends tool inputs by reference.
-        return _rewritten([None] * len(messages), messages, range(len(messages)))
-    return _rewritten(out, messages, irregular)
+        return _rewritten([None] * len(messages), messages, range(len(messages)), str)
+    return _rewritten(out, messages, irregular, str)
 
 
 def _sent_messages(messages: list[Message], irregular: list[int]) -> list[Any]:
     # For the bytes: a canonical message stays the block itself, which the
-    # body's encoder writes as the same JSON `_encode_messages` would hold.
-    return _rewritten(list(messages), messages, irregular)
+    # body's encoder writes as the same JSON `_encode_messages` would hold,
+    # and an image's or a document's base64 is a `Payload` for it.
+    return _rewritten(list(messages), messages, irregular, Payload)
 
 
-def _rewritten(out: list[Any], messages: list[Message], rewrite: Iterable[int]) -> list[Any]:
-    """`out` with the messages at `rewrite` written block by block, the emptied ones left out."""
+def _rewritten(
+    out: list[Any],
+    messages: list[Message],
+    rewrite: Iterable[int],
+    payload: Callable[[str], Any],
+) -> list[Any]:
+    """`out` with the messages at `rewrite` written block by block, the emptied ones left out.
+
+    `payload` holds each image's and document's base64: `str` (itself) for
+    the dict form, `Payload` for `body_bytes`.
+    """
     emptied = False
     for index in rewrite:
-        encoded = out[index] = _encode_message(messages[index])
+        encoded = out[index] = _encode_message(messages[index], payload)
         emptied = emptied or encoded is None
     if emptied:
         return [m for m in out if m is not None]
     return out
 
 
-def _encode_message(message: Message) -> dict[str, Any] | None:
+def _encode_message(message: Message, payload: Callable[[str], Any]) -> dict[str, Any] | None:
     """One message block by block; None when nothing in it may go on this wire."""
     # The history is valid, so each block is one its role may hold. Results
     # go to the front, after any results before them; the rest keep their
@@ -358,12 +375,13 @@ def _encode_message(message: Message) -> dict[str, Any] | None:
             last_result = result
         elif isinstance(block, Image):
             if block.data or block.url is None:
-                source = {"type": "base64", "media_type": block.media_type, "data": block.data}
+                data = payload(block.data)
+                source = {"type": "base64", "media_type": block.media_type, "data": data}
             else:
                 source = {"type": "url", "url": block.url}
             content.append({"type": "image", "source": source})
         elif isinstance(block, Document):
-            content.append(_document(block))
+            content.append(_document(block, payload))
         elif isinstance(block, RedactedThinking):
             content.append({"type": "redacted_thinking", "data": block.data})
         elif isinstance(block, ToolUse):
@@ -382,14 +400,14 @@ def _encode_message(message: Message) -> dict[str, Any] | None:
     return {"role": message.role, "content": content} if content else None
 
 
-def _document(block: Document) -> dict[str, Any]:
+def _document(block: Document, payload: Callable[[str], Any]) -> dict[str, Any]:
     source: dict[str, Any]
     if not block.data and block.url is not None:
         source = {"type": "url", "url": block.url}
     elif block.media_type == "text/plain":
         source = {"type": "text", "media_type": "text/plain", "data": block.plain_text()}
     else:
-        source = {"type": "base64", "media_type": block.media_type, "data": block.data}
+        source = {"type": "base64", "media_type": block.media_type, "data": payload(block.data)}
     out: dict[str, Any] = {"type": "document", "source": source}
     if block.title is not None:
         out["title"] = block.title

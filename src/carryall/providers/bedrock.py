@@ -77,10 +77,10 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from carryall._json import WrittenAhead, body_bytes, load_json, repair_surrogates
+from carryall._json import Payload, WrittenAhead, body_bytes, load_json, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     Block,
@@ -197,7 +197,7 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
         if ahead is not None:
             ahead.step(messages, index)
         if message.role == "user":
-            content = _user_content(message, index, downgrades)
+            content = _user_content(message, index, downgrades, sent)
             if messages and messages[-1]["role"] == "user":
                 # The turn between was left off: one user turn, its results still first.
                 messages[-1]["content"].extend(content)
@@ -270,9 +270,11 @@ def wire_id(value: str) -> str:
 
 
 def _user_content(
-    message: Message, index: int, downgrades: list[Downgrade]
+    message: Message, index: int, downgrades: list[Downgrade], sent: bool
 ) -> list[dict[str, Any]]:
     # Exact types, not isinstance: this runs for every block of every request.
+    # A payload going to `body_bytes` is a `Payload`; `str` of a str is itself.
+    payload: Callable[[str], Any] = Payload if sent else str
     content: list[dict[str, Any]] = []
     append = content.append
     for block in _results_first(message):
@@ -295,9 +297,9 @@ def _user_content(
                 append({"text": block.placeholder()})
                 continue
             fmt = _IMAGE_FORMATS[block.media_type]
-            append({"image": {"format": fmt, "source": {"bytes": block.data}}})
+            append({"image": {"format": fmt, "source": {"bytes": payload(block.data)}}})
         elif type(block) is Document:
-            append({"document": _document(block)})
+            append({"document": _document(block, payload)})
         elif type(block) is Opaque:
             # `prepare` kept it: this origin's own block, as it came.
             append(json.loads(block.raw))
@@ -306,12 +308,12 @@ def _user_content(
     return content or [{"text": ""}]
 
 
-def _document(block: Document) -> dict[str, Any]:
+def _document(block: Document, payload: Callable[[str], Any]) -> dict[str, Any]:
     """A document as Converse takes one: its bytes, a format and a name the service accepts."""
     return {
         "format": _DOCUMENT_FORMATS[block.media_type],
         "name": document_name(block.title or block.source or "document"),
-        "source": {"bytes": block.data},
+        "source": {"bytes": payload(block.data)},
     }
 
 
@@ -557,11 +559,22 @@ def decode_response(
 class _Partial:
     """One content block of a stream, as its deltas arrive."""
 
-    __slots__ = ("call", "kind", "native", "pieces", "redacted", "signature")
+    __slots__ = (
+        "call",
+        "citations",
+        "kind",
+        "native",
+        "pieces",
+        "redacted",
+        "results",
+        "signature",
+    )
 
     def __init__(self) -> None:
         self.kind = ""
         self.pieces: list[str] = []
+        self.citations: list[Any] = []
+        self.results: list[Any] = []
         self.signature: str | None = None
         self.redacted: list[str] = []
         self.call: dict[str, Any] | None = None
@@ -581,8 +594,24 @@ class _Partial:
                 reasoning["signature"] = self.signature
             return {"reasoningContent": {"reasoningText": reasoning}}
         if self.native is not None:
-            return self.native
+            return self._native(text)
+        if self.citations:
+            # Cited text: its text deltas and its citations, as the whole answer's block.
+            cited = {"content": [{"text": text}], "citations": self.citations}
+            return {"citationsContent": cited}
         return {"text": text} if self.kind == "text" else None
+
+    def _native(self, text: str) -> dict[str, Any]:
+        # A server tool's call with its input, or its result with its content.
+        native = self.native or {}
+        call = native.get("toolUse")
+        if isinstance(call, Mapping) and self.pieces:
+            ok, value = load_json(text)
+            return {"toolUse": {**call, "input": value if ok else text}}
+        result = native.get("toolResult")
+        if isinstance(result, Mapping) and self.results:
+            return {"toolResult": {**result, "content": self.results}}
+        return native
 
     def _joined(self) -> str:
         data = b"".join(base64.b64decode(piece) for piece in self.redacted)
@@ -595,7 +624,8 @@ class StreamDecoder:
     The events are boto3's (or an event-stream message's `:event-type` and
     JSON payload, which is the same): `messageStart`, `contentBlockStart`
     (a call's id and name), `contentBlockDelta` (text, a call's input as
-    JSON text, reasoning text, its signature, redacted reasoning),
+    JSON text, reasoning text, its signature, redacted reasoning, a
+    citation of the block's text),
     `contentBlockStop`, `messageStop` (the stop reason) and `metadata` (the
     usage). The deltas of each block are put together into the block a
     whole answer holds and decoded by the same reader, so a streamed and a
@@ -669,6 +699,7 @@ class StreamDecoder:
             piece = _str(call, "input", f"{at}.delta.toolUse", ProviderError)
             if partial.call is None:
                 if partial.native is not None:
+                    partial.pieces.append(piece)  # a server tool's input
                     return ""
                 raise ProviderError(f"{at}: a call's input before its contentBlockStart")
             partial.pieces.append(piece)
@@ -684,7 +715,18 @@ class StreamDecoder:
             if "redactedContent" in reasoning:
                 blob = reasoning["redactedContent"]
                 partial.redacted.append(_blob(blob, f"{where}.redactedContent", ProviderError))
-        # Citation deltas and the like ride on their text: nothing more to show.
+        if "toolResult" in delta:
+            # A server tool's result, its content in pieces (`ToolResultBlockDelta`).
+            parts = delta["toolResult"]
+            if not isinstance(parts, list):
+                raise ProviderError(f"{at}.delta.toolResult must be a list, got {_shown(parts)}")
+            partial.results.extend(parts)
+        if "citation" in delta:
+            # One citation of the text this block streams (`CitationsDelta`),
+            # kept as the whole answer's `citationsContent` holds it.
+            citation = _mapping(delta["citation"], f"{at}.delta.citation")
+            partial.kind = partial.kind or "text"
+            partial.citations.append(dict(citation))
         return ""
 
     @staticmethod

@@ -64,7 +64,7 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from carryall._json import One, WrittenAhead, body_bytes, repair_surrogates
+from carryall._json import One, Payload, WrittenAhead, body_bytes, builtins, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
@@ -240,7 +240,7 @@ def _as_dicts(contents: list[Any]) -> list[Any]:
     """The contents as the dicts `encode` returns, or a clear error for a tool input that is
     not JSON (the bytes path refuses it as `body_bytes` does)."""
     try:
-        out: list[Any] = msgspec.to_builtins(contents)
+        out: list[Any] = builtins(contents)
     except (TypeError, ValueError, RecursionError) as exc:
         raise ProviderError(f"Gemini request: a tool input is not a JSON value: {exc}") from None
     return out
@@ -251,7 +251,7 @@ def _as_dicts(contents: list[Any]) -> list[Any]:
 # OpenAI codec builds its messages: msgspec writes them straight from their
 # fields, they are not tracked by the garbage collector and are a fraction
 # of a dict's size; an UNSET field is left out. `encode` turns them into the
-# dicts it returns (`msgspec.to_builtins`).
+# dicts it returns (`_json.builtins`).
 
 
 class _Content(msgspec.Struct, gc=False):
@@ -294,7 +294,7 @@ class _CallPart(msgspec.Struct, gc=False):
 
 class _Blob(msgspec.Struct, gc=False):
     mimeType: str
-    data: str
+    data: Payload
 
 
 class _InlinePart(msgspec.Struct, gc=False):
@@ -346,7 +346,7 @@ def _user_part(block: Block, names: Mapping[str, str], index: int) -> Any:
         # `prepare` let a URI through only where Gemini fetches it (`FILES_API`).
         if block.url is not None and not block.data:
             return _FilePart(_FileData(block.media_type, block.url))
-        return _InlinePart(_Blob(block.media_type, block.data))
+        return _InlinePart(_Blob(block.media_type, Payload(block.data)))
     if isinstance(block, Text):
         return _TextPart(block.text)
     raise HistoryError(index, f"a {type(block).__name__} block has no place in a user turn")

@@ -133,7 +133,7 @@ from urllib.parse import urlsplit
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from carryall._json import One, body_bytes, carryable, repair_surrogates
+from carryall._json import One, Payload, body_bytes, builtins, carryable, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
@@ -355,7 +355,7 @@ def encode_prepared(
         raise HistoryError(0, "the request has no messages and no system prompt: nothing to answer")
     body: dict[str, Any] = {
         "model": request.model,
-        "messages": wire if sent else msgspec.to_builtins(wire),
+        "messages": wire if sent else builtins(wire),
     }
     body["max_tokens" if llama else "max_completion_tokens"] = request.max_tokens
     if request.tools:
@@ -389,7 +389,7 @@ def stream_body(body: Mapping[str, Any]) -> dict[str, Any]:
 # is not thousands of containers the collector walks until it is sent. A
 # tagged class writes its tag first (`role` or `type` leads, as the wire
 # has it); an UNSET field is left out. `encode` turns the same objects into
-# the dicts it returns (`msgspec.to_builtins`): one writer for both.
+# the dicts it returns (`_json.builtins`): one writer for both.
 
 
 class _Function(msgspec.Struct, gc=False):
@@ -429,7 +429,7 @@ class _TextPart(msgspec.Struct, gc=False, tag_field="type", tag="text"):
 
 
 class _Url(msgspec.Struct, gc=False):
-    url: str
+    url: str | Payload
 
 
 class _ImagePart(msgspec.Struct, gc=False, tag_field="type", tag="image_url"):
@@ -437,7 +437,7 @@ class _ImagePart(msgspec.Struct, gc=False, tag_field="type", tag="image_url"):
 
 
 class _File(msgspec.Struct, gc=False):
-    file_data: str
+    file_data: Payload
     filename: str
 
 
@@ -478,11 +478,12 @@ def _user_part(block: Text | Image | Document | Opaque) -> Any:
         return json.loads(block.raw)
     if isinstance(block, Document):
         # `prepare` leaves only PDFs by their bytes on this wire.
-        return _FilePart(_File(block.data_uri(), block.title or block.source or "document.pdf"))
+        data = Payload.data_url(block.media_type, block.data)
+        return _FilePart(_File(data, block.title or block.source or "document.pdf"))
     if not block.data and block.url is not None:
         return _ImagePart(_Url(block.url))
-    # The one copy of the image data the encoder makes: the data: URL itself.
-    return _ImagePart(_Url(block.data_uri()))
+    # No copy of the image data: the body's writer puts the data: URL together.
+    return _ImagePart(_Url(Payload.data_url(block.media_type, block.data)))
 
 
 def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -> _AssistantMessage:

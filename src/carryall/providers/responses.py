@@ -64,7 +64,7 @@ from typing import Any, Final, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from carryall._json import One, body_bytes, repair_surrogates
+from carryall._json import One, Payload, body_bytes, builtins, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
@@ -247,7 +247,7 @@ def _encode(request: Request, messages: list[Message], sent: bool) -> dict[str, 
         raise HistoryError(0, "the request has no messages: nothing to answer")
     body: dict[str, Any] = {
         "model": request.model,
-        "input": items if sent else msgspec.to_builtins(items),
+        "input": items if sent else builtins(items),
         "store": False,
     }
     if request.system:
@@ -323,13 +323,13 @@ class _InputText(msgspec.Struct, gc=False, tag_field="type", tag="input_text"):
 
 
 class _InputImage(msgspec.Struct, gc=False, tag_field="type", tag="input_image"):
-    image_url: str
+    image_url: str | Payload
     detail: str
 
 
 class _InputFile(msgspec.Struct, gc=False, tag_field="type", tag="input_file"):
     filename: str | UnsetType = UNSET
-    file_data: str | UnsetType = UNSET
+    file_data: str | Payload | UnsetType = UNSET
     file_url: str | UnsetType | None = UNSET
 
 
@@ -349,14 +349,17 @@ def _encode_user(message: Message, append: Callable[[Any], None]) -> None:
         elif kind is Image:
             image: Image = block  # type: ignore[assignment]
             # `prepare` let a URL through: this wire fetches it itself.
-            url = image.url if image.url is not None and not image.data else image.data_uri()
-            parts.append(_InputImage(url, "auto"))
+            if image.url is not None and not image.data:
+                parts.append(_InputImage(image.url, "auto"))
+            else:
+                parts.append(_InputImage(Payload.data_url(image.media_type, image.data), "auto"))
         elif kind is Document:
             document: Document = block  # type: ignore[assignment]
             # `prepare` let only PDFs through, by their bytes or by URL.
             if document.data:
                 name = document.title or document.source or "document.pdf"
-                parts.append(_InputFile(filename=name, file_data=document.data_uri()))
+                data = Payload.data_url(document.media_type, document.data)
+                parts.append(_InputFile(filename=name, file_data=data))
             else:
                 parts.append(_InputFile(file_url=document.url))
     if parts:
