@@ -178,14 +178,13 @@ _PLAIN: Final = _Plain()
 
 def _written(value: Any) -> Any:
     # `body_bytes`'s hook: msgspec calls it for what it cannot write itself.
-    if type(value) is Payload:
-        if value.data in _PLAIN and _needs_no_escape(value.prefix):
-            return msgspec.Raw(f'"{value.prefix}{value.data}"')
-        return value.text
-    raise TypeError(f"Encoding objects of type {type(value).__name__} is unsupported")
+    if type(value) is Payload and value.data in _PLAIN and _needs_no_escape(value.prefix):
+        return msgspec.Raw(f'"{value.prefix}{value.data}"')
+    return _as_text(value)
 
 
 def _as_text(value: Any) -> Any:
+    # `builtins`'s hook, and `body_bytes`'s for a payload that needs escaping.
     if type(value) is Payload:
         return value.text
     raise TypeError(f"Encoding objects of type {type(value).__name__} is unsupported")

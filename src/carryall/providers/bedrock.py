@@ -594,16 +594,15 @@ class _Partial:
                 reasoning["signature"] = self.signature
             return {"reasoningContent": {"reasoningText": reasoning}}
         if self.native is not None:
-            return self._native(text)
+            return self._native(self.native, text)
         if self.citations:
             # Cited text: its text deltas and its citations, as the whole answer's block.
             cited = {"content": [{"text": text}], "citations": self.citations}
             return {"citationsContent": cited}
         return {"text": text} if self.kind == "text" else None
 
-    def _native(self, text: str) -> dict[str, Any]:
+    def _native(self, native: dict[str, Any], text: str) -> dict[str, Any]:
         # A server tool's call with its input, or its result with its content.
-        native = self.native or {}
         call = native.get("toolUse")
         if isinstance(call, Mapping) and self.pieces:
             ok, value = load_json(text)
