@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import carryall.blocks as blocks_module
 from carryall.blocks import (
     Block,
     HistorySurvey,
@@ -513,3 +514,71 @@ def test_the_survey_agrees_with_the_rules_as_written(history: list[Any]) -> None
     if isinstance(got, tuple) and got[0] == "refused":
         got = got[:2]
     assert got == _oracle(history)
+
+
+# -- the survey goes on from the last history it read --------------------------------
+
+
+def _fresh_survey(history: list[Any]) -> Any:
+    """`survey_history` with nothing held, so it reads every message."""
+    held = blocks_module._SURVEYED.held
+    blocks_module._SURVEYED.held = ()
+    try:
+        return _outcome(survey_history, history)
+    finally:
+        blocks_module._SURVEYED.held = held
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(history=rough_histories(), data=st.data())
+def test_a_survey_that_goes_on_from_a_prefix_says_what_a_whole_one_says(
+    history: list[Any], data: st.DataObject
+) -> None:
+    cut = data.draw(st.integers(0, len(history)))
+    blocks_module._SURVEYED.held = ()
+    _outcome(survey_history, history[:cut])  # held when it passed to its end
+    assert _outcome(survey_history, history) == _fresh_survey(history)
+    # Again, now that the whole one may be held, and as a tuple.
+    assert _outcome(survey_history, tuple(history)) == _fresh_survey(history)
+
+
+def test_a_growing_history_is_surveyed_from_where_the_last_one_ended() -> None:
+    blocks_module._SURVEYED.held = ()
+    history: list[Message] = [Message.user("go")]
+    for turn in range(50):
+        call = f"call_{turn}"
+        history += [
+            Message.assistant([Text("on it"), ToolUse(call, "f", {"n": turn})]),
+            Message.tool_results([ToolResult(call, "")], [Image("image/png", "A")]),
+        ]
+        assert survey_history(history) == _fresh_survey(history)
+    held = blocks_module._SURVEYED.held
+    assert len(held) == 1 and len(held[0][0]) == len(history)  # each step took the last's place
+    # A step that breaks the rules after a held history is refused as a whole read refuses it.
+    broken = [*history, Message.assistant([ToolUse("x", "f", {})]), Message.user("no answer")]
+    assert _outcome(survey_history, broken) == _fresh_survey(broken)
+    assert isinstance(_outcome(survey_history, broken), tuple)
+
+
+def test_a_held_prefix_does_not_let_an_object_that_equals_anything_through() -> None:
+    class Anything:
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = object.__hash__
+
+    history = [Message.user("go"), Message.assistant([Text("ok")])]
+    survey_history(history)
+    sneaky: list[Any] = [Anything(), Message.assistant([Text("ok")]), Message.user("more")]
+    with pytest.raises(HistoryError, match="expected a Message"):
+        survey_history(sneaky)
+
+
+def test_equal_messages_that_are_not_the_same_objects_go_on_from_the_held_history() -> None:
+    blocks_module._SURVEYED.held = ()
+    history = [Message.user("go"), Message.assistant([Text("ok")])]
+    survey_history(history)
+    again = [Message.from_dict(m.to_dict()) for m in history] + [Message.user("next")]
+    assert again[0] is not history[0]
+    assert survey_history(again) == _fresh_survey(again)
+    assert len(blocks_module._SURVEYED.held[0][0]) == 3

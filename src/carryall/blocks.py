@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import operator
 import os
 import re
 from collections.abc import Iterable, Sequence
+from itertools import islice
 from typing import Any, Final, Literal, NamedTuple, TypeAlias
 
 import msgspec
@@ -618,10 +620,10 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
     Blocks are told apart by exact type: a subclass of a block type counts
     as no block at all, as the encoders would treat it.
     """
-    pending: tuple[str, ...] = ()  # what the next message must answer
-    images = 0
-    irregular: list[int] = []
-    for index, message in enumerate(messages):
+    held = messages if type(messages) is tuple else tuple(messages)
+    count = len(held)
+    start, pending, images, irregular = _resumed(held)
+    for index, message in enumerate(islice(held, start, None), start):
         if type(message) is not Message:
             raise HistoryError(index, f"expected a Message, got {type(message).__name__}")
         # Nothing is kept on a message, so this runs over every message of
@@ -638,7 +640,7 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
                 text = block.text
                 if text and not text.isspace():
                     if pending:
-                        raise _misfit(messages, index, pending)
+                        raise _misfit(held, index, pending)
                     continue
             elif (
                 kind is ToolResult
@@ -667,22 +669,89 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
         shape = _shape_of(role, content)
         if shape is _PLAIN:  # canonical, calling and answering nothing
             if pending:
-                raise _misfit(messages, index, pending)
+                raise _misfit(held, index, pending)
             continue
         answers = shape.answers
         if answers != pending and (len(answers) != len(pending) or set(answers) != set(pending)):
-            raise _misfit(messages, index, pending)
+            raise _misfit(held, index, pending)
         if not shape.regular:
             if shape.fault is not None or shape.stranger is not None:
-                raise _misfit(messages, index, pending)
+                raise _misfit(held, index, pending)
             irregular.append(index)
             images += shape.images  # an image makes a message irregular
         pending = shape.calls
+    if count > start:
+        _SURVEYED.remember(held, pending, images, irregular)
     if pending:
         raise HistoryError(
-            len(messages) - 1, f"tool call(s) {_names(pending, messages[-1])} are never answered"
+            count - 1, f"tool call(s) {_names(pending, held[-1])} are never answered"
         )
-    return HistorySurvey(images, irregular)
+    return HistorySurvey(images, list(irregular))
+
+
+class _Surveyed:
+    """The last few histories `survey_history` went through, each with where it left off.
+
+    An agent sends the same history again at every step with a few messages
+    more, and every encode begins with the survey, so a history that starts
+    with one held here is surveyed from where that one ended: what the
+    survey carries from message to message (the calls still to answer, the
+    images, the irregular messages) is all it needs to go on. A history
+    starts with a held one when its first messages are those very messages,
+    or equal `Message` values (immutable, so equal ones survey alike: a
+    fitted image's message is a new one each time); anything else is
+    surveyed whole. Only a history that passed up to its end is held (the
+    check that every call is answered comes after, each time), at most
+    `size` of them, the newest first; each holds its messages, so no more
+    than those few stay alive for it.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.held: tuple[_Resume, ...] = ()
+
+    def resume(self, messages: tuple[Message, ...]) -> tuple[int, tuple[str, ...], int, list[int]]:
+        """Where to begin surveying `messages`: 0 and nothing carried, or a held history's end."""
+        for held, pending, images, irregular in self.held:  # one read: safe across threads
+            if _starts_with(messages, held):
+                return len(held), pending, images, list(irregular)
+        return 0, (), 0, []
+
+    def remember(
+        self,
+        messages: tuple[Message, ...],
+        pending: tuple[str, ...],
+        images: int,
+        irregular: list[int],
+    ) -> None:
+        """Hold `messages` surveyed to its end, in place of any held history it goes on from."""
+        kept = [entry for entry in self.held if not _starts_with(messages, entry[0])]
+        self.held = ((messages, pending, images, tuple(irregular)), *kept[: self.size - 1])
+
+
+_Resume: TypeAlias = tuple[tuple["Message", ...], tuple[str, ...], int, tuple[int, ...]]
+
+
+def _starts_with(messages: tuple[Message, ...], held: tuple[Message, ...]) -> bool:
+    """Whether `messages` begins with `held`'s messages: the same objects, or equal Messages.
+
+    `held` holds only `Message` values; an equal item that is not one (an
+    object whose `==` says yes to anything) does not count, so nothing
+    passes the survey unread.
+    """
+    if len(held) > len(messages):
+        return False
+    head = messages[: len(held)]
+    try:
+        if head != held:
+            return False
+    except Exception:  # an item's own `==` failed: it is surveyed, and refused there
+        return False
+    return all(map(operator.is_, head, held)) or set(map(type, head)) <= {Message}
+
+
+_SURVEYED: Final = _Surveyed(4)
+_resumed = _SURVEYED.resume
 
 
 class _Shape(msgspec.Struct, frozen=True, gc=False):

@@ -21,13 +21,22 @@ import binascii
 import functools
 import importlib.util
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final, NamedTuple
 
 import msgspec
 
 from carryall.attachments import DEFAULT_MAX_IMAGE_BYTES
-from carryall.blocks import Block, Downgrade, Image, Message, Text, image_placeholder
+from carryall.blocks import (
+    Block,
+    Downgrade,
+    Image,
+    Message,
+    Text,
+    image_placeholder,
+    survey_history,
+)
+from carryall.errors import HistoryError
 from carryall.imagefit import (
     IMAGE_FIT_INPUT_BYTES,
     MAX_EDGE,
@@ -95,12 +104,22 @@ def fit_request_images(
     if limits is None:
         return request, downgrades
     messages: list[Message] | None = None
-    for index, message in enumerate(request.messages):
+    held = request.messages
+    try:
+        # An image makes its message irregular, so only those can hold one;
+        # the survey is the one every encode begins with, and it goes on
+        # from the last request's history rather than reading it again.
+        candidates: Iterable[int] = survey_history(held).irregular
+    except HistoryError:
+        candidates = range(len(held))  # the encoder refuses it, naming why; fit what is there
+    for index in candidates:
+        message = held[index]
         # Images ride user turns only (the encoder refuses a history holding
         # one elsewhere, before anything is sent), and a user turn is looked
-        # into by exact type, as the encoders tell blocks apart, in one
-        # C-level pass (`in` over `map`): this runs on every request.
-        if message.role != "user" or Image not in map(type, message.content):
+        # into by exact type, as the encoders tell blocks apart.
+        if type(message) is not Message or message.role != "user":
+            continue
+        if Image not in map(type, message.content):
             continue
         content: list[Block] | None = None
         for at, block in enumerate(message.content):
