@@ -622,7 +622,7 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
     """
     held = messages if type(messages) is tuple else tuple(messages)
     count = len(held)
-    start, pending, images, irregular = _resumed(held)
+    start, pending, images, irregular, resumed = _SURVEYED.resume(held)
     for index, message in enumerate(islice(held, start, None), start):
         if type(message) is not Message:
             raise HistoryError(index, f"expected a Message, got {type(message).__name__}")
@@ -681,12 +681,12 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
             images += shape.images  # an image makes a message irregular
         pending = shape.calls
     if count > start:
-        _SURVEYED.remember(held, pending, images, irregular)
+        _SURVEYED.remember(held, pending, images, irregular, resumed)
     if pending:
         raise HistoryError(
             count - 1, f"tool call(s) {_names(pending, held[-1])} are never answered"
         )
-    return HistorySurvey(images, list(irregular))
+    return HistorySurvey(images, irregular)
 
 
 class _Surveyed:
@@ -710,12 +710,18 @@ class _Surveyed:
         self.size = size
         self.held: tuple[_Resume, ...] = ()
 
-    def resume(self, messages: tuple[Message, ...]) -> tuple[int, tuple[str, ...], int, list[int]]:
-        """Where to begin surveying `messages`: 0 and nothing carried, or a held history's end."""
-        for held, pending, images, irregular in self.held:  # one read: safe across threads
+    def resume(
+        self, messages: tuple[Message, ...]
+    ) -> tuple[int, tuple[str, ...], int, list[int], _Resume | None]:
+        """Where to begin surveying `messages`, and the held entry it goes on from (if any).
+
+        0 and nothing carried when no held history begins it.
+        """
+        for entry in self.held:  # one read: safe across threads
+            held, pending, images, irregular = entry
             if _starts_with(messages, held):
-                return len(held), pending, images, list(irregular)
-        return 0, (), 0, []
+                return len(held), pending, images, list(irregular), entry
+        return 0, (), 0, [], None
 
     def remember(
         self,
@@ -723,9 +729,10 @@ class _Surveyed:
         pending: tuple[str, ...],
         images: int,
         irregular: list[int],
+        resumed: _Resume | None,
     ) -> None:
-        """Hold `messages` surveyed to its end, in place of any held history it goes on from."""
-        kept = [entry for entry in self.held if not _starts_with(messages, entry[0])]
+        """Hold `messages` surveyed to its end, in place of the entry it went on from."""
+        kept = [entry for entry in self.held if entry is not resumed]
         self.held = ((messages, pending, images, tuple(irregular)), *kept[: self.size - 1])
 
 
@@ -751,7 +758,6 @@ def _starts_with(messages: tuple[Message, ...], held: tuple[Message, ...]) -> bo
 
 
 _SURVEYED: Final = _Surveyed(4)
-_resumed = _SURVEYED.resume
 
 
 class _Shape(msgspec.Struct, frozen=True, gc=False):
