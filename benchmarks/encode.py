@@ -340,7 +340,9 @@ def litellm_encoder(history: list[dict[str, Any]]) -> Callable[[], bytes]:
     return run
 
 
-def pydantic_ai_anthropic(model_name: str, base_url: str | None = None) -> Any:
+def pydantic_ai_anthropic(
+    model_name: str, base_url: str | None = None, http_client: Any = None
+) -> Any:
     """pydantic-ai's `AnthropicModel`, made to run against the installed Anthropic SDK.
 
     The SDK client is built here and handed over: pydantic-ai's default makes
@@ -362,7 +364,9 @@ def pydantic_ai_anthropic(model_name: str, base_url: str | None = None) -> Any:
 
     if typing.get_origin(pydantic_ai_module.BetaMessageParam) is typing.Union:
         pydantic_ai_module.BetaMessageParam = dict  # type: ignore[misc,assignment]
-    client = AsyncAnthropic(api_key="not-used-nothing-is-sent", base_url=base_url)
+    client = AsyncAnthropic(
+        api_key="not-used-nothing-is-sent", base_url=base_url, http_client=http_client
+    )
     messages = client.beta.messages
     create = messages.create
     accepted = inspect.signature(create).parameters

@@ -1,7 +1,22 @@
 """The whole request path, from a history to the bytes on the socket: carryall beside its peers.
 
 Each contender sends one step of a growing agent conversation (text, tool
-rounds, a few images) through its own full path to a loopback HTTP server:
+rounds, a few images) through its own full path, two ways (each a table):
+
+- through a mock transport, as issue 14 asks: the HTTP client each
+  contender's path ends in is given an `httpx2.MockTransport` (LiteLLM's
+  Anthropic path, on httpx, an `httpx.MockTransport`), which takes the
+  finished request, reads its body and answers with a canned reply of that
+  wire. Everything up to the bytes handed to the socket runs (the mapping,
+  the encoding, the HTTP client building and sending the request), and the
+  reply is read and decoded; nothing is written to a socket;
+- to a loopback HTTP server (what this benchmark measured first): the same,
+  plus the kernel's work of writing the body to a socket and reading the
+  reply from one, and the HTTP/1.1 connection handling of each client.
+  That part is past "the bytes handed to the socket" and grows with the
+  body (about 0.2 ms per MB here), so it is printed, not judged.
+
+The contenders:
 
 - carryall: `Backend.complete` on the Anthropic and OpenAI wires (unstreamed),
   which encodes the blocks to bytes once and posts them through the SDK's
@@ -14,13 +29,20 @@ rounds, a few images) through its own full path to a loopback HTTP server:
 - LiteLLM: `litellm.completion` with `anthropic/` and `openai/` models and the
   server as `api_base`, from OpenAI-format messages.
 
-The mock transport, the same kind for every contender: a child process
-running a `ThreadingHTTPServer` on 127.0.0.1 that reads every POST whole and
-answers it with a canned reply of that wire (a short text answer). Its CPU is
-not counted; the CPU of the calling thread is (`time.thread_time`: user and
-system time, so the socket writes are in it), which is everything the
-caller's own thread spends, with the garbage collector on, as in a real run.
-LiteLLM's logging threads are not counted, which only flatters LiteLLM.
+The loopback server, the same for every contender: a child process running
+a `ThreadingHTTPServer` on 127.0.0.1 that reads every POST whole and answers
+it with the same canned reply (a short text answer). Its CPU is not counted;
+the CPU of the calling thread is (`time.thread_time`: user and system time,
+so the socket writes are in it), which is everything the caller's own thread
+spends, with the garbage collector on, as in a real run. LiteLLM's logging
+threads are not counted, which only flatters LiteLLM.
+
+carryall's backend keeps the JSON of the messages it sent last
+(`carryall._json.KeptItems`), as it does in every run: each timed request
+sends the same history, so after the warm-up every message but those
+holding an image is copied in as written before. An agent's next step is
+the same history with a few messages added, which are then all that is
+written. The breakdown line's "to the body bytes" figure is that path.
 
 The floor is `orjson.dumps` of carryall's finished wire body: no path can
 hand the socket a body without at least serialising it. Every contender and
@@ -31,6 +53,7 @@ peer at least 5x slower than carryall at 1,000 and 5,000 messages) are
 printed as met or missed, never asserted.
 
     .venv/bin/python benchmarks/request_path.py [--runs 7] [--sizes 200,1000,5000]
+        [--via mock,loopback]
 """
 
 from __future__ import annotations
@@ -124,13 +147,42 @@ class _Canned(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         self.rfile.read(length)
-        reply = ANTHROPIC_REPLY if "messages" in self.path else OPENAI_REPLY
-        data = json.dumps(reply).encode()
+        data = canned(self.path)
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+def canned(path: str) -> bytes:
+    """The reply to a POST to `path`: a short text answer of that wire."""
+    wire = "/chat/completions" not in path
+    return json.dumps(ANTHROPIC_REPLY if wire else OPENAI_REPLY).encode()
+
+
+def mock_transport(http: Any) -> Any:
+    """A `MockTransport` of `http` (httpx2 or httpx): reads each body, answers `canned`."""
+
+    def answer(request: Any) -> Any:
+        request.read()
+        return http.Response(
+            200, headers={"content-type": "application/json"}, content=canned(request.url.path)
+        )
+
+    return http.MockTransport(answer)
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where every contender's requests go: the loopback server's URL, or a mock transport."""
+
+    name: str
+    url: str
+    mock: bool
+
+
+MOCK_URL = "http://mock.invalid"
 
 
 def serve() -> None:
@@ -143,16 +195,40 @@ def serve() -> None:
 # -- the contenders ------------------------------------------------------------------
 
 
-def carryall_backend(wire: str, url: str) -> Any:
-    """carryall's backend for `wire`, unstreamed, sending to the loopback server."""
-    return open_backend(
-        wire,
-        base_url=url if wire == "anthropic" else f"{url}/v1",
-        api_key="not-used",
-        model=ANTHROPIC_MODEL if wire == "anthropic" else OPENAI_MODEL,
-        config=Config(),
-        stream=False,
-    )
+def carryall_backend(wire: str, route: Route) -> Any:
+    """carryall's backend for `wire`, unstreamed, sending by `route`.
+
+    For the mock transport, the SDK's `DefaultHttpxClient` (the httpx2 client
+    the backend sends through) is made with it while the backend is opened.
+    """
+    url = route.url
+
+    def opened() -> Any:
+        return open_backend(
+            wire,
+            base_url=url if wire == "anthropic" else f"{url}/v1",
+            api_key="not-used",
+            model=ANTHROPIC_MODEL if wire == "anthropic" else OPENAI_MODEL,
+            config=Config(),
+            stream=False,
+        )
+
+    if not route.mock:
+        return opened()
+    import httpx2
+
+    sdk = importlib.import_module("anthropic" if wire == "anthropic" else "openai")
+    real = sdk.DefaultHttpxClient
+
+    class Mocked(real):  # type: ignore[misc,valid-type]
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(transport=mock_transport(httpx2), **kwargs)
+
+    sdk.DefaultHttpxClient = Mocked
+    try:
+        return opened()
+    finally:
+        sdk.DefaultHttpxClient = real
 
 
 def carryall_path(backend: Any, history: list[Any]) -> Callable[[], object]:
@@ -184,8 +260,13 @@ def carryall_encode(backend: Any, history: list[Any]) -> Callable[[], object]:
     return run
 
 
-def litellm_path(wire: str, url: str, history: list[dict[str, Any]]) -> Callable[[], object]:
-    """`litellm.completion` to the server, from OpenAI-format messages."""
+def litellm_path(wire: str, route: Route, history: list[dict[str, Any]]) -> Callable[[], object]:
+    """`litellm.completion` by `route`, from OpenAI-format messages.
+
+    For the mock transport LiteLLM is handed its client, as its `client`
+    argument allows: its own `HTTPHandler` on an httpx client for Anthropic,
+    an `openai.OpenAI` on an httpx2 client for OpenAI.
+    """
     import litellm
 
     tools = [
@@ -200,8 +281,23 @@ def litellm_path(wire: str, url: str, history: list[dict[str, Any]]) -> Callable
         for t in TOOLS
     ]
     model = f"anthropic/{ANTHROPIC_MODEL}" if wire == "anthropic" else f"openai/{OPENAI_MODEL}"
-    base = url if wire == "anthropic" else f"{url}/v1"
+    base = route.url if wire == "anthropic" else f"{route.url}/v1"
     messages = [{"role": "system", "content": SYSTEM}, *history]
+    client: dict[str, Any] = {}
+    if route.mock and wire == "anthropic":
+        import httpx
+        from litellm.llms.custom_httpx.http_handler import HTTPHandler
+
+        client["client"] = HTTPHandler(client=httpx.Client(transport=mock_transport(httpx)))
+    elif route.mock:
+        import httpx2
+        from openai import OpenAI
+
+        client["client"] = OpenAI(
+            api_key="not-used",
+            base_url=base,
+            http_client=httpx2.Client(transport=mock_transport(httpx2)),
+        )
 
     def run() -> object:
         return litellm.completion(
@@ -211,28 +307,39 @@ def litellm_path(wire: str, url: str, history: list[dict[str, Any]]) -> Callable
             max_tokens=MAX_TOKENS,
             api_base=base,
             api_key="not-used",
+            **client,
         )
 
     return run
 
 
-def pydantic_ai_path(wire: str, url: str, history: list[Any]) -> Callable[[], object]:
-    """pydantic-ai's model for `wire`, `request` run on one event loop kept for every run."""
+def pydantic_ai_path(wire: str, route: Route, history: list[Any]) -> Callable[[], object]:
+    """pydantic-ai's model for `wire`, `request` run on one event loop kept for every run.
+
+    For the mock transport its SDK client is made on an `httpx2.AsyncClient`
+    with it, as the SDKs' `http_client` argument allows.
+    """
     from pydantic_ai.models import ModelRequestParameters, ModelSettings
     from pydantic_ai.tools import ToolDefinition
 
     model: Any
+    url = route.url
+    http_client: Any = None
+    if route.mock:
+        import httpx2
+
+        http_client = httpx2.AsyncClient(transport=mock_transport(httpx2))
     # The SDK clients are built here and handed over: pydantic-ai's own
     # default makes an `httpx.AsyncClient`, which SDKs built on httpx2 refuse.
     # The request still runs pydantic-ai's mapping and the SDK's `create`.
     if wire == "anthropic":
-        model = pydantic_ai_anthropic(ANTHROPIC_MODEL, base_url=url)
+        model = pydantic_ai_anthropic(ANTHROPIC_MODEL, base_url=url, http_client=http_client)
     else:
         from openai import AsyncOpenAI
         from pydantic_ai.models.openai import OpenAIChatModel
         from pydantic_ai.providers.openai import OpenAIProvider
 
-        client = AsyncOpenAI(api_key="not-used", base_url=f"{url}/v1")
+        client = AsyncOpenAI(api_key="not-used", base_url=f"{url}/v1", http_client=http_client)
         model = OpenAIChatModel(OPENAI_MODEL, provider=OpenAIProvider(openai_client=client))
     params = ModelRequestParameters(
         function_tools=[
@@ -291,8 +398,8 @@ class Figures:
         return statistics.fmean(self.samples)
 
 
-def measure(url: str, messages: int, runs: int) -> dict[str, dict[str, Figures]]:
-    """Every contender on both wires at one size, in turn, `runs` rounds; gc left on."""
+def measure(route: Route, messages: int, runs: int) -> dict[str, dict[str, Figures]]:
+    """Every contender on both wires at one size, by `route`, in turn, `runs` rounds; gc left on."""
     tasks = conversation(
         messages, max(1, messages // MESSAGES_PER_IMAGE), seed=4, image_size=IMAGE_SIZE
     )
@@ -301,15 +408,15 @@ def measure(url: str, messages: int, runs: int) -> dict[str, dict[str, Figures]]
     typed = pydantic_ai_history(tasks)
     got: dict[str, dict[str, Figures]] = {}
     for wire in WIRES:
-        backend = carryall_backend(wire, url)
+        backend = carryall_backend(wire, route)
         paths = {
             FLOOR: floor_path(wire, blocks),
             "carryall": carryall_path(backend, blocks),
             # Right after carryall, so every contender still runs after the
             # one it ran after before, and the floor after LiteLLM.
             ENCODE: carryall_encode(backend, blocks),
-            "pydantic-ai": pydantic_ai_path(wire, url, typed),
-            "litellm": litellm_path(wire, url, flat),
+            "pydantic-ai": pydantic_ai_path(wire, route, typed),
+            "litellm": litellm_path(wire, route, flat),
         }
         for run in paths.values():
             run()  # warm caches, pools and lazy imports outside the clock
@@ -323,10 +430,16 @@ def measure(url: str, messages: int, runs: int) -> dict[str, dict[str, Figures]]
     return got
 
 
-def report(messages: int, got: dict[str, dict[str, Figures]], runs: int) -> None:
-    """Print one size's table, both wires, and the targets as met or missed."""
+ROUTES = {
+    "mock": "through a mock transport (issue 14's measure: to the bytes handed to the socket)",
+    "loopback": "to a loopback server (the socket writes and reads too; not what is judged)",
+}
+
+
+def report(route: Route, messages: int, got: dict[str, dict[str, Figures]], runs: int) -> None:
+    """Print one size's table by one route, both wires, and the targets as met or missed."""
     print(f"\n{messages:,} messages ({max(1, messages // MESSAGES_PER_IMAGE)} images), "
-          f"{runs} runs each, CPU of the calling thread, gc on")  # fmt: skip
+          f"{ROUTES[route.name]}, {runs} runs each, CPU of the calling thread, gc on")  # fmt: skip
     judged = messages >= 1_000
     for wire in WIRES:
         figures = got[wire]
@@ -345,7 +458,7 @@ def report(messages: int, got: dict[str, dict[str, Figures]], runs: int) -> None
         encode = figures[ENCODE].median
         print(
             f"    carryall's path: {encode * 1000:.2f} ms to the body bytes (image fitting and "
-            f"Codec.sent), {(ours - encode) * 1000:.2f} ms after them (send, read, decode), "
+            f"Codec.sent), {(ours - encode) * 1000:.2f} ms after them (send, reply, decode), "
             "by median"
         )
         if not judged:
@@ -363,6 +476,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs of each contender")
     parser.add_argument("--sizes", default="200,1000,5000", help="message counts, comma-separated")
+    parser.add_argument(
+        "--via",
+        default="mock,loopback",
+        help="where requests go, comma-separated: mock (a mock transport), loopback (a server)",
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -380,15 +498,25 @@ def main() -> None:
         sizes = [int(size) for size in args.sizes.split(",")]
     except ValueError:
         sys.exit(f"--sizes {args.sizes!r}: expected message counts such as 200,1000,5000")
+    via = args.via.split(",")
+    if not via or set(via) - set(ROUTES):
+        sys.exit(f"--via {args.via!r}: expected mock, loopback or both, comma-separated")
     server = subprocess.Popen(
         [sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True
     )
     try:
         assert server.stdout is not None
-        url = f"http://127.0.0.1:{server.stdout.readline().strip()}"
+        routes = {
+            "mock": Route("mock", MOCK_URL, mock=True),
+            "loopback": Route(
+                "loopback", f"http://127.0.0.1:{server.stdout.readline().strip()}", mock=False
+            ),
+        }
         gc.collect()
         for messages in sizes:
-            report(messages, measure(url, messages, args.runs), args.runs)
+            for name in via:
+                route = routes[name]
+                report(route, messages, measure(route, messages, args.runs), args.runs)
     finally:
         server.kill()
         server.wait()

@@ -6,8 +6,12 @@ import json
 import re
 from typing import Any
 
+import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from carryall._json import KeptItems
 from carryall.blocks import Message, Origin, Text, Thinking, ToolResult, ToolUse
 from carryall.errors import HistoryError
 from carryall.providers import Capabilities, Request
@@ -16,6 +20,7 @@ from carryall.providers import openai as openai_wire
 from carryall.providers import responses as responses_wire
 from carryall.providers.codec import Codec, anthropic_codec, openai_codec, responses_codec
 from tests.goldens import GOLDENS, TOOLS
+from tests.test_codec_fidelity import histories as fidelity_histories
 
 SEES_AND_CALLS = Capabilities(vision=True, native_tools=True, thinking=True)
 PROMPT_MODE = Capabilities(vision=True, native_tools=False, thinking=False)
@@ -214,3 +219,120 @@ def test_sent_writes_an_odd_tool_input_as_the_dict_path_does(value: Any) -> None
             codec.sent(request, False)
     else:
         assert codec.sent(request, False).data == expected
+
+
+# -- the messages the last body began with, kept as JSON (`KeptItems`) ---------------
+
+
+class _SmallChunks(KeptItems):
+    CHUNK = 3  # type: ignore[misc]  # chunk edges and merges on short histories
+
+
+def _sent_both(kind: str, request: Request, kept: KeptItems) -> tuple[Any, Any]:
+    """`encode_sent` through `kept`, and without it: each a `Sent` or the error raised."""
+
+    def sent(with_kept: KeptItems | None) -> Any:
+        try:
+            if kind == "anthropic":
+                return anthropic_wire.encode_sent(request, SEES_AND_CALLS, kept=with_kept)
+            return openai_wire.encode_sent(request, SEES_AND_CALLS, kind, kept=with_kept)  # type: ignore[arg-type]
+        except Exception as exc:  # the same refusal either way, compared below
+            return (type(exc), str(exc))
+
+    return sent(kept), sent(None)
+
+
+def _agent_steps(history: list[Message], other: list[Message]) -> list[list[Message]]:
+    """Histories one codec sends in turn: growing, switching, shrinking, copied, edited."""
+    copied = msgspec.json.decode(msgspec.json.encode(history), type=list[Message])
+    edited = [*history]
+    if len(edited) > 2:
+        edited[len(edited) // 2] = Message.user("edited in place of the middle message")
+    return [
+        *(history[:cut] for cut in range(1, len(history) + 1)),
+        other,
+        history,
+        copied,  # equal messages, not the same objects
+        edited,
+        history[: len(history) // 2 or 1],
+        [*history, *other[1:]],
+    ]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    fidelity_histories(),
+    fidelity_histories(),
+    st.sampled_from(["anthropic", "openai", "llama-server"]),
+)
+def test_kept_json_sends_the_very_bytes_a_fresh_encode_does(
+    history: list[Message], other: list[Message], kind: str
+) -> None:
+    """Whatever a codec sent before, what it sends now is the body written whole, or its error."""
+    kept = _SmallChunks()
+    for step in _agent_steps(history, other):
+        for max_images in (100, 1):  # an image limit turns earlier images into placeholders
+            request = Request(
+                model="m", system="Be brief.", messages=tuple(step), tools=TOOLS,
+                max_tokens=256, max_images=max_images,
+            )  # fmt: skip
+            with_kept, fresh = _sent_both(kind, request, kept)
+            assert with_kept == fresh
+
+
+def test_kept_json_writes_only_what_is_new_and_never_keeps_a_payload() -> None:
+    """A step that adds messages writes those alone; a message with an image, every time."""
+    written: list[tuple[int, int]] = []
+    history: list[Any] = [f"m{n}" for n in range(10)]
+
+    def write(start: int, end: int) -> list[Any]:
+        written.append((start, end))
+        return history[start:end]
+
+    kept = _SmallChunks()
+    first = kept.items(history, {4}, write)
+    assert written == [(0, 3), (3, 4), (4, 5), (5, 8), (8, 10)]
+    assert msgspec.json.encode(first) == msgspec.json.encode(history)
+    written.clear()
+    history = [*history, "m10", "m11"]
+    again = kept.items(history, {4}, write)
+    # The payload message again, then only the two new messages (joined to the short last chunk).
+    assert written == [(4, 5), (10, 12)]
+    assert msgspec.json.encode(again) == msgspec.json.encode(history)
+    written.clear()
+    changed = [*history[:6], "changed", *history[7:]]
+    kept.items(changed, {4}, write)
+    assert written == [(4, 5), (5, 8), (8, 11), (11, 12)]
+
+
+def test_kept_json_is_not_fooled_by_an_object_equal_to_anything() -> None:
+    class Agreeable:
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = object.__hash__
+
+    written: list[tuple[int, int]] = []
+
+    def write(start: int, end: int) -> list[Any]:
+        written.append((start, end))
+        return [f"m{n}" for n in range(start, end)]
+
+    kept = KeptItems()
+    kept.items([Message.user("a"), Message.user("b")], (), write)
+    written.clear()
+    kept.items([Agreeable(), Agreeable()], (), write)
+    assert written == [(0, 2)]
+
+
+def test_a_backend_codec_keeps_its_last_messages_and_sends_the_same_bytes() -> None:
+    """Through `Codec.sent`, as a transport calls it: an agent's growing history, step by step."""
+    for codec, kind in (
+        (anthropic_codec(SEES_AND_CALLS), "anthropic"),
+        (openai_codec(SEES_AND_CALLS, "openai"), "openai"),
+    ):
+        history = _text_rounds(300)
+        for cut in (400, 403, 404, 800, 1200):
+            request = request_for(history[:cut])
+            fresh = _sent_both(kind, request, KeptItems())[1]
+            assert codec.sent(request, False) == fresh

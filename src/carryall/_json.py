@@ -13,14 +13,19 @@ into the body as it is (`builtins` gives an encoder's dict form the text).
 from __future__ import annotations
 
 import json
+import operator
 import re
 import threading
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Mapping, Sequence
+from itertools import islice
 from typing import Any, Final
 
 import msgspec
 
+from carryall.blocks import Message
+
 __all__ = [
+    "KeptItems",
     "One",
     "Payload",
     "body_bytes",
@@ -262,3 +267,139 @@ class WrittenAhead:
             # above: it is in the chunk gathering now.
             self._payload = True
         self._previous = index in self._payloads
+
+
+class KeptItems:
+    """The message items of the last body written, kept as JSON for the next body that repeats them.
+
+    An agent sends its whole history with every step, and each step's
+    history is the last one with a few messages added, so all but those few
+    were written to JSON by the request before. A transport's codec holds
+    one of these (`anthropic_codec`, `openai_codec`); its encoder asks
+    `items` for a history's message items instead of writing them all. The
+    items come back as `msgspec.Raw` chunks of JSON where the history still
+    holds the very messages the last one did (or equal ones) from the
+    start, and as wire objects after that; `body_bytes` writes both into
+    the same bytes a body built whole would hold, so what is sent never
+    depends on what was kept.
+
+    Nothing is written twice for it: a chunk is the JSON of up to `CHUNK`
+    messages, written once and copied into the body after. A message
+    holding an image's or a document's base64 (`payloads`) is never kept:
+    its bytes would be a second copy of the payload, held until the next
+    request, and writing it is the copy every body makes anyway. A message
+    is a frozen value; a tool input dict changed in place after it was sent
+    is not seen (the same rule as the session store's). Held: the last
+    history's message list (the messages the history holds anyway) and its
+    JSON without payloads. Safe to share between threads: each call reads
+    one held state and replaces it whole when done, so the worst a race
+    does is write again what another thread kept.
+    """
+
+    CHUNK: Final = 256
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held: tuple[Sequence[Any], tuple[tuple[int, int, msgspec.Raw | None], ...]] = (
+            (),
+            (),
+        )
+
+    def items(
+        self,
+        messages: Sequence[Any],
+        payloads: Container[int],
+        write: Callable[[int, int], list[Any]],
+    ) -> list[Any]:
+        """The items of `messages`: kept chunks for the repeated start, `write(start, end)`'s after.
+
+        `write(start, end)` gives the wire items of `messages[start:end]`;
+        what it raises (a tool input msgspec will not write) is raised here
+        and nothing is kept.
+        """
+        held, chunks = self._held
+        shared = _shared(held, messages)
+        out: list[Any] = []
+        kept: list[tuple[int, int, msgspec.Raw | None]] = []
+        start = 0
+        for chunk in chunks:
+            first, end, raw = chunk
+            if end > shared:
+                break
+            if raw is None:
+                out += write(first, end)
+            elif raw:
+                out.append(raw)
+            kept.append(chunk)
+            start = end
+        count = len(messages)
+        while start < count:
+            if start in payloads:
+                out += write(start, start + 1)
+                kept.append((start, start + 1, None))
+                start += 1
+                continue
+            end = min(start + self.CHUNK, count)
+            for index in range(start + 1, end):
+                if index in payloads:
+                    end = index
+                    break
+            raw = _chunk(write(start, end))
+            if kept and kept[-1][2] is not None and kept[-1][1] - kept[-1][0] < self.CHUNK:
+                # The small chunk the last request ended on and this one go
+                # on as one, so a long run of steps is not a chunk per step.
+                first, _, before = kept.pop()
+                if out and out[-1] is before:
+                    out.pop()
+                raw = _joined(before, raw)
+                start = first
+            if raw:
+                out.append(raw)
+            kept.append((start, end, raw))
+            start = end
+        self._held = (messages, tuple(kept))
+        return out
+
+
+def _chunk(items: list[Any]) -> msgspec.Raw:
+    # The items' JSON without the array's brackets: commas between, as the
+    # body's array would hold them. No items: an empty Raw, left out.
+    if not items:
+        return msgspec.Raw(b"")
+    return msgspec.Raw(memoryview(_BODY.encode(items))[1:-1])
+
+
+def _joined(before: msgspec.Raw | None, after: msgspec.Raw) -> msgspec.Raw:
+    if not before:
+        return after
+    if not after:
+        return before
+    return msgspec.Raw(b",".join((bytes(before), bytes(after))))
+
+
+def _shared(held: Sequence[Any], messages: Sequence[Any]) -> int:
+    """How many leading messages `messages` shares with `held`: the same objects, or equal ones.
+
+    The same objects are found at C speed; from the first that is not, the
+    rest are compared one by one, by value when not the same object (a
+    prepared copy made again, a history read back from its file). Only
+    `Message` values count as equal, so an object whose `==` says yes to
+    anything cannot stand in for one.
+    """
+    count = min(len(held), len(messages))
+    try:
+        at = list(map(operator.is_, islice(held, count), islice(messages, count))).index(False)
+    except ValueError:
+        return count
+    for old, new in zip(islice(held, at, count), islice(messages, at, count), strict=True):
+        if old is not new:
+            if type(old) is not Message or type(new) is not Message:
+                return at
+            try:
+                if old != new:
+                    return at
+            except Exception:  # a value's own `==` failed: not the same message
+                return at
+        at += 1
+    return count

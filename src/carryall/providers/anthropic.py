@@ -66,6 +66,7 @@ Choices this dialect forces, each made once here:
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
@@ -73,6 +74,7 @@ from typing import Any, Final
 import msgspec
 
 from carryall._json import (
+    KeptItems,
     Payload,
     body_bytes,
     carryable,
@@ -95,8 +97,8 @@ from carryall.blocks import (
     ToolResult,
     ToolUse,
 )
-from carryall.errors import BlockError, ProviderError
-from carryall.providers._common import Wire, answer_message, prepare
+from carryall.errors import BlockError, CarryallError, ProviderError
+from carryall.providers._common import Prepared, Wire, answer_message, payload_messages, prepare
 from carryall.providers._types import (
     Capabilities,
     Encoded,
@@ -202,7 +204,9 @@ def encode(request: Request, caps: Capabilities, *, every_origin: bool = False) 
     return Encoded(body, downgrades)
 
 
-def encode_sent(request: Request, caps: Capabilities, *, stream: bool = False) -> Sent:
+def encode_sent(
+    request: Request, caps: Capabilities, *, stream: bool = False, kept: KeptItems | None = None
+) -> Sent:
     """`encode`'s body as the bytes sent (a stream asked for when `stream`), and its report.
 
     The transport's entry point, and the same JSON as `encode`'s body byte
@@ -212,8 +216,19 @@ def encode_sent(request: Request, caps: Capabilities, *, stream: bool = False) -
     then makes a handful of containers per request instead of several per
     message, each of which the garbage collector would track and, once the
     request outlived a few young collections, walk again in a full one.
+    With `kept`, the messages the last body written with it began with are
+    copied in as the JSON written then (`KeptItems`): the same bytes.
     """
-    body, downgrades = _body(request, caps, False, _sent_messages)
+    if kept is None:
+        body, downgrades = _body(request, caps, False, _sent_messages)
+    else:
+        try:
+            body, downgrades = _body(request, caps, False, _kept_messages(kept))
+        except (TypeError, ValueError, RecursionError) as exc:
+            if isinstance(exc, CarryallError):
+                raise
+            # A chunk msgspec would not write: the path below names why.
+            return encode_sent(request, caps, stream=stream)
     if stream:
         body["stream"] = True
     try:
@@ -311,6 +326,21 @@ def _sent_messages(messages: list[Message], irregular: list[int]) -> list[Any]:
     # body's encoder writes as the same JSON `_encode_messages` would hold,
     # and an image's or a document's base64 is a `Payload` for it.
     return _rewritten(list(messages), messages, irregular, Payload)
+
+
+def _kept_messages(kept: KeptItems) -> Callable[[list[Message], list[int]], list[Any]]:
+    # `_sent_messages`, with the start the last body repeated taken from `kept`.
+    def write(messages: list[Message], irregular: list[int]) -> list[Any]:
+        def written(start: int, end: int) -> list[Any]:
+            part = messages[start:end]
+            first = bisect.bisect_left(irregular, start)
+            rewrite = [i - start for i in irregular[first : bisect.bisect_left(irregular, end)]]
+            return _rewritten(list(part), part, rewrite, Payload)
+
+        payloads = payload_messages(Prepared(messages, irregular))
+        return kept.items(messages, payloads, written)
+
+    return write
 
 
 def _rewritten(

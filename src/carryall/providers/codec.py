@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from carryall._json import KeptItems
 from carryall.providers import (
     Capabilities,
     Dialect,
@@ -101,7 +102,12 @@ class Codec:
 
 
 def anthropic_codec(caps: Capabilities, endpoint: str = "") -> Codec:
-    """The Messages API codec for a model with `caps`, at `endpoint` (a base URL's host)."""
+    """The Messages API codec for a model with `caps`, at `endpoint` (a base URL's host).
+
+    Its `sent` keeps the JSON of the messages it last wrote (`KeptItems`),
+    so the next request of the same conversation writes only what is new.
+    """
+    kept = KeptItems()
     return Codec(
         encode=lambda request: anthropic_wire.encode_request(request, caps),
         encode_reported=lambda request: anthropic_wire.encode(request, caps),
@@ -113,7 +119,7 @@ def anthropic_codec(caps: Capabilities, endpoint: str = "") -> Codec:
         ends=_message_stop,
         endpoint=endpoint,
         encode_sent=lambda request, stream: anthropic_wire.encode_sent(
-            request, caps, stream=stream
+            request, caps, stream=stream, kept=kept
         ),
     )
 
@@ -124,9 +130,12 @@ def openai_codec(caps: Capabilities, dialect: Dialect, endpoint: str = "") -> Co
     Prompt mode is constrained by a JSON schema on llama-server, which
     enforces one; a plain OpenAI-compatible server may not, so there the
     calls are read out of free text. Both speak the same wire, so they share
-    what a stream looks like.
+    what a stream looks like. With native tool calls, `sent` keeps the JSON
+    of the messages it last wrote (`KeptItems`), so the next request of the
+    same conversation writes only what is new.
     """
     if caps.native_tools:
+        kept = KeptItems()
         return Codec(
             encode=lambda request: openai_wire.encode_request(request, caps, dialect),
             encode_reported=lambda request: openai_wire.encode(request, caps, dialect),
@@ -140,7 +149,7 @@ def openai_codec(caps: Capabilities, dialect: Dialect, endpoint: str = "") -> Co
             ends=_done,
             endpoint=endpoint,
             encode_sent=lambda request, stream: openai_wire.encode_sent(
-                request, caps, dialect, stream=stream
+                request, caps, dialect, stream=stream, kept=kept
             ),
         )
     constrained = dialect == "llama-server"

@@ -126,14 +126,22 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import Any, Final, get_args
 from urllib.parse import urlsplit
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from carryall._json import One, Payload, body_bytes, builtins, carryable, repair_surrogates
+from carryall._json import (
+    KeptItems,
+    One,
+    Payload,
+    body_bytes,
+    builtins,
+    carryable,
+    repair_surrogates,
+)
 from carryall._text import shorten
 from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
@@ -159,6 +167,7 @@ from carryall.providers._common import (
     answer_message,
     answered_call,
     imported_call,
+    payload_messages,
     prepare,
 )
 from carryall.providers._types import (
@@ -260,16 +269,31 @@ def encode(
 
 
 def encode_sent(
-    request: Request, caps: Capabilities, dialect: Dialect = "openai", *, stream: bool = False
+    request: Request,
+    caps: Capabilities,
+    dialect: Dialect = "openai",
+    *,
+    stream: bool = False,
+    kept: KeptItems | None = None,
 ) -> Sent:
     """`encode`'s body as the bytes sent (`stream_body`'s when `stream`), and its report.
 
     The transport's entry point, and the same JSON as `encode`'s body byte
     for byte: the same wire objects (`encode_prepared(sent=True)`), written
-    by msgspec as they are instead of converted to dicts first.
+    by msgspec as they are instead of converted to dicts first. With
+    `kept`, the messages the last body written with it began with are
+    copied in as the JSON written then (`KeptItems`): the same bytes.
     """
     prepared = prepare(request, caps, wire_of(dialect))
-    body = encode_prepared(request, prepared.messages, caps, dialect, sent=True)
+    body = encode_prepared(
+        request,
+        prepared.messages,
+        caps,
+        dialect,
+        sent=True,
+        kept=kept,
+        payloads=payload_messages(prepared) if kept is not None else (),
+    )
     return Sent(sent_bytes(body, stream=stream), prepared.downgrades)
 
 
@@ -297,6 +321,8 @@ def encode_prepared(
     *,
     spaced: bool = False,
     sent: bool = False,
+    kept: KeptItems | None = None,
+    payloads: Container[int] = (),
 ) -> dict[str, Any]:
     """`encode_request` for messages already through `_common.prepare`.
 
@@ -304,7 +330,10 @@ def encode_prepared(
     as plain messages: checking it a second time would be the same work again.
     `sent` leaves the messages as the wire objects msgspec writes (the
     `_...Message` classes) instead of dicts: for a body that is only going
-    to be sent (`encode_sent`).
+    to be sent (`encode_sent`). With `sent`, `kept` gives the messages the
+    last body written with it began with as their JSON (`KeptItems`);
+    `payloads` are the indices of the messages holding an image's or a
+    document's bytes, which it never keeps.
     """
     if dialect not in _DIALECTS:
         raise ProviderError(
@@ -320,10 +349,44 @@ def encode_prepared(
     wire: list[Any] = []
     if request.system:
         wire.append(_SystemMessage(request.system))
+    if kept is not None and sent:
+        wire += kept.items(
+            messages, payloads, lambda start, end: _messages(messages, start, end, llama, spaced)
+        )
+    else:
+        wire += _messages(messages, 0, len(messages), llama, spaced)
+    if not wire:
+        raise HistoryError(0, "the request has no messages and no system prompt: nothing to answer")
+    body: dict[str, Any] = {
+        "model": request.model,
+        "messages": wire if sent else builtins(wire),
+    }
+    body["max_tokens" if llama else "max_completion_tokens"] = request.max_tokens
+    if request.tools:
+        body["tools"] = [_encode_tool(spec) for spec in request.tools]
+        if request.tool_choice is not None:
+            if request.tool_choice not in _TOOL_CHOICES:
+                raise ProviderError(
+                    f"tool_choice {request.tool_choice!r} is not one of {', '.join(_TOOL_CHOICES)}"
+                )
+            body["tool_choice"] = request.tool_choice
+    if request.effort is not None:
+        body["reasoning_effort"] = request.effort
+    if llama and (caps.thinking or request.thinking):
+        body["chat_template_kwargs"] = {"enable_thinking": bool(request.thinking)}
+    return body
+
+
+def _messages(
+    messages: Sequence[Message], start: int, end: int, llama: bool, spaced: bool
+) -> list[Any]:
+    """The wire messages of `messages[start:end]` (a user turn's results are several)."""
     # This loop runs over the whole history on every request: blocks are
     # told apart by exact type, as the history's validator tells them.
+    wire: list[Any] = []
     append = wire.append
-    for index, message in enumerate(messages):
+    for index in range(start, end):
+        message = messages[index]
         role = message.role
         content = message.content
         # The commonest turns the short way, as the general writers below
@@ -351,26 +414,7 @@ def encode_prepared(
             append(_SystemMessage(message.text()))
         else:
             append(_encode_assistant(message, index, llama, spaced))
-    if not wire:
-        raise HistoryError(0, "the request has no messages and no system prompt: nothing to answer")
-    body: dict[str, Any] = {
-        "model": request.model,
-        "messages": wire if sent else builtins(wire),
-    }
-    body["max_tokens" if llama else "max_completion_tokens"] = request.max_tokens
-    if request.tools:
-        body["tools"] = [_encode_tool(spec) for spec in request.tools]
-        if request.tool_choice is not None:
-            if request.tool_choice not in _TOOL_CHOICES:
-                raise ProviderError(
-                    f"tool_choice {request.tool_choice!r} is not one of {', '.join(_TOOL_CHOICES)}"
-                )
-            body["tool_choice"] = request.tool_choice
-    if request.effort is not None:
-        body["reasoning_effort"] = request.effort
-    if llama and (caps.thinking or request.thinking):
-        body["chat_template_kwargs"] = {"enable_thinking": bool(request.thinking)}
-    return body
+    return wire
 
 
 def stream_body(body: Mapping[str, Any]) -> dict[str, Any]:
