@@ -56,6 +56,7 @@ from pathlib import Path
 from carryall.blocks import Message, Text, ToolResult, ToolUse
 from carryall.sessions import AnyStore, SessionMeta, Store
 from carryall.sessions._transcript import Event, encode_event, encode_header, now
+from carryall.sessions.recall import MAX_LIMIT
 
 _SENTENCE = (
     "the build failed again because the cache key changed when the lockfile moved "
@@ -291,9 +292,11 @@ def bench_recall(store: AnyStore, repeat: int, files: list[str], label: str) -> 
     print(f"recall, {label}, over {count:,} messages (index rebuilt in {built:.2f} s)")
     grep = shutil.which("grep")
     for word in ("zanzibar", "mirror", "lockfile workspace"):
-        matching = len(store.recall.search(word, limit=10**7))
+        # recall returns at most MAX_LIMIT hits: a count at the bound is "at least".
+        matching = len(store.recall.search(word, limit=MAX_LIMIT))
+        over = "+" if matching == MAX_LIMIT else " "
         ours = statistics.median(_timed(functools.partial(store.recall.search, word), repeat))
-        line = f"  {word!r:22} in {matching:>6,} messages, recall top 20: {_ms(ours)}"
+        line = f"  {word!r:22} in {matching:>6,}{over}messages, recall top 20: {_ms(ours)}"
         if grep and " " not in word:
             cmd = [grep, "-c", word, *files]
             grep_once = functools.partial(subprocess.run, cmd, capture_output=True, check=False)
