@@ -42,6 +42,7 @@ __all__ = [
     "answer_message",
     "answered_call",
     "imported_call",
+    "openai_tool_choice",
     "payload_messages",
     "prepare",
     "system_note",
@@ -180,6 +181,19 @@ def prepare(
         messages, irregular = _fold_systems(messages, irregular, downgrades)
     downgrades.sort(key=lambda d: d.index)
     return Prepared(messages, irregular, tuple(downgrades))
+
+
+OPENAI_TOOL_CHOICES: Final = ("auto", "none", "required")
+
+
+def openai_tool_choice(request: Request) -> str | None:
+    """`request.tool_choice` as both OpenAI wires take it (None: none asked for), or refused."""
+    choice = request.tool_choice
+    if choice is not None and choice not in OPENAI_TOOL_CHOICES:
+        raise ProviderError(
+            f"tool_choice {choice!r} is not one of {', '.join(OPENAI_TOOL_CHOICES)}"
+        )
+    return choice
 
 
 def payload_messages(prepared: Prepared) -> set[int]:

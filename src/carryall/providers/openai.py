@@ -167,6 +167,7 @@ from carryall.providers._common import (
     answer_message,
     answered_call,
     imported_call,
+    openai_tool_choice,
     payload_messages,
     prepare,
 )
@@ -203,7 +204,6 @@ ERROR_PREFIX = "Error: "
 """How a `role: "tool"` message says its result is an error; `decode_messages` undoes it."""
 
 _DIALECTS: tuple[str, ...] = get_args(Dialect)
-_TOOL_CHOICES = ("auto", "none", "required")
 _STOP_REASONS: dict[str, StopReason] = {
     "stop": "end_turn",
     "tool_calls": "tool_use",
@@ -364,12 +364,9 @@ def encode_prepared(
     body["max_tokens" if llama else "max_completion_tokens"] = request.max_tokens
     if request.tools:
         body["tools"] = [_encode_tool(spec) for spec in request.tools]
-        if request.tool_choice is not None:
-            if request.tool_choice not in _TOOL_CHOICES:
-                raise ProviderError(
-                    f"tool_choice {request.tool_choice!r} is not one of {', '.join(_TOOL_CHOICES)}"
-                )
-            body["tool_choice"] = request.tool_choice
+        choice = openai_tool_choice(request)
+        if choice is not None:
+            body["tool_choice"] = choice
     if request.effort is not None:
         body["reasoning_effort"] = request.effort
     if llama and (caps.thinking or request.thinking):

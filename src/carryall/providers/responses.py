@@ -88,6 +88,7 @@ from carryall.providers._common import (
     answer_message,
     answered_call,
     imported_call,
+    openai_tool_choice,
     prepare,
 )
 from carryall.providers._types import (
@@ -135,7 +136,6 @@ REASONING: Final = "reasoning"
 _IMPORTED: Final = Origin(DIALECT, "", "")
 """The origin of what an imported input list holds: this wire, no endpoint or model known."""
 
-_TOOL_CHOICES = ("auto", "none", "required")
 _REASONING_KEYS: Final = ("type", "id", "summary", "content", "encrypted_content")
 _ENCRYPTED: Final = "reasoning.encrypted_content"
 
@@ -264,12 +264,9 @@ def _encode(request: Request, messages: list[Message], sent: bool) -> dict[str, 
             }
             for spec in request.tools
         ]
-        if request.tool_choice is not None:
-            if request.tool_choice not in _TOOL_CHOICES:
-                raise ProviderError(
-                    f"tool_choice {request.tool_choice!r} is not one of {', '.join(_TOOL_CHOICES)}"
-                )
-            body["tool_choice"] = request.tool_choice
+        choice = openai_tool_choice(request)
+        if choice is not None:
+            body["tool_choice"] = choice
     if request.effort is not None:
         body["reasoning"] = {"effort": request.effort}
     if request.thinking:
