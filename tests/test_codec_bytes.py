@@ -235,6 +235,8 @@ def _sent_both(kind: str, request: Request, kept: KeptItems) -> tuple[Any, Any]:
         try:
             if kind == "anthropic":
                 return anthropic_wire.encode_sent(request, SEES_AND_CALLS, kept=with_kept)
+            if kind == "responses":
+                return responses_wire.encode_sent(request, SEES_AND_CALLS, kept=with_kept)
             return openai_wire.encode_sent(request, SEES_AND_CALLS, kind, kept=with_kept)  # type: ignore[arg-type]
         except Exception as exc:  # the same refusal either way, compared below
             return (type(exc), str(exc))
@@ -263,7 +265,7 @@ def _agent_steps(history: list[Message], other: list[Message]) -> list[list[Mess
 @given(
     fidelity_histories(),
     fidelity_histories(),
-    st.sampled_from(["anthropic", "openai", "llama-server"]),
+    st.sampled_from(["anthropic", "openai", "llama-server", "responses"]),
 )
 def test_kept_json_sends_the_very_bytes_a_fresh_encode_does(
     history: list[Message], other: list[Message], kind: str
@@ -330,6 +332,7 @@ def test_a_backend_codec_keeps_its_last_messages_and_sends_the_same_bytes() -> N
     for codec, kind in (
         (anthropic_codec(SEES_AND_CALLS), "anthropic"),
         (openai_codec(SEES_AND_CALLS, "openai"), "openai"),
+        (responses_codec(SEES_AND_CALLS), "responses"),
     ):
         history = _text_rounds(300)
         for cut in (400, 403, 404, 800, 1200):

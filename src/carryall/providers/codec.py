@@ -176,10 +176,15 @@ def responses_codec(caps: Capabilities, *, llama: bool = False, endpoint: str = 
     Prompt mode is constrained on llama-server (`llama`), which enforces a
     JSON schema. A stream is read to `response.completed` (or
     `response.incomplete`): that event carries the finished answer, and some
-    servers send `[DONE]` after it, others nothing.
+    servers send `[DONE]` after it, others nothing. With native tool calls,
+    `sent` keeps the JSON of the messages it last wrote (`KeptItems`).
     """
     native = caps.native_tools
     constrained = llama and not native
+    # With native tool calls the messages map to items one by one, so the
+    # JSON of those it sent last is kept (`KeptItems`); prompt mode rewrites
+    # the history around its tools on every request, so it writes it whole.
+    kept = KeptItems() if native else None
     return Codec(
         encode=lambda request: responses_wire.encode_request(
             request, caps, constrained=constrained, llama=llama
@@ -201,7 +206,7 @@ def responses_codec(caps: Capabilities, *, llama: bool = False, endpoint: str = 
         ends=_response_finished,
         endpoint=endpoint,
         encode_sent=lambda request, stream: responses_wire.encode_sent(
-            request, caps, constrained=constrained, llama=llama, stream=stream
+            request, caps, constrained=constrained, llama=llama, stream=stream, kept=kept
         ),
     )
 

@@ -64,7 +64,7 @@ from typing import Any, Final, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from carryall._json import One, Payload, body_bytes, builtins, repair_surrogates
+from carryall._json import KeptItems, One, Payload, body_bytes, builtins, repair_surrogates
 from carryall._text import shorten
 from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
@@ -89,6 +89,7 @@ from carryall.providers._common import (
     answered_call,
     imported_call,
     openai_tool_choice,
+    payload_messages,
     prepare,
 )
 from carryall.providers._types import (
@@ -186,23 +187,32 @@ def encode_sent(
     constrained: bool = False,
     llama: bool = False,
     stream: bool = False,
+    kept: KeptItems | None = None,
 ) -> Sent:
     """`encode`'s body as the bytes sent (a stream asked for when `stream`), and its report.
 
     The transport's entry point, and the same JSON as `encode`'s body byte
     for byte: the same item objects, written by msgspec as they are instead
-    of converted to dicts first.
+    of converted to dicts first. With `kept` (used with native tool calls
+    only), the messages the last body written with it began with are copied
+    in as the JSON written then (`KeptItems`): the same bytes.
     """
-    encoded = _encoded(request, caps, constrained, llama, sent=True)
+    encoded = _encoded(request, caps, constrained, llama, sent=True, kept=kept)
     return Sent(sent_bytes(encoded.body, stream), encoded.downgrades)
 
 
 def _encoded(
-    request: Request, caps: Capabilities, constrained: bool, llama: bool, *, sent: bool
+    request: Request,
+    caps: Capabilities,
+    constrained: bool,
+    llama: bool,
+    *,
+    sent: bool,
+    kept: KeptItems | None = None,
 ) -> Encoded:
     if not caps.native_tools and request.tools:
         inner, downgrades = prompt_mode.plain_request(request, caps, WIRE, constrained=constrained)
-        body = _encode(inner, list(inner.messages), sent)
+        body = _encode(inner, _items(inner.messages, 0, len(inner.messages)), sent)
         if constrained:
             schema = prompt_mode.response_schema(request.tools, request.tool_choice)
             body["text"] = {
@@ -217,18 +227,26 @@ def _encoded(
                 body["json_schema"] = schema
         return Encoded(body, downgrades)
     prepared = prepare(request, caps, WIRE)
-    return Encoded(_encode(request, prepared.messages, sent), prepared.downgrades)
+    messages = prepared.messages
+    if kept is not None and sent:
+        items = kept.items(
+            messages, payload_messages(prepared), lambda start, end: _items(messages, start, end)
+        )
+    else:
+        items = _items(messages, 0, len(messages))
+    return Encoded(_encode(request, items, sent), prepared.downgrades)
 
 
-def _encode(request: Request, messages: list[Message], sent: bool) -> dict[str, Any]:
-    """The body; its items are the wire objects below when `sent`, else their dicts."""
+def _items(messages: Sequence[Message], start: int, end: int) -> list[Any]:
+    """The input items of `messages[start:end]`, as the wire objects below."""
     items: list[Any] = []
     append = items.append
     # This loop runs over the whole history on every request: blocks are
     # told apart by exact type, as `survey_history` tells them, and the
     # commonest turns (one result; a remark and one call) go the short way,
     # as the general writers below would write them.
-    for index, message in enumerate(messages):
+    for index in range(start, end):
+        message = messages[index]
         content = message.content
         if message.role == "user":
             if len(content) == 1 and type(content[0]) is ToolResult:
@@ -243,6 +261,11 @@ def _encode(request: Request, messages: list[Message], sent: bool) -> dict[str, 
                 append(_FunctionCall(use.id, use.name, _arguments(use, index)))
                 continue
         _encode_assistant(message, index, append)
+    return items
+
+
+def _encode(request: Request, items: list[Any], sent: bool) -> dict[str, Any]:
+    """The body around the messages' `items`: the wire objects when `sent`, else their dicts."""
     if not items:
         raise HistoryError(0, "the request has no messages: nothing to answer")
     body: dict[str, Any] = {
