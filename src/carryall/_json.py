@@ -275,7 +275,8 @@ class KeptItems:
     An agent sends its whole history with every step, and each step's
     history is the last one with a few messages added, so all but those few
     were written to JSON by the request before. A transport's codec holds
-    one of these (`anthropic_codec`, `openai_codec`); its encoder asks
+    one of these (`anthropic_codec`, `openai_codec`, `responses_codec`, with
+    native tool calls); its encoder asks
     `items` for a history's message items instead of writing them all. The
     items come back as `msgspec.Raw` chunks of JSON where the history still
     holds the very messages the last one did (or equal ones) from the
