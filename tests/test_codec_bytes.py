@@ -293,18 +293,27 @@ def test_kept_json_writes_only_what_is_new_and_never_keeps_a_payload() -> None:
 
     kept = _SmallChunks()
     first = kept.items(history, {4}, write)
-    assert written == [(0, 3), (3, 4), (4, 5), (5, 8), (8, 10)]
+    assert written == [(0, 10)]  # nothing to go on from: written whole, only remembered
     assert msgspec.json.encode(first) == msgspec.json.encode(history)
     written.clear()
     history = [*history, "m10", "m11"]
-    again = kept.items(history, {4}, write)
+    second = kept.items(history, {4}, write)
+    # It goes on: now written in chunks, cut before and after the payload message.
+    assert written == [(0, 3), (3, 4), (4, 5), (5, 8), (8, 11), (11, 12)]
+    assert msgspec.json.encode(second) == msgspec.json.encode(history)
+    written.clear()
+    history = [*history, "m12", "m13"]
+    third = kept.items(history, {4}, write)
     # The payload message again, then only the two new messages (joined to the short last chunk).
-    assert written == [(4, 5), (10, 12)]
-    assert msgspec.json.encode(again) == msgspec.json.encode(history)
+    assert written == [(4, 5), (12, 14)]
+    assert msgspec.json.encode(third) == msgspec.json.encode(history)
     written.clear()
     changed = [*history[:6], "changed", *history[7:]]
     kept.items(changed, {4}, write)
-    assert written == [(4, 5), (5, 8), (8, 11), (11, 12)]
+    assert written == [(4, 5), (5, 8), (8, 11), (11, 14)]
+    written.clear()
+    kept.items(["other", *history[1:]], {4}, write)
+    assert written == [(0, 14)]
 
 
 def test_kept_json_is_not_fooled_by_an_object_equal_to_anything() -> None:
@@ -321,7 +330,9 @@ def test_kept_json_is_not_fooled_by_an_object_equal_to_anything() -> None:
         return [f"m{n}" for n in range(start, end)]
 
     kept = KeptItems()
-    kept.items([Message.user("a"), Message.user("b")], (), write)
+    history = [Message.user("a"), Message.user("b")]
+    kept.items(history, (), write)
+    kept.items(history, (), write)  # it went on: its JSON is kept now
     written.clear()
     kept.items([Agreeable(), Agreeable()], (), write)
     assert written == [(0, 2)]

@@ -285,7 +285,9 @@ class KeptItems:
     depends on what was kept.
 
     Nothing is written twice for it: a chunk is the JSON of up to `CHUNK`
-    messages, written once and copied into the body after. A message
+    messages, written once and copied into the body after; a history that
+    shares no start with the last one is written whole, as without this,
+    and its chunks are made the next time, when it goes on. A message
     holding an image's or a document's base64 (`payloads`) is never kept:
     its bytes would be a second copy of the payload, held until the next
     request, and writing it is the copy every body makes anyway. A message
@@ -321,6 +323,13 @@ class KeptItems:
         """
         held, chunks = self._held
         shared = _shared(held, messages)
+        if not shared:
+            # Nothing repeats: written whole, as without `KeptItems`, and only
+            # remembered. JSON is kept once a history goes on from this one,
+            # so a request that is never followed up costs nothing extra.
+            out = write(0, len(messages))
+            self._held = (messages, ())
+            return out
         out: list[Any] = []
         kept: list[tuple[int, int, msgspec.Raw | None]] = []
         start = 0
