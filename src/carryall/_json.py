@@ -327,9 +327,9 @@ class KeptItems:
             # Nothing repeats: written whole, as without `KeptItems`, and only
             # remembered. JSON is kept once a history goes on from this one,
             # so a request that is never followed up costs nothing extra.
-            out = write(0, len(messages))
+            whole = write(0, len(messages))
             self._held = (messages, ())
-            return out
+            return whole
         out: list[Any] = []
         kept: list[tuple[int, int, msgspec.Raw | None]] = []
         start = 0
