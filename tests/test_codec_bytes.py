@@ -350,3 +350,39 @@ def test_a_backend_codec_keeps_its_last_messages_and_sends_the_same_bytes() -> N
             request = request_for(history[:cut])
             fresh = _sent_both(kind, request, KeptItems())[1]
             assert codec.sent(request, False) == fresh
+
+
+def test_one_codec_shared_by_threads_sends_each_its_own_bytes() -> None:
+    """Two conversations sent through one codec from two threads: each body is its own, whole."""
+    import sys
+    import threading
+
+    codec = openai_codec(SEES_AND_CALLS, "openai")
+    histories = [_text_rounds(60), [Message.user("other"), *_text_rounds(40)[1:]]]
+    expected = [
+        [
+            _sent_both("openai", request_for(h[:cut]), KeptItems())[1]
+            for cut in range(4, len(h) + 1, 4)
+        ]
+        for h in histories
+    ]
+    failures: list[str] = []
+
+    def converse(which: int) -> None:
+        history = histories[which]
+        for _ in range(20):
+            for step, cut in enumerate(range(4, len(history) + 1, 4)):
+                if codec.sent(request_for(history[:cut]), False) != expected[which][step]:
+                    failures.append(f"conversation {which}, {cut} messages")
+
+    threads = [threading.Thread(target=converse, args=(which,)) for which in (0, 1)]
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the threads take turns as often as they can
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switching)
+    assert failures == []
