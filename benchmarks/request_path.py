@@ -244,11 +244,16 @@ def carryall_path(backend: Any, history: list[Any]) -> Callable[[], object]:
     return run
 
 
-def carryall_encode(backend: Any, history: list[Any]) -> Callable[[], object]:
+def carryall_encode(
+    backend: Any, history: list[Any], fresh: Callable[[], Any] | None = None
+) -> Callable[[], object]:
     """The part of `backend.complete` before the send: the image fitting and `Codec.sent`.
 
     Timed beside the whole path for the breakdown line only (the part after
     the body bytes exist is the whole path less this); it is not a contender.
+    With `fresh`, each run makes its codec with it (one that kept nothing,
+    as if the history were sent for the first time) instead of using the
+    backend's.
     """
 
     def run() -> object:
@@ -256,31 +261,18 @@ def carryall_encode(backend: Any, history: list[Any]) -> Callable[[], object]:
             model="", messages=tuple(history), system=SYSTEM, tools=TOOLS, max_tokens=MAX_TOKENS
         )
         fitted, _ = fit_request_images(backend.addressed(request), backend.image_limits)
-        return backend._codec.sent(fitted, backend.stream)
-
-    return run
-
-
-def carryall_encode_unkept(wire: str, backend: Any, history: list[Any]) -> Callable[[], object]:
-    """`carryall_encode` by a codec that kept nothing: the history as if sent for the first time.
-
-    A fresh codec (what the backend's is made from) for every run, so no
-    message is copied from an earlier request: for the breakdown line only.
-    """
-
-    def run() -> object:
-        request = Request(
-            model="", messages=tuple(history), system=SYSTEM, tools=TOOLS, max_tokens=MAX_TOKENS
-        )
-        fitted, _ = fit_request_images(backend.addressed(request), backend.image_limits)
-        caps, endpoint = backend.capabilities, backend.endpoint
-        if wire == "anthropic":
-            codec = anthropic_codec(caps, endpoint)
-        else:
-            codec = openai_codec(caps, "openai", endpoint)
+        codec = backend._codec if fresh is None else fresh()
         return codec.sent(fitted, backend.stream)
 
     return run
+
+
+def unkept_codec(wire: str, backend: Any) -> Callable[[], Any]:
+    """A maker of the codec `backend`'s is made from, new each time: nothing kept in it."""
+    caps, endpoint = backend.capabilities, backend.endpoint
+    if wire == "anthropic":
+        return lambda: anthropic_codec(caps, endpoint)
+    return lambda: openai_codec(caps, "openai", endpoint)
 
 
 def litellm_path(wire: str, route: Route, history: list[dict[str, Any]]) -> Callable[[], object]:
@@ -447,7 +439,7 @@ def measure(route: Route, messages: int, runs: int) -> dict[str, dict[str, Figur
             # The breakdown's two (not contenders) right after carryall, so
             # the contenders keep their order, and the floor runs after LiteLLM.
             ENCODE: carryall_encode(backend, blocks),
-            UNKEPT: carryall_encode_unkept(wire, backend, blocks),
+            UNKEPT: carryall_encode(backend, blocks, unkept_codec(wire, backend)),
             "pydantic-ai": pydantic_ai_path(wire, route, typed),
             "litellm": litellm_path(wire, route, flat),
         }
