@@ -13,16 +13,14 @@ into the body as it is (`builtins` gives an encoder's dict form the text).
 from __future__ import annotations
 
 import json
-import operator
 import re
 import threading
 from collections.abc import Callable, Container, Mapping, Sequence
-from itertools import islice
 from typing import Any, Final
 
 import msgspec
 
-from carryall.blocks import Message
+from carryall.blocks import _shared_start
 
 __all__ = [
     "KeptItems",
@@ -322,7 +320,7 @@ class KeptItems:
         and nothing is kept.
         """
         held, chunks = self._held
-        shared = _shared(held, messages)
+        shared = _shared_start(held, messages)
         if not shared:
             # Nothing repeats: written whole, as without `KeptItems`, and only
             # remembered. JSON is kept once a history goes on from this one,
@@ -386,30 +384,3 @@ def _joined(before: msgspec.Raw | None, after: msgspec.Raw) -> msgspec.Raw:
     if not after:
         return before
     return msgspec.Raw(b",".join((bytes(before), bytes(after))))
-
-
-def _shared(held: Sequence[Any], messages: Sequence[Any]) -> int:
-    """How many leading messages `messages` shares with `held`: the same objects, or equal ones.
-
-    The same objects are found at C speed; from the first that is not, the
-    rest are compared one by one, by value when not the same object (a
-    prepared copy made again, a history read back from its file). Only
-    `Message` values count as equal, so an object whose `==` says yes to
-    anything cannot stand in for one.
-    """
-    count = min(len(held), len(messages))
-    try:
-        at = list(map(operator.is_, islice(held, count), islice(messages, count))).index(False)
-    except ValueError:
-        return count
-    for old, new in zip(islice(held, at, count), islice(messages, at, count), strict=True):
-        if old is not new:
-            if type(old) is not Message or type(new) is not Message:
-                return at
-            try:
-                if old != new:
-                    return at
-            except Exception:  # a value's own `==` failed: not the same message
-                return at
-        at += 1
-    return count

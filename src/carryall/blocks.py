@@ -740,21 +740,37 @@ _Resume: TypeAlias = tuple[tuple["Message", ...], tuple[str, ...], int, tuple[in
 
 
 def _starts_with(messages: tuple[Message, ...], held: tuple[Message, ...]) -> bool:
-    """Whether `messages` begins with `held`'s messages: the same objects, or equal Messages.
+    """Whether `messages` begins with all of `held`'s messages (`_shared_start`)."""
+    return len(held) <= len(messages) and _shared_start(held, messages) == len(held)
 
-    `held` holds only `Message` values; an equal item that is not one (an
-    object whose `==` says yes to anything) does not count, so nothing
-    passes the survey unread.
+
+def _shared_start(held: Sequence[Any], messages: Sequence[Any]) -> int:
+    """How many leading messages `messages` shares with `held`: the same objects, or equal ones.
+
+    The one answer for everything that goes on from the last history it saw
+    (the survey here, the kept JSON of a request body). The same objects
+    are found at C speed; from the first that is not, the rest are compared
+    one by one, by value when not the same object (a fitted image's message
+    made again, a history read back from its file). Only `Message` values
+    count as equal, so an object whose `==` says yes to anything cannot
+    stand in for one; a comparison that raises is a difference.
     """
-    if len(held) > len(messages):
-        return False
-    head = messages[: len(held)]
-    try:
-        if head != held:
-            return False
-    except Exception:  # an item's own `==` failed: it is surveyed, and refused there
-        return False
-    return all(map(operator.is_, head, held)) or set(map(type, head)) <= {Message}
+    count = min(len(held), len(messages))
+    # `map` stops at the shorter of the two.
+    if all(map(operator.is_, held, messages)):
+        return count
+    at = list(map(operator.is_, held, messages)).index(False)
+    for old, new in zip(islice(held, at, count), islice(messages, at, count), strict=True):
+        if old is not new:
+            if type(old) is not Message or type(new) is not Message:
+                return at
+            try:
+                if old != new:
+                    return at
+            except Exception:  # a value's own `==` failed: not the same message
+                return at
+        at += 1
+    return count
 
 
 _SURVEYED: Final = _Surveyed(4)
