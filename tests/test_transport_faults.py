@@ -686,9 +686,12 @@ real_server = pytest.mark.skipif(
 )
 
 COUNT = "Count from one to fifty in words, one number per line."
-# Few tokens: the kill lands at the first of them, long before the last, and
-# the retried request stays quick even on a loaded machine.
-COUNT_TOKENS = 40
+# Enough tokens that the server is still generating when the first of them
+# is read, so the kill lands mid-answer: with 40, a loaded machine could
+# starve the client while the server wrote the whole answer, the kill then
+# changed nothing and no restart came (seen once in CI). Still few enough
+# that the retried request stays quick.
+COUNT_TOKENS = 400
 
 
 def _kill_on_first_text(pid: int | None) -> Callable[[str], None]:
