@@ -7,6 +7,7 @@ number; a writer records the salvaged history whole and carries on.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -85,7 +86,7 @@ def test_garbage_line_is_salvaged_and_named_by_every_reader(store: Store) -> Non
 def test_bit_flip_in_message_text_fails_the_integrity_check(store: Store) -> None:
     session_id, path = _recorded(store)
     lines = _lines(path)
-    assert b'"check":"' in lines[2]
+    assert b'"crc":"' in lines[2]
     lines[2] = lines[2].replace(b"three", b"thrEe")  # still JSON, still consistent
     _write(path, lines)
     opened = store.open(session_id)
@@ -98,11 +99,32 @@ def test_lines_written_before_the_check_still_load(store: Store) -> None:
     lines = _lines(path)
     for i in (1, 2):
         event = json.loads(lines[i])
-        del event["check"]
+        del event["crc"]
         lines[i] = json.dumps(event).encode()
     _write(path, lines)
     opened = store.open(session_id)
     assert opened.messages() == HISTORY and opened.damage == []
+
+
+def test_lines_written_with_the_older_sha256_check_still_load_and_still_find_a_flip(
+    store: Store,
+) -> None:
+    # Before the CRC field, a line ended in the first 12 hex digits of the
+    # SHA-256 of the line without it; such a file is still checked that way.
+    session_id, path = _recorded(store)
+    lines = _lines(path)
+    for i in (1, 2):
+        body = lines[i][: lines[i].rindex(b',"crc"')] + b"}"
+        check = hashlib.sha256(body).hexdigest()[:12].encode()
+        lines[i] = body[:-1] + b',"check":"' + check + b'"}'
+    _write(path, lines)
+    opened = store.open(session_id)
+    assert opened.messages() == HISTORY and opened.damage == []
+    lines[2] = lines[2].replace(b"three", b"thrEe")
+    _write(path, lines)
+    opened = store.open(session_id)
+    assert all("thrEe" not in m.text() for m in opened.messages())
+    assert any("line 3: fails its integrity check" in note for note in opened.damage)
 
 
 @pytest.mark.parametrize(

@@ -228,7 +228,7 @@ def test_a_document_written_inline_before_blobs_still_loads(store: Store) -> Non
     sha = hashlib.sha256(b"%PDF-1.4\n").hexdigest()
     lines = session.path.read_bytes().splitlines()
     event = json.loads(lines[1])
-    event.pop("check")
+    event.pop("crc")
     event["messages"][0]["content"][1] = {
         "type": "document",
         "media_type": "application/pdf",
@@ -632,6 +632,13 @@ def _line(kind: str, n: int, start: int, messages: list[Any], **extra: Any) -> b
     return encode_event(Event(kind, stamp, n=n, start=start, messages=messages, **extra))[:-1]
 
 
+def _with_older_check(line: bytes) -> bytes:
+    """A line as carryall wrote it before the CRC field: the SHA-256 check field instead."""
+    body = line[: line.rindex(b',"crc"')] + b"}"
+    check = hashlib.sha256(body).hexdigest()[:12].encode()
+    return body[:-1] + b',"check":"' + check + b'"}'
+
+
 def _replay_state(replay: Any) -> tuple[Any, ...]:
     return (
         replay.messages,
@@ -654,6 +661,9 @@ _LINE_KINDS = (
     "wrong n",
     "flipped",
     "unchecked",
+    "older check",
+    "older check flipped",
+    "crc flipped",
     "empty",
     "two values",
     "image",
@@ -692,7 +702,17 @@ def _lines_of(kinds: list[str]) -> list[bytes]:
             continue  # damage: the history does not grow
         elif kind == "unchecked":
             good = _line("append", held + 1, held, one)
-            lines.append(good[: good.rindex(b',"check"')] + b"}")
+            lines.append(good[: good.rindex(b',"crc"')] + b"}")
+        elif kind == "older check":
+            lines.append(_with_older_check(_line("append", held + 1, held, one)))
+        elif kind == "older check flipped":
+            good = _with_older_check(_line("append", held + 1, held, one))
+            lines.append(good.replace(b"hello", b"jello").replace(b'"hi"', b'"ho"'))
+            continue
+        elif kind == "crc flipped":
+            good = _line("append", held + 1, held, one)
+            lines.append(good[:-3] + bytes([good[-3] ^ 1]) + good[-2:])  # a letter of the field
+            continue
         elif kind == "empty":
             lines.append(b"")
             continue
@@ -776,6 +796,40 @@ def test_a_clean_run_takes_the_reading_at_once() -> None:
     events = _transcript._clean_run(lines)
     assert events is not None and len(events) == 20
     assert _transcript._clean_run([*lines[:4], lines[4].replace(b"hello", b"jello")]) is None
+
+
+def test_a_run_of_lines_with_the_older_check_still_takes_the_reading_at_once() -> None:
+    from carryall.sessions import _transcript
+
+    lines = [_with_older_check(_line("append", i + 1, i, [_SAY[i % 2]])) for i in range(20)]
+    events = _transcript._clean_run(lines)
+    assert events is not None and len(events) == 20
+    flipped = lines[7].replace(b"hello", b"jello").replace(b'"hi"', b'"ho"')
+    assert _transcript._clean_run([*lines[:7], flipped, *lines[8:]]) is None
+    with pytest.raises(TranscriptError, match="line 9: fails its integrity check"):
+        _transcript.verify_line(flipped, "t", 9)
+
+
+@given(st.lists(st.binary(max_size=200), min_size=1, max_size=8), st.data())
+@settings(max_examples=200, deadline=None)
+def test_every_crc_is_reachable_and_any_flipped_bit_is_found(
+    bodies: list[bytes], data: st.DataObject
+) -> None:
+    # The letters can bring any line's CRC to the value checked, and the
+    # lines of a run, joined by commas as a load joins them, check together:
+    # one flipped bit anywhere (field included) and the line, and the run, fail.
+    from carryall.sessions import _transcript
+
+    lines = [_transcript._with_crc(b"{" + body + b"}")[:-1] for body in bodies]
+    assert all(map(_transcript._crc_holds, lines))
+    assert _transcript._crc_holds(b",".join(lines))
+    which = data.draw(st.integers(0, len(lines) - 1))
+    bit = data.draw(st.integers(0, 8 * len(lines[which]) - 1))
+    damaged = bytearray(lines[which])
+    damaged[bit // 8] ^= 1 << (bit % 8)
+    assert not _transcript._crc_holds(bytes(damaged))
+    lines[which] = bytes(damaged)
+    assert not _transcript._crc_holds(b",".join(lines))
 
 
 def test_the_run_decoding_reads_every_field_an_event_has() -> None:

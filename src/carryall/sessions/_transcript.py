@@ -17,19 +17,25 @@ rewrite replaced stays in the file, which is how an earlier version is
 recovered. This module is pure: it turns bytes into values and back, and
 the store does the I/O.
 
-Each event line ends with `"check": "<12 hex>"`, the start of the SHA-256 of
-the line written without it, so a flipped bit is found rather than read as
-what was said; a line without one (written before the check existed) still
-loads. A reader salvages: a damaged line (not JSON, failing its check, out
-of step with the lines before it) is skipped and named in `Replay.damage`
-with its line number, and every other event is still applied.
+Each event line ends with `"crc": "<9 letters>"`, letters chosen when it is
+written so that the CRC-32 of the whole line (without its newline) is one
+fixed value, so a flipped bit is found rather than read as what was said,
+and a reader checks a line with one `zlib.crc32` call over it as it lies in
+the file. Lines written before that end with `"check": "<12 hex>"`, the
+start of the SHA-256 of the line without it, and are checked that way; a
+line with neither (written before either existed) still loads. A reader
+salvages: a damaged line (not JSON, failing its check, out of step with the
+lines before it) is skipped and named in `Replay.damage` with its line
+number, and every other event is still applied.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from itertools import accumulate, chain, repeat
 from operator import attrgetter, methodcaller
 from typing import TYPE_CHECKING, Annotated, Any, BinaryIO, Generic, Literal, TypeVar
@@ -232,21 +238,93 @@ def with_title(meta: SessionMeta, title: str | None) -> SessionMeta:
     return msgspec.structs.replace(meta, title=title)
 
 
+# The check written today. CRC-32 is the code made for accidental damage (every
+# burst of up to 32 flipped bits is caught, any other damage all but 1 time in
+# 2**32), which is all a transcript's check is for. The letters are picked so
+# that the CRC-32 of the line followed by a comma is 0: the register is back at
+# its start after every line, so the lines of a run joined by commas, as a load
+# joins them to decode them as one JSON array, have CRC 0 together, and a load
+# checks a whole run in one C call over the bytes it decodes. A digest of each
+# line without its field cost two copies and a hash object per line, more than
+# decoding the line did.
+_CRC = b',"crc":"'
+_CRC_LETTERS = 9  # four bits each; see `_cancelling` for why nine
+_CRC_TAIL = len(_CRC) + _CRC_LETTERS + 2  # the field, its letters, `"}`
+_LETTER = 0x40  # the letters are `@` to `O`: each carries four bits in its low half
+_JOIN = b","  # what follows each line in the CRC (and in a run as a load decodes it)
+
+
+def _crc_holds(data: bytes | memoryview) -> bool:
+    """Whether lines (one, or a run joined by commas) written with CRC fields are intact."""
+    return zlib.crc32(_JOIN, zlib.crc32(data)) == 0
+
+
+# The check lines were written with before the CRC: the first 12 hex digits of
+# the SHA-256 of the line without the field. Still read, never written.
 _CHECK = b',"check":"'
 _CHECK_HEX = 12
 _CHECK_TAIL = len(_CHECK) + _CHECK_HEX + 2  # the field, its digits, `"}`
 
 
-def _check_of(body: bytes) -> bytes:
-    return hashlib.sha256(body).hexdigest()[:_CHECK_HEX].encode()
+@cache
+def _cancelling() -> tuple[tuple[int, ...], ...]:
+    """What the letter bits must be to move a line's CRC by a given amount, one table a byte.
+
+    For lines of one length, the CRC of `a XOR b` is `crc(a) ^ crc(b) ^
+    crc(zeros)`, and a change at a fixed distance from the end moves the CRC
+    the same way whatever comes before it. So setting letter bit j moves a
+    line's CRC (with its comma) by a fixed `effect[j]`, and Gauss-Jordan elimination over
+    GF(2) gives, for each CRC bit, letter bits that flip it alone. Eight
+    letters are not enough: their 32 effects span only 30 dimensions, so nine
+    are written and 32 of their 36 bits used.
+    """
+    width = _CRC_LETTERS + 2 + len(_JOIN)  # the letters, `"}` and the comma after the line
+    zeros = zlib.crc32(bytes(width))
+    rows = []
+    for bit in range(4 * _CRC_LETTERS):
+        probe = bytearray(width)
+        probe[bit // 4] = 1 << (bit % 4)
+        rows.append((zlib.crc32(probe) ^ zeros, 1 << bit))
+    for k in range(32):
+        # Always found: the effects span all 32 bits (`test_every_crc_is_reachable`).
+        pivot = next(i for i in range(k, len(rows)) if rows[i][0] >> k & 1)
+        rows[k], rows[pivot] = rows[pivot], rows[k]
+        effect, letters = rows[k]
+        rows = [
+            (e ^ effect, x ^ letters) if i != k and e >> k & 1 else (e, x)
+            for i, (e, x) in enumerate(rows)
+        ]
+    tables = []
+    for byte in range(4):
+        table = [0] * 256
+        for value in range(1, 256):
+            low = value & -value
+            table[value] = table[value ^ low] ^ rows[8 * byte + low.bit_length() - 1][1]
+        tables.append(tuple(table))
+    return tuple(tables)
+
+
+def _with_crc(body: bytes) -> bytes:
+    """The event line for a JSON object, its CRC field appended, newline included."""
+    blank = body[:-1] + _CRC + b"@" * _CRC_LETTERS + b'"}'
+    move = zlib.crc32(_JOIN, zlib.crc32(blank))  # what the letters must cancel to reach 0
+    tables = _cancelling()
+    bits = (
+        tables[0][move & 0xFF]
+        ^ tables[1][move >> 8 & 0xFF]
+        ^ tables[2][move >> 16 & 0xFF]
+        ^ tables[3][move >> 24]
+    )
+    letters = bytes(_LETTER | (bits >> 4 * i & 15) for i in range(_CRC_LETTERS))
+    return blank[: -_CRC_LETTERS - 2] + letters + b'"}\n'
 
 
 def _check_matches(line: bytes) -> bool:
-    """Whether a line ending in a check field holds the check of the body it was written from.
+    """Whether a line ending in an older check field holds the check of the body it was
+    written from.
 
     The body is the line with the field cut and its `}` put back; it is
-    hashed in two pieces rather than copied, since a load does this for
-    every line.
+    hashed in two pieces rather than copied.
     """
     digest = hashlib.sha256(memoryview(line)[:-_CHECK_TAIL])
     digest.update(b"}")
@@ -254,20 +332,24 @@ def _check_matches(line: bytes) -> bool:
 
 
 def encode_event(event: Event[Any]) -> bytes:
-    """One event line with its integrity check, newline included; a `TranscriptError` if a
+    """One event line with its CRC field, newline included; a `TranscriptError` if a
     value is not JSON."""
     try:
         body = _encoder.encode(event)
     except (msgspec.EncodeError, TypeError, ValueError) as exc:
         raise TranscriptError(f"a message cannot be written as JSON: {exc}") from None
-    return body[:-1] + _CHECK + _check_of(body) + b'"}\n'
+    return _with_crc(body)
 
 
 def verify_line(line: bytes, where: str, line_no: int) -> None:
     """Refuse an event line whose integrity check does not match it (a line with none passes)."""
-    if len(line) < _CHECK_TAIL or line[-_CHECK_TAIL : -_CHECK_HEX - 2] != _CHECK:
+    if line[-_CRC_TAIL : -_CRC_LETTERS - 2] == _CRC:
+        intact = _crc_holds(line)
+    elif len(line) >= _CHECK_TAIL and line[-_CHECK_TAIL : -_CHECK_HEX - 2] == _CHECK:
+        intact = line.endswith(b'"}') and _check_matches(line)
+    else:
         return
-    if not line.endswith(b'"}') or not _check_matches(line):
+    if not intact:
         raise TranscriptError(
             f"{where} line {line_no}: fails its integrity check (changed since it was written)"
         )
@@ -732,29 +814,37 @@ _CONTENT = attrgetter("content")
 _HEXDIGEST = methodcaller("hexdigest")
 
 
-def _clean_run(lines: list[bytes]) -> list[_PlainEvent] | None:
-    """A run's events when every line is checked, intact and plain, else None (read it by line).
-
-    The same tests `decode_event` makes, over the whole run at once: each
-    line ends in its check field and the check holds (a line without one,
-    an older line, is read by line), the lines decode as one JSON array into
-    exactly one event each, and no image or document came out (only those
-    two read differently when a line holds blocks by hash).
+def _older_checks_hold(lines: list[bytes]) -> bool:
+    """Whether every line of a run ends in an older (SHA-256) check field and its check holds.
 
     The checks are compared in one piece: the last bytes of every line, as
     long as a check field and its `}`, joined, against the check fields the
     lines' hashes give, joined. Each piece of the second is exactly that
     long, so the two are equal only if every line ends in its own check.
     """
-    count = len(lines)
-    if not count:
-        return None
     written = b"".join(map(bytes.__getitem__, lines, repeat(_TAIL)))
     bodies = map(bytes.__add__, map(bytes.__getitem__, lines, repeat(_BODY)), repeat(b"}"))
     checks = map(str.__getitem__, map(_HEXDIGEST, map(hashlib.sha256, bodies)), repeat(_WRITTEN))
-    if written.decode("latin-1") != f'{_CHECK_TEXT}{_GLUE.join(checks)}"}}':
+    return written.decode("latin-1") == f'{_CHECK_TEXT}{_GLUE.join(checks)}"}}'
+
+
+def _clean_run(lines: list[bytes]) -> list[_PlainEvent] | None:
+    """A run's events when every line is checked, intact and plain, else None (read it by line).
+
+    The same tests `decode_event` makes, over the whole run at once: each
+    line's check holds (a line without one, an older line, is read by line),
+    the lines decode as one JSON array into exactly one event each, and no
+    image or document came out (only those two read differently when a line
+    holds blocks by hash). A run of lines written with CRC fields is checked
+    in one call over the bytes decoded (`_crc_holds`), a run of older lines
+    by `_older_checks_hold`.
+    """
+    count = len(lines)
+    if not count:
         return None
-    run = b"".join((b"[", b",".join(lines), b"]"))
+    run = b"".join((b"[", _JOIN.join(lines), b"]"))
+    if not _crc_holds(memoryview(run)[1:-1]) and not _older_checks_hold(lines):
+        return None
     try:
         events = _batch_decoder.decode(run)
     except _DECODE_ERRORS:
