@@ -55,6 +55,7 @@ import io
 import json
 import os
 import random
+import resource
 import statistics
 import struct
 import subprocess
@@ -85,7 +86,8 @@ from carryall.providers.anthropic import encode_request, encode_request_bytes
 MODEL = "claude-sonnet-4-5"
 MAX_TOKENS = 4096
 SYSTEM = "You are a careful coding agent. Use the tools to look before you answer."
-IMAGE_SIZE = 1024 * 1024
+IMAGE_SIZE = int(os.environ.get("CARRYALL_BENCH_IMAGE_BYTES", 1024 * 1024))
+"""Bytes of each image; `--image-kib` sets it for the worker processes (through the environment)."""
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ROUNDS_PER_TASK = 4
 """Tool rounds between a user's question and the assistant's answer: 10 messages a task."""
@@ -418,15 +420,33 @@ def timed(rounds: int, run: Callable[[], object]) -> dict[str, Any]:
     """`rounds` runs as CPU seconds with the collector on, and the old method's figure.
 
     `cpu` is every run's `time.thread_time`, collections included;
-    `old` is the fastest wall-clock run of as many more with the collector
-    off, the figure this benchmark used to print.
+    `faults` the minor page faults each run took (fresh memory the kernel
+    had to map: what a big body costs beyond its bytes) and `full` the full
+    collections each run set off, printed beside the times so a slow run
+    says which of the two it was; `old` is the fastest wall-clock run of as
+    many more with the collector off, the figure this benchmark used to print.
     """
     run()  # warm caches and lazy imports outside the clock
     cpu: list[float] = []
-    for _ in range(rounds):
-        start = time.thread_time()
-        run()
-        cpu.append(time.thread_time() - start)
+    faults: list[int] = []
+    full: list[int] = []
+    started = [0]
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            started[0] += 1
+
+    gc.callbacks.append(count)
+    try:
+        for _ in range(rounds):
+            before, collections = _minor_faults(), started[0]
+            start = time.thread_time()
+            run()
+            cpu.append(time.thread_time() - start)
+            faults.append(_minor_faults() - before)
+            full.append(started[0] - collections)
+    finally:
+        gc.callbacks.remove(count)
     gc.collect()
     gc.disable()
     try:
@@ -437,7 +457,11 @@ def timed(rounds: int, run: Callable[[], object]) -> dict[str, Any]:
             old = min(old, time.perf_counter() - start)
     finally:
         gc.enable()
-    return {"cpu": cpu, "old": old}
+    return {"cpu": cpu, "faults": faults, "full": full, "old": old}
+
+
+def _minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
 
 
 def shape(body: bytes) -> tuple[int, int, int]:
@@ -541,7 +565,8 @@ def bench(work: Workload, rounds: int, processes: int) -> None:
             if name not in got:
                 got[name] = figures
             else:
-                got[name]["cpu"] += figures["cpu"]
+                for field in ("cpu", "faults", "full"):
+                    got[name][field] += figures[field]
                 got[name]["old"] = min(got[name]["old"], figures["old"])
     medians = {name: statistics.median(got[name]["cpu"]) for name in CONTENDERS}
     floor = medians[FLOOR]
@@ -555,7 +580,8 @@ def bench(work: Workload, rounds: int, processes: int) -> None:
     )
     print(
         f"  {'contender':<22}{'median ms':>10}{'mean ms':>9}{'mean/med':>9}{'x floor':>9}"
-        f"{'x carryall':>11}{'old ms':>8}{'old x fl':>9}   messages/results/images"
+        f"{'x carryall':>11}{'old ms':>8}{'old x fl':>9}{'faults':>8}{'full gc':>8}"
+        "   messages/results/images"
     )
     old_floor = got[FLOOR]["old"]
     for name in CONTENDERS:
@@ -566,6 +592,7 @@ def bench(work: Workload, rounds: int, processes: int) -> None:
         print(
             f"  {name:<22}{median * 1000:10.1f}{mean * 1000:9.1f}{mean / median:9.2f}"
             f"{median / floor:9.2f}{median / ours:11.2f}{old * 1000:8.1f}{old / old_floor:9.2f}"
+            f"{statistics.median(got[name]['faults']):8.0f}{sum(got[name]['full']):8d}"
             f"   {seen}"
         )
     build = got["carryall"]
@@ -578,6 +605,7 @@ def bench(work: Workload, rounds: int, processes: int) -> None:
         f"  target: carryall's mean within 1.5x of its median: {storm:.2f}x -> "
         f"{'met' if storm <= 1.5 else 'MISSED'}"
     )
+    print(f"  carryall's slowest runs: {_slowest(got['carryall'])}")
     met_floor = ours / floor <= work.floor_target
     print(
         f"  target: carryall within {work.floor_target:g}x of the floor by median: "
@@ -814,13 +842,14 @@ def bench_wire(work: Workload, wire: str, rounds: int, processes: int) -> None:
             if name not in got:
                 got[name] = figures
             else:
-                got[name]["cpu"] += figures["cpu"]
+                for field in ("cpu", "faults", "full"):
+                    got[name][field] += figures[field]
     medians = {name: statistics.median(got[name]["cpu"]) for name in WIRE_CONTENDERS}
     floor, ours = medians[FLOOR], medians["carryall"]
     print(f"\n{wire} wire, {work.name}: {work.messages:,} messages, {work.images} images")
     print(
         f"  {'contender':<22}{'median ms':>10}{'mean ms':>9}{'x floor':>9}{'x carryall':>11}"
-        f"{'body MiB':>10}"
+        f"{'body MiB':>10}{'faults':>8}{'full gc':>8}"
     )
     for name in WIRE_CONTENDERS:
         mean = statistics.fmean(got[name]["cpu"])
@@ -828,12 +857,22 @@ def bench_wire(work: Workload, wire: str, rounds: int, processes: int) -> None:
             f"  {name:<22}{medians[name] * 1000:10.1f}{mean * 1000:9.1f}"
             f"{medians[name] / floor:9.2f}{medians[name] / ours:11.2f}"
             f"{got[name]['bytes'] / 2**20:10.2f}"
+            f"{statistics.median(got[name]['faults']):8.0f}{sum(got[name]['full']):8d}"
         )
     ratio = medians["pydantic-ai"] / ours
     verdict = "met" if ratio >= WIRE_PEER_TARGET else "MISSED"
     print(
         f"  target: pydantic-ai at least {WIRE_PEER_TARGET:g}x slower than carryall: "
         f"{ratio:.2f}x -> {verdict}"
+    )
+
+
+def _slowest(figures: dict[str, Any], count: int = 3) -> str:
+    """The slowest timed runs, each with the page faults and full collections it took."""
+    runs = sorted(zip(figures["cpu"], figures["faults"], figures["full"], strict=True))[-count:]
+    return ", ".join(
+        f"{cpu * 1000:.1f} ms ({faults:,} faults, {full} full gc)"
+        for cpu, faults, full in reversed(runs)
     )
 
 
@@ -849,11 +888,21 @@ def main() -> None:
     parser.add_argument("--worker", nargs=2, type=int, help=argparse.SUPPRESS)
     parser.add_argument("--wire-worker", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument(
+        "--image-kib",
+        type=int,
+        default=0,
+        help="each image's size in KiB (default 1024); 1638 makes the image body 43 MiB, "
+        "past the 32 MiB below which glibc reuses a freed body",
+    )
+    parser.add_argument(
         "--wires",
         default="anthropic,responses,gemini,bedrock",
         help="which wires' tables to print (anthropic is the table beside LiteLLM)",
     )
     args = parser.parse_args()
+    if args.image_kib:
+        os.environ["CARRYALL_BENCH_IMAGE_BYTES"] = str(args.image_kib * 1024)
+        print(f"images of {args.image_kib:,} KiB, not the default 1,024")
     if args.wire_worker:
         index, wire, rounds = args.wire_worker
         print(json.dumps(measure_wire(WORKLOADS[int(index)], wire, int(rounds))))

@@ -386,3 +386,64 @@ def test_one_codec_shared_by_threads_sends_each_its_own_bytes() -> None:
     finally:
         sys.setswitchinterval(switching)
     assert failures == []
+
+
+# -- payloads: written once, gathered into one body --------------------------------
+
+
+_BASE64 = st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
+_ANY_TEXT = st.text(max_size=40)  # a "payload" that is not base64 after all: escaped as any text
+
+
+@given(
+    st.lists(
+        st.tuples(st.one_of(_BASE64, _ANY_TEXT), st.sampled_from(["", "data:image/png;base64,"])),
+        max_size=6,
+    ),
+    st.lists(st.one_of(st.text(max_size=20), st.integers()), max_size=6),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_body_with_payloads_is_the_json_of_its_dict_form(
+    payloads: list[tuple[str, str]], around: list[Any]
+) -> None:
+    # Payloads gathered between the marks give the bytes msgspec writes for
+    # the dict form (each payload's text in place), wherever they stand.
+    from carryall._json import Payload, body_bytes, builtins
+
+    items: list[Any] = []
+    for i, (data, prefix) in enumerate(payloads):
+        items.append({"data": Payload(data, prefix), "n": around[i] if i < len(around) else i})
+        items.extend(around[i : i + 1])
+    body = {"model": "m", "messages": items, "tail": Payload("QUJD")}
+    expected = msgspec.json.encode(builtins(body))
+    assert body_bytes(body) == expected
+    assert json.loads(expected)["tail"] == "QUJD"
+
+
+def test_a_nul_the_encoder_did_not_write_falls_back_to_writing_each_payload_in_place() -> None:
+    # Only a Raw holding invalid JSON can bring one; the body is still what
+    # msgspec writes, not pieces gathered at the wrong marks.
+    from carryall._json import Payload, body_bytes
+
+    body = {"odd": msgspec.Raw(b'"a\x00b"'), "image": Payload("QUJD"), "after": [1, 2]}
+    assert body_bytes(body) == b'{"odd":"a\x00b","image":"QUJD","after":[1,2]}'
+
+
+def test_a_payload_body_is_written_without_copying_the_payload_first() -> None:
+    # The payload's text is gathered straight into the body: no quoted copy
+    # of it is made on the way (tracemalloc sees one body-sized block at most).
+    import tracemalloc
+
+    from carryall._json import Payload, body_bytes
+
+    data = "QUJD" * 2_000_000  # 8 MB of base64
+    body = {"messages": [{"image": Payload(data)}, {"text": "after"}]}
+    body_bytes(body)  # the payload's text is then known to need no escape
+    tracemalloc.start()
+    try:
+        written = body_bytes(body)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert written == msgspec.json.encode({"messages": [{"image": data}, {"text": "after"}]})
+    assert peak < 1.2 * len(written)

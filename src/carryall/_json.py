@@ -200,11 +200,46 @@ def body_bytes(body: Mapping[str, Any]) -> bytes:
     """`body` as the compact UTF-8 JSON a request sends: one pass of msgspec's encoder.
 
     The bytes a transport hands to the socket, so the SDK neither walks nor
-    copies the body again; a `Payload` in it is written as its text. A value
-    msgspec cannot write (a tool schema holding a Python object) is a
-    `TypeError` naming its type, as the SDK's own serializer would raise.
+    copies the body again. A `Payload` in it is written as its text, and
+    written once: msgspec writes the rest of the body with a one-byte mark
+    where each payload goes, and the body is then gathered in one
+    allocation of its exact size (`bytes.join` over the pieces between the
+    marks and a zero-copy view of each payload's text), instead of each
+    payload first copied into a quoted string and the whole grown as it is
+    written. A value msgspec cannot write (a tool schema holding a Python
+    object) is a `TypeError` naming its type, as the SDK's own serializer
+    would raise.
     """
-    return _BODY.encode(body)
+    payloads: list[Payload] = []
+
+    def marked(value: Any) -> Any:
+        if type(value) is Payload and value.data in _PLAIN and _needs_no_escape(value.prefix):
+            payloads.append(value)
+            return _MARK
+        return _as_text(value)
+
+    out = msgspec.json.Encoder(enc_hook=marked).encode(body)
+    if not payloads:
+        return out
+    if out.count(_NUL) != len(payloads):
+        # A NUL msgspec did not write for a mark (only a `Raw` holding invalid
+        # JSON can carry one): written the plain way, each payload in place.
+        return _BODY.encode(body)
+    view = memoryview(out)
+    pieces: list[Any] = []
+    at = 0
+    for payload in payloads:
+        mark = out.index(_NUL, at)
+        pieces += (view[at:mark], f'"{payload.prefix}'.encode(), msgspec.Raw(payload.data), b'"')
+        at = mark + 1
+    pieces.append(view[at:])
+    return b"".join(pieces)
+
+
+# Where `body_bytes` puts a payload: a byte msgspec never writes itself (it
+# escapes every control character inside a string, and none stands outside one).
+_NUL: Final = b"\x00"
+_MARK: Final = msgspec.Raw(_NUL)
 
 
 def builtins(value: Any) -> Any:
