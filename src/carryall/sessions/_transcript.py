@@ -18,10 +18,10 @@ recovered. This module is pure: it turns bytes into values and back, and
 the store does the I/O.
 
 Each event line ends with `"crc": "<9 letters>"`, letters chosen when it is
-written so that the CRC-32 of the whole line (without its newline) is one
-fixed value, so a flipped bit is found rather than read as what was said,
-and a reader checks a line with one `zlib.crc32` call over it as it lies in
-the file. Lines written before that end with `"check": "<12 hex>"`, the
+written so that the CRC-32 of the line (without its newline) followed by a
+comma is 0, so a flipped bit is found rather than read as what was said,
+and a reader checks a run of lines, joined by commas as it decodes them, in
+one `zlib.crc32` call. Lines written before that end with `"check": "<12 hex>"`, the
 start of the SHA-256 of the line without it, and are checked that way; a
 line with neither (written before either existed) still loads. A reader
 salvages: a damaged line (not JSON, failing its check, out of step with the
@@ -273,10 +273,10 @@ def _cancelling() -> tuple[tuple[int, ...], ...]:
     For lines of one length, the CRC of `a XOR b` is `crc(a) ^ crc(b) ^
     crc(zeros)`, and a change at a fixed distance from the end moves the CRC
     the same way whatever comes before it. So setting letter bit j moves a
-    line's CRC (with its comma) by a fixed `effect[j]`, and Gauss-Jordan elimination over
-    GF(2) gives, for each CRC bit, letter bits that flip it alone. Eight
-    letters are not enough: their 32 effects span only 30 dimensions, so nine
-    are written and 32 of their 36 bits used.
+    line's CRC (with its comma) by a fixed `effect[j]`, and Gauss-Jordan
+    elimination over GF(2) gives, for each CRC bit, letter bits that flip it
+    alone. Eight letters are not enough: their 32 effects span only 30
+    dimensions, so nine are written and 32 of their 36 bits used.
     """
     width = _CRC_LETTERS + 2 + len(_JOIN)  # the letters, `"}` and the comma after the line
     zeros = zlib.crc32(bytes(width))
@@ -286,7 +286,7 @@ def _cancelling() -> tuple[tuple[int, ...], ...]:
         probe[bit // 4] = 1 << (bit % 4)
         rows.append((zlib.crc32(probe) ^ zeros, 1 << bit))
     for k in range(32):
-        # Always found: the effects span all 32 bits (`test_every_crc_is_reachable`).
+        # Always found: the effects span all 32 bits (`test_every_crc_is_reachable_...`).
         pivot = next(i for i in range(k, len(rows)) if rows[i][0] >> k & 1)
         rows[k], rows[pivot] = rows[pivot], rows[k]
         effect, letters = rows[k]
