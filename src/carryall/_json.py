@@ -179,9 +179,15 @@ _ESCAPE: Final = msgspec.json.Encoder()
 _PLAIN: Final = _Plain()
 
 
+def _plain_payload(value: Any) -> bool:
+    # A payload whose JSON is its text between quotes: copied in as it is.
+    return type(value) is Payload and value.data in _PLAIN and _needs_no_escape(value.prefix)
+
+
 def _written(value: Any) -> Any:
-    # `body_bytes`'s hook: msgspec calls it for what it cannot write itself.
-    if type(value) is Payload and value.data in _PLAIN and _needs_no_escape(value.prefix):
+    # `_BODY`'s hook (chunks written ahead, and `body_bytes` when it cannot
+    # gather): msgspec calls it for what it cannot write itself.
+    if _plain_payload(value):
         return msgspec.Raw(f'"{value.prefix}{value.data}"')
     return _as_text(value)
 
@@ -213,7 +219,7 @@ def body_bytes(body: Mapping[str, Any]) -> bytes:
     payloads: list[Payload] = []
 
     def marked(value: Any) -> Any:
-        if type(value) is Payload and value.data in _PLAIN and _needs_no_escape(value.prefix):
+        if _plain_payload(value):
             payloads.append(value)
             return _MARK
         return _as_text(value)
