@@ -585,13 +585,7 @@ def bench(work: Workload, rounds: int, processes: int) -> None:
     """
     got: dict[str, dict[str, Any]] = {}
     for _ in range(processes):
-        for name, figures in in_fresh_process(work, rounds).items():
-            if name not in got:
-                got[name] = figures
-            else:
-                for field in ("cpu", "faults", "full", "held"):
-                    got[name][field] += figures[field]
-                got[name]["old"] = min(got[name]["old"], figures["old"])
+        _pool(got, in_fresh_process(work, rounds))
     medians = {name: statistics.median(got[name]["cpu"]) for name in CONTENDERS}
     floor = medians[FLOOR]
     ours = medians["carryall"]
@@ -616,7 +610,7 @@ def bench(work: Workload, rounds: int, processes: int) -> None:
         print(
             f"  {name:<22}{median * 1000:10.1f}{mean * 1000:9.1f}{mean / median:9.2f}"
             f"{median / floor:9.2f}{median / ours:11.2f}{old * 1000:8.1f}{old / old_floor:9.2f}"
-            f"{statistics.median(got[name]['faults']):8.0f}{sum(got[name]['full']):8d}"
+            f"{_memory_columns(got[name])}"
             f"   {seen}"
         )
     build = got["carryall"]
@@ -876,12 +870,7 @@ def bench_wire(work: Workload, wire: str, rounds: int, processes: int) -> None:
         )
         if done.returncode != 0:
             sys.exit(f"timing {wire} on {work.name!r} failed:\n{done.stderr.strip()}")
-        for name, figures in json.loads(done.stdout).items():
-            if name not in got:
-                got[name] = figures
-            else:
-                for field in ("cpu", "faults", "full", "held"):
-                    got[name][field] += figures[field]
+        _pool(got, json.loads(done.stdout))
     medians = {name: statistics.median(got[name]["cpu"]) for name in WIRE_CONTENDERS}
     floor, ours = medians[FLOOR], medians["carryall"]
     print(f"\n{wire} wire, {work.name}: {work.messages:,} messages, {work.images} images")
@@ -895,7 +884,7 @@ def bench_wire(work: Workload, wire: str, rounds: int, processes: int) -> None:
             f"  {name:<22}{medians[name] * 1000:10.1f}{mean * 1000:9.1f}"
             f"{medians[name] / floor:9.2f}{medians[name] / ours:11.2f}"
             f"{got[name]['bytes'] / 2**20:10.2f}"
-            f"{statistics.median(got[name]['faults']):8.0f}{sum(got[name]['full']):8d}"
+            f"{_memory_columns(got[name])}"
         )
     held = {name: statistics.median(got[name]["held"]) for name in WIRE_CONTENDERS}
     print(
@@ -909,6 +898,23 @@ def bench_wire(work: Workload, wire: str, rounds: int, processes: int) -> None:
         f"  target: pydantic-ai at least {WIRE_PEER_TARGET:g}x slower than carryall: "
         f"{ratio:.2f}x -> {verdict}"
     )
+
+
+def _pool(got: dict[str, dict[str, Any]], process: dict[str, dict[str, Any]]) -> None:
+    """Add one process's figures to `got`: every run's, and the best of the old method's."""
+    for name, figures in process.items():
+        if name not in got:
+            got[name] = figures
+            continue
+        for field in ("cpu", "faults", "full", "held"):
+            got[name][field] += figures[field]
+        if "old" in figures:
+            got[name]["old"] = min(got[name]["old"], figures["old"])
+
+
+def _memory_columns(figures: dict[str, Any]) -> str:
+    """A row's page faults per run (median) and full collections (all runs), as printed."""
+    return f"{statistics.median(figures['faults']):8.0f}{sum(figures['full']):8d}"
 
 
 def _slowest(figures: dict[str, Any], count: int = 3) -> str:
