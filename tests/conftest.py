@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.postgres_server import Server, binaries
+from tests.support.postgres_server import Server, binaries
 
 _databases = itertools.count()
 

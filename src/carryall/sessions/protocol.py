@@ -5,7 +5,7 @@ the embedded default) and PostgreSQL (`carryall.sessions.postgres`), and
 `carryall.sessions.open_store` opens either from a path or a URL. The agent
 loop, the CLI, the TUI and the readers hold a `SessionStore`-shaped value
 typed as `AnyStore` and never ask which one it is. One conformance suite
-(`tests/test_store_conformance.py`) runs every promise here against both.
+(`tests/sessions/test_conformance.py`) runs every promise here against both.
 
 Both stores keep the same events: a header (`SessionMeta`) and event lines
 in the transcript format (`carryall.sessions._transcript`), images as

@@ -1,0 +1,308 @@
+"""The switch matrix (issue 13): a conversation recorded on any wire, continued on any other.
+
+`WIRES` is the one table that names a wire: its origin, an assistant turn
+as its real decoder reads it from that wire's answer, its encoder, the
+official SDK check its requests must pass, and how a body of its own is
+imported back. Every pair is run both on the golden histories (encoded on
+wire A, imported back as A's recording, encoded for wire B) and on random
+histories whose turns were each made on a wire drawn from the table. For
+every target, three things must hold: the body validates against that
+wire's SDK types; no signature, encrypted content or provider-native block
+made elsewhere appears in it; and `Encoded.downgrades` names each such
+block left off, at its message and by its kind.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from carryall.blocks import (
+    Message,
+    Opaque,
+    Origin,
+    RedactedThinking,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+)
+from carryall.providers import Capabilities, Encoded, Request
+from carryall.providers import anthropic as anthropic_wire
+from carryall.providers import bedrock as bedrock_wire
+from carryall.providers import gemini as gemini_wire
+from carryall.providers import openai as openai_wire
+from carryall.providers import responses as responses_wire
+from tests.support.goldens import GOLDENS, TOOLS
+from tests.support.sdk_openai import check_openai_request
+from tests.support.sdk_wires import check_bedrock_request, check_gemini_request, check_responses_request
+from tests.providers.test_anthropic import sdk_check
+from tests.providers.test_fidelity import RIDERS, _anthropic_turn, _openai_turn
+
+CAPS = Capabilities(vision=True, native_tools=True, thinking=True)
+
+
+def _responses_turn(origin: Origin, n: int, thinking: bool, call: bool) -> Message:
+    output: list[dict[str, Any]] = []
+    if thinking:
+        output.append(
+            {
+                "type": "reasoning",
+                "id": f"rs_{n}",
+                "encrypted_content": f"RENC-{origin.model}-{n}",
+                "summary": [{"type": "summary_text", "text": f"pondering {n}"}],
+            }
+        )
+    output.append(
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": f"answer {n}"}],
+        }
+    )
+    if call:
+        output.append(
+            {"type": "function_call", "call_id": f"call_{n}", "name": "look", "arguments": "{}"}
+        )
+    body = {"id": f"resp_{n}", "model": origin.model, "status": "completed", "output": output}
+    return responses_wire.decode_response(body, endpoint=origin.endpoint).message
+
+
+def _gemini_turn(origin: Origin, n: int, thinking: bool, call: bool) -> Message:
+    def signature(what: str) -> str:
+        return base64.b64encode(f"{what}-{origin.model}-{n}".encode()).decode()
+
+    parts: list[dict[str, Any]] = []
+    if thinking:
+        parts.append(
+            {"text": f"pondering {n}", "thought": True, "thoughtSignature": signature("T")}
+        )
+    parts.append({"text": f"answer {n}", "thoughtSignature": signature("X")})
+    if call:
+        parts.append(
+            {
+                "functionCall": {"id": f"call_{n}", "name": "look", "args": {"n": n}},
+                "thoughtSignature": signature("C"),
+            }
+        )
+    body = {
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}],
+        "modelVersion": origin.model,
+    }
+    return gemini_wire.decode_response(body, endpoint=origin.endpoint).message
+
+
+def _bedrock_turn(origin: Origin, n: int, thinking: bool, call: bool) -> Message:
+    content: list[dict[str, Any]] = []
+    if thinking:
+        text = {"text": f"pondering {n}", "signature": f"BSIG-{origin.model}-{n}"}
+        content.append({"reasoningContent": {"reasoningText": text}})
+        redacted = base64.b64encode(f"BRED-{origin.model}-{n}".encode()).decode()
+        content.append({"reasoningContent": {"redactedContent": redacted}})
+    content.append({"text": f"answer {n}"})
+    if call:
+        content.append({"toolUse": {"toolUseId": f"call_{n}", "name": "look", "input": {"n": n}}})
+    body = {
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": "tool_use" if call else "end_turn",
+        "usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15},
+    }
+    return bedrock_wire.decode_response(body, endpoint=origin.endpoint, model=origin.model).message
+
+
+def _anthropic(origin: Origin, n: int, thinking: bool, call: bool) -> Message:
+    kinds = ["thinking", "redacted", "server_tool", "citations"] if thinking else []
+    return _anthropic_turn(origin, n, kinds, call)
+
+
+def _request(history: list[Message], target: Origin) -> Request:
+    return Request(
+        model=target.model, endpoint=target.endpoint, messages=tuple(history), tools=TOOLS
+    )
+
+
+_BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+
+
+class WireCase(NamedTuple):
+    """One wire of the matrix, everything the matrix needs of it."""
+
+    origin: Origin
+    turn: Callable[[Origin, int, bool, bool], Message]
+    encode: Callable[[Request], Encoded]
+    check: Callable[[dict[str, Any]], None]
+    imported: Callable[[dict[str, Any]], tuple[str | None, list[Message]]]
+    takes_thinking_text: bool = False
+    """Takes any thinking's text (no signature) where others take only their own."""
+
+
+WIRES: dict[str, WireCase] = {
+    "anthropic": WireCase(
+        Origin("anthropic", "api.anthropic.com", "claude-sonnet-4-5"),
+        _anthropic,
+        lambda r: anthropic_wire.encode(r, CAPS),
+        sdk_check,
+        lambda b: anthropic_wire.decode_messages(b["messages"], system=b.get("system")),
+    ),
+    "openai": WireCase(
+        Origin("openai", "api.openai.com", "gpt-4o"),
+        _openai_turn,
+        lambda r: openai_wire.encode(r, CAPS, "openai"),
+        check_openai_request,
+        lambda b: openai_wire.decode_messages(b["messages"]),
+    ),
+    "llama-server": WireCase(
+        Origin("llama-server", "127.0.0.1", "qwen2.5-0.5b"),
+        _openai_turn,
+        lambda r: openai_wire.encode(r, CAPS, "llama-server"),
+        check_openai_request,
+        lambda b: openai_wire.decode_messages(b["messages"]),
+        takes_thinking_text=True,
+    ),
+    "responses": WireCase(
+        Origin("responses", "api.openai.com", "gpt-5"),
+        _responses_turn,
+        lambda r: responses_wire.encode(r, CAPS),
+        check_responses_request,
+        lambda b: responses_wire.decode_messages(b["input"], instructions=b.get("instructions")),
+    ),
+    "gemini": WireCase(
+        Origin("gemini", "generativelanguage.googleapis.com", "gemini-2.5-flash"),
+        _gemini_turn,
+        lambda r: gemini_wire.encode(r, CAPS),
+        check_gemini_request,
+        lambda b: gemini_wire.decode_messages(
+            b["contents"], system_instruction=b.get("systemInstruction")
+        ),
+    ),
+    "bedrock": WireCase(
+        Origin("bedrock", "bedrock-runtime.us-east-1.amazonaws.com", _BEDROCK_MODEL),
+        _bedrock_turn,
+        lambda r: bedrock_wire.encode(r, CAPS),
+        lambda b: check_bedrock_request(b, _BEDROCK_MODEL),
+        lambda b: bedrock_wire.decode_messages(b["messages"], system=b.get("system")),
+    ),
+}
+PAIRS = [(a, b) for a in WIRES for b in WIRES]
+
+
+def _signed(block: Any) -> list[str]:
+    """The signed or opaque strings a block carries, which only its origin may see."""
+    if isinstance(block, Thinking | ToolUse) and block.signature:
+        return [block.signature]
+    if isinstance(block, RedactedThinking):
+        return [block.data]
+    if isinstance(block, Opaque):
+        return [block.raw]
+    return []
+
+
+def _at_home(origin: Origin | None, target: Origin) -> bool:
+    """Whether a signed block may go to `target`, as the block model defines its origins.
+
+    No origin is a transcript from before origins, when only Anthropic
+    signed; an origin naming only its dialect is an imported file's, which
+    any model of that dialect may be sent.
+    """
+    if origin is None:
+        return target.dialect == "anthropic"
+    if not origin.endpoint and not origin.model:
+        return origin.dialect == target.dialect
+    return origin == target
+
+
+_KIND = {Thinking: "thinking", ToolUse: "tool_use", RedactedThinking: "redacted_thinking"}
+
+
+def check_switch(history: list[Message], target: WireCase) -> None:
+    """Encode `history` for one wire of the table and hold it to the matrix's three rules."""
+    target_name = target.origin.dialect
+    encoded = target.encode(_request(history, target.origin))
+    target.check(encoded.body)
+    sent = json.dumps(encoded.body)
+    reported = {(d.index, d.kind) for d in encoded.downgrades}
+    for index, message in enumerate(history):
+        for block in message.content:
+            origin = getattr(block, "origin", None)
+            tokens = _signed(block)
+            if not tokens or _at_home(origin, target.origin):
+                continue
+            for token in tokens:
+                # An Opaque's raw JSON may quote its own text line; the secret parts must not go.
+                secret = json.loads(token).get("encrypted_content") if token[:1] == "{" else token
+                if isinstance(block, Opaque) and not secret:
+                    secret = token
+                assert secret not in sent, (
+                    f"{type(block).__name__} of {origin} reached {target_name}"
+                )
+            if isinstance(block, Thinking) and target.takes_thinking_text:
+                continue  # its text goes, never its signature (checked above)
+            kind = _KIND.get(type(block), "opaque")
+            assert (index, kind) in reported, f"{kind} at {index} left off without a word"
+
+
+@pytest.mark.parametrize(("recorded", "target"), PAIRS)
+@pytest.mark.parametrize("name", sorted(GOLDENS))
+def test_every_golden_recorded_on_one_wire_continues_on_every_other(
+    name: str, recorded: str, target: str
+) -> None:
+    source = WIRES[recorded]
+    body = source.encode(_request(GOLDENS[name], source.origin)).body
+    _, history = source.imported(body)
+    check_switch(history, WIRES[target])
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[Message]:
+    history = [Message.user("start")]
+    for n in range(draw(st.integers(1, 4))):
+        wire = WIRES[draw(st.sampled_from(sorted(WIRES)))]
+        call = draw(st.booleans())
+        history.append(wire.turn(wire.origin, n, draw(st.booleans()), call))
+        riders = draw(st.lists(st.sampled_from(RIDERS), max_size=2))
+        if call:
+            answered = tuple(ToolResult(c.id, f"looked {n}") for c in history[-1].tool_uses())
+            history.append(Message("user", (*answered, *riders)))
+        else:
+            history.append(Message("user", (Text(f"next {n}"), *riders)))
+    return history
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(histories())
+def test_any_history_made_across_the_wires_continues_on_each(history: list[Message]) -> None:
+    for target in WIRES.values():
+        check_switch(history, target)
+
+
+def test_the_matrix_catches_a_signature_sent_abroad_and_a_silent_loss() -> None:
+    """The check can fail: a Gemini call signature forced onto the Anthropic wire is caught,
+    and so is a body that leaves the Gemini signatures off without reporting it."""
+    gemini = WIRES["gemini"]
+    turn = gemini.turn(gemini.origin, 0, False, True)
+    history = [Message.user("start"), turn, Message("user", (ToolResult("call_0", "ok"),))]
+    anthropic = WIRES["anthropic"]
+
+    def leaky(request: Request) -> Encoded:
+        encoded = anthropic.encode(request)
+        signatures = json.dumps([b.signature for b in turn.tool_uses()])
+        return Encoded({**encoded.body, "metadata": {"user_id": signatures}}, encoded.downgrades)
+
+    def silent(request: Request) -> Encoded:
+        return Encoded(anthropic.encode(request).body, ())
+
+    check_switch(history, anthropic)
+    with pytest.raises(AssertionError, match=r"ToolUse of .* reached anthropic"):
+        check_switch(history, anthropic._replace(encode=leaky))
+    with pytest.raises(AssertionError, match="left off without a word"):
+        check_switch(history, anthropic._replace(encode=silent))
