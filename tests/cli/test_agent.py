@@ -6,7 +6,6 @@ driven through the same commands in test_e2e_local.
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 import sys
@@ -14,29 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from carryall._commands import agent as agent_commands
 from carryall.blocks import Message, Text, ToolResult, ToolUse
-from carryall.cli import app
 from carryall.errors import ProviderError
 from carryall.providers import Request
 from carryall.sessions import Store
-from tests.core.test_agent import ScriptedBackend, Step, call, say
-
-PNG_1X1 = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-)
-
-runner = CliRunner()
-
-
-class Opened:
-    """What the command asked `_open_backend` for, and the backend it got."""
-
-    def __init__(self) -> None:
-        self.setups: list[Any] = []
-        self.backend: ScriptedBackend | None = None
+from tests.support.agent import ScriptedBackend, call, say
+from tests.support.cli import PNG_1X1, invoke, script
 
 
 @pytest.fixture
@@ -52,22 +35,6 @@ def workspace(tmp_path: Path) -> Path:
     (root / "notes.txt").write_text("alpha\nbeta\ngamma\ndelta\nepsilon\nzeta\n")
     (root / "dot.png").write_bytes(PNG_1X1)
     return root
-
-
-def script(monkeypatch: pytest.MonkeyPatch, *steps: Step) -> Opened:
-    opened = Opened()
-
-    def fake_open(setup: Any) -> ScriptedBackend:
-        opened.setups.append(setup)
-        opened.backend = ScriptedBackend(*steps)
-        return opened.backend
-
-    monkeypatch.setattr(agent_commands, "_open_backend", fake_open)
-    return opened
-
-
-def invoke(*args: str, input: str | None = None) -> Any:
-    return runner.invoke(app, list(args), input=input, catch_exceptions=False)
 
 
 # -- help -----------------------------------------------------------------------------

@@ -17,9 +17,9 @@ import pytest
 
 from carryall.blocks import Image, Message, Origin, Text, Thinking, ToolUse
 from carryall.sessions import Store
-from tests.core.test_agent import call, say
-from tests.cli.test_agent import PNG_1X1, invoke, script
-from tests.transport.test_faults import Reply, ScriptedServer, served
+from tests.support.agent import call, say
+from tests.support.cli import PNG_1X1, invoke, script
+from tests.support.scripted import Reply, ScriptedServer, served
 
 
 @pytest.fixture

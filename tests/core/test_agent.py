@@ -27,51 +27,11 @@ from carryall.agent import (
 )
 from carryall.blocks import Image, Message, Text, ToolResult, ToolUse, validate_history
 from carryall.errors import CarryallError, HistoryError, ProviderError, ToolError
-from carryall.providers import Capabilities, Request, Response
+from carryall.providers import Request, Response
 from carryall.tools import Tool, ToolOutput
+from tests.support.agent import ScriptedBackend, call, say
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
-
-Step = Response | BaseException | Callable[[Request], Response]
-
-
-class ScriptedBackend:
-    """A backend double that answers from a script and keeps every request it was sent."""
-
-    name = "scripted"
-
-    def __init__(self, *steps: Step, model: str = "scripted-1", vision: bool = True) -> None:
-        self.steps = list(steps)
-        self.model = model
-        self.capabilities = Capabilities(vision=vision)
-        self.requests: list[Request] = []
-        self.closed = False
-
-    def complete(self, request: Request, on_text: Callable[[str], None] | None = None) -> Response:
-        self.requests.append(request)
-        if not self.steps:
-            raise AssertionError("the script ran out: the loop made one request too many")
-        step = self.steps.pop(0)
-        if isinstance(step, BaseException):
-            raise step
-        response = step(request) if callable(step) else step
-        text = response.message.text()
-        if on_text is not None:
-            for i in range(0, len(text), 3):
-                on_text(text[i : i + 3])
-        return response
-
-    def close(self) -> None:
-        self.closed = True
-
-
-def say(text: str) -> Response:
-    return Response(message=Message.assistant([Text(text)]), stop_reason="end_turn")
-
-
-def call(*uses: ToolUse, text: str = "") -> Response:
-    blocks = [Text(text)] if text else []
-    return Response(message=Message.assistant([*blocks, *uses]), stop_reason="tool_use")
 
 
 class Recorder:

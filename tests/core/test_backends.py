@@ -33,7 +33,7 @@ from carryall.providers import Capabilities, Request, ToolSpec
 from carryall.providers import anthropic as anthropic_codec
 from carryall.providers import openai as openai_codec
 from tests.support.goldens import GOLDENS, SHOT, TOOLS
-from tests.transport.test_faults import OPENAI, Reply, ScriptedServer
+from tests.support.scripted import OPENAI, Reply, ScriptedServer
 
 WEATHER = ToolSpec(
     "get_weather",

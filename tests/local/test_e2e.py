@@ -10,18 +10,13 @@ install`); CI installs it.
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -32,36 +27,26 @@ from carryall.blocks import Image, Message, Text, ToolResult, ToolUse, validate_
 from carryall.errors import ProviderError
 from carryall.sessions import Store
 from carryall.tools.builtin import builtin_tools
-
-_STATUS = local.status()
+from tests.support.local import (
+    ATTEMPTS,
+    LOCAL_STATUS,
+    MAX_STEPS,
+    MAX_TOKENS,
+    PNG_1X1,
+    local_env,
+)
 
 pytestmark = [
     pytest.mark.skipif(
-        not _STATUS.ready,
+        not LOCAL_STATUS.ready,
         reason=(
             "the local backend is not installed (server: "
-            f"{_STATUS.server_installed}, model: {_STATUS.model_installed}); "
+            f"{LOCAL_STATUS.server_installed}, model: {LOCAL_STATUS.model_installed}); "
             "run `carryall local install`"
         ),
     ),
     pytest.mark.timeout(600),
 ]
-
-PNG_1X1 = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-)
-MAX_TOKENS = 256
-"""Room for a few calls' JSON; a tiny model often repeats a call several times."""
-
-MAX_STEPS = 2
-"""Tool rounds per turn: a second chance after a wrong path, then a wrap-up answer."""
-
-ATTEMPTS = 3
-"""Fresh tries for the model to call the tool at all.
-
-Whether a 135M model calls a tool is its choice, about nine times in ten
-with these prompts; what is under test is what the loop does once it has.
-"""
 
 
 def _assert_complete_rounds(messages: list[Message], tool: str) -> None:
@@ -125,19 +110,6 @@ def test_carryall_run_with_builtin_tools_completes_a_tool_round(tmp_path: Path) 
     assert newest.meta.backend == "local"
     assert messages[0] == Message.user("Use the read_file tool to read notes.txt")
     _assert_complete_rounds(messages, "read_file")
-
-
-def local_env(tmp_path: Path) -> dict[str, str]:
-    """The environment of a `carryall` child on the local backend: its own home, no API keys."""
-    env = {
-        **os.environ,
-        "CARRYALL_HOME": str(tmp_path / "home"),
-        "CARRYALL_CACHE_DIR": str(_STATUS.cache_root),
-        "NO_COLOR": "1",
-    }
-    env.pop("ANTHROPIC_API_KEY", None)
-    env.pop("OPENAI_API_KEY", None)
-    return env
 
 
 _REPEAT_STOP = re.compile(r"failed the same way (\d+) times; the turn ends here")
@@ -231,59 +203,6 @@ def test_a_max_tokens_cut_is_reported_and_never_handed_to_a_tool(tmp_path: Path)
 
 
 # -- a tool's image on a model without vision ------------------------------------------------
-
-
-class _Recorder(BaseHTTPRequestHandler):
-    """Relays every request to the real server and keeps the bodies it saw."""
-
-    upstream: str = ""
-    bodies: list[bytes] = []  # noqa: RUF012 - set per server by _recording_proxy
-
-    def do_GET(self) -> None:
-        self._relay(b"")
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        self.bodies.append(body)
-        self._relay(body)
-
-    def _relay(self, body: bytes) -> None:
-        target = urlsplit(self.upstream)
-        conn = http.client.HTTPConnection(target.hostname, target.port, timeout=300)
-        # Without `Connection: close` llama-server keeps the streamed answer's
-        # connection open, and a read to the end would wait for the timeout.
-        headers = {
-            "Content-Type": self.headers.get("Content-Type", "application/json"),
-            "Connection": "close",
-        }
-        conn.request(self.command, self.path, body=body or None, headers=headers)
-        answer = conn.getresponse()
-        data = answer.read()
-        conn.close()
-        self.send_response(answer.status)
-        self.send_header("Content-Type", answer.getheader("Content-Type", "application/json"))
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def recording_proxy() -> Iterator[tuple[str, list[bytes]]]:
-    """A loopback proxy in front of the shared local server: what the loop really sent."""
-    server = local.get_local_server()
-    bodies: list[bytes] = []
-    handler = type("Handler", (_Recorder,), {"upstream": server.base_url, "bodies": bodies})
-    proxy = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{proxy.server_address[1]}", bodies
-    finally:
-        proxy.shutdown()
-        proxy.server_close()
 
 
 def test_tool_image_reaches_a_model_without_vision_as_its_placeholder(

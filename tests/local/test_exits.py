@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from carryall import local
-from tests.local.test_e2e import local_env
+from tests.support.local import local_env
 
 _STATUS = local.status()
 # The installs there are to test: the wheel's runner and the compiled build.

@@ -24,9 +24,9 @@ from carryall.blocks import Image, Message, ToolResult, ToolUse
 from carryall.mcp import McpToolbox, tool_name
 from carryall.providers import Capabilities, Request, anthropic, openai, prompt
 from carryall.transport._images import WIRE_IMAGE_LIMITS, fit_request_images
+from tests.support.agent import ScriptedBackend, call, say
 from tests.support.mcp_peer import everything_server
 from tests.support.sdk_openai import check_openai_request
-from tests.core.test_agent import ScriptedBackend, call, say
 
 _ANTHROPIC = TypeAdapter(MessageCreateParamsNonStreaming)
 

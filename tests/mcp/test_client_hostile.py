@@ -35,8 +35,8 @@ from carryall.providers import Capabilities, anthropic
 from carryall.sessions.redact import Redactor
 from carryall.sessions.store import Session, SessionStore
 from carryall.tools.builtin import builtin_tools
-from tests.core.test_agent import ScriptedBackend, call, say
-from tests.transport.test_faults import ANTHROPIC, Reply, served
+from tests.support.agent import ScriptedBackend, call, say
+from tests.support.scripted import ANTHROPIC, Reply, served
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "mcp_hostile_server.py"
 

@@ -13,8 +13,8 @@ from carryall import local
 from carryall.agent import Agent
 from carryall.backends import open_backend
 from carryall.mcp import McpToolbox
+from tests.support.local import ATTEMPTS, MAX_STEPS, MAX_TOKENS, recording_proxy
 from tests.support.mcp_peer import everything_server
-from tests.local.test_e2e import ATTEMPTS, MAX_STEPS, MAX_TOKENS, recording_proxy
 
 __all__ = ["recording_proxy"]  # the fixture, used below by name
 

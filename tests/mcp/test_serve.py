@@ -14,11 +14,11 @@ import pytest
 pytest.importorskip("mcp", reason="the MCP tests need the mcp extra: pip install 'carryall[mcp]'")
 
 import anyio
-from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
 from carryall import local
-from tests.local.test_e2e import PNG_1X1, local_env
+from mcp import ClientSession, StdioServerParameters, types
+from tests.support.local import PNG_1X1, local_env
 
 _STATUS = local.status()
 

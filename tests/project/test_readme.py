@@ -22,8 +22,8 @@ import pytest
 
 from carryall.config import BackendSettings, Config, RedactSettings, load_config
 from carryall.sessions import Store
-from tests.local.test_e2e import local_env
-from tests.transport.test_faults import Reply, served
+from tests.support.local import local_env
+from tests.support.scripted import Reply, served
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 _BLOCK = re.compile(r"^```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)

@@ -11,15 +11,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from anthropic.types import Message as SdkMessage
-from anthropic.types import RawMessageStreamEvent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import TypeAdapter
 
 from carryall.blocks import Message, Origin, RedactedThinking, Text, Thinking, ToolUse
 from carryall.errors import ProviderError
@@ -28,94 +24,10 @@ from carryall.providers.anthropic import (
     decode_response,
     decode_stream,
 )
-
-_SDK_EVENT = TypeAdapter(RawMessageStreamEvent)
+from tests.support.streams import SDK_EVENT, body_of, every, stream_of
 
 ORIGIN = Origin("anthropic", "", "claude-test")
 """What a decoder with no endpoint stamps on the test bodies' signed blocks."""
-
-Cut = Callable[[str], list[str]]
-
-
-def every(size: int) -> Cut:
-    """Split a string into pieces of `size` characters (an empty string stays one piece)."""
-    return lambda s: [s[i : i + size] for i in range(0, len(s), size)] or [""]
-
-
-def body_of(content: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
-    """A non-streamed response body, checked against the SDK's `Message` model."""
-    body: dict[str, Any] = {
-        "id": "msg_01",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-test",
-        "content": content,
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {
-            "input_tokens": 12,
-            "output_tokens": 34,
-            "cache_creation_input_tokens": 5,
-            "cache_read_input_tokens": 6,
-        },
-    }
-    body.update(fields)
-    SdkMessage.model_validate(body)
-    return body
-
-
-def stream_of(body: dict[str, Any], cut: Cut | None = None) -> list[dict[str, Any]]:
-    """The SSE events the API sends for `body`, deltas cut into pieces by `cut`."""
-    cut = cut or every(3)
-    usage = body["usage"]
-    events: list[dict[str, Any]] = [
-        {
-            "type": "message_start",
-            "message": {
-                **{k: v for k, v in body.items() if k not in ("content", "usage")},
-                "content": [],
-                "stop_reason": None,
-                "stop_sequence": None,
-                "usage": {**usage, "output_tokens": 1},
-            },
-        },
-        {"type": "ping"},
-    ]
-    for index, block in enumerate(body["content"]):
-        kind = block["type"]
-        deltas: list[dict[str, Any]] = []
-        start: dict[str, Any]
-        if kind == "text":
-            start = {"type": "text", "text": ""}
-            deltas = [{"type": "text_delta", "text": t} for t in cut(block["text"])]
-        elif kind == "thinking":
-            start = {"type": "thinking", "thinking": "", "signature": ""}
-            deltas = [{"type": "thinking_delta", "thinking": t} for t in cut(block["thinking"])]
-            deltas.append({"type": "signature_delta", "signature": block["signature"]})
-        elif kind == "tool_use":
-            start = {**block, "input": {}}
-            raw = block.get("raw", json.dumps(block["input"]))
-            deltas = [{"type": "input_json_delta", "partial_json": t} for t in cut(raw)]
-        else:
-            start = block
-        events.append({"type": "content_block_start", "index": index, "content_block": start})
-        events += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
-        events.append({"type": "content_block_stop", "index": index})
-    delta: dict[str, Any] = {"stop_reason": body["stop_reason"], "stop_sequence": None}
-    if "stop_details" in body:
-        delta["stop_details"] = body["stop_details"]
-    events.append(
-        {
-            "type": "message_delta",
-            "delta": delta,
-            "usage": {"output_tokens": usage["output_tokens"]},
-        }
-    )
-    events.append({"type": "message_stop"})
-    for event in events:
-        if event["type"] != "ping":
-            _SDK_EVENT.validate_python(event)
-    return events
 
 
 TOOL_BODY = body_of(
@@ -576,7 +488,7 @@ def test_server_tool_blocks_and_citations_are_kept_not_refused_and_go_back_byte_
 
     events = _server_tool_stream()
     for event in events:
-        _SDK_EVENT.validate_python(event)
+        SDK_EVENT.validate_python(event)
     streamed = decode_stream(events)
     assert streamed == decode_response(SERVER_TOOL_BODY)
     assert streamed.stop_reason == "pause_turn"

@@ -48,8 +48,8 @@ from carryall.providers.bedrock import (
     wire_id,
 )
 from tests.support.goldens import GOLDENS, SHOT, TOOLS
+from tests.support.histories import histories
 from tests.support.sdk_wires import BEDROCK_MODEL, check_bedrock_request
-from tests.providers.test_anthropic import histories
 
 botocore_session = pytest.importorskip("botocore.session")
 

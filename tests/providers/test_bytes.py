@@ -19,8 +19,8 @@ from carryall.providers import anthropic as anthropic_wire
 from carryall.providers import openai as openai_wire
 from carryall.providers import responses as responses_wire
 from carryall.providers.codec import Codec, anthropic_codec, openai_codec, responses_codec
+from tests.support.fidelity import histories as fidelity_histories
 from tests.support.goldens import GOLDENS, TOOLS
-from tests.providers.test_fidelity import histories as fidelity_histories
 
 SEES_AND_CALLS = Capabilities(vision=True, native_tools=True, thinking=True)
 PROMPT_MODE = Capabilities(vision=True, native_tools=False, thinking=False)

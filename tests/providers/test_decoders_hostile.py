@@ -17,8 +17,7 @@ from carryall.blocks import Message, Text, ToolUse, block_to_dict
 from carryall.errors import BlockError, ProviderError, TranscriptError
 from carryall.interchange import read_messages_file
 from carryall.providers import anthropic, bedrock, gemini, openai, prompt, responses
-from tests.providers.test_anthropic_stream import body_of, stream_of
-from tests.providers.test_openai_stream import chunk, fragment
+from tests.support.streams import body_of, chunk, fragment, stream_of
 
 LONE = "\ud800"
 

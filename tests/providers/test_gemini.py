@@ -41,8 +41,8 @@ from carryall.providers.gemini import (
     encode_request_bytes,
 )
 from tests.support.goldens import GOLDENS, SHOT, TOOLS
+from tests.support.histories import histories
 from tests.support.sdk_wires import check_gemini_request
-from tests.providers.test_anthropic import histories
 
 types = pytest.importorskip("google.genai.types")
 

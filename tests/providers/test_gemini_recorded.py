@@ -31,8 +31,8 @@ from carryall.providers.gemini import (
     encode,
     encode_request,
 )
+from tests.support.scripted import Reply, served
 from tests.support.sdk_wires import check_gemini_request
-from tests.transport.test_faults import Reply, served
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "recorded" / "gemini"
 CASSETTES = json.loads((FIXTURES / "pydantic_ai.json").read_text(encoding="utf-8"))

@@ -15,37 +15,9 @@ from carryall.blocks import Message, Text, Thinking, ToolUse
 from carryall.errors import ProviderError
 from carryall.providers import Usage
 from carryall.providers.openai import StreamDecoder, decode_response, decode_stream
+from tests.support.streams import chunk, fragment
 
 LLAMA_ID = "Xq7Lm2Np9Rt4Vw1Yz6Bc3Df8Gh5Jk0Ms"  # llama-server: 32 random alphanumerics
-
-
-def chunk(
-    delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any
-) -> dict[str, Any]:
-    choice: dict[str, Any] = {"index": 0, "delta": delta or {}, "finish_reason": finish}
-    return {
-        "id": "chatcmpl-x",
-        "object": "chat.completion.chunk",
-        "created": 1,
-        "model": "smollm2",
-        "choices": [choice],
-        **extra,
-    }
-
-
-def fragment(
-    index: int, *, id: str | None = None, name: str | None = None, args: str | None = None
-) -> dict[str, Any]:
-    function: dict[str, Any] = {}
-    if name is not None:
-        function["name"] = name
-    if args is not None:
-        function["arguments"] = args
-    out: dict[str, Any] = {"index": index, "function": function}
-    if id is not None:
-        out["id"] = id
-        out["type"] = "function"
-    return out
 
 
 USAGE_CHUNK = {

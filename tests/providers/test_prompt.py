@@ -31,7 +31,13 @@ from carryall.providers.prompt import (
     response_schema,
 )
 from carryall.providers.results_body import parse_results_body
-from tests.support.goldens import GOLDENS, PARALLEL_ROUND_WITH_IMAGE, SIGNED_THINKING, TOOLS, PNG_1x1
+from tests.support.goldens import (
+    GOLDENS,
+    PARALLEL_ROUND_WITH_IMAGE,
+    SIGNED_THINKING,
+    TOOLS,
+    PNG_1x1,
+)
 from tests.support.sdk_openai import check_openai_request
 
 VISION = Capabilities(vision=True, native_tools=False)

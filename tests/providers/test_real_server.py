@@ -33,16 +33,6 @@ MAX_TOKENS = 24
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[local.LocalServer]:
-    if not local.status().ready:
-        pytest.skip("the local backend is not installed: run `carryall local install`")
-    shared = local.get_local_server()
-    shared.ensure_running()
-    yield shared
-    local.shutdown_local_server()
-
-
-@pytest.fixture(scope="module")
 def http(server: local.LocalServer) -> Iterator[httpx2.Client]:
     # No keep-alive: llama-server closes idle connections after a few
     # seconds, and a request racing that close fails without an answer.

@@ -43,8 +43,8 @@ from carryall.providers.responses import (
     encode_request_bytes,
 )
 from tests.support.goldens import GOLDENS, SHOT, TOOLS
+from tests.support.histories import histories
 from tests.support.sdk_wires import check_responses_request
-from tests.providers.test_anthropic import histories
 
 SEES = Capabilities(vision=True)
 

@@ -24,11 +24,8 @@ from carryall.providers.codec import responses_codec
 from carryall.transport.responses import ResponsesBackend
 from tests.support.goldens import GOLDENS, TOOLS
 from tests.support.sdk_wires import check_responses_request
-from tests.providers.test_real_server import server
 
 pytestmark = pytest.mark.timeout(600)
-
-__all__ = ["server"]
 
 MAX_TOKENS = 24
 

@@ -29,8 +29,8 @@ from carryall.providers.responses import (
     encode_request,
 )
 from carryall.transport.responses import ResponsesBackend
+from tests.support.scripted import Reply, served
 from tests.support.sdk_wires import check_responses_request
-from tests.transport.test_faults import Reply, served
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "recorded" / "responses"
 CASSETTES = json.loads((FIXTURES / "pydantic_ai.json").read_text(encoding="utf-8"))

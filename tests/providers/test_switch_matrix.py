@@ -39,11 +39,15 @@ from carryall.providers import bedrock as bedrock_wire
 from carryall.providers import gemini as gemini_wire
 from carryall.providers import openai as openai_wire
 from carryall.providers import responses as responses_wire
+from tests.support.fidelity import RIDERS, anthropic_turn, openai_turn
 from tests.support.goldens import GOLDENS, TOOLS
+from tests.support.histories import sdk_check
 from tests.support.sdk_openai import check_openai_request
-from tests.support.sdk_wires import check_bedrock_request, check_gemini_request, check_responses_request
-from tests.providers.test_anthropic import sdk_check
-from tests.providers.test_fidelity import RIDERS, _anthropic_turn, _openai_turn
+from tests.support.sdk_wires import (
+    check_bedrock_request,
+    check_gemini_request,
+    check_responses_request,
+)
 
 CAPS = Capabilities(vision=True, native_tools=True, thinking=True)
 
@@ -118,7 +122,7 @@ def _bedrock_turn(origin: Origin, n: int, thinking: bool, call: bool) -> Message
 
 def _anthropic(origin: Origin, n: int, thinking: bool, call: bool) -> Message:
     kinds = ["thinking", "redacted", "server_tool", "citations"] if thinking else []
-    return _anthropic_turn(origin, n, kinds, call)
+    return anthropic_turn(origin, n, kinds, call)
 
 
 def _request(history: list[Message], target: Origin) -> Request:
@@ -152,14 +156,14 @@ WIRES: dict[str, WireCase] = {
     ),
     "openai": WireCase(
         Origin("openai", "api.openai.com", "gpt-4o"),
-        _openai_turn,
+        openai_turn,
         lambda r: openai_wire.encode(r, CAPS, "openai"),
         check_openai_request,
         lambda b: openai_wire.decode_messages(b["messages"]),
     ),
     "llama-server": WireCase(
         Origin("llama-server", "127.0.0.1", "qwen2.5-0.5b"),
-        _openai_turn,
+        openai_turn,
         lambda r: openai_wire.encode(r, CAPS, "llama-server"),
         check_openai_request,
         lambda b: openai_wire.decode_messages(b["messages"]),

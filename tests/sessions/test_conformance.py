@@ -15,8 +15,6 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -31,8 +29,8 @@ from carryall.blocks import Document, Image, Message, Text, Thinking
 from carryall.errors import TranscriptError
 from carryall.sessions import AnyStore, Store, open_store
 from carryall.sessions.redact import BUILTIN_PATTERNS, REDACTED
-from tests.sessions.test_redact import ANTHROPIC_KEY, SECRET, _history
-from tests.sessions.test_store import PNG, _rich_history
+from tests.support.sessions import ANTHROPIC_KEY, PNG, SECRET, rich_history, secret_history
+from tests.support.stores import finish, spawn_writer
 
 OpenAny = Callable[[], AnyStore]
 
@@ -167,7 +165,7 @@ def test_rewrite_keeps_times_of_unchanged_messages(store: AnyStore) -> None:
 
 
 def test_every_block_type_round_trips(store: AnyStore, open_any: OpenAny) -> None:
-    history = _rich_history()
+    history = rich_history()
     session = store.create()
     session.record([], history)
     assert open_any().open(session.id).messages() == history
@@ -405,7 +403,7 @@ def test_recall_json_has_the_same_shape_on_every_store(store_location: str) -> N
 
 def test_keys_are_cut_out_of_what_is_written_and_indexed(store: AnyStore) -> None:
     session = store.create(system=f"deploy with {ANTHROPIC_KEY}")
-    history = _history(ANTHROPIC_KEY)
+    history = secret_history(ANTHROPIC_KEY)
     assert session.record([], history) == "append"
     signature = f"sig-{ANTHROPIC_KEY}-sig"
     assert ANTHROPIC_KEY.encode() not in _raw(store).replace(signature.encode(), b"")
@@ -424,7 +422,7 @@ def test_keys_are_cut_out_of_what_is_written_and_indexed(store: AnyStore) -> Non
 
 def test_redact_removes_a_string_from_every_version_and_the_index(store: AnyStore) -> None:
     session = store.create(title=f"about {SECRET}")
-    first = _history(SECRET)
+    first = secret_history(SECRET)
     session.record([], first)
     session.record(first, [first[0], _assistant(f"again {SECRET}")])
     assert store.recall.search(SECRET) != []
@@ -456,7 +454,7 @@ def test_redact_leaves_a_signature_that_holds_a_key_shape_untouched(store: AnySt
 
 def test_export_then_import_gives_the_same_session(store: AnyStore, tmp_path: Path) -> None:
     session = store.create(title="moving")
-    h1 = _rich_history()
+    h1 = rich_history()
     session.record([], h1)
     session.record(h1, h1[:2])
     meta, lines = store.export_events(session.id)
@@ -473,52 +471,6 @@ def test_export_then_import_gives_the_same_session(store: AnyStore, tmp_path: Pa
 
 
 # -- faults ------------------------------------------------------------------------
-
-# A writer: appends COUNT one-message events, printing each index once the
-# store acknowledged it. On a TranscriptError it prints "ERROR <message>".
-WRITER = r"""
-import sys
-from carryall.blocks import Message
-from carryall.errors import TranscriptError
-from carryall.sessions import open_store
-
-location, session_id, tag = sys.argv[1:4]
-count, pad = int(sys.argv[4]), int(sys.argv[5])
-session = open_store(location).open(session_id)
-filler = "x" * pad
-for i in range(count):
-    try:
-        session.append([Message.user(f"{tag} {i} {filler}")])
-    except TranscriptError as exc:
-        print("ERROR", exc, flush=True)
-        break
-    print(i, flush=True)
-"""
-
-
-def spawn_writer(
-    location: str, session_id: str, tag: str, count: int, pad: int = 0, **kwargs: object
-) -> subprocess.Popen[str]:
-    """A writer process appending `count` events to one session of the store at `location`."""
-    return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
-        [sys.executable, "-c", WRITER, location, session_id, tag, str(count), str(pad)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **kwargs,
-    )
-
-
-def finish(child: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
-    """A writer's remaining stdout and its stderr once it has exited.
-
-    After `readline`, part of the output may already sit in the stdout
-    buffer; `communicate` reads the pipe itself and would lose it. The
-    writers print a few KB at most, so waiting first cannot fill a pipe.
-    """
-    assert child.stdout is not None and child.stderr is not None
-    child.wait(timeout=timeout)
-    return child.stdout.read(), child.stderr.read()
 
 
 def _texts(store: AnyStore, session_id: str) -> list[str]:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from carryall._commands import sessions as commands
 from carryall.blocks import Image, Message, Text
 from carryall.sessions import AnyStore, Store, open_store
-from tests.sessions.test_store import PNG, _rich_history
+from tests.support.sessions import PNG, rich_history
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +48,7 @@ def test_jsonl_to_postgres_to_jsonl_gives_back_equal_sessions_versions_and_blobs
 ) -> None:
     first = tmp_path / "first"
     store = Store(first)
-    rich = _rich_history()
+    rich = rich_history()
     one = store.create(title="rich", backend="anthropic", model="m", system="be brief")
     one.record([], rich)
     one.record(rich, rich[:2])  # a rewrite: the first version must come across too

@@ -1,4 +1,4 @@
-"""The PostgreSQL store's own faults and schema, on a real server (tests/support/postgres_server.py).
+"""The PostgreSQL store's own faults and schema, on a real server (support/postgres_server.py).
 
 What every store promises is in `test_store_conformance.py`; here are the
 faults only a server has: the server killed and restarted, a writer killed
@@ -28,7 +28,7 @@ from carryall.errors import TranscriptError
 from carryall.sessions import open_store
 from carryall.sessions.postgres import SCHEMA_VERSION, PostgresStore
 from tests.support.postgres_server import Server
-from tests.sessions.test_conformance import finish, spawn_writer
+from tests.support.stores import finish, spawn_writer
 
 
 @pytest.fixture(autouse=True)

@@ -12,14 +12,12 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from carryall._commands import sessions as commands
-from carryall.blocks import Image, Message, Text, Thinking, ToolResult, ToolUse
+from carryall.blocks import Image, Message, Text, Thinking, ToolResult
 from carryall.errors import CarryallError
 from carryall.sessions import Store
 from carryall.sessions.redact import BUILTIN_PATTERNS, REDACTED, Redactor, compile_pattern
+from tests.support.sessions import ANTHROPIC_KEY, SECRET, secret_history
 
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
-
-ANTHROPIC_KEY = "sk-ant-api03-" + "Q7fVb2LxkP9zR4tYw8eN1mJc6aH3sD5gU0iO" * 2
 GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 AWS_KEY = "AKIAIOSFODNN7EXAMPL3"
 SAMPLES = {
@@ -33,26 +31,11 @@ SAMPLES = {
     "huggingface": "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz012345",
     "private-key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nIBAAK\n-----END RSA PRIVATE KEY-----",
 }
-SECRET = "hunter2zebrasecret"
 
 
 def _disk(root: Path) -> bytes:
     """Every byte the store keeps under its root: transcripts, torn lines, blobs, index."""
     return b"".join(p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file())
-
-
-def _history(secret: str) -> list[Message]:
-    return [
-        Message.user(f"my key is {secret}, use it", [Image.from_bytes("image/png", PNG, "s.png")]),
-        Message.assistant(
-            [
-                Thinking("signed thoughts", f"sig-{secret}-sig"),
-                Text("Calling."),
-                ToolUse("c1", "login", {"token": secret, "nested": [{secret: f"x {secret} y"}]}),
-            ]
-        ),
-        Message.tool_results([ToolResult("c1", f"logged in with {secret}")]),
-    ]
 
 
 @pytest.fixture
@@ -83,14 +66,14 @@ def test_redacted_text_holds_no_match_and_redacting_again_changes_nothing(text: 
 
 
 def test_a_message_with_nothing_to_redact_is_the_same_object() -> None:
-    message = _history("nothing-secret-here")[1]
+    message = secret_history("nothing-secret-here")[1]
     assert Redactor().message(message) is message
 
 
 def test_keys_are_cut_out_of_what_is_written_and_indexed(home: Path) -> None:
     store = Store()
     session = store.create(cwd=str(home), system=f"deploy with {ANTHROPIC_KEY}")
-    history = _history(ANTHROPIC_KEY)
+    history = secret_history(ANTHROPIC_KEY)
     assert session.record([], history) == "append"
     disk = _disk(store.root)
     assert ANTHROPIC_KEY.encode() not in disk.replace(f"sig-{ANTHROPIC_KEY}-sig".encode(), b"")
@@ -115,7 +98,7 @@ def test_keys_are_cut_out_of_what_is_written_and_indexed(home: Path) -> None:
 def test_redact_removes_a_string_from_every_version_the_index_and_the_disk(home: Path) -> None:
     store = Store()
     session = store.create(cwd=str(home), title=f"about {SECRET}")
-    first = _history(SECRET)
+    first = secret_history(SECRET)
     session.record([], first)
     session.record(first, [first[0], Message.assistant([Text(f"again {SECRET}")])])
     # A torn last line and a torn line kept aside from an earlier repair.

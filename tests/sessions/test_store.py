@@ -14,12 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carryall.blocks import Document, Image, Message, Text, Thinking, ToolResult, ToolUse
-from carryall.carrier import Marker, MarkerKind
 from carryall.errors import TranscriptError
 from carryall.sessions import Store, default_root
 from carryall.sessions import store as store_module
-
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+from tests.support.sessions import PNG, rich_history
 
 
 def _user(text: str) -> Message:
@@ -38,30 +36,6 @@ def _events(path: Path) -> list[dict[str, Any]]:
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     return Store(tmp_path / "sessions")
-
-
-def _rich_history() -> list[Message]:
-    return [
-        Message.user("look at this", [Image.from_bytes("image/png", PNG, "shot.png")]),
-        Message.assistant(
-            [
-                Thinking("the user wants a look", "c2lnbmF0dXJl"),
-                Text("Reading it."),
-                ToolUse("call_1", "read_file", {"path": "a.txt", "opts": [1, 2.5, None, True]}),
-                ToolUse("call_2", "view_image", "plain string input"),
-            ]
-        ),
-        Message.tool_results(
-            [
-                ToolResult(
-                    "call_1", "file body", attachments=(Marker(MarkerKind.AUDIO, "clip.mp3"),)
-                ),
-                ToolResult("call_2", "no such file", True),
-            ],
-            [Image.from_bytes("image/png", PNG, "tool.png")],
-        ),
-        Message.assistant([Thinking("unsigned, from another backend"), Text("done")]),
-    ]
 
 
 # -- append or rewrite -----------------------------------------------------------
@@ -192,7 +166,7 @@ def test_rewrite_keeps_times_of_unchanged_messages(store: Store) -> None:
 
 def test_every_block_type_round_trips(store: Store) -> None:
     session = store.create()
-    history = _rich_history()
+    history = rich_history()
     session.record([], history)
     loaded = store.open(session.id).messages()
     assert loaded == history
@@ -202,7 +176,7 @@ def test_every_block_type_round_trips(store: Store) -> None:
 
 def test_image_bytes_live_once_in_the_blob_folder_not_in_the_transcript(store: Store) -> None:
     session = store.create()
-    session.record([], _rich_history())
+    session.record([], rich_history())
     text = session.path.read_text()
     encoded = base64.b64encode(PNG).decode()
     assert encoded[:40] not in text
@@ -244,7 +218,7 @@ def test_a_document_written_inline_before_blobs_still_loads(store: Store) -> Non
 
 def test_missing_blob_reads_as_its_placeholder_with_a_note(store: Store) -> None:
     session = store.create()
-    session.record([], _rich_history())
+    session.record([], rich_history())
     for blob in (store.root / "blobs").rglob("*"):
         if blob.is_file():
             blob.unlink()
@@ -256,7 +230,7 @@ def test_missing_blob_reads_as_its_placeholder_with_a_note(store: Store) -> None
 
 def test_damaged_blob_is_refused(store: Store) -> None:
     session = store.create()
-    session.record([], _rich_history())
+    session.record([], rich_history())
     blob = next(p for p in (store.root / "blobs").rglob("*") if p.is_file())
     blob.write_bytes(b"not the picture")
     with pytest.raises(TranscriptError, match="does not match its hash"):

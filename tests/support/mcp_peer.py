@@ -40,7 +40,8 @@ def everything_server() -> McpServer:
 
 
 HOSTILE = McpServer(
-    command=sys.executable, args=[str(Path(__file__).parent.parent / "fixtures/mcp_hostile_server.py")]
+    command=sys.executable,
+    args=[str(Path(__file__).parent.parent / "fixtures/mcp_hostile_server.py")],
 )
 """The in-repo server whose tools misbehave (tests/fixtures/mcp_hostile_server.py)."""
 

@@ -32,8 +32,8 @@ from tests.support.bedrock_peer import (
     eventstream,
     exception_message,
 )
+from tests.support.cli import invoke
 from tests.support.goldens import SHOT
-from tests.cli.test_agent import invoke
 
 MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 

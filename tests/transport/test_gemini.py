@@ -21,7 +21,7 @@ from carryall.config import Config
 from carryall.errors import ProviderError
 from carryall.providers import Request
 from tests.support.goldens import TOOLS
-from tests.transport.test_faults import Reply, served
+from tests.support.scripted import Reply, served
 
 pytest.importorskip("google.genai")
 

@@ -17,7 +17,7 @@ import pytest
 
 from carryall.errors import ProviderError
 from carryall.transport._http import INITIAL_RETRY_DELAY, retry_pause, should_retry
-from tests.transport.test_faults import ANTHROPIC, FLAVORS, OPENAI, Flavor, Reply, hello, served
+from tests.support.scripted import ANTHROPIC, FLAVORS, OPENAI, Flavor, Reply, hello, served
 
 # Headers the SDK's raw post sends that the prepared POST leaves out on purpose:
 # Anthropic's `x-stainless-timeout` reads "NOT_GIVEN" for a raw post (an unset

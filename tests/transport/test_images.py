@@ -25,7 +25,7 @@ from carryall.providers import Request
 from carryall.sessions.redact import Redactor
 from carryall.sessions.store import SessionStore
 from carryall.transport._images import WIRE_IMAGE_LIMITS, fit_request_images
-from tests.transport.test_faults import ANTHROPIC, OPENAI, Reply, served
+from tests.support.scripted import ANTHROPIC, OPENAI, Reply, served
 
 
 def _png(width: int, height: int) -> bytes:
