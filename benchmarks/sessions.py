@@ -366,6 +366,7 @@ def bench_postgres(args: argparse.Namespace, rng: random.Random, files: list[str
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     try:
         import psycopg  # noqa: F401
+
         from tests.support.postgres_server import Server, binaries
     except ImportError as exc:
         print(f"PostgreSQL store: skipped ({exc}; pip install -e '.[postgres]')")

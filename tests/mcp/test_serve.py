@@ -14,10 +14,10 @@ import pytest
 pytest.importorskip("mcp", reason="the MCP tests need the mcp extra: pip install 'carryall[mcp]'")
 
 import anyio
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
 from carryall import local
-from mcp import ClientSession, StdioServerParameters, types
 from tests.support.local import PNG_1X1, local_env
 
 _STATUS = local.status()
