@@ -34,6 +34,10 @@ GAPS: dict[tuple[str, str], str] = {
     ("anthropic/2026/advisor_tool_stream#0", "stream"): "stream: stream and whole answer differ",
     (
         "anthropic/2026/code_execution_container_reuse#0",
+        "alias",
+    ): 'alias: the next request to claude-sonnet-4-5 (answered as claude-sonnet-4-5-20250929) left out 2 signed or opaque value(s), first \'{"id":"srvtoolu_01HdeXFEfm2TUaENsFep6QUJ\'',
+    (
+        "anthropic/2026/code_execution_container_reuse#0",
         "continue",
     ): "continue: the next request to claude-sonnet-4-5 left out bash_code_execution_tool_result.tool_use_id, server_tool_use.id",
     (
@@ -42,12 +46,20 @@ GAPS: dict[tuple[str, str], str] = {
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'server_tool_use', 'raw': '{\"id\":\"srvtoolu_01HdeXFEfm2TUaEN became {'role': 'assistant', 'content': [{'type': 'text', 'text': '3 * 12390 = **37,170**'}]}",
     (
         "anthropic/2026/code_execution_container_reuse#1",
+        "alias",
+    ): 'alias: the next request to claude-sonnet-4-5 (answered as claude-sonnet-4-5-20250929) left out 2 signed or opaque value(s), first \'{"id":"srvtoolu_01XXQYLc95uCBCjeX52Pjopu\'',
+    (
+        "anthropic/2026/code_execution_container_reuse#1",
         "flat",
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'server_tool_use', 'raw': '{\"id\":\"srvtoolu_01HdeXFEfm2TUaEN became {'role': 'assistant', 'content': [{'type': 'text', 'text': '3 * 12390 = **37,170**'}]}",
     (
         "anthropic/2026/code_execution_stream#0",
         "flat",
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'Let me calculate this mathematical expression.', 'signat became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'Let me calculate this mathematical expression.', 'signat",
+    (
+        "anthropic/2026/compaction_stream_with_cache#0",
+        "alias",
+    ): "alias: ProviderError: Anthropic stream event (content_block_delta): unknown delta type 'compaction_delta'",
     (
         "anthropic/2026/compaction_stream_with_cache#0",
         "cross",
@@ -80,6 +92,10 @@ GAPS: dict[tuple[str, str], str] = {
         "anthropic/2026/llm_web_search_stream#0",
         "flat",
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'server_tool_use', 'raw': '{\"type\":\"server_tool_use\",\"id\":\" became {'role': 'assistant', 'content': [{'type': 'text', 'text': \"Based on the search results, here's the current weather in S",
+    (
+        "anthropic/2026/mcp_servers_stream#0",
+        "alias",
+    ): "alias: the next request to claude-sonnet-4-5 (answered as claude-sonnet-4-5-20250929) left out 3 signed or opaque value(s), first 'EuoCCkYICBgCKkDPqznnPHupi9rVXvaQQqrMprXo'",
     (
         "anthropic/2026/mcp_servers_stream#0",
         "flat",
@@ -130,6 +146,10 @@ GAPS: dict[tuple[str, str], str] = {
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': \"This is a straightforward arithmetic problem, so I'll ju became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': \"This is a straightforward arithmetic problem, so I'll ju",
     (
         "anthropic/2026/output_tool_with_thinking#0",
+        "alias",
+    ): "alias: the next request to claude-sonnet-4-0 (answered as claude-sonnet-4-20250514) left out 1 signed or opaque value(s), first 'EvQCCkYICxgCKkAFV41lligOZH9tn6FZ3mHxjygC'",
+    (
+        "anthropic/2026/output_tool_with_thinking#0",
         "flat",
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking me to calculate 3 + 3. This is a simp became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking me to calculate 3 + 3. This is a simp",
     (
@@ -158,6 +178,10 @@ GAPS: dict[tuple[str, str], str] = {
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'text', 'text': \"Sure! I'll do both steps simultaneously -- creating the file became {'role': 'assistant', 'content': [{'type': 'text', 'text': \"Sure! I'll do both steps simultaneously -- creating the file",
     (
         "anthropic/2026/thinking_alias_continued#0",
+        "alias",
+    ): "alias: the next request to claude-sonnet-4-5 (answered as claude-sonnet-4-5-20250929) left out 1 signed or opaque value(s), first 'Eq8CCkYICxgCKkDdadQOXMzNBqjrNVAKWsgUfg49'",
+    (
+        "anthropic/2026/thinking_alias_continued#0",
         "continue",
     ): "continue: the next request to claude-sonnet-4-5 left out thinking.signature, thinking.thinking",
     (
@@ -166,8 +190,16 @@ GAPS: dict[tuple[str, str], str] = {
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'This is a straightforward question about pedestrian safe became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'This is a straightforward question about pedestrian safe",
     (
         "anthropic/2026/thinking_alias_continued#1",
+        "alias",
+    ): "alias: the next request to claude-sonnet-4-5 (answered as claude-sonnet-4-5-20250929) left out 1 signed or opaque value(s), first 'EvgHCkYICxgCKkBWep44ZkS8HkPkKt2q7OJir9S1'",
+    (
+        "anthropic/2026/thinking_alias_continued#1",
         "flat",
     ): "flat: flat form changed message 3: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'This is an interesting analogy question. The person is a became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'This is an interesting analogy question. The person is a",
+    (
+        "anthropic/2026/thinking_stream_sonnet_4_0#0",
+        "alias",
+    ): "alias: the next request to claude-sonnet-4-0 (answered as claude-sonnet-4-20250514) left out 1 signed or opaque value(s), first 'EvMCCkYICxgCKkCHP2cSuEdcJK/0rFwqES/ecn+V'",
     (
         "anthropic/2026/thinking_stream_sonnet_4_0#0",
         "flat",
@@ -382,6 +414,10 @@ GAPS: dict[tuple[str, str], str] = {
     ): "sdk: BlockError: a content's part: this part has no block form",
     (
         "gemini/2026/llm_gemini_flash_latest#0",
+        "alias",
+    ): 'alias: the next request to gemini-flash-latest (answered as gemini-3.6-flash) left out 1 signed or opaque value(s), first \'{"thoughtSignature": "Er8GCrwGARFNMg9qEw\'',
+    (
+        "gemini/2026/llm_gemini_flash_latest#0",
         "flat",
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'text', 'text': 'Hello! How can I help you today?'}, {'type': 'opaque', 'kind became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'Hello! How can I help you today?'}]}",
     ("gemini/2026/llm_gemini_tools#0", "decode"): "decode: decode lost answer.finishMessage",
@@ -497,6 +533,10 @@ GAPS: dict[tuple[str, str], str] = {
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'call_1', 'name': 'list_files', 'input': {}, 'signature': ' became {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'call_1', 'name': 'list_files', 'input': {}}]}",
     (
         "gemini/2026/vertex_snake_case_audio_tool_return#1",
+        "alias",
+    ): "alias: BlockError: a content's part: this part has no block form",
+    (
+        "gemini/2026/vertex_snake_case_audio_tool_return#1",
         "continue",
     ): "continue: BlockError: a content's part: this part has no block form",
     (
@@ -519,6 +559,10 @@ GAPS: dict[tuple[str, str], str] = {
         "gemini/2026/vertex_snake_case_audio_tool_return#1",
         "sdk",
     ): "sdk: BlockError: a content's part: this part has no block form",
+    (
+        "gemini/2026/vertex_snake_case_audio_tool_return#2",
+        "alias",
+    ): "alias: BlockError: a content's part: this part has no block form",
     (
         "gemini/2026/vertex_snake_case_audio_tool_return#2",
         "cross",
@@ -549,6 +593,10 @@ GAPS: dict[tuple[str, str], str] = {
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'call_1', 'name': 'list_files', 'input': {}, 'signature': ' became {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'call_1', 'name': 'list_files', 'input': {}}]}",
     (
         "gemini/2026/vertex_snake_case_uploaded_video#1",
+        "alias",
+    ): "alias: BlockError: a content's part: this part has no block form",
+    (
+        "gemini/2026/vertex_snake_case_uploaded_video#1",
         "continue",
     ): "continue: BlockError: a content's part: this part has no block form",
     (
@@ -571,6 +619,10 @@ GAPS: dict[tuple[str, str], str] = {
         "gemini/2026/vertex_snake_case_uploaded_video#1",
         "sdk",
     ): "sdk: BlockError: a content's part: this part has no block form",
+    (
+        "gemini/2026/vertex_snake_case_uploaded_video#2",
+        "alias",
+    ): "alias: BlockError: a content's part: this part has no block form",
     (
         "gemini/2026/vertex_snake_case_uploaded_video#2",
         "cross",
@@ -601,6 +653,10 @@ GAPS: dict[tuple[str, str], str] = {
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'call_1', 'name': 'list_files', 'input': {}, 'signature': ' became {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'call_1', 'name': 'list_files', 'input': {}}]}",
     (
         "gemini/2026/vertex_snake_case_url_image_tool_return#1",
+        "alias",
+    ): "alias: BlockError: a content's part: this part has no block form",
+    (
+        "gemini/2026/vertex_snake_case_url_image_tool_return#1",
         "continue",
     ): "continue: BlockError: a content's part: this part has no block form",
     (
@@ -623,6 +679,10 @@ GAPS: dict[tuple[str, str], str] = {
         "gemini/2026/vertex_snake_case_url_image_tool_return#1",
         "sdk",
     ): "sdk: BlockError: a content's part: this part has no block form",
+    (
+        "gemini/2026/vertex_snake_case_url_image_tool_return#2",
+        "alias",
+    ): "alias: BlockError: a content's part: this part has no block form",
     (
         "gemini/2026/vertex_snake_case_url_image_tool_return#2",
         "cross",
@@ -673,8 +733,16 @@ GAPS: dict[tuple[str, str], str] = {
     ): "flat: flat form changed message 3: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': '**Structuring Voltaire’s Impact**\\n\\nI’m thinking about became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': '**Structuring Voltaire’s Impact**\\n\\nI’m thinking about ",
     (
         "openai_compatible/2026/openrouter_thinking_high_alias#0",
+        "alias",
+    ): 'alias: the next request to anthropic/claude-sonnet-4.5 (answered as anthropic/claude-4.5-sonnet-20250929) left out 1 signed or opaque value(s), first \'{"format":"anthropic-claude-v1","index":\'',
+    (
+        "openai_compatible/2026/openrouter_thinking_high_alias#0",
         "flat",
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking me to reply with the single word \"ok\" became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking me to reply with the single word \"ok\"",
+    (
+        "openai_compatible/2026/openrouter_thinking_true_alias#0",
+        "alias",
+    ): 'alias: the next request to anthropic/claude-sonnet-4.5 (answered as anthropic/claude-4.5-sonnet-20250929) left out 1 signed or opaque value(s), first \'{"format":"anthropic-claude-v1","index":\'',
     (
         "openai_compatible/2026/openrouter_thinking_true_alias#0",
         "flat",
@@ -683,6 +751,10 @@ GAPS: dict[tuple[str, str], str] = {
         "openai_compatible/2026/openrouter_web_search_annotations#0",
         "decode",
     ): "decode: decode lost url_citation.content, url_citation.end_index, url_citation.start_index, url_citation.title, url_citation.url",
+    (
+        "responses/2026/code_interpreter_with_reasoning#0",
+        "alias",
+    ): 'alias: the next request to gpt-5 (answered as gpt-5-2025-08-07) left out 2 signed or opaque value(s), first \'{"type": "reasoning", "id": "rs_68cdba57\'',
     (
         "responses/2026/code_interpreter_with_reasoning#0",
         "continue",
@@ -699,6 +771,10 @@ GAPS: dict[tuple[str, str], str] = {
         "responses/2026/code_interpreter_with_reasoning#0",
         "flat",
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'reasoning', 'raw': '{\"type\": \"reasoning\", \"id\": \"rs_68cdba became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'Using standard order of operations (multiplication before ad",
+    (
+        "responses/2026/code_interpreter_with_reasoning#1",
+        "alias",
+    ): "alias: BlockError: an input item: item type 'code_interpreter_call' has no block form",
     (
         "responses/2026/code_interpreter_with_reasoning#1",
         "cross",
@@ -778,6 +854,10 @@ GAPS: dict[tuple[str, str], str] = {
     ): 'echo: echo differs at an input item: sent [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "What is the capital of France?"}]}] recorded [{"content": "What is the capital of France?", "role": "user"}]',
     (
         "responses/2026/mcp_connector#0",
+        "alias",
+    ): 'alias: the next request to o4-mini (answered as o4-mini-2025-04-16) left out 3 signed or opaque value(s), first \'{"type": "reasoning", "id": "rs_0558010c\'',
+    (
+        "responses/2026/mcp_connector#0",
         "decode",
     ): "decode: decode lost http_error.code, http_error.message, integer.default, integer.title, mcp_call.calendar_id, mcp_call.id, mcp_call.max_results, mcp_call.name, mcp_call.server_label, mcp_call.time_max, mcp_call.time_min, mcp_call.timezone_str, mcp_list_tools.description, mcp_list_tools.id, mcp_list",
     (
@@ -788,6 +868,10 @@ GAPS: dict[tuple[str, str], str] = {
         "responses/2026/mcp_connector#0",
         "flat",
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'reasoning', 'raw': '{\"type\": \"reasoning\", \"id\": \"rs_055801 became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'I’m sorry, I’m having trouble accessing your calendar right ",
+    (
+        "responses/2026/mcp_server_tool#0",
+        "alias",
+    ): 'alias: the next request to o4-mini (answered as o4-mini-2025-04-16) left out 2 signed or opaque value(s), first \'{"type": "reasoning", "id": "rs_0083938b\'',
     (
         "responses/2026/mcp_server_tool#0",
         "continue",
@@ -804,6 +888,10 @@ GAPS: dict[tuple[str, str], str] = {
         "responses/2026/mcp_server_tool#0",
         "flat",
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'reasoning', 'raw': '{\"type\": \"reasoning\", \"id\": \"rs_008393 became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'Pydantic AI is a Python agent framework for building product",
+    (
+        "responses/2026/mcp_server_tool#1",
+        "alias",
+    ): "alias: BlockError: an input item: item type 'mcp_list_tools' has no block form",
     (
         "responses/2026/mcp_server_tool#1",
         "cross",
@@ -825,6 +913,10 @@ GAPS: dict[tuple[str, str], str] = {
         "responses/2026/mcp_server_tool#1",
         "sdk",
     ): "sdk: BlockError: an input item: item type 'mcp_list_tools' has no block form",
+    (
+        "responses/2026/phase_commentary_final#0",
+        "alias",
+    ): 'alias: the next request to gpt-5.5 (answered as gpt-5.5-2026-04-23) left out 1 signed or opaque value(s), first \'{"type": "reasoning", "id": "rs_094ebefa\'',
     (
         "responses/2026/phase_commentary_final#0",
         "continue",
@@ -857,6 +949,10 @@ GAPS: dict[tuple[str, str], str] = {
         "responses/2026/phase_commentary_final#1",
         "import",
     ): "import: import lost function_call.id, message.id, message.phase",
+    (
+        "responses/2026/reasoning_summary_auto#0",
+        "alias",
+    ): 'alias: the next request to gpt-5.2 (answered as gpt-5.2-2025-12-11) left out 1 signed or opaque value(s), first \'{"type": "reasoning", "id": "rs_0b028a7a\'',
     ("responses/2026/reasoning_summary_auto#0", "decode"): "decode: decode lost message.id",
     (
         "responses/2026/reasoning_summary_auto#0",
@@ -866,6 +962,10 @@ GAPS: dict[tuple[str, str], str] = {
         "responses/2026/reasoning_summary_auto#0",
         "flat",
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'reasoning', 'raw': '{\"type\": \"reasoning\", \"id\": \"rs_0b028a became {'role': 'assistant', 'content': [{'type': 'text', 'text': '```python\\ndef factorial(n: int) -> int:\\n \"\"\"\\n Retur",
+    (
+        "responses/2026/reasoning_then_function_calls#0",
+        "alias",
+    ): 'alias: the next request to gpt-5 (answered as gpt-5-2025-08-07) left out 1 signed or opaque value(s), first \'{"type": "reasoning", "id": "rs_68c42d29\'',
     (
         "responses/2026/reasoning_then_function_calls#0",
         "continue",
@@ -977,6 +1077,10 @@ GAPS: dict[tuple[str, str], str] = {
     ): "decode: decode lost message.id, reasoning.id, search.query, url.url, url_citation.end_index, url_citation.start_index, url_citation.title, web_search_call.id",
     (
         "responses/2026/web_search_alias_continued#0",
+        "alias",
+    ): 'alias: the next request to gpt-5 (answered as gpt-5-2025-08-07) left out 2 signed or opaque value(s), first \'{"type": "reasoning", "id": "rs_028829e5\'',
+    (
+        "responses/2026/web_search_alias_continued#0",
         "continue",
     ): "continue: the next request to gpt-5 left out message.id, reasoning.encrypted_content, reasoning.id, search.query, web_search_call.id",
     (
@@ -991,6 +1095,10 @@ GAPS: dict[tuple[str, str], str] = {
         "responses/2026/web_search_alias_continued#0",
         "flat",
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'reasoning', 'raw': '{\"type\": \"reasoning\", \"id\": \"rs_028829 became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'Today (Tuesday, September 16, 2025) in San Francisco: mostly",
+    (
+        "responses/2026/web_search_alias_continued#1",
+        "alias",
+    ): "alias: BlockError: an input item: item type 'web_search_call' has no block form",
     (
         "responses/2026/web_search_alias_continued#1",
         "cross",
@@ -1025,6 +1133,10 @@ GAPS: dict[tuple[str, str], str] = {
     ): 'echo: echo differs at an input item: sent [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Search the web for the year the Eiffel Tower opened to the public. Reply with t recorded [{"content": "Search the web for the year the Eiffel Tower opened to the public. Reply w',
     (
         "responses/2026/web_search_stream_then_whole#0",
+        "alias",
+    ): 'alias: the next request to gpt-5 (answered as gpt-5-2025-08-07) left out 2 signed or opaque value(s), first \'{"type": "reasoning", "id": "rs_00a60507\'',
+    (
+        "responses/2026/web_search_stream_then_whole#0",
         "continue",
     ): "continue: the next request to gpt-5 left out message.id, reasoning.id, search.query, web_search_call.id",
     (
@@ -1039,6 +1151,10 @@ GAPS: dict[tuple[str, str], str] = {
         "responses/2026/web_search_stream_then_whole#0",
         "flat",
     ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'reasoning', 'raw': '{\"type\": \"reasoning\", \"id\": \"rs_00a605 became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'San Francisco weather today (Tuesday, September 16, 2025): M",
+    (
+        "responses/2026/web_search_stream_then_whole#1",
+        "alias",
+    ): "alias: BlockError: an input item: item type 'web_search_call' has no block form",
     (
         "responses/2026/web_search_stream_then_whole#1",
         "cross",

@@ -19,6 +19,9 @@ the parts a check needs:
   alias, often) after decoding the answer, sends back everything of the
   answer that the recording's own next request sent back (signed thinking,
   thought signatures, encrypted reasoning, server-tool blocks);
+- `alias`: the same, for every answer holding something only its model reads
+  back (a signature, redacted thinking, an opaque block): all of it is sent
+  to the model the request named, whether the recording continued or not;
 - `flat`: the history with its answer goes through the flat form and back
   unchanged;
 - `cross`: encoded for every other wire, each value the history holds is
@@ -39,7 +42,7 @@ from typing import Any
 
 import pytest
 
-from carryall.blocks import Message, Text
+from carryall.blocks import Message, Opaque, RedactedThinking, Text, Thinking, ToolUse
 from carryall.rounds import from_flat, to_flat
 from tests.providers.recorded_2026_gaps import GAPS
 from tests.support.recorded_2026 import (
@@ -194,6 +197,50 @@ def check_continue(exchange: Exchange) -> None:
     assert not missing, f"the next request to {exchange.model} left out {describe(missing)}"
 
 
+def _signed(message: Message) -> list[str]:
+    """What only the answering model can read back: signatures, redacted and opaque data."""
+    out: list[str] = []
+    for block in message.content:
+        if isinstance(block, Thinking | ToolUse) and block.signature:
+            out.append(block.signature)
+        elif isinstance(block, RedactedThinking):
+            out.append(block.data)
+        elif isinstance(block, Opaque):
+            out.append(block.raw)
+    return out
+
+
+def _holds_signed(exchange: Exchange) -> bool:
+    try:
+        return bool(_signed(decoded(exchange).message))
+    except (
+        Exception
+    ):  # an answer that does not decode is the decode check's failure, and this one's
+        return True
+
+
+def check_alias(exchange: Exchange) -> None:
+    system, messages = _imported(exchange)
+    answer = decoded(exchange).message
+    body = _own_body(exchange, [*messages, answer, next_turn(answer)], system)
+    sent = json.dumps(body, ensure_ascii=False)
+    left = []
+    for value in _signed(answer):
+        try:
+            parts = [
+                leaf.value for leaf in leaves(json.loads(value)) if isinstance(leaf.value, str)
+            ]
+        except ValueError:
+            parts = [value]
+        shown = [json.dumps(p, ensure_ascii=False)[1:-1] for p in parts]
+        if not all(p in sent for p in shown):
+            left.append(value[:40])
+    assert not left, (
+        f"the next request to {exchange.model} (answered as {decoded(exchange).model}) "
+        f"left out {len(left)} signed or opaque value(s), first {left[0]!r}"
+    )
+
+
 def check_flat(exchange: Exchange) -> None:
     system, messages = _imported(exchange)
     history = [*messages, decoded(exchange).message]
@@ -263,6 +310,10 @@ CHECKS: dict[str, tuple[Callable[[Exchange], None], Callable[[Exchange], bool]]]
             and e.answered
             and isinstance((e.following or {}).get("request"), dict)
         ),
+    ),
+    "alias": (
+        check_alias,
+        lambda e: e.request is not None and e.answered and _holds_signed(e),
     ),
     "flat": (check_flat, lambda e: e.request is not None and e.answered),
     "cross": (check_cross, lambda e: e.request is not None and e.answered),
