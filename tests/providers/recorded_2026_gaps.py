@@ -10,7 +10,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/advisor_tool_replay#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': '', 'signature': 'EooDCokBCA8YAipArdh/ugu99mvdK4hF5/E+woV became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': '', 'signature': 'EooDCokBCA8YAipArdh/ugu99mvdK4hF5/E+woV",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "anthropic/2026/advisor_tool_replay#0",
         "sdk",
@@ -18,7 +18,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/advisor_tool_replay#1",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': '', 'signature': 'EooDCokBCA8YAipArdh/ugu99mvdK4hF5/E+woV became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': '', 'signature': 'EooDCokBCA8YAipArdh/ugu99mvdK4hF5/E+woV",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "anthropic/2026/advisor_tool_replay#1",
         "sdk",
@@ -26,7 +26,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/advisor_tool_stream#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': '', 'signature': 'EpADCokBCA8YAipAsfSSBF77IhHThF+yK0LNwHz became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': '', 'signature': 'EpADCokBCA8YAipAsfSSBF77IhHThF+yK0LNwHz",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "anthropic/2026/advisor_tool_stream#0",
         "sdk",
@@ -43,7 +43,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/code_execution_container_reuse#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'server_tool_use', 'raw': '{\"id\":\"srvtoolu_01HdeXFEfm2TUaEN became {'role': 'assistant', 'content': [{'type': 'text', 'text': '3 * 12390 = **37,170**'}]}",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "anthropic/2026/code_execution_container_reuse#1",
         "alias",
@@ -51,11 +51,11 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/code_execution_container_reuse#1",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'server_tool_use', 'raw': '{\"id\":\"srvtoolu_01HdeXFEfm2TUaEN became {'role': 'assistant', 'content': [{'type': 'text', 'text': '3 * 12390 = **37,170**'}]}",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "anthropic/2026/code_execution_stream#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'Let me calculate this mathematical expression.', 'signat became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'Let me calculate this mathematical expression.', 'signat",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "anthropic/2026/compaction_stream_with_cache#0",
         "alias",
@@ -83,15 +83,15 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/history_from_gemini#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'text', 'text': \"I apologize for the error in the previous response. I should became {'role': 'assistant', 'content': [{'type': 'text', 'text': \"I apologize for the error in the previous response. I should",
+    ): "flat: the flat form changed message 1: blocks ['Text', 'Text', 'Text'] became ['Text']",
     (
         "anthropic/2026/llm_tool_chain_thinking_display#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user wants me to:\\n1. Use the fixed_version tool\\n2. became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user wants me to:\\n1. Use the fixed_version tool\\n2.",
+    ): "flat: the flat form changed message 1: Thinking lost or changed origin",
     (
         "anthropic/2026/llm_web_search_stream#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'server_tool_use', 'raw': '{\"type\":\"server_tool_use\",\"id\":\" became {'role': 'assistant', 'content': [{'type': 'text', 'text': \"Based on the search results, here's the current weather in S",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "anthropic/2026/mcp_servers_stream#0",
         "alias",
@@ -99,7 +99,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/mcp_servers_stream#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking about the pydantic/pydantic-ai reposi became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking about the pydantic/pydantic-ai reposi",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "anthropic/2026/memory_tool_alias#1",
         "echo",
@@ -111,7 +111,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/mid_conversation_system#0",
         "flat",
-    ): "flat: flat form changed message 3: {'role': 'system', 'content': [{'type': 'text', 'text': 'From now on, every suggestion must include explicit type annota became {'role': 'user', 'content': [{'type': 'text', 'text': 'From now on, every suggestion must include explicit type annotati",
+    ): "flat: the flat form changed message 3: a system message came back as user",
     (
         "anthropic/2026/mid_conversation_system_kept#0",
         "echo",
@@ -119,7 +119,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/mid_conversation_system_kept#0",
         "flat",
-    ): "flat: flat form changed message 3: {'role': 'system', 'content': [{'type': 'text', 'text': 'From now on, every suggestion must include explicit type annota became {'role': 'user', 'content': [{'type': 'text', 'text': 'From now on, every suggestion must include explicit type annotati",
+    ): "flat: the flat form changed message 3: a system message came back as user",
     (
         "anthropic/2026/mid_system_over_bedrock_invoke#0",
         "echo",
@@ -127,7 +127,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/mid_system_over_bedrock_invoke#0",
         "flat",
-    ): "flat: flat form changed message 3: {'role': 'system', 'content': [{'type': 'text', 'text': 'From now on, every suggestion must include explicit type annota became {'role': 'user', 'content': [{'type': 'text', 'text': 'From now on, every suggestion must include explicit type annotati",
+    ): "flat: the flat form changed message 3: a system message came back as user",
     (
         "anthropic/2026/mid_system_tool_pair#0",
         "echo",
@@ -135,15 +135,15 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/mid_system_tool_pair#0",
         "flat",
-    ): "flat: flat form changed message 3: {'role': 'system', 'content': [{'type': 'text', 'text': 'From now on, every suggestion must include explicit type annota became {'role': 'user', 'content': [{'type': 'text', 'text': 'From now on, every suggestion must include explicit type annotati",
+    ): "flat: the flat form changed message 3: a system message came back as user",
     (
         "anthropic/2026/opus_4_6_adaptive_thinking#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'text', 'text': '\\n\\n'}, {'type': 'thinking', 'text': '4', 'signature': 'EqkB became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': '4', 'signature': 'EqkBCkYICxgCKkDo5w3BcOFDM2J7MsIKxgUfub",
+    ): "flat: the flat form changed message 1: blocks ['Text', 'Thinking', 'Text'] became ['Thinking', 'Text']",
     (
         "anthropic/2026/opus_5_answer#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': \"This is a straightforward arithmetic problem, so I'll ju became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': \"This is a straightforward arithmetic problem, so I'll ju",
+    ): "flat: the flat form changed message 1: Thinking lost or changed origin",
     (
         "anthropic/2026/output_tool_with_thinking#0",
         "alias",
@@ -151,7 +151,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/output_tool_with_thinking#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking me to calculate 3 + 3. This is a simp became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking me to calculate 3 + 3. This is a simp",
+    ): "flat: the flat form changed message 1: Thinking lost or changed origin",
     (
         "anthropic/2026/parallel_tool_calls_haiku_alias#1",
         "echo",
@@ -159,11 +159,11 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/redacted_thinking_continued#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'redacted_thinking', 'data': 'EvgFCkYIBxgCKkBmxKtCnM3xlr1zpw0Ik4FY0bnznKLdj7T became {'role': 'assistant', 'content': [{'type': 'text', 'text': \"I notice that your message appears to contain a command or t",
+    ): "flat: the flat form changed message 1: RedactedThinking block(s) dropped",
     (
         "anthropic/2026/redacted_thinking_continued#1",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'redacted_thinking', 'data': 'EvgFCkYIBxgCKkBmxKtCnM3xlr1zpw0Ik4FY0bnznKLdj7T became {'role': 'assistant', 'content': [{'type': 'text', 'text': \"I notice that your message appears to contain a command or t",
+    ): "flat: the flat form changed message 1: RedactedThinking block(s) dropped",
     (
         "anthropic/2026/strict_tool_rounds_alias#1",
         "echo",
@@ -175,7 +175,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/text_editor_code_execution#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'text', 'text': \"Sure! I'll do both steps simultaneously -- creating the file became {'role': 'assistant', 'content': [{'type': 'text', 'text': \"Sure! I'll do both steps simultaneously -- creating the file",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "anthropic/2026/thinking_alias_continued#0",
         "alias",
@@ -187,7 +187,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/thinking_alias_continued#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'This is a straightforward question about pedestrian safe became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'This is a straightforward question about pedestrian safe",
+    ): "flat: the flat form changed message 1: Thinking lost or changed origin",
     (
         "anthropic/2026/thinking_alias_continued#1",
         "alias",
@@ -195,7 +195,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/thinking_alias_continued#1",
         "flat",
-    ): "flat: flat form changed message 3: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'This is an interesting analogy question. The person is a became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'This is an interesting analogy question. The person is a",
+    ): "flat: the flat form changed message 3: Thinking lost or changed origin",
     (
         "anthropic/2026/thinking_stream_sonnet_4_0#0",
         "alias",
@@ -203,7 +203,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/thinking_stream_sonnet_4_0#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'This is a straightforward question about pedestrian safe became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'This is a straightforward question about pedestrian safe",
+    ): "flat: the flat form changed message 1: Thinking lost or changed origin",
     (
         "anthropic/2026/tool_search_surface#1",
         "echo",
@@ -211,7 +211,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/tool_search_surface#1",
         "flat",
-    ): "flat: flat form changed message 2: {'role': 'user', 'content': [{'type': 'tool_result', 'tool_use_id': 'toolu_012vhSRCUoTpkR8JWcxJkw6M', 'content': ''}, {' became {'role': 'user', 'content': [{'type': 'tool_result', 'tool_use_id': 'toolu_012vhSRCUoTpkR8JWcxJkw6M', 'content': ''}]}",
+    ): "flat: the flat form changed message 2: Opaque block(s) dropped",
     (
         "anthropic/2026/tool_search_surface#2",
         "echo",
@@ -219,7 +219,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/tool_search_surface#2",
         "flat",
-    ): "flat: flat form changed message 2: {'role': 'user', 'content': [{'type': 'tool_result', 'tool_use_id': 'toolu_012vhSRCUoTpkR8JWcxJkw6M', 'content': ''}, {' became {'role': 'user', 'content': [{'type': 'tool_result', 'tool_use_id': 'toolu_012vhSRCUoTpkR8JWcxJkw6M', 'content': ''}]}",
+    ): "flat: the flat form changed message 2: Opaque block(s) dropped",
     (
         "anthropic/2026/two_mid_conversation_systems#0",
         "echo",
@@ -227,27 +227,27 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/two_mid_conversation_systems#0",
         "flat",
-    ): "flat: flat form changed message 4: {'role': 'system', 'content': [{'type': 'text', 'text': 'From now on, every suggestion must include explicit type annota became {'role': 'user', 'content': [{'type': 'text', 'text': 'From now on, every suggestion must include explicit type annotati",
+    ): "flat: the flat form changed message 4: a system message came back as user",
     (
         "bedrock/2026/adaptive_thinking_effort#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking a simple, everyday question about how became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking a simple, everyday question about how",
+    ): "flat: the flat form changed message 1: Thinking lost or changed origin",
     (
         "bedrock/2026/adaptive_thinking_effort#1",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking a simple, everyday question about how became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking a simple, everyday question about how",
+    ): "flat: the flat form changed message 1: Thinking lost or changed origin",
     (
         "bedrock/2026/adaptive_thinking_sonnet_4_6#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking a simple, practical question about ho became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking a simple, practical question about ho",
+    ): "flat: the flat form changed message 1: Thinking lost or changed origin",
     (
         "bedrock/2026/adaptive_thinking_sonnet_4_6#1",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking a simple, practical question about ho became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking a simple, practical question about ho",
+    ): "flat: the flat form changed message 1: Thinking lost or changed origin",
     (
         "bedrock/2026/deepseek_unsigned_reasoning#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'text', 'text': '\\n\\nCrossing the street safely involves careful observation became {'role': 'assistant', 'content': [{'type': 'text', 'text': '\\n\\nCrossing the street safely involves careful observation ",
+    ): "flat: the flat form changed message 1: blocks ['Text', 'Text'] became ['Text']",
     (
         "bedrock/2026/kimi_k2_thinking_tool_call#1",
         "echo",
@@ -255,7 +255,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "bedrock/2026/nova_code_execution#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'toolUse', 'raw': '{\"toolUse\": {\"input\": {\"snippet\": \"1234 became {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'tooluse_DaRsVjwcShCI_3pOsIsWqg', 'name': 'final_result', '",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "bedrock/2026/nova_code_execution#1",
         "echo",
@@ -263,11 +263,11 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "bedrock/2026/nova_code_execution#1",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'toolUse', 'raw': '{\"toolUse\": {\"toolUseId\": \"tooluse_dV5eh became {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'tooluse_DaRsVjwcShCI_3pOsIsWqg', 'name': 'final_result', '",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "bedrock/2026/nova_code_execution_stream#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'toolUse', 'raw': '{\"toolUse\": {\"name\": \"nova_code_interpre became {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'tooluse_ptgCcZ0uQu-UUMz0abqoWw', 'name': 'final_result', '",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "bedrock/2026/nova_code_execution_stream#0",
         "stream",
@@ -275,15 +275,15 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "bedrock/2026/thinking_legacy_sonnet_4_5#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'This is a straightforward question about crossing the st became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'This is a straightforward question about crossing the st",
+    ): "flat: the flat form changed message 1: Thinking lost or changed origin",
     (
         "bedrock/2026/thinking_legacy_sonnet_4_5#1",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'This is a straightforward question about crossing the st became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'This is a straightforward question about crossing the st",
+    ): "flat: the flat form changed message 1: Thinking lost or changed origin",
     (
         "bedrock/2026/tool_with_thinking_claude_3_7#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': \"The user is asking for the largest city in their country became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': \"The user is asking for the largest city in their country",
+    ): "flat: the flat form changed message 1: Thinking lost or changed origin",
     (
         "bedrock/2026/tool_with_thinking_claude_3_7#1",
         "echo",
@@ -291,7 +291,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "bedrock/2026/tool_with_thinking_claude_3_7#1",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': \"The user is asking for the largest city in their country became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': \"The user is asking for the largest city in their country",
+    ): "flat: the flat form changed message 1: Thinking lost or changed origin",
     (
         "gemini/2026/code_execution_gemini_3#0",
         "continue",
@@ -303,7 +303,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "gemini/2026/code_execution_gemini_3#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'text', 'text': 'Today is **Thursday, May 23, 2024**, in Utrecht, Netherlands became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'Today is **Thursday, May 23, 2024**, in Utrecht, Netherlands",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "gemini/2026/code_execution_gemini_3#1",
         "decode",
@@ -315,7 +315,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "gemini/2026/code_execution_gemini_3#1",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'text', 'text': 'Today is **Thursday, May 23, 2024**, in Utrecht, Netherlands became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'Today is **Thursday, May 23, 2024**, in Utrecht, Netherlands",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "gemini/2026/code_execution_gemini_3#1",
         "import",
@@ -327,7 +327,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "gemini/2026/code_execution_stream#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'text', 'text': 'The result of $65465 - 6544 \\\\times 65464 - 6 + 1.02255$ is became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'The result of $65465 - 6544 \\\\times 65464 - 6 + 1.02255$ is ",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "gemini/2026/file_search_grounding#0",
         "decode",
@@ -347,7 +347,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "gemini/2026/file_search_grounding_stream_gemini_3#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'text', 'text': 'The capital of France is **Paris**.\\n\\nParis is not only the became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'The capital of France is **Paris**.\\n\\nParis is not only the",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "gemini/2026/file_search_grounding_stream_gemini_3#1",
         "decode",
@@ -359,7 +359,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "gemini/2026/file_search_grounding_stream_gemini_3#1",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'text', 'text': 'The capital of France is **Paris**.\\n\\nParis is not only the became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'The capital of France is **Paris**.\\n\\nParis is not only the",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "gemini/2026/file_search_grounding_stream_gemini_3#1",
         "import",
@@ -387,15 +387,16 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "gemini/2026/history_from_anthropic#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'text', 'text': 'I can calculate this for you using Python to ensure accuracy became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'I can calculate this for you using Python to ensure accuracy",
+    ): "flat: the flat form changed message 1: blocks ['Text', 'Text'] became ['Text']",
     (
         "gemini/2026/llm_gemini_3_thought_signatures#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'call_1', 'name': 'multiply', 'input': {'y': 3, 'x': 5}, 's became {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'call_1', 'name': 'multiply', 'input': {'y': 3, 'x': 5}}]}",
+    ): "flat: the flat form changed message 1: ToolUse lost or changed signature, origin",
     (
         "gemini/2026/llm_gemini_3_thought_signatures#1",
         "cross",
     ): "cross: BlockError: a content's part: this part has no block form",
+    ("gemini/2026/llm_gemini_3_thought_signatures#1", "decode"): "decode: decode lost parts.text",
     (
         "gemini/2026/llm_gemini_3_thought_signatures#1",
         "echo",
@@ -419,12 +420,12 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "gemini/2026/llm_gemini_flash_latest#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'text', 'text': 'Hello! How can I help you today?'}, {'type': 'opaque', 'kind became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'Hello! How can I help you today?'}]}",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     ("gemini/2026/llm_gemini_tools#0", "decode"): "decode: decode lost answer.finishMessage",
     (
         "gemini/2026/llm_gemini_tools#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': \"**Generating Pelican Names**\\n\\nOkay, I'm thinking I sho became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': \"**Generating Pelican Names**\\n\\nOkay, I'm thinking I sho",
+    ): "flat: the flat form changed message 1: ToolUse lost or changed signature, origin",
     (
         "gemini/2026/llm_gemini_tools#1",
         "continue",
@@ -454,6 +455,7 @@ GAPS: dict[tuple[str, str], str] = {
         "gemini/2026/llm_gemini_tools#2",
         "cross",
     ): "cross: BlockError: a content's part: this part has no block form",
+    ("gemini/2026/llm_gemini_tools#2", "decode"): "decode: decode lost parts.text",
     (
         "gemini/2026/llm_gemini_tools#2",
         "echo",
@@ -478,7 +480,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "gemini/2026/thinking_signed_gemini_3_pro#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': '**A Safe Street-Crossing Guide: My Thought Process**\\n\\n became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': '**A Safe Street-Crossing Guide: My Thought Process**\\n\\n",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "gemini/2026/thinking_signed_gemini_3_pro#1",
         "echo",
@@ -486,11 +488,11 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "gemini/2026/thinking_signed_gemini_3_pro#1",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': '**A Safe Street-Crossing Guide: My Thought Process**\\n\\n became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': '**A Safe Street-Crossing Guide: My Thought Process**\\n\\n",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "gemini/2026/thinking_stream#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': '**Clarifying User Goals**\\n\\nI\\'m currently focused on d became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': '**Clarifying User Goals**\\n\\nI\\'m currently focused on d",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "gemini/2026/url_context_stream#0",
         "decode",
@@ -518,11 +520,11 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "gemini/2026/vertex_logprobs#0",
         "decode",
-    ): "decode: decode lost candidates.logProbability, candidates.token, candidates.tokenId, chosenCandidates.logProbability, chosenCandidates.tokenId",
+    ): "decode: decode lost candidates.logProbability, candidates.token, candidates.tokenId, chosenCandidates.logProbability, chosenCandidates.token, chosenCandidates.tokenId",
     (
         "gemini/2026/vertex_service_tier_stream#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'text', 'text': 'OK'}, {'type': 'opaque', 'kind': 'thoughtSignature', 'raw': became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'OK'}]}",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "gemini/2026/vertex_snake_case_audio_tool_return#0",
         "decode",
@@ -530,7 +532,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "gemini/2026/vertex_snake_case_audio_tool_return#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'call_1', 'name': 'list_files', 'input': {}, 'signature': ' became {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'call_1', 'name': 'list_files', 'input': {}}]}",
+    ): "flat: the flat form changed message 1: ToolUse lost or changed signature, origin",
     (
         "gemini/2026/vertex_snake_case_audio_tool_return#1",
         "alias",
@@ -590,7 +592,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "gemini/2026/vertex_snake_case_uploaded_video#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'call_1', 'name': 'list_files', 'input': {}, 'signature': ' became {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'call_1', 'name': 'list_files', 'input': {}}]}",
+    ): "flat: the flat form changed message 1: ToolUse lost or changed signature, origin",
     (
         "gemini/2026/vertex_snake_case_uploaded_video#1",
         "alias",
@@ -650,7 +652,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "gemini/2026/vertex_snake_case_url_image_tool_return#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'call_1', 'name': 'list_files', 'input': {}, 'signature': ' became {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'call_1', 'name': 'list_files', 'input': {}}]}",
+    ): "flat: the flat form changed message 1: ToolUse lost or changed signature, origin",
     (
         "gemini/2026/vertex_snake_case_url_image_tool_return#1",
         "alias",
@@ -725,12 +727,16 @@ GAPS: dict[tuple[str, str], str] = {
     ): "import: import lost ephemeral.ttl",
     (
         "openai_compatible/2026/openrouter_claude_reasoning_stream#0",
+        "decode",
+    ): "decode: decode lost reasoning.text.text",
+    (
+        "openai_compatible/2026/openrouter_claude_reasoning_stream#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'This is a simple arithmetic question. 2+2 equals 4.'}, { became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'This is a simple arithmetic question. 2+2 equals 4.'}, {",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "openai_compatible/2026/openrouter_preserve_reasoning#1",
         "flat",
-    ): "flat: flat form changed message 3: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': '**Structuring Voltaire’s Impact**\\n\\nI’m thinking about became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': '**Structuring Voltaire’s Impact**\\n\\nI’m thinking about ",
+    ): "flat: the flat form changed message 3: Opaque block(s) dropped",
     (
         "openai_compatible/2026/openrouter_thinking_high_alias#0",
         "alias",
@@ -738,7 +744,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "openai_compatible/2026/openrouter_thinking_high_alias#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking me to reply with the single word \"ok\" became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking me to reply with the single word \"ok\"",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "openai_compatible/2026/openrouter_thinking_true_alias#0",
         "alias",
@@ -746,7 +752,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "openai_compatible/2026/openrouter_thinking_true_alias#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking me to reply with just the single word became {'role': 'assistant', 'content': [{'type': 'thinking', 'text': 'The user is asking me to reply with just the single word",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "openai_compatible/2026/openrouter_web_search_annotations#0",
         "decode",
@@ -770,7 +776,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "responses/2026/code_interpreter_with_reasoning#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'reasoning', 'raw': '{\"type\": \"reasoning\", \"id\": \"rs_68cdba became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'Using standard order of operations (multiplication before ad",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "responses/2026/code_interpreter_with_reasoning#1",
         "alias",
@@ -867,7 +873,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "responses/2026/mcp_connector#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'reasoning', 'raw': '{\"type\": \"reasoning\", \"id\": \"rs_055801 became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'I’m sorry, I’m having trouble accessing your calendar right ",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "responses/2026/mcp_server_tool#0",
         "alias",
@@ -887,7 +893,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "responses/2026/mcp_server_tool#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'reasoning', 'raw': '{\"type\": \"reasoning\", \"id\": \"rs_008393 became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'Pydantic AI is a Python agent framework for building product",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "responses/2026/mcp_server_tool#1",
         "alias",
@@ -932,7 +938,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "responses/2026/phase_commentary_final#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'reasoning', 'raw': '{\"type\": \"reasoning\", \"id\": \"rs_094ebe became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'I\\'ll check the capital lookup tool for \"PotatoLand.\"'}, {'t",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "responses/2026/phase_commentary_final#1",
         "decode",
@@ -944,7 +950,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "responses/2026/phase_commentary_final#1",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'reasoning', 'raw': '{\"type\": \"reasoning\", \"id\": \"rs_094ebe became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'I\\'ll check the capital lookup tool for \"PotatoLand.\"'}, {'t",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "responses/2026/phase_commentary_final#1",
         "import",
@@ -961,7 +967,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "responses/2026/reasoning_summary_auto#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'reasoning', 'raw': '{\"type\": \"reasoning\", \"id\": \"rs_0b028a became {'role': 'assistant', 'content': [{'type': 'text', 'text': '```python\\ndef factorial(n: int) -> int:\\n \"\"\"\\n Retur",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "responses/2026/reasoning_then_function_calls#0",
         "alias",
@@ -981,7 +987,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "responses/2026/reasoning_then_function_calls#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'reasoning', 'raw': '{\"type\": \"reasoning\", \"id\": \"rs_68c42d became {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'call_gL7JE6GDeGGsFubqO2XGytyO', 'name': 'update_plan', 'in",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     ("responses/2026/reasoning_then_function_calls#1", "decode"): "decode: decode lost message.id",
     (
         "responses/2026/reasoning_then_function_calls#1",
@@ -990,7 +996,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "responses/2026/reasoning_then_function_calls#1",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'reasoning', 'raw': '{\"type\": \"reasoning\", \"id\": \"rs_68c42d became {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 'call_gL7JE6GDeGGsFubqO2XGytyO', 'name': 'update_plan', 'in",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "responses/2026/reasoning_then_function_calls#1",
         "import",
@@ -1074,7 +1080,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "responses/2026/vercel_web_search#0",
         "decode",
-    ): "decode: decode lost message.id, reasoning.id, search.query, url.url, url_citation.end_index, url_citation.start_index, url_citation.title, web_search_call.id",
+    ): "decode: decode lost find_in_page.pattern, message.id, reasoning.id, search.query, url.url, url_citation.end_index, url_citation.start_index, url_citation.title, web_search_call.id",
     (
         "responses/2026/web_search_alias_continued#0",
         "alias",
@@ -1094,7 +1100,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "responses/2026/web_search_alias_continued#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'reasoning', 'raw': '{\"type\": \"reasoning\", \"id\": \"rs_028829 became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'Today (Tuesday, September 16, 2025) in San Francisco: mostly",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "responses/2026/web_search_alias_continued#1",
         "alias",
@@ -1150,7 +1156,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "responses/2026/web_search_stream_then_whole#0",
         "flat",
-    ): "flat: flat form changed message 1: {'role': 'assistant', 'content': [{'type': 'opaque', 'kind': 'reasoning', 'raw': '{\"type\": \"reasoning\", \"id\": \"rs_00a605 became {'role': 'assistant', 'content': [{'type': 'text', 'text': 'San Francisco weather today (Tuesday, September 16, 2025): M",
+    ): "flat: the flat form changed message 1: Opaque block(s) dropped",
     (
         "responses/2026/web_search_stream_then_whole#1",
         "alias",

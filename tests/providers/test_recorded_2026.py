@@ -245,12 +245,27 @@ def check_flat(exchange: Exchange) -> None:
     system, messages = _imported(exchange)
     history = [*messages, decoded(exchange).message]
     back_system, back = from_flat(to_flat(history, system=system))
-    assert back_system == system
-    for i, (a, b) in enumerate(zip(history, back, strict=False)):
-        assert a == b, (
-            f"flat form changed message {i}: {a.to_dict()!r:.120} became {b.to_dict()!r:.120}"
-        )
-    assert len(back) == len(history)
+    assert back_system == system, "the flat form changed the system prompt"
+    assert len(back) == len(history), f"the flat form gave {len(back)} messages for {len(history)}"
+    for i, (before, after) in enumerate(zip(history, back, strict=True)):
+        if before != after:
+            raise AssertionError(f"the flat form changed message {i}: {_change(before, after)}")
+
+
+def _change(before: Message, after: Message) -> str:
+    """What a round trip changed in a message, in words: its role, its blocks, or their fields."""
+    if before.role != after.role:
+        return f"a {before.role} message came back as {after.role}"
+    kinds = [type(b).__name__ for b in before.content]
+    back = [type(b).__name__ for b in after.content]
+    if kinds != back:
+        gone = sorted(set(kinds) - set(back))
+        return f"{', '.join(gone)} block(s) dropped" if gone else f"blocks {kinds} became {back}"
+    for a, b in zip(before.content, after.content, strict=True):
+        if a != b:
+            fields = [f for f in a.__struct_fields__ if getattr(a, f) != getattr(b, f, None)]
+            return f"{type(a).__name__} lost or changed {', '.join(fields)}"
+    return "the message differs"
 
 
 def check_cross(exchange: Exchange) -> None:

@@ -221,7 +221,11 @@ class Held:
     def keeps(self, leaf: Leaf) -> bool:
         value = leaf.value
         if isinstance(value, str):
-            if value in self.strings or any(value in s for s in self.strings):
+            if value in self.strings:
+                return True
+            # A longer value may sit inside a text that renders it; a short one must be held
+            # as it is, or every two-letter value would pass inside some sentence.
+            if len(value) >= 8 and any(value in s for s in self.strings):
                 return True
             return _same_bytes(value, self.strings)
         return value in self.numbers or str(value) in self.strings
