@@ -36,13 +36,13 @@ from carryall.providers import bedrock as bedrock_codec
 from carryall.providers import gemini as gemini_codec
 from carryall.providers import openai as openai_codec
 from carryall.providers import responses as responses_codec
-from tests.recorded import (
+from tests.support.recorded import (
     anthropic_sdk_check,
     assemble_anthropic_stream,
     assemble_openai_stream,
     openai_sdk_check,
 )
-from tests.sdk_wires import check_bedrock_request, check_gemini_request, check_responses_request
+from tests.support.sdk_wires import check_bedrock_request, check_gemini_request, check_responses_request
 
 ROOT = Path(__file__).parent.parent / "fixtures" / "recorded"
 FOLDERS = (
