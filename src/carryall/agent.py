@@ -29,7 +29,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
 
 import msgspec
 
@@ -46,6 +46,9 @@ from carryall.errors import CarryallError, HistoryError, ProviderError, ToolErro
 from carryall.providers import Downgrade, Request, Response, ToolChoice
 from carryall.tools import Tool, ToolFunction, ToolOutput
 from carryall.transport import Backend
+
+if TYPE_CHECKING:
+    from carryall.tracing import AgentTracer
 
 __all__ = [
     "DEFAULT_MAX_REPEATS",
@@ -226,6 +229,8 @@ class Agent:
     turn, the turn stops after that round with a `RepeatedCall` event; one
     that succeeded twice with the same result has the model answer next.
     `max_steps` and `max_tokens` default to `default_budget(backend.name)`.
+    A `tracer` (`carryall.tracing.AgentTracer`) puts each turn, request and
+    tool call on an OpenTelemetry span; without one nothing of it is loaded.
     With a `session`, the history is recorded after every tool round and every turn, and after a
     failed or interrupted one with whatever whole messages it left; when no
     `messages` are given, the session's own history is the starting point.
@@ -247,6 +252,7 @@ class Agent:
         wrap_up: bool = True,
         max_repeats: int = DEFAULT_MAX_REPEATS,
         context_window: int | None = None,
+        tracer: AgentTracer | None = None,
     ) -> None:
         steps_default, tokens_default = default_budget(getattr(backend, "name", ""))
         max_steps = steps_default if max_steps is None else max_steps
@@ -290,6 +296,7 @@ class Agent:
         self.session = session
         self.on_text = on_text
         self.on_event = on_event
+        self.tracer = tracer
         if messages is None and session is not None:
             messages = session.messages()
         self.messages: list[Message] = list(messages or ())
@@ -417,12 +424,12 @@ class Agent:
         """Fit, send and answer one request; fitted again once if the server counts more."""
         request = self._fitted_request(step, tool_choice)
         try:
-            response = self.backend.complete(request, on_text=self.on_text)
+            response = self._complete(request)
         except ProviderError as exc:
             if not self._learn_context(request, exc):
                 raise
             request = self._fitted_request(step, tool_choice)
-            response = self.backend.complete(request, on_text=self.on_text)
+            response = self._complete(request)
         self._note_downgrades(response)
         return response
 
@@ -430,6 +437,11 @@ class Agent:
 
     def _turn(self, rollback_to: int) -> Response:
         self.turn_downgrades = []
+        traced = contextlib.nullcontext() if self.tracer is None else self.tracer.turn(self.backend)
+        with traced:
+            return self._traced_turn(rollback_to)
+
+    def _traced_turn(self, rollback_to: int) -> Response:
         try:
             response = self._steps(rollback_to)
         except BaseException as exc:
@@ -645,7 +657,16 @@ class Agent:
         available = ", ".join(self.tools) if self.tools else "none"
         return f"unknown tool {name!r}; available tools: {available}"
 
+    def _complete(self, request: Request) -> Response:
+        if self.tracer is None:
+            return self.backend.complete(request, on_text=self.on_text)
+        return self.tracer.request(
+            self.backend, request, lambda r: self.backend.complete(r, on_text=self.on_text)
+        )
+
     def _emit(self, event: AgentEvent) -> None:
+        if self.tracer is not None:
+            self.tracer.on_event(event)
         if self.on_event is not None:
             self.on_event(event)
 

@@ -470,11 +470,12 @@ def _usage(raw: Any, where: str) -> Usage:
     prompt = _count(usage, "promptTokenCount", where)
     tool_prompt = _count(usage, "toolUsePromptTokenCount", where)
     cached = _count(usage, "cachedContentTokenCount", where)
+    thoughts = _count(usage, "thoughtsTokenCount", where)
     return Usage(
         input_tokens=max(prompt + tool_prompt - cached, 0),
-        output_tokens=_count(usage, "candidatesTokenCount", where)
-        + _count(usage, "thoughtsTokenCount", where),
+        output_tokens=_count(usage, "candidatesTokenCount", where) + thoughts,
         cache_read_input_tokens=cached,
+        reasoning_tokens=thoughts,
     )
 
 

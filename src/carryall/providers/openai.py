@@ -785,14 +785,19 @@ def _usage(raw: Any, where: str) -> Usage:
     usage = _mapping(raw, where)
     prompt = _count(usage, "prompt_tokens", where)
     completion = _count(usage, "completion_tokens", where)
-    cached = 0
+    cached = reasoning = 0
     details = usage.get("prompt_tokens_details")
     if details is not None:
         cached = _count(_mapping(details, f"{where}.prompt_tokens_details"), "cached_tokens", where)
+    details = usage.get("completion_tokens_details")
+    if details is not None:
+        at = f"{where}.completion_tokens_details"
+        reasoning = _count(_mapping(details, at), "reasoning_tokens", at)
     return Usage(
         input_tokens=max(prompt - cached, 0),
         output_tokens=completion,
         cache_read_input_tokens=cached,
+        reasoning_tokens=reasoning,
     )
 
 

@@ -547,14 +547,19 @@ def _usage(raw: Any, where: str) -> Usage:
         return Usage()
     usage = _mapping(raw, where)
     prompt = _count(usage, "input_tokens", where)
-    cached = 0
+    cached = reasoning = 0
     details = usage.get("input_tokens_details")
     if details is not None:
         cached = _count(_mapping(details, f"{where}.input_tokens_details"), "cached_tokens", where)
+    details = usage.get("output_tokens_details")
+    if details is not None:
+        at = f"{where}.output_tokens_details"
+        reasoning = _count(_mapping(details, at), "reasoning_tokens", at)
     return Usage(
         input_tokens=max(prompt - cached, 0),
         output_tokens=_count(usage, "output_tokens", where),
         cache_read_input_tokens=cached,
+        reasoning_tokens=reasoning,
     )
 
 
