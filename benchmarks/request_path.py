@@ -267,6 +267,49 @@ def carryall_encode(
     return run
 
 
+def traced_path(backend: Any, history: list[Any], traced: bool) -> Callable[[], object] | None:
+    """One agent step's request as `Agent` sends it, with tracing off or on (None: no otel extra).
+
+    Off is the agent's own request path with no tracer, which must cost what
+    `backend.complete` does; on is the same step inside a turn span with its
+    request span, through the OpenTelemetry SDK with a batch processor, as a
+    program that exports spans runs it (the in-memory exporter stands in for
+    the network and is emptied each run).
+    """
+    from carryall.agent import Agent
+
+    tracer = None
+    if traced:
+        if importlib.util.find_spec("opentelemetry.sdk") is None:
+            return None
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+
+        from carryall.tracing import AgentTracer
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+        tracer = AgentTracer(session_id="bench", tracer_provider=provider)
+    agent = Agent(backend, tracer=tracer)
+
+    def run() -> object:
+        request = Request(
+            model="", messages=tuple(history), system=SYSTEM, tools=TOOLS, max_tokens=MAX_TOKENS
+        )
+        if tracer is None:
+            return agent._complete(request)
+        with tracer.turn(backend):
+            answer = agent._complete(request)
+        exporter.clear()
+        return answer
+
+    return run
+
+
 def unkept_codec(wire: str, backend: Any) -> Callable[[], Any]:
     """A maker of the codec `backend`'s is made from, new each time: nothing kept in it."""
     caps, endpoint = backend.capabilities, backend.endpoint
@@ -403,6 +446,8 @@ FLOOR = "floor (orjson.dumps)"
 CONTENDERS = (FLOOR, "carryall", "pydantic-ai", "litellm")
 ENCODE = "carryall encode"
 UNKEPT = "carryall encode, nothing kept"
+TRACE_OFF = "carryall agent step, tracing off"
+TRACE_ON = "carryall agent step, tracing on"
 """Not a contender: carryall's path up to the body bytes, for the breakdown line."""
 WIRES = ("anthropic", "openai")
 
@@ -440,6 +485,11 @@ def measure(route: Route, messages: int, runs: int) -> dict[str, dict[str, Figur
             # the contenders keep their order, and the floor runs after LiteLLM.
             ENCODE: carryall_encode(backend, blocks),
             UNKEPT: carryall_encode(backend, blocks, unkept_codec(wire, backend)),
+            **{
+                name: path
+                for name, traced in ((TRACE_OFF, False), (TRACE_ON, True))
+                if (path := traced_path(backend, blocks, traced)) is not None
+            },
             "pydantic-ai": pydantic_ai_path(wire, route, typed),
             "litellm": litellm_path(wire, route, flat),
         }
@@ -492,6 +542,16 @@ def report(route: Route, messages: int, got: dict[str, dict[str, Figures]], runs
             f"    with nothing kept from the last request (a history sent for the first time), "
             f"{figures[UNKEPT].median * 1000:.2f} ms to the body bytes"
         )
+        if TRACE_ON in figures:
+            off, on = figures[TRACE_OFF], figures[TRACE_ON]
+            print(
+                f"    tracing: an agent step {off.median * 1000:.2f} ms off "
+                f"({(off.median - ours) * 1000:+.2f} ms against carryall's row), "
+                f"{on.median * 1000:.2f} ms on: {(on.median - off.median) * 1000:+.2f} ms a step "
+                f"by median ({(on.mean - off.mean) * 1000:+.2f} ms by mean)"
+            )
+        else:
+            print("    tracing: not timed (pip install -e '.[otel]')")
         if not judged:
             continue
         verdict = "met" if ours / floor <= 3 else "MISSED"
