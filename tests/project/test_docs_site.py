@@ -29,6 +29,9 @@ from carryall.cli import build_app
 pytest.importorskip("mkdocs", reason="the docs extra: pip install -e '.[docs]'")
 pytest.importorskip("mkdocstrings", reason="the docs extra: pip install -e '.[docs]'")
 
+# The build renders every page and docstring: tens of seconds on a shared machine.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

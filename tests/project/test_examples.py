@@ -160,6 +160,8 @@ def _local_ready() -> bool:
     return local.status().ready
 
 
+# Each example is a fresh interpreter, and some start the local model: slow as a whole.
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "example", EXAMPLES, ids=[f"{e.page}:{e.line}:{e.language}" for e in EXAMPLES]
 )
