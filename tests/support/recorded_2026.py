@@ -42,7 +42,11 @@ from tests.support.recorded import (
     assemble_openai_stream,
     openai_sdk_check,
 )
-from tests.support.sdk_wires import check_bedrock_request, check_gemini_request, check_responses_request
+from tests.support.sdk_wires import (
+    check_bedrock_request,
+    check_gemini_request,
+    check_responses_request,
+)
 
 ROOT = Path(__file__).parent.parent / "fixtures" / "recorded"
 FOLDERS = (
