@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 
 from carryall._commands import sessions as commands
 from carryall.blocks import Document, Image, Message, Text, Thinking
-from carryall.errors import TranscriptError
+from carryall.errors import SessionConflict, TranscriptError
 from carryall.sessions import AnyStore, Store, open_store
 from carryall.sessions.redact import BUILTIN_PATTERNS, REDACTED
 from tests.test_sessions_redact import ANTHROPIC_KEY, SECRET, _history
@@ -127,7 +127,7 @@ def test_nothing_new_writes_nothing(store: AnyStore, open_any: OpenAny) -> None:
     assert open_any().export_events(session.id)[1] == before
 
 
-def test_store_changed_underneath_by_another_writer_is_a_rewrite(
+def test_an_answer_the_other_writer_overtook_is_a_conflict_naming_both_versions(
     store: AnyStore, open_any: OpenAny
 ) -> None:
     mine = store.create()
@@ -135,10 +135,49 @@ def test_store_changed_underneath_by_another_writer_is_a_rewrite(
     mine.record([], base)
     theirs = open_any().open(mine.id)
     theirs.record(base, [*base, _assistant("theirs")])
-    # Started from `base`, but the store holds more now: never a silent merge.
-    assert mine.record(base, [*base, _assistant("mine")]) == "rewrite"
+    # Started from `base`, but the store holds more now: never a silent
+    # merge, never a silent overwrite.
+    with pytest.raises(SessionConflict) as caught:
+        mine.record(base, [*base, _assistant("mine")])
+    assert (caught.value.started, caught.value.current) == ((1, 1), (1, 2))
+    assert caught.value.unrecorded == [_assistant("mine")]
     versions = open_any().open(mine.id).versions()
-    assert [[m.text() for m in v] for v in versions] == [["a", "theirs"], ["a", "mine"]]
+    assert [[m.text() for m in v] for v in versions] == [["a", "theirs"]]
+
+
+def test_a_new_turn_goes_after_another_writers_finished_turn(
+    store: AnyStore, open_any: OpenAny
+) -> None:
+    mine = store.create()
+    base = [_user("a"), _assistant("b")]
+    mine.record([], base)
+    theirs = open_any().open(mine.id)
+    theirs.record(base, [*base, _user("theirs"), _assistant("their answer")])
+    mine_now = [*base, _user("mine"), _assistant("my answer")]
+    assert mine.record(base, mine_now) == "merge"
+    # The writer carries on from its own history: its next step appends on.
+    step = [*mine_now, _user("more"), _assistant("done")]
+    assert mine.record(mine_now, step) == "append"
+    texts = [m.text() for m in open_any().open(mine.id).messages()]
+    assert texts == ["a", "b", "theirs", "their answer", "mine", "my answer", "more", "done"]
+    assert len(open_any().open(mine.id).versions()) == 1
+
+
+def test_a_rewrite_of_a_history_no_longer_current_is_refused(
+    store: AnyStore, open_any: OpenAny
+) -> None:
+    mine = store.create()
+    base = [_user("a"), _assistant("b")]
+    mine.record([], base)
+    theirs = open_any().open(mine.id)
+    theirs.record(base, [*base, _user("theirs"), _assistant("kept")])
+    with pytest.raises(SessionConflict, match="rewrite must replace"):
+        mine.record(base, [_user("compacted")])
+    assert [m.text() for m in open_any().open(mine.id).messages()][-1] == "kept"
+    # Stated against the current history, the same rewrite is made.
+    mine.refresh()
+    assert mine.record(mine.messages(), [_user("compacted")]) == "rewrite"
+    assert len(open_any().open(mine.id).versions()) == 2
 
 
 def test_a_writer_that_appends_goes_on_top_of_another_writer(
