@@ -691,3 +691,71 @@ def test_every_sessions_command_works_on_every_store(store_location: str) -> Non
     assert "removed 1 unreferenced" in run("sessions", "gc")
     assert "removed session" in run("sessions", "rm", session.id, "--yes")
     assert json.loads(run("sessions", "list", "--json")) == []
+
+
+# -- the same behaviour on every store ---------------------------------------------
+
+
+def test_last_names_the_newest_session_in_every_command(
+    store_location: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tests.test_agent import say
+    from tests.test_cli_agent import invoke, script
+
+    store = open_store(store_location)
+    store.create(title="older").record([], [_user("older"), _assistant("a")])
+    time.sleep(0.01)
+    newest = store.create(title="newest")
+    newest.record([], [_user("newest"), _assistant("b")])
+    assert store.open("last").id == newest.id
+    shown = invoke("sessions", "show", "last", "--store", store_location)
+    assert shown.exit_code == 0, shown.stderr
+    assert "newest" in shown.stdout
+    script(monkeypatch, say("continued"))
+    ran = invoke("run", "-c", "and then?", "--store", store_location, "-w", str(tmp_path))
+    assert ran.exit_code == 0, ran.stderr
+    assert [m.text() for m in store.open(newest.id).messages()][-1] == "continued"
+    removed = invoke("sessions", "rm", "last", "--yes", "--store", store_location)
+    assert removed.exit_code == 0, removed.stderr
+    assert [i.meta.title for i in store.list()] == ["older"]
+
+
+def test_a_failed_first_prompt_is_kept_and_run_json_names_the_session(
+    store_location: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from carryall.errors import ProviderError
+    from tests.test_agent import say
+    from tests.test_cli_agent import invoke, script
+
+    script(monkeypatch, ProviderError("invalid x-api-key", status=401))
+    failed = invoke("run", "keep me", "--store", store_location, "-w", str(tmp_path))
+    assert failed.exit_code == 1
+    store = open_store(store_location)
+    [info] = store.list()
+    assert (info.failed, info.turns) == ("[401] invalid x-api-key", 1)
+    assert [m.text() for m in store.open(info.meta.id).messages()] == ["keep me"]
+    script(monkeypatch, say("done"))
+    ran = invoke("run", "hello", "--json", "--store", store_location, "-w", str(tmp_path))
+    assert ran.exit_code == 0, ran.stderr
+    session = json.loads(ran.stdout)["session"]
+    assert session is not None and store.open(session).messages()[-1].text() == "done"
+
+
+def test_a_nul_in_the_first_prompt_and_the_failure_is_stored(store: AnyStore) -> None:
+    session = store.create()
+    session.append([_user("apricot\x00quince")], failed="bad\x00byte")
+    [info] = store.list()
+    assert (info.meta.title, info.failed) == ("apricot\x00quince", "bad\x00byte")
+    assert store.open(session.id).messages() == [_user("apricot\x00quince")]
+    assert [h.session for h in store.recall.search("quince")] == [session.id]
+
+
+def test_a_megabyte_message_of_distinct_words_is_recorded_and_searchable(
+    store: AnyStore, open_any: OpenAny
+) -> None:
+    words = " ".join(f"w{i:07x}" for i in range(120_000))  # about 1.1 MB, every word new
+    session = store.create()
+    session.record([], [_user(words)])
+    session.append([_assistant("read it")])
+    assert open_any().open(session.id).messages()[0].text() == words
+    assert [h.session for h in store.recall.search("w0000010")] == [session.id]

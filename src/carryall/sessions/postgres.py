@@ -89,10 +89,19 @@ from carryall.sessions.redact import Redactor, compile_pattern
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["SCHEMA_VERSION", "PostgresRecall", "PostgresSession", "PostgresStore"]
+__all__ = [
+    "INDEXED_BYTES",
+    "SCHEMA_VERSION",
+    "PostgresRecall",
+    "PostgresSession",
+    "PostgresStore",
+]
 
 SCHEMA_VERSION = 3
 """The newest schema this carryall creates and reads."""
+
+INDEXED_BYTES = 256 * 1024
+"""How much of one message's text (UTF-8 bytes, from its start) full-text search takes in."""
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _LOCK_KEY = 0x63617272  # the advisory lock that serializes schema migrations
@@ -984,10 +993,22 @@ def _index(
             "INSERT INTO carryall_messages (session_id, idx, role, time, body)"
             " VALUES (%s, %s, %s, %s, %s)",
             [
-                (session_id, first + i, m.role, t, passage(m))
+                (session_id, first + i, m.role, t, _indexed(passage(m)))
                 for i, (m, t) in enumerate(zip(messages, times, strict=True))
             ],
         )
+
+
+def _indexed(text: str) -> str:
+    """The part of a message's text the index takes: its first `INDEXED_BYTES` of UTF-8.
+
+    A `tsvector` holds at most 1 MiB, so an unbounded message (a pasted log
+    of distinct words) would make its event impossible to write; the event
+    keeps the whole text, the index its start.
+    """
+    if len(text) * 4 <= INDEXED_BYTES:
+        return text
+    return text.encode("utf-8", "replace")[:INDEXED_BYTES].decode("utf-8", "ignore")
 
 
 def _put_blob(conn: psycopg.Connection[Any], data: bytes) -> str:
