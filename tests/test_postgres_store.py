@@ -96,6 +96,9 @@ def pausing(self, conn, *args):
     return title
 
 PostgresSession._insert = pausing
+# A plain append is one statement, with no moment between its parts to stop
+# in; a rewrite, a merge or an image takes the transaction stopped here.
+PostgresSession._optimistic = lambda self, decide: None
 session.append([Message.user("never committed")])
 """
 

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import msgspec
 
 from carryall.blocks import Downgrade, Message
-from carryall.errors import TranscriptError
+from carryall.errors import SessionConflict, TranscriptError
 from carryall.sessions._core import (
     LAST,
     MissingBlob,
@@ -76,6 +76,7 @@ from carryall.sessions._transcript import (
     encode_event,
     encode_header,
     format_time,
+    has_image,
     image_stand_in,
     now,
     parse_time,
@@ -88,6 +89,7 @@ from carryall.sessions.redact import Redactor, compile_pattern
 
 if TYPE_CHECKING:
     import psycopg
+    import psycopg_pool
 
 __all__ = [
     "INDEXED_BYTES",
@@ -166,6 +168,7 @@ T = TypeVar("T")
 def _psycopg() -> Any:
     try:
         import psycopg
+        import psycopg_pool  # noqa: F401  (checked here, used by the first operation)
     except ImportError:
         raise TranscriptError(
             "a postgresql:// session store needs psycopg 3: pip install 'carryall[postgres]'"
@@ -191,6 +194,8 @@ class PostgresStore:
     `retry_for` bounds, in seconds, how long one operation keeps retrying a
     lost connection or a server that is restarting before it fails with a
     clear error. The schema is created or migrated on first connection.
+    Threads that share a store take connections from a pool of up to
+    `pool_size` (`psycopg_pool`), so their writes do not wait on each other.
     """
 
     def __init__(
@@ -200,22 +205,25 @@ class PostgresStore:
         redactor: Redactor | None = None,
         retry_for: float = 30.0,
         connect_timeout: float = 5.0,
+        pool_size: int = 8,
     ) -> None:
         self.url = url
         self.retry_for = retry_for
         self.connect_timeout = connect_timeout
+        self.pool_size = pool_size
         self.redactor = redactor if redactor is not None else configured_redactor()
         """What is cut out of every event before it is written."""
         self._pg = _psycopg()
-        self._conn: psycopg.Connection[Any] | None = None
-        self._lock = threading.RLock()
+        self._pool: psycopg_pool.ConnectionPool[Any] | None = None
+        self._lock = threading.Lock()
         self._recall = PostgresRecall(self)
         try:  # connect now, once: a mistyped URL fails where it is given, at once
-            self._conn = self._connect()
+            first = self._connect()
         except self._pg.Error as exc:
             raise TranscriptError(
                 f"session store {self.location}: cannot connect: {_reason(exc)}"
             ) from None
+        first.close()
 
     @property
     def location(self) -> str:
@@ -228,12 +236,12 @@ class PostgresStore:
         return self._recall
 
     def close(self) -> None:
-        """Close the connection (the next operation opens a new one)."""
+        """Close every connection (the next operation opens new ones)."""
         with self._lock:
-            if self._conn is not None:
-                with contextlib.suppress(Exception):
-                    self._conn.close()
-                self._conn = None
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                pool.close(timeout=1.0)
 
     # -- connection ---------------------------------------------------------
 
@@ -248,39 +256,71 @@ class PostgresStore:
             raise
         return conn
 
+    def _connections(self) -> psycopg_pool.ConnectionPool[Any]:
+        with self._lock:
+            if self._pool is None:
+                from psycopg_pool import ConnectionPool
+
+                self._pool = ConnectionPool(
+                    self.url,
+                    kwargs={
+                        "autocommit": True,
+                        "connect_timeout": max(1, round(self.connect_timeout)),
+                    },
+                    min_size=1,
+                    max_size=max(1, self.pool_size),
+                    timeout=self.retry_for,
+                    # A server gone for longer than `retry_for` fails the
+                    # operation; the pool itself keeps trying for the next.
+                    reconnect_timeout=max(self.retry_for, 60.0),
+                    name="carryall",
+                    open=True,
+                )
+            return self._pool
+
     def _retrying(self, work: Callable[[psycopg.Connection[Any]], T], failed: str = "") -> T:
-        """Run `work` on the connection, reconnecting on a lost one for up to `retry_for` s.
+        """Run `work` on a pooled connection (a new one after a lost one) for up to `retry_for` s.
 
         `work` must be safe to run again: a read, or a transaction that
-        checks whether an earlier try of it committed.
+        checks whether an earlier try of it committed. A connection that was
+        lost goes back to the pool broken, and the pool drops it.
         """
+        from psycopg_pool import PoolTimeout
+
         deadline = time.monotonic() + self.retry_for
         pause = 0.05
         tries = 0
-        with self._lock:
-            while True:
-                tries += 1
-                try:
-                    if self._conn is None or self._conn.closed:
-                        self._conn = self._connect()
-                    return work(self._conn)
-                except self._pg.OperationalError as exc:
-                    if not _lost_connection(exc):
-                        raise TranscriptError(
-                            f"session store {self.location}: {_reason(exc)}{failed}"
-                        ) from None
-                    self.close()
-                    if time.monotonic() + pause > deadline:
-                        raise TranscriptError(
-                            f"session store {self.location}: cannot reach the server "
-                            f"after {tries} tries over {self.retry_for:g}s: {_reason(exc)}"
-                        ) from None
-                    time.sleep(pause)
-                    pause = min(pause * 2, 1.0)
-                except self._pg.Error as exc:
+        while True:
+            tries += 1
+            try:
+                if tries > 1:
+                    # After a lost connection the pool's idle ones may be as
+                    # dead (a restarted server): this try takes a new one.
+                    with self._pg.connect(
+                        self.url,
+                        autocommit=True,
+                        connect_timeout=max(1, round(self.connect_timeout)),
+                    ) as conn:
+                        return work(conn)
+                pool = self._connections()
+                with pool.connection(timeout=max(0.1, deadline - time.monotonic())) as conn:
+                    return work(conn)
+            except (self._pg.OperationalError, PoolTimeout) as exc:
+                if isinstance(exc, self._pg.OperationalError) and not _lost_connection(exc):
                     raise TranscriptError(
                         f"session store {self.location}: {_reason(exc)}{failed}"
                     ) from None
+                if time.monotonic() + pause > deadline:
+                    raise TranscriptError(
+                        f"session store {self.location}: cannot reach the server "
+                        f"after {tries} tries over {self.retry_for:g}s: {_reason(exc)}"
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
+            except self._pg.Error as exc:
+                raise TranscriptError(
+                    f"session store {self.location}: {_reason(exc)}{failed}"
+                ) from None
 
     # -- sessions -----------------------------------------------------------
 
@@ -759,6 +799,22 @@ class PostgresSession(ReplayedSession):
                     self._applied(plan, stamp, title, row[0])
                     return plan.kind  # type: ignore[no-any-return]
                 planned.clear()
+            plan = self._optimistic(decide)
+            if plan is not None:
+                # The common case: nobody else wrote since this session last
+                # read, so the plan made on its own history stands, and the
+                # event goes in one statement that checks exactly that.
+                stamp = now()
+                seq = self._seq + 1
+                planned[:] = [plan, stamp, None]
+                title = self._append_at_once(
+                    conn, plan.messages, stamp, seq, token, failed, downgrades or []
+                )
+                if title is not False:
+                    planned[2] = title
+                    self._applied(plan, stamp, title, seq)
+                    return plan.kind
+                planned.clear()  # another writer came first: decide again under the lock
             with conn.transaction():
                 row = conn.execute(
                     "SELECT seq FROM carryall_sessions WHERE id = %s FOR UPDATE", (self.id,)
@@ -792,6 +848,84 @@ class PostgresSession(ReplayedSession):
         return self.store._retrying(
             attempt, f"; session {self.id} keeps every earlier event, this one was not written"
         )
+
+    def _optimistic(self, decide: Callable[[], Plan]) -> Plan | None:
+        """The plan on the history as last read, when it is a plain append of text; else None.
+
+        A conflict seen on a history that may be behind is no verdict: the
+        locked path reads what other writers added and decides again.
+        """
+        if self._replay.unsettled:
+            return None
+        try:
+            plan = decide()
+        except SessionConflict:
+            return None
+        if plan.kind == "rewrite" or not plan.messages:
+            return None
+        if any(not isinstance(m, Message) or has_image(m) for m in plan.messages):
+            # Blobs and their references go in the locked transaction; what
+            # is not a message is refused there.
+            return None
+        return plan
+
+    def _append_at_once(
+        self,
+        conn: psycopg.Connection[Any],
+        messages: list[Message],
+        stamp: str,
+        seq: int,
+        token: uuid.UUID,
+        failed: str | None,
+        downgrades: list[Downgrade],
+    ) -> str | Literal[False] | None:
+        """Append one event in one statement if the session is still at `seq - 1`.
+
+        Returns the title it gave the session (None for none), or False when
+        another writer had moved the session on and nothing was written.
+        """
+        start = len(self._replay.messages)
+        clean = self._redacted(messages, start)
+        title = None if self._titled() else title_from(clean)
+        total = start + len(messages)
+        line = encode_event(
+            Event(
+                "append",
+                stamp,
+                n=total,
+                start=start,
+                title=title,
+                messages=clean,
+                failed=failed,
+                downgrades=downgrades,
+            )
+        )[:-1]
+        try:
+            row = conn.execute(
+                _APPEND,
+                {
+                    "id": self.id,
+                    "prev": seq - 1,
+                    "seq": seq,
+                    "total": total,
+                    "stamp": stamp,
+                    "title": _utf8(title),
+                    "failed": _utf8(failed),
+                    "token": token,
+                    "body": line,
+                    "idx": list(range(start, total)),
+                    "roles": [m.role for m in clean],
+                    "bodies": [_indexed(passage(m)) for m in clean],
+                },
+            ).fetchone()
+        except self.store._pg.errors.UniqueViolation:
+            raise TranscriptError(
+                f"session {self.id}: another writer recorded event {seq} first "
+                "(conflicting append refused; nothing was written)"
+            ) from None
+        if row is None or not row[0]:
+            return False
+        return title
 
     def _insert(
         self,
@@ -977,6 +1111,28 @@ def _migrate(conn: psycopg.Connection[Any], where: str) -> None:
             for statement in _MIGRATIONS[step]:
                 conn.execute(statement)
             conn.execute("INSERT INTO carryall_schema (version) VALUES (%s)", (step,))
+
+
+# One append in one statement: the session row moves from `prev` to `seq`
+# only if no other writer moved it first (the row lock orders two writers,
+# and the second finds `seq` changed), and the event and its index rows go
+# in only with it. Every part runs once, whatever the outer query reads.
+_APPEND = """
+WITH s AS (
+    UPDATE carryall_sessions SET seq = %(seq)s, turns = %(total)s, updated = %(stamp)s,
+        title = coalesce(title, %(title)s), failed = %(failed)s
+    WHERE id = %(id)s AND seq = %(prev)s RETURNING id
+), e AS (
+    INSERT INTO carryall_events (session_id, seq, token, body)
+    SELECT id, %(seq)s, %(token)s, %(body)s FROM s RETURNING seq
+), m AS (
+    INSERT INTO carryall_messages (session_id, idx, role, time, body)
+    SELECT s.id, x.idx, x.role, %(stamp)s, x.body
+    FROM s, unnest(%(idx)s::integer[], %(roles)s::text[], %(bodies)s::text[])
+        AS x(idx, role, body)
+)
+SELECT count(*) FROM e
+"""
 
 
 def _index(
