@@ -41,6 +41,7 @@ import errno
 import os
 import re
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -633,18 +634,22 @@ class SessionStore:
 
     # -- locking ------------------------------------------------------------
 
+    def _lock_folder(self) -> None:
+        if not self._locks_ready:
+            folder = self.root / "locks"
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise _failed(f"cannot create lock folder {folder}", exc) from None
+            self._locks_ready = True
+
     def _lock_path(self, session_id: str) -> Path:
         return self.root / "locks" / f"{session_id}.lock"
 
     @contextlib.contextmanager
     def _lock(self, session_id: str) -> Iterator[None]:
         path = self._lock_path(session_id)
-        if not self._locks_ready:
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise _failed(f"cannot create lock folder {path.parent}", exc) from None
-            self._locks_ready = True
+        self._lock_folder()
         # filelock loads with the first write: a reader (`sessions list`,
         # `recall`) never takes a lock and never pays for its import.
         import filelock
@@ -700,6 +705,9 @@ class Session(ReplayedSession):
         self._end = end
         self._lines = lines
         self._ident = ident
+        self._lock_fd: int | None = None
+        self._fd: tuple[int, tuple[int, int]] | None = None
+        self._fd_closer: Callable[[], object] | None = None
 
     def __repr__(self) -> str:
         return f"<Session {self.id} {len(self)} messages>"
@@ -769,9 +777,52 @@ class Session(ReplayedSession):
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
-        with self.store._lock(self.id):
+        with self._held():
             self._catch_up(repair=True)
             yield
+
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[None]:
+        """The session's writer lock, on a lock file this session keeps open.
+
+        The same `flock` on the same file as the store's `_lock` (used by
+        `remove` and `redact`), so every writer excludes every other; keeping
+        the descriptor saves opening the lock file on every append.
+        """
+        import fcntl
+
+        if self._lock_fd is None:
+            path = self.store._lock_path(self.id)
+            self.store._lock_folder()
+            try:
+                self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as exc:
+                raise _failed(f"cannot lock session {self.id} ({path})", exc) from None
+            weakref.finalize(self, os.close, self._lock_fd)
+        fd = self._lock_fd
+        deadline = None
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                now_ = time.monotonic()
+                if deadline is None:
+                    deadline = now_ + self.store.lock_timeout
+                elif now_ >= deadline:
+                    raise TranscriptError(
+                        f"session {self.id}: another writer has held "
+                        f"{self.store._lock_path(self.id)} for over {self.store.lock_timeout:g}s"
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+            except OSError as exc:
+                raise _failed(f"cannot lock session {self.id}", exc) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _catch_up(self, *, repair: bool) -> None:
         try:
@@ -920,6 +971,28 @@ class Session(ReplayedSession):
 
     def _write_line(self, line: bytes) -> None:
         """Append one event line whole and sync it, or leave the file as it was."""
+        fd = self._append_fd()
+        try:
+            _write_whole(fd, line)
+            os.fsync(fd)
+        except OSError as exc:
+            # The event was not acknowledged, so no line of it may stay:
+            # cut back to the last whole event. Should even that fail, the
+            # partial line is a torn line that the next writer moves aside.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, self._end)
+                os.fsync(fd)
+            raise TranscriptError(
+                f"session {self.id}: cannot write to {self.path}: {_reason(exc)}; "
+                "the transcript keeps every earlier event"
+            ) from None
+        self._end += len(line)
+        self._lines += 1
+
+    def _append_fd(self) -> int:
+        """The transcript opened for appending, kept while it is the same file (`_ident`)."""
+        if self._fd is not None and self._fd[1] == self._ident:
+            return self._fd[0]
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         except FileNotFoundError:
@@ -928,25 +1001,15 @@ class Session(ReplayedSession):
             ) from None
         except OSError as exc:
             raise _failed(f"cannot open session file {self.path}", exc) from None
-        try:
-            try:
-                _write_whole(fd, line)
-                os.fsync(fd)
-            except OSError as exc:
-                # The event was not acknowledged, so no line of it may stay:
-                # cut back to the last whole event. Should even that fail, the
-                # partial line is a torn line that the next writer moves aside.
-                with contextlib.suppress(OSError):
-                    os.ftruncate(fd, self._end)
-                    os.fsync(fd)
-                raise TranscriptError(
-                    f"session {self.id}: cannot write to {self.path}: {_reason(exc)}; "
-                    "the transcript keeps every earlier event"
-                ) from None
-        finally:
-            os.close(fd)
-        self._end += len(line)
-        self._lines += 1
+        stat = os.fstat(fd)
+        if (stat.st_dev, stat.st_ino) != self._ident:
+            os.close(fd)  # replaced between the catch-up and here: never write to another file
+            raise TranscriptError(f"session {self.id}: {self.path} was replaced while writing")
+        if self._fd_closer is not None:
+            self._fd_closer()
+        self._fd = (fd, self._ident)
+        self._fd_closer = weakref.finalize(self, os.close, fd)
+        return fd
 
     def _publish(self, before: int, first: int, messages: list[Message], times: list[str]) -> None:
         if not self.store.listeners:
