@@ -479,7 +479,7 @@ class SessionStore:
         data = encode_header(meta) + b"".join(line + b"\n" for line in lines)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            _write_new(path, data)
+            _link_new(path, data)
         except FileExistsError:
             raise TranscriptError(f"session {meta.id} is already in {self.root}") from None
         except OSError as exc:
@@ -1058,6 +1058,23 @@ def _write_new(path: Path, data: bytes) -> None:
             path.unlink()
         raise
     os.close(fd)
+
+
+def _link_new(path: Path, data: bytes) -> None:
+    """Create a file that must not exist yet, whole or not at all, even if the process dies.
+
+    The bytes go to a synced temporary file beside it, which is then linked
+    at `path` (refused if something is there) and unlinked: a copy killed
+    part way leaves at most a `.tmp` file, never a shorter session that
+    reads as valid, so the copy can be run again.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    _write_new(tmp, data)
+    try:
+        os.link(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def _hashes(path: Path) -> set[str]:
