@@ -37,6 +37,7 @@ from carryall.errors import (
     CarryallError,
     HistoryError,
     ProviderError,
+    SessionConflict,
     TranscriptError,
 )
 
@@ -79,6 +80,7 @@ __all__ = [
     "RedactedThinking",
     "Role",
     "Session",
+    "SessionConflict",
     "Store",
     "Text",
     "Thinking",

@@ -66,6 +66,7 @@ __all__ = [
     "RepeatedCall",
     "RequestStarted",
     "ResponseReceived",
+    "SessionMerged",
     "StepLimitReached",
     "ToolCallFinished",
     "ToolCallStarted",
@@ -200,6 +201,19 @@ class RepeatedCall(msgspec.Struct, frozen=True):
     times: int
 
 
+class SessionMerged(msgspec.Struct, frozen=True):
+    """Another writer recorded in the session during this turn; this turn went after its turn.
+
+    The session holds both, in the order they were recorded (see
+    `carryall.sessions.protocol`); this agent's history goes on without
+    the other writer's messages. A write that could not go after them
+    raises `carryall.errors.SessionConflict` instead.
+    """
+
+    messages: int
+    """How many messages of this agent's history the merge recorded."""
+
+
 AgentEvent: TypeAlias = (
     RequestStarted
     | ResponseReceived
@@ -208,6 +222,7 @@ AgentEvent: TypeAlias = (
     | StepLimitReached
     | RepeatedCall
     | ContextFitted
+    | SessionMerged
 )
 
 
@@ -691,11 +706,14 @@ class Agent:
             return
         left_behind = list(self.messages)
         if self._downgrades:
-            self.session.record(self._recorded, left_behind, self._downgrades)
+            kind = self.session.record(self._recorded, left_behind, self._downgrades)
             self._downgrades = []
         else:
-            self.session.record(self._recorded, left_behind)
+            kind = self.session.record(self._recorded, left_behind)
+        added = len(left_behind) - len(self._recorded)
         self._recorded = left_behind
+        if kind == "merge":
+            self._emit(SessionMerged(added))
 
     def _record_after_failure(self, exc: BaseException) -> None:
         try:

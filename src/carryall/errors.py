@@ -6,7 +6,13 @@ and the reason, so a person reading one line knows what to fix.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from carryall._text import shorten
+
+if TYPE_CHECKING:
+    from carryall.blocks import Message
 
 __all__ = [
     "AttachmentError",
@@ -16,6 +22,7 @@ __all__ = [
     "HistoryError",
     "LocalBackendError",
     "ProviderError",
+    "SessionConflict",
     "ToolError",
     "TranscriptError",
 ]
@@ -78,6 +85,40 @@ class ProviderError(CarryallError):
 
 class TranscriptError(CarryallError):
     """A session transcript could not be read or written."""
+
+
+class SessionConflict(TranscriptError):
+    """A write to a session that would hide what another writer recorded, refused whole.
+
+    Raised when the history a writer started from is no longer what the
+    session holds and its change cannot go after the other writer's (see
+    `carryall.sessions.protocol`). Nothing of the refused write is stored:
+    `unrecorded` holds its messages, so the caller can show or keep them;
+    `started` and `current` are the two versions (numbered as `versions()`
+    lists them, from 1) with their message counts.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        reason: str,
+        *,
+        started: tuple[int, int],
+        current: tuple[int, int],
+        unrecorded: Sequence[Message] = (),
+    ) -> None:
+        self.session_id = session_id
+        self.reason = reason
+        self.started = started
+        self.current = current
+        self.unrecorded = list(unrecorded)
+        (v1, n1), (v2, n2) = started, current
+        super().__init__(
+            f"session {session_id}: another writer changed it underneath this one: "
+            f"this write started from version {v1} ({n1} messages) and the session now "
+            f"holds version {v2} ({n2} messages); {reason}; "
+            f"{len(self.unrecorded)} new message(s) of this write are not recorded"
+        )
 
 
 class ToolError(CarryallError):

@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from carryall._commands import sessions as commands
 from carryall.blocks import Document, Image, Message, Text, Thinking
-from carryall.errors import TranscriptError
+from carryall.errors import SessionConflict, TranscriptError
 from carryall.sessions import AnyStore, Store, open_store
 from carryall.sessions.redact import BUILTIN_PATTERNS, REDACTED
 from tests.support.sessions import ANTHROPIC_KEY, PNG, SECRET, rich_history, secret_history
@@ -125,7 +125,7 @@ def test_nothing_new_writes_nothing(store: AnyStore, open_any: OpenAny) -> None:
     assert open_any().export_events(session.id)[1] == before
 
 
-def test_store_changed_underneath_by_another_writer_is_a_rewrite(
+def test_an_answer_the_other_writer_overtook_is_a_conflict_naming_both_versions(
     store: AnyStore, open_any: OpenAny
 ) -> None:
     mine = store.create()
@@ -133,10 +133,49 @@ def test_store_changed_underneath_by_another_writer_is_a_rewrite(
     mine.record([], base)
     theirs = open_any().open(mine.id)
     theirs.record(base, [*base, _assistant("theirs")])
-    # Started from `base`, but the store holds more now: never a silent merge.
-    assert mine.record(base, [*base, _assistant("mine")]) == "rewrite"
+    # Started from `base`, but the store holds more now: never a silent
+    # merge, never a silent overwrite.
+    with pytest.raises(SessionConflict) as caught:
+        mine.record(base, [*base, _assistant("mine")])
+    assert (caught.value.started, caught.value.current) == ((1, 1), (1, 2))
+    assert caught.value.unrecorded == [_assistant("mine")]
     versions = open_any().open(mine.id).versions()
-    assert [[m.text() for m in v] for v in versions] == [["a", "theirs"], ["a", "mine"]]
+    assert [[m.text() for m in v] for v in versions] == [["a", "theirs"]]
+
+
+def test_a_new_turn_goes_after_another_writers_finished_turn(
+    store: AnyStore, open_any: OpenAny
+) -> None:
+    mine = store.create()
+    base = [_user("a"), _assistant("b")]
+    mine.record([], base)
+    theirs = open_any().open(mine.id)
+    theirs.record(base, [*base, _user("theirs"), _assistant("their answer")])
+    mine_now = [*base, _user("mine"), _assistant("my answer")]
+    assert mine.record(base, mine_now) == "merge"
+    # The writer carries on from its own history: its next step appends on.
+    step = [*mine_now, _user("more"), _assistant("done")]
+    assert mine.record(mine_now, step) == "append"
+    texts = [m.text() for m in open_any().open(mine.id).messages()]
+    assert texts == ["a", "b", "theirs", "their answer", "mine", "my answer", "more", "done"]
+    assert len(open_any().open(mine.id).versions()) == 1
+
+
+def test_a_rewrite_of_a_history_no_longer_current_is_refused(
+    store: AnyStore, open_any: OpenAny
+) -> None:
+    mine = store.create()
+    base = [_user("a"), _assistant("b")]
+    mine.record([], base)
+    theirs = open_any().open(mine.id)
+    theirs.record(base, [*base, _user("theirs"), _assistant("kept")])
+    with pytest.raises(SessionConflict, match="rewrite must replace"):
+        mine.record(base, [_user("compacted")])
+    assert [m.text() for m in open_any().open(mine.id).messages()][-1] == "kept"
+    # Stated against the current history, the same rewrite is made.
+    mine.refresh()
+    assert mine.record(mine.messages(), [_user("compacted")]) == "rewrite"
+    assert len(open_any().open(mine.id).versions()) == 2
 
 
 def test_a_writer_that_appends_goes_on_top_of_another_writer(
@@ -604,3 +643,71 @@ def test_every_sessions_command_works_on_every_store(store_location: str) -> Non
     assert "removed 1 unreferenced" in run("sessions", "gc")
     assert "removed session" in run("sessions", "rm", session.id, "--yes")
     assert json.loads(run("sessions", "list", "--json")) == []
+
+
+# -- the same behaviour on every store ---------------------------------------------
+
+
+def test_last_names_the_newest_session_in_every_command(
+    store_location: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tests.support.agent import say
+    from tests.support.cli import invoke, script
+
+    store = open_store(store_location)
+    store.create(title="older").record([], [_user("older"), _assistant("a")])
+    time.sleep(0.01)
+    newest = store.create(title="newest")
+    newest.record([], [_user("newest"), _assistant("b")])
+    assert store.open("last").id == newest.id
+    shown = invoke("sessions", "show", "last", "--store", store_location)
+    assert shown.exit_code == 0, shown.stderr
+    assert "newest" in shown.stdout
+    script(monkeypatch, say("continued"))
+    ran = invoke("run", "-c", "and then?", "--store", store_location, "-w", str(tmp_path))
+    assert ran.exit_code == 0, ran.stderr
+    assert [m.text() for m in store.open(newest.id).messages()][-1] == "continued"
+    removed = invoke("sessions", "rm", "last", "--yes", "--store", store_location)
+    assert removed.exit_code == 0, removed.stderr
+    assert [i.meta.title for i in store.list()] == ["older"]
+
+
+def test_a_failed_first_prompt_is_kept_and_run_json_names_the_session(
+    store_location: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from carryall.errors import ProviderError
+    from tests.support.agent import say
+    from tests.support.cli import invoke, script
+
+    script(monkeypatch, ProviderError("invalid x-api-key", status=401))
+    failed = invoke("run", "keep me", "--store", store_location, "-w", str(tmp_path))
+    assert failed.exit_code == 1
+    store = open_store(store_location)
+    [info] = store.list()
+    assert (info.failed, info.turns) == ("[401] invalid x-api-key", 1)
+    assert [m.text() for m in store.open(info.meta.id).messages()] == ["keep me"]
+    script(monkeypatch, say("done"))
+    ran = invoke("run", "hello", "--json", "--store", store_location, "-w", str(tmp_path))
+    assert ran.exit_code == 0, ran.stderr
+    session = json.loads(ran.stdout)["session"]
+    assert session is not None and store.open(session).messages()[-1].text() == "done"
+
+
+def test_a_nul_in_the_first_prompt_and_the_failure_is_stored(store: AnyStore) -> None:
+    session = store.create()
+    session.append([_user("apricot\x00quince")], failed="bad\x00byte")
+    [info] = store.list()
+    assert (info.meta.title, info.failed) == ("apricot\x00quince", "bad\x00byte")
+    assert store.open(session.id).messages() == [_user("apricot\x00quince")]
+    assert [h.session for h in store.recall.search("quince")] == [session.id]
+
+
+def test_a_megabyte_message_of_distinct_words_is_recorded_and_searchable(
+    store: AnyStore, open_any: OpenAny
+) -> None:
+    words = " ".join(f"w{i:07x}" for i in range(120_000))  # about 1.1 MB, every word new
+    session = store.create()
+    session.record([], [_user(words)])
+    session.append([_assistant("read it")])
+    assert open_any().open(session.id).messages()[0].text() == words
+    assert [h.session for h in store.recall.search("w0000010")] == [session.id]

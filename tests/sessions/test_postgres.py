@@ -96,6 +96,9 @@ def pausing(self, conn, *args):
     return title
 
 PostgresSession._insert = pausing
+# A plain append is one statement, with no moment between its parts to stop
+# in; a rewrite, a merge or an image takes the transaction stopped here.
+PostgresSession._optimistic = lambda self, decide: None
 session.append([Message.user("never committed")])
 """
 
@@ -272,3 +275,23 @@ def test_an_unreachable_server_is_one_clear_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["sessions", "list", "--store", url])
     assert result.exit_code == 1
     assert "cannot connect" in result.stderr and "Traceback" not in result.output
+
+
+def test_an_error_of_the_statement_is_reported_at_once_not_retried(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url, retry_for=5)
+    session = store.create()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        # SQLSTATE 54000 is an OperationalError to psycopg, and no connection's fault.
+        conn.execute(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "RAISE EXCEPTION 'too big (test)' USING ERRCODE = '54000'; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON carryall_events "
+            "FOR EACH ROW EXECUTE FUNCTION refuse()"
+        )
+    with pytest.raises(TranscriptError) as caught:
+        session.append([Message.user("refused")])
+    assert "too big (test)" in str(caught.value)
+    assert "cannot reach the server" not in str(caught.value)
+    assert "keeps every earlier event" in str(caught.value)

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carryall.blocks import Document, Image, Message, Text, Thinking, ToolResult, ToolUse
-from carryall.errors import TranscriptError
+from carryall.carrier import Marker, MarkerKind
+from carryall.errors import SessionConflict, TranscriptError
 from carryall.sessions import Store, default_root
 from carryall.sessions import store as store_module
 from tests.support.sessions import PNG, rich_history
@@ -93,12 +94,14 @@ def test_compaction_that_keeps_length_is_a_rewrite(store: Store) -> None:
     assert session.record(history, compacted) == "rewrite"
 
 
-def test_started_from_that_is_not_what_is_stored_is_a_rewrite(store: Store) -> None:
+def test_started_from_that_is_not_what_is_stored_is_a_conflict(store: Store) -> None:
     session = store.create()
     session.record([], [_user("a")])
     # The run claims to have started from a history the store never held.
-    assert session.record([_user("x")], [_user("x"), _assistant("y")]) == "rewrite"
-    assert store.open(session.id).messages() == [_user("x"), _assistant("y")]
+    with pytest.raises(SessionConflict, match="not the session's") as caught:
+        session.record([_user("x")], [_user("x"), _assistant("y")])
+    assert caught.value.unrecorded == [_assistant("y")]
+    assert store.open(session.id).messages() == [_user("a")]
 
 
 def test_nothing_new_writes_nothing(store: Store) -> None:
@@ -110,19 +113,19 @@ def test_nothing_new_writes_nothing(store: Store) -> None:
     assert session.path.stat().st_size == size
 
 
-def test_store_changed_underneath_by_another_writer_is_a_rewrite(store: Store) -> None:
+def test_store_changed_underneath_by_another_writer_is_a_conflict(store: Store) -> None:
     mine = store.create()
     base = [_user("a")]
     mine.record([], base)
     theirs = store.open(mine.id)
     theirs.record(base, [*base, _assistant("from the other writer")])
-    # `mine` still believes the store holds `base`; it must not append onto
-    # a history it has not seen.
+    # `mine` still believes the store holds `base`; its answer cannot go
+    # after the other writer's, and must not replace it either.
     left = [*base, _assistant("from me")]
-    assert mine.record(base, left) == "rewrite"
-    assert store.open(mine.id).messages() == left
-    versions = store.open(mine.id).versions()
-    assert [*base, _assistant("from the other writer")] in versions
+    with pytest.raises(SessionConflict, match=r"turn is not finished|continue a turn"):
+        mine.record(base, left)
+    assert store.open(mine.id).messages() == [*base, _assistant("from the other writer")]
+    assert len(store.open(mine.id).versions()) == 1
 
 
 def test_writer_that_caught_up_appends_on_top_of_another_writer(store: Store) -> None:

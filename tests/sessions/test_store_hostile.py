@@ -240,5 +240,7 @@ def test_read_only_store_reads_and_recall_says_why(
     assert result.exit_code == 1 and not isinstance(result.exception, OSError)
     assert "Read-only file system" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+    # A session opened on the read-only store (one open before keeps its files open).
     with pytest.raises(TranscriptError, match="Read-only file system"):
-        session.record([_user("hello")], [_user("hello"), _assistant("hi")])
+        reopened = Store().open(session.id)
+        reopened.record([_user("hello")], [_user("hello"), _assistant("hi")])

@@ -24,7 +24,7 @@ from rich.status import Status
 from carryall._commands._images import fetched_history, named_image, sendable
 from carryall._commands._output import fail, masked, shown, warn_damage
 from carryall._commands.mcp import McpOption, open_toolbox, start_toolbox
-from carryall._commands.sessions import StoreOption
+from carryall._commands.sessions import StoreOption, recorded_in
 from carryall._text import printable, shorten
 from carryall.agent import (
     DEFAULT_MAX_STEPS,
@@ -38,6 +38,7 @@ from carryall.agent import (
     RepeatedCall,
     RequestStarted,
     ResponseReceived,
+    SessionMerged,
     StepLimitReached,
     ToolCallFinished,
     ToolCallStarted,
@@ -415,6 +416,8 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
                 backend = _open_backend(setup)
             if history:
                 history = _fetched_media(history, backend, err)
+                if session is not None:
+                    session.continue_from(history)  # recorded onto the session as it is
             if session is None and not setup.no_record:
                 session = _create_session(
                     setup.store, backend, setup.workspace, system, [t.name for t in tools]
@@ -566,10 +569,8 @@ def _keep_failed_prompt(agent: Agent, start: int, prompt: Message, error: str) -
     turn); the session keeps it, marked failed, so a 401 or a refused
     connection leaves the prompt and the reason rather than an empty session.
     """
-    from carryall.sessions import Session
-
-    session = agent.session
-    if isinstance(session, Session) and len(agent.messages) == start:
+    session = recorded_in(agent)
+    if session is not None and len(agent.messages) == start:
         session.append([prompt], failed=masked(error))
 
 
@@ -697,9 +698,7 @@ def _turn_json(
         field: sum(getattr(r.usage, field) for r in responses)
         for field in ("input_tokens", "output_tokens")
     }
-    from carryall.sessions import Session
-
-    session = agent.session if isinstance(agent.session, Session) else None
+    session = recorded_in(agent)
     return {
         "answer": response.message.text(),
         "stop_reason": response.stop_reason,
@@ -814,6 +813,13 @@ class _Display:
                     "asking the model to answer without tools[/]",
                     soft_wrap=True,
                 )
+        elif isinstance(event, SessionMerged):
+            self._stop_spinner()
+            self._break_line()
+            self.err.print(
+                "[yellow]session:[/] another writer recorded in this session meanwhile; "
+                f"this turn's {event.messages} message(s) are recorded after its turn"
+            )
         elif isinstance(event, StepLimitReached):
             self._stop_spinner()
             self._break_line()

@@ -23,6 +23,7 @@ from rich.console import Console
 
 from carryall._commands._images import named_image, sendable
 from carryall._commands._output import Terminated, print_error, shown
+from carryall._commands.sessions import recorded_in
 from carryall.blocks import Document, Image, Message
 from carryall.errors import CarryallError
 
@@ -178,9 +179,7 @@ class _Chat:
             self.err.print(f"  [bold]{shown(name)}[/]  {shown(first)}")
 
     def _save(self, argument: str) -> None:
-        from carryall.sessions import Session
-
-        session = self.agent.session if isinstance(self.agent.session, Session) else None
+        session = recorded_in(self.agent)
         if not argument:
             where = f"session {session.id}" if session is not None else "no session (--no-record)"
             self.err.print(

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar, cast
 
 import typer
 
@@ -26,8 +26,9 @@ from carryall._text import age, json_printable, printable
 from carryall.errors import CarryallError
 
 if TYPE_CHECKING:
+    from carryall.agent import Agent
     from carryall.interchange import WireFormat
-    from carryall.sessions import AnyStore, SessionInfo
+    from carryall.sessions import AnySession, AnyStore, SessionInfo
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -102,6 +103,13 @@ def _clear_errors(func: Callable[P, R]) -> Callable[P, R]:
             fail(str(exc))
 
     return wrapper
+
+
+def recorded_in(agent: Agent) -> AnySession | None:
+    """The session an agent of `run` or `chat` records into, as the store that opened it gave it."""
+    # The agent knows only the `Recorder` part of a session; every session
+    # the CLI gives it comes from a store's `create` or `open`, whichever store.
+    return cast("AnySession | None", agent.session)
 
 
 def _store(location: str | None) -> AnyStore:

@@ -14,9 +14,10 @@ URL; both keep the promises of `AnyStore` (`carryall.sessions.protocol`). Import
 whole histories in wire formats is `carryall.interchange`.
 """
 
+from carryall.sessions._core import SessionInfo
 from carryall.sessions._transcript import FORMAT_VERSION, SessionMeta
 from carryall.sessions.indexed import Store, open_store
-from carryall.sessions.protocol import AnySession, AnyStore, Recall
+from carryall.sessions.protocol import AnySession, AnyStore, Recall, RecordKind
 from carryall.sessions.recall import Hit, RecallIndex, fts_query
 from carryall.sessions.render import (
     export_dict,
@@ -31,7 +32,6 @@ from carryall.sessions.render import (
 from carryall.sessions.store import (
     Recorded,
     Session,
-    SessionInfo,
     SessionStore,
     StoreListener,
     default_root,
@@ -44,6 +44,7 @@ __all__ = [
     "Hit",
     "Recall",
     "RecallIndex",
+    "RecordKind",
     "Recorded",
     "Session",
     "SessionInfo",

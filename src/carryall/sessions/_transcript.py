@@ -629,6 +629,8 @@ class Replay:
     title: str | None = None
     updated: str | None = None
     events: int = 0
+    rewrites: int = 0
+    """How many rewrites made the history: `versions()` numbers the current one this plus 1."""
     versions: list[list[Message]] = field(default_factory=list)
     damage: list[str] = field(default_factory=list)
     """What was wrong with the lines that were skipped or read in part, each naming its line."""
@@ -766,6 +768,7 @@ class Replay:
         The messages it starts with unchanged keep their times.
         """
         keep = common_prefix(self.messages, history)
+        self.rewrites += 1
         if self.keep_versions:
             self.versions.append(self.messages)
         self.times = self.times[:keep] + [time] * (len(history) - keep)

@@ -35,7 +35,6 @@ hits are the same `Hit` values with snippets marked the same way.
 
 from __future__ import annotations
 
-import base64
 import builtins
 import contextlib
 import hashlib
@@ -52,52 +51,61 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
 
-from carryall.blocks import Document, Downgrade, Image, Message, Text
-from carryall.errors import BlockError, TranscriptError
+from carryall.blocks import Downgrade, Message
+from carryall.errors import SessionConflict, TranscriptError
+from carryall.sessions._core import (
+    LAST,
+    MissingBlob,
+    ReplayedSession,
+    SessionInfo,
+    blob_loader,
+    configured_redactor,
+    storable,
+    writable,
+)
 from carryall.sessions._transcript import (
     BlobLoader,
     Event,
     Replay,
     SessionMeta,
     Stored,
-    StoredDocument,
-    StoredImage,
     StoredMessage,
-    blob_placeholder,
     common_prefix,
     decode_event,
     decode_header,
     encode_event,
     encode_header,
     format_time,
+    has_image,
     image_stand_in,
     now,
     parse_time,
-    revive,
     title_from,
     with_title,
 )
+from carryall.sessions.protocol import Plan, RecordKind
 from carryall.sessions.recall import Hit, bounded_words, marked_hit, passage
 from carryall.sessions.redact import Redactor, compile_pattern
-from carryall.sessions.store import (
-    ReplayedSession,
-    SessionInfo,
-    appends_onto,
-    configured_redactor,
-    storable,
-    writable,
-)
 
 if TYPE_CHECKING:
     import psycopg
+    import psycopg_pool
 
-__all__ = ["SCHEMA_VERSION", "PostgresRecall", "PostgresSession", "PostgresStore"]
+__all__ = [
+    "INDEXED_BYTES",
+    "SCHEMA_VERSION",
+    "PostgresRecall",
+    "PostgresSession",
+    "PostgresStore",
+]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The newest schema this carryall creates and reads."""
 
+INDEXED_BYTES = 256 * 1024
+"""How much of one message's text (UTF-8 bytes, from its start) full-text search takes in."""
+
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-_NOTE = "(its bytes are missing from the session store)"
 _LOCK_KEY = 0x63617272  # the advisory lock that serializes schema migrations
 _OPEN, _CLOSE = "\x02", "\x03"
 _HEADLINE = f"StartSel={_OPEN}, StopSel={_CLOSE}, MaxWords=16, MinWords=8, MaxFragments=1"
@@ -145,6 +153,13 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     # The error of the last request when the last event kept a prompt that failed.
     2: ("ALTER TABLE carryall_sessions ADD COLUMN failed text",),
+    # A title or an error is whatever was typed or said, a NUL included, which
+    # `text` cannot hold: both are kept as their UTF-8 bytes.
+    3: (
+        "ALTER TABLE carryall_sessions"
+        " ALTER COLUMN title TYPE bytea USING convert_to(title, 'UTF8'),"
+        " ALTER COLUMN failed TYPE bytea USING convert_to(failed, 'UTF8')",
+    ),
 }
 
 T = TypeVar("T")
@@ -153,6 +168,7 @@ T = TypeVar("T")
 def _psycopg() -> Any:
     try:
         import psycopg
+        import psycopg_pool  # noqa: F401  (checked here, used by the first operation)
     except ImportError:
         raise TranscriptError(
             "a postgresql:// session store needs psycopg 3: pip install 'carryall[postgres]'"
@@ -178,6 +194,8 @@ class PostgresStore:
     `retry_for` bounds, in seconds, how long one operation keeps retrying a
     lost connection or a server that is restarting before it fails with a
     clear error. The schema is created or migrated on first connection.
+    Threads that share a store take connections from a pool of up to
+    `pool_size` (`psycopg_pool`), so their writes do not wait on each other.
     """
 
     def __init__(
@@ -187,22 +205,25 @@ class PostgresStore:
         redactor: Redactor | None = None,
         retry_for: float = 30.0,
         connect_timeout: float = 5.0,
+        pool_size: int = 8,
     ) -> None:
         self.url = url
         self.retry_for = retry_for
         self.connect_timeout = connect_timeout
+        self.pool_size = pool_size
         self.redactor = redactor if redactor is not None else configured_redactor()
         """What is cut out of every event before it is written."""
         self._pg = _psycopg()
-        self._conn: psycopg.Connection[Any] | None = None
-        self._lock = threading.RLock()
+        self._pool: psycopg_pool.ConnectionPool[Any] | None = None
+        self._lock = threading.Lock()
         self._recall = PostgresRecall(self)
         try:  # connect now, once: a mistyped URL fails where it is given, at once
-            self._conn = self._connect()
+            first = self._connect()
         except self._pg.Error as exc:
             raise TranscriptError(
                 f"session store {self.location}: cannot connect: {_reason(exc)}"
             ) from None
+        first.close()
 
     @property
     def location(self) -> str:
@@ -215,12 +236,12 @@ class PostgresStore:
         return self._recall
 
     def close(self) -> None:
-        """Close the connection (the next operation opens a new one)."""
+        """Close every connection (the next operation opens new ones)."""
         with self._lock:
-            if self._conn is not None:
-                with contextlib.suppress(Exception):
-                    self._conn.close()
-                self._conn = None
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                pool.close(timeout=1.0)
 
     # -- connection ---------------------------------------------------------
 
@@ -235,35 +256,71 @@ class PostgresStore:
             raise
         return conn
 
+    def _connections(self) -> psycopg_pool.ConnectionPool[Any]:
+        with self._lock:
+            if self._pool is None:
+                from psycopg_pool import ConnectionPool
+
+                self._pool = ConnectionPool(
+                    self.url,
+                    kwargs={
+                        "autocommit": True,
+                        "connect_timeout": max(1, round(self.connect_timeout)),
+                    },
+                    min_size=1,
+                    max_size=max(1, self.pool_size),
+                    timeout=self.retry_for,
+                    # A server gone for longer than `retry_for` fails the
+                    # operation; the pool itself keeps trying for the next.
+                    reconnect_timeout=max(self.retry_for, 60.0),
+                    name="carryall",
+                    open=True,
+                )
+            return self._pool
+
     def _retrying(self, work: Callable[[psycopg.Connection[Any]], T], failed: str = "") -> T:
-        """Run `work` on the connection, reconnecting on a lost one for up to `retry_for` s.
+        """Run `work` on a pooled connection (a new one after a lost one) for up to `retry_for` s.
 
         `work` must be safe to run again: a read, or a transaction that
-        checks whether an earlier try of it committed.
+        checks whether an earlier try of it committed. A connection that was
+        lost goes back to the pool broken, and the pool drops it.
         """
+        from psycopg_pool import PoolTimeout
+
         deadline = time.monotonic() + self.retry_for
         pause = 0.05
         tries = 0
-        with self._lock:
-            while True:
-                tries += 1
-                try:
-                    if self._conn is None or self._conn.closed:
-                        self._conn = self._connect()
-                    return work(self._conn)
-                except self._pg.OperationalError as exc:
-                    self.close()
-                    if time.monotonic() + pause > deadline:
-                        raise TranscriptError(
-                            f"session store {self.location}: cannot reach the server "
-                            f"after {tries} tries over {self.retry_for:g}s: {_reason(exc)}"
-                        ) from None
-                    time.sleep(pause)
-                    pause = min(pause * 2, 1.0)
-                except self._pg.Error as exc:
+        while True:
+            tries += 1
+            try:
+                if tries > 1:
+                    # After a lost connection the pool's idle ones may be as
+                    # dead (a restarted server): this try takes a new one.
+                    with self._pg.connect(
+                        self.url,
+                        autocommit=True,
+                        connect_timeout=max(1, round(self.connect_timeout)),
+                    ) as conn:
+                        return work(conn)
+                pool = self._connections()
+                with pool.connection(timeout=max(0.1, deadline - time.monotonic())) as conn:
+                    return work(conn)
+            except (self._pg.OperationalError, PoolTimeout) as exc:
+                if isinstance(exc, self._pg.OperationalError) and not _lost_connection(exc):
                     raise TranscriptError(
                         f"session store {self.location}: {_reason(exc)}{failed}"
                     ) from None
+                if time.monotonic() + pause > deadline:
+                    raise TranscriptError(
+                        f"session store {self.location}: cannot reach the server "
+                        f"after {tries} tries over {self.retry_for:g}s: {_reason(exc)}"
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
+            except self._pg.Error as exc:
+                raise TranscriptError(
+                    f"session store {self.location}: {_reason(exc)}{failed}"
+                ) from None
 
     # -- sessions -----------------------------------------------------------
 
@@ -308,7 +365,7 @@ class PostgresStore:
                     "INSERT INTO carryall_sessions"
                     " (id, created, header, title, turns, updated, seq)"
                     " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
-                    (meta.id, meta.created, header, title, turns, updated, seq),
+                    (meta.id, meta.created, header, _utf8(title), turns, updated, seq),
                 )
                 return cur.rowcount == 1
 
@@ -341,17 +398,25 @@ class PostgresStore:
                 continue
             infos.append(
                 SessionInfo(
-                    meta=with_title(meta, title),
+                    meta=with_title(meta, _text(title)),
                     turns=turns,
                     updated=parse_time(updated),
-                    failed=failed,
+                    failed=_text(failed),
                 )
             )
         infos.sort(key=lambda info: (info.meta.created, info.meta.id), reverse=True)
         return infos
 
     def resolve(self, session_id: str) -> str:
-        """The full id of a session named by its id or by a unique prefix of it."""
+        """The full id of a session named by its id, a unique prefix of it, or `last`.
+
+        `last` is the first session `list` gives, as for the JSON Lines store.
+        """
+        if session_id == LAST:
+            newest = self.list(on_error=lambda exc: None)
+            if not newest:
+                raise TranscriptError(f"no session yet in {self.location}, so none is the last")
+            return newest[0].meta.id
         if not _ID.fullmatch(session_id):
             raise TranscriptError(f"{session_id!r} is not a session id")
 
@@ -454,7 +519,11 @@ class PostgresStore:
                     replay.apply_line(line, seq + 1)
                 conn.execute(
                     "UPDATE carryall_sessions SET header = %s, title = %s WHERE id = %s",
-                    (encode_header(clean_meta)[:-1], clean_meta.title or replay.title, full),
+                    (
+                        encode_header(clean_meta)[:-1],
+                        _utf8(clean_meta.title or replay.title),
+                        full,
+                    ),
                 )
                 conn.execute("DELETE FROM carryall_messages WHERE session_id = %s", (full,))
                 _index(conn, full, 0, replay.messages, replay.times)
@@ -514,7 +583,7 @@ class PostgresStore:
                         meta.id,
                         meta.created,
                         header,
-                        meta.title or replay.title,
+                        _utf8(meta.title or replay.title),
                         len(replay.messages),
                         updated,
                         len(lines),
@@ -559,7 +628,7 @@ class PostgresStore:
 
         data = self._retrying(get)
         if data is None:
-            raise TranscriptError(f"image blob {sha256} is missing from {self.location}")
+            raise MissingBlob(f"image blob {sha256} is missing from {self.location}")
         if hashlib.sha256(data).hexdigest() != sha256:
             raise TranscriptError(
                 f"image blob {sha256} in {self.location} does not match its hash (damaged)"
@@ -634,29 +703,7 @@ class PostgresStore:
         return meta, replay, seq
 
     def _blob_loader(self, session_id: str) -> BlobLoader:
-        cache: dict[str, str] = {}
-        where = self._where(session_id)
-
-        def load(stored: StoredImage | StoredDocument) -> Image | Document | Text:
-            if not stored.sha256:
-                return image_stand_in(stored)  # a remote image: nothing kept here
-            data = cache.get(stored.sha256)
-            if data is None:
-                try:
-                    raw = self.get_blob(stored.sha256)
-                except TranscriptError as exc:
-                    if "missing" not in str(exc):
-                        raise TranscriptError(f"{where}: {exc}") from None
-                    # A deleted blob must not make the whole session
-                    # unreadable: the image becomes its placeholder, with a note.
-                    return Text(f"{blob_placeholder(stored)} {_NOTE}")
-                data = cache[stored.sha256] = base64.b64encode(raw).decode("ascii")
-            try:
-                return revive(stored, data)
-            except BlockError as exc:
-                raise TranscriptError(f"{where}: stored blob {stored.sha256}: {exc}") from None
-
-        return load
+        return blob_loader(self._where(session_id), self.get_blob)
 
 
 class PostgresSession(ReplayedSession):
@@ -676,25 +723,20 @@ class PostgresSession(ReplayedSession):
         started_from: Sequence[Message],
         left_behind: Sequence[Message],
         downgrades: Sequence[Downgrade] = (),
-    ) -> Literal["append", "rewrite"]:
+    ) -> RecordKind:
         """Record what a run left behind, given the history it started from.
 
-        The same decision as `carryall.sessions.Session.record`, made inside
-        the transaction that holds the session's row, after reading what
-        other writers added: an append when `started_from` is what the store
-        holds and an unchanged prefix of `left_behind`, else a rewrite.
+        The same decision as `carryall.sessions.Session.record`
+        (`carryall.sessions.protocol.plan_record`), made inside the
+        transaction that holds the session's row, after reading what other
+        writers added: an append, a merge after another writer's turn, or a
+        rewrite; a write that would hide another writer's messages raises
+        `SessionConflict` and writes nothing.
         """
-        # No copies: a list walk per append is what grows with the history.
-        started = started_from if isinstance(started_from, list) else list(started_from)
-        left = left_behind if isinstance(left_behind, list) else list(left_behind)
-
-        def decide(stored: list[Message]) -> tuple[Literal["append", "rewrite"], list[Message]]:
-            k = len(started)
-            if appends_onto(stored, started, left):
-                return "append", left[k:]
-            return "rewrite", left
-
-        return self._write(decide, downgrades=list(downgrades))
+        seen = self._replay.rewrites
+        return self._write(
+            lambda: self._plan(started_from, left_behind, seen), downgrades=list(downgrades)
+        )
 
     def append(self, messages: Sequence[Message], *, failed: str | None = None) -> None:
         """Append messages after whatever the store holds now (another writer's included).
@@ -702,7 +744,7 @@ class PostgresSession(ReplayedSession):
         `failed` is the error of the request they were sent in (the prompt is kept, with why).
         """
         tail = list(messages)
-        self._write(lambda stored: ("append", tail), self.store.redactor.optional(failed))
+        self._write(lambda: self._plan_append(tail), self.store.redactor.optional(failed))
 
     def refresh(self) -> None:
         """Read events other writers added since this session was loaded."""
@@ -737,14 +779,14 @@ class PostgresSession(ReplayedSession):
 
     def _write(
         self,
-        decide: Callable[[list[Message]], tuple[Literal["append", "rewrite"], list[Message]]],
+        decide: Callable[[], Plan],
         failed: str | None = None,
         downgrades: list[Downgrade] | None = None,
-    ) -> Literal["append", "rewrite"]:
+    ) -> RecordKind:
         token = uuid.uuid4()
         planned: list[Any] = []  # the event the last try sent, should its commit be lost
 
-        def attempt(conn: psycopg.Connection[Any]) -> Literal["append", "rewrite"]:
+        def attempt(conn: psycopg.Connection[Any]) -> RecordKind:
             if planned:
                 # An earlier try was cut off: did its commit land after all?
                 row = conn.execute(
@@ -753,10 +795,26 @@ class PostgresSession(ReplayedSession):
                 if row is not None:
                     with conn.transaction():
                         self._catch_up(conn, below=row[0])
-                    kind, messages, stamp, title = planned
-                    self._applied(kind, messages, stamp, title, row[0])
-                    return kind  # type: ignore[no-any-return]
+                    plan, stamp, title = planned
+                    self._applied(plan, stamp, title, row[0])
+                    return plan.kind  # type: ignore[no-any-return]
                 planned.clear()
+            plan = self._optimistic(decide)
+            if plan is not None:
+                # The common case: nobody else wrote since this session last
+                # read, so the plan made on its own history stands, and the
+                # event goes in one statement that checks exactly that.
+                stamp = now()
+                seq = self._seq + 1
+                planned[:] = [plan, stamp, None]
+                title = self._append_at_once(
+                    conn, plan.messages, stamp, seq, token, failed, downgrades or []
+                )
+                if title is not False:
+                    planned[2] = title
+                    self._applied(plan, stamp, title, seq)
+                    return plan.kind
+                planned.clear()  # another writer came first: decide again under the lock
             with conn.transaction():
                 row = conn.execute(
                     "SELECT seq FROM carryall_sessions WHERE id = %s FOR UPDATE", (self.id,)
@@ -767,21 +825,107 @@ class PostgresSession(ReplayedSession):
                     )
                 if row[0] != self._seq:
                     self._catch_up(conn)
-                kind, messages = decide(self._replay.messages)
-                if kind == "append" and not messages:
-                    return "append"
+                plan = decide()
+                if plan.kind != "rewrite" and not plan.messages:
+                    self._base = plan.base
+                    return plan.kind
                 stamp = now()
                 seq = self._seq + 1
-                planned[:] = [kind, messages, stamp, None]
-                planned[3] = title = self._insert(
-                    conn, kind, messages, stamp, seq, token, failed, downgrades or []
+                planned[:] = [plan, stamp, None]
+                planned[2] = title = self._insert(
+                    conn,
+                    "rewrite" if plan.kind == "rewrite" else "append",
+                    plan.messages,
+                    stamp,
+                    seq,
+                    token,
+                    failed,
+                    downgrades or [],
                 )
-            self._applied(kind, messages, stamp, title, seq)
-            return kind
+            self._applied(plan, stamp, title, seq)
+            return plan.kind
 
         return self.store._retrying(
             attempt, f"; session {self.id} keeps every earlier event, this one was not written"
         )
+
+    def _optimistic(self, decide: Callable[[], Plan]) -> Plan | None:
+        """The plan on the history as last read, when it is a plain append of text; else None.
+
+        A conflict seen on a history that may be behind is no verdict: the
+        locked path reads what other writers added and decides again.
+        """
+        if self._replay.unsettled:
+            return None
+        try:
+            plan = decide()
+        except SessionConflict:
+            return None
+        if plan.kind == "rewrite" or not plan.messages:
+            return None
+        if any(not isinstance(m, Message) or has_image(m) for m in plan.messages):
+            # Blobs and their references go in the locked transaction; what
+            # is not a message is refused there.
+            return None
+        return plan
+
+    def _append_at_once(
+        self,
+        conn: psycopg.Connection[Any],
+        messages: list[Message],
+        stamp: str,
+        seq: int,
+        token: uuid.UUID,
+        failed: str | None,
+        downgrades: list[Downgrade],
+    ) -> str | Literal[False] | None:
+        """Append one event in one statement if the session is still at `seq - 1`.
+
+        Returns the title it gave the session (None for none), or False when
+        another writer had moved the session on and nothing was written.
+        """
+        start = len(self._replay.messages)
+        clean = self._redacted(messages, start)
+        title = None if self._titled() else title_from(clean)
+        total = start + len(messages)
+        line = encode_event(
+            Event(
+                "append",
+                stamp,
+                n=total,
+                start=start,
+                title=title,
+                messages=clean,
+                failed=failed,
+                downgrades=downgrades,
+            )
+        )[:-1]
+        try:
+            row = conn.execute(
+                _APPEND,
+                {
+                    "id": self.id,
+                    "prev": seq - 1,
+                    "seq": seq,
+                    "total": total,
+                    "stamp": stamp,
+                    "title": _utf8(title),
+                    "failed": _utf8(failed),
+                    "token": token,
+                    "body": line,
+                    "idx": list(range(start, total)),
+                    "roles": [m.role for m in clean],
+                    "bodies": [_indexed(passage(m)) for m in clean],
+                },
+            ).fetchone()
+        except self.store._pg.errors.UniqueViolation:
+            raise TranscriptError(
+                f"session {self.id}: another writer recorded event {seq} first "
+                "(conflicting append refused; nothing was written)"
+            ) from None
+        if row is None or not row[0]:
+            return False
+        return title
 
     def _insert(
         self,
@@ -842,28 +986,23 @@ class PostgresSession(ReplayedSession):
         conn.execute(
             "UPDATE carryall_sessions SET seq = %s, turns = %s, updated = %s,"
             " title = coalesce(title, %s), failed = %s WHERE id = %s",
-            (seq, total, stamp, title, failed, self.id),
+            (seq, total, stamp, _utf8(title), _utf8(failed), self.id),
         )
         return title
 
-    def _applied(
-        self,
-        kind: Literal["append", "rewrite"],
-        messages: list[Message],
-        stamp: str,
-        title: str | None,
-        seq: int,
-    ) -> None:
+    def _applied(self, plan: Plan, stamp: str, title: str | None, seq: int) -> None:
         """The committed event, applied to the history in memory (unredacted, as the run has it)."""
-        if kind == "append":
-            self._replay.append(messages, stamp)
+        if plan.kind == "rewrite":
+            self._replay.rewrite(list(plan.messages), stamp)
+            self._replay.unsettled = False
         else:
-            self._replay.rewrite(list(messages), stamp)
+            self._replay.append(plan.messages, stamp)
         if title and not self._replay.title:
             self._replay.title = title
         self._replay.updated = stamp
         self._replay.events += 1
         self._seq = seq
+        self._base = plan.base
 
     def _redacted(self, messages: list[Message], start: int) -> list[Message]:
         return writable(self.store.redactor, self.id, messages, start)
@@ -974,6 +1113,28 @@ def _migrate(conn: psycopg.Connection[Any], where: str) -> None:
             conn.execute("INSERT INTO carryall_schema (version) VALUES (%s)", (step,))
 
 
+# One append in one statement: the session row moves from `prev` to `seq`
+# only if no other writer moved it first (the row lock orders two writers,
+# and the second finds `seq` changed), and the event and its index rows go
+# in only with it. Every part runs once, whatever the outer query reads.
+_APPEND = """
+WITH s AS (
+    UPDATE carryall_sessions SET seq = %(seq)s, turns = %(total)s, updated = %(stamp)s,
+        title = coalesce(title, %(title)s), failed = %(failed)s
+    WHERE id = %(id)s AND seq = %(prev)s RETURNING id
+), e AS (
+    INSERT INTO carryall_events (session_id, seq, token, body)
+    SELECT id, %(seq)s, %(token)s, %(body)s FROM s RETURNING seq
+), m AS (
+    INSERT INTO carryall_messages (session_id, idx, role, time, body)
+    SELECT s.id, x.idx, x.role, %(stamp)s, x.body
+    FROM s, unnest(%(idx)s::integer[], %(roles)s::text[], %(bodies)s::text[])
+        AS x(idx, role, body)
+)
+SELECT count(*) FROM e
+"""
+
+
 def _index(
     conn: psycopg.Connection[Any],
     session_id: str,
@@ -988,10 +1149,22 @@ def _index(
             "INSERT INTO carryall_messages (session_id, idx, role, time, body)"
             " VALUES (%s, %s, %s, %s, %s)",
             [
-                (session_id, first + i, m.role, t, passage(m))
+                (session_id, first + i, m.role, t, _indexed(passage(m)))
                 for i, (m, t) in enumerate(zip(messages, times, strict=True))
             ],
         )
+
+
+def _indexed(text: str) -> str:
+    """The part of a message's text the index takes: its first `INDEXED_BYTES` of UTF-8.
+
+    A `tsvector` holds at most 1 MiB, so an unbounded message (a pasted log
+    of distinct words) would make its event impossible to write; the event
+    keeps the whole text, the index its start.
+    """
+    if len(text) * 4 <= INDEXED_BYTES:
+        return text
+    return text.encode("utf-8", "replace")[:INDEXED_BYTES].decode("utf-8", "ignore")
 
 
 def _put_blob(conn: psycopg.Connection[Any], data: bytes) -> str:
@@ -1022,6 +1195,28 @@ def _event_hashes(event: Event[Any]) -> Iterator[str]:
 def _check_hash(sha256: str) -> None:
     if not re.fullmatch(r"[0-9a-f]{64}", sha256):
         raise TranscriptError(f"{sha256!r} is not a sha256 content hash")
+
+
+def _lost_connection(exc: BaseException) -> bool:
+    """Whether an error is the connection's, not the statement's: worth a new connection.
+
+    SQLSTATE class 08 (connection exception) and 57P01-57P04 (the server
+    shutting down or restarting, the database going away), or no SQLSTATE
+    at all (the socket closed under the client). Everything else (a value
+    too long for an index, a quota, a refused constraint) fails the same
+    way on every try, so it is reported at once.
+    """
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith("08") or state.startswith("57P0")
+
+
+def _utf8(text: str | None) -> bytes | None:
+    """A title or an error note as its column keeps it (a NUL, a lone surrogate included)."""
+    return None if text is None else text.encode("utf-8", "surrogatepass")
+
+
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else bytes(data).decode("utf-8", "surrogatepass")
 
 
 def _reason(exc: BaseException) -> str:

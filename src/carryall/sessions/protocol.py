@@ -13,6 +13,26 @@ content hashes of bytes kept once. That is also how a session moves from
 one store to another (`export_events` then `import_events`, used by
 `carryall sessions copy`): the lines are copied as they are, so every
 version and every time comes across unchanged.
+
+Two writers on one session (two `run -c`, a worker pool) never hide each
+other's turns. `plan_record` is the one decision both stores make, inside
+the lock or transaction that serializes their writes, after reading what
+other writers added:
+
+- the history a writer started from is what the session holds: its new
+  tail is appended (`"append"`), or, when it changed what it started from
+  (a compaction, an edit), the whole history is written as a rewrite that
+  replaces exactly that history (`"rewrite"`);
+- another writer appended underneath: a writer whose change is a pure
+  append has its tail appended after the other writer's messages
+  (`"merge"`) when that is still a valid history, a new user turn after a
+  finished turn; otherwise nothing is written and `SessionConflict` names
+  both versions and carries the messages not recorded;
+- another writer rewrote underneath, or a writer's rewrite replaces a
+  history that is no longer current: `SessionConflict`, nothing written.
+
+So an acknowledged message leaves the current history only through a
+rewrite whose writer saw it, and every earlier history stays in `versions()`.
 """
 
 from __future__ import annotations
@@ -21,16 +41,134 @@ import builtins
 import os
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 
-from carryall.blocks import Downgrade, Message
-from carryall.errors import TranscriptError
-from carryall.sessions._transcript import SessionMeta
-from carryall.sessions.recall import Hit
-from carryall.sessions.store import SessionInfo
+from carryall.blocks import Downgrade, Message, ToolResult, validate_history
+from carryall.errors import HistoryError, SessionConflict, TranscriptError
+from carryall.sessions._transcript import SessionMeta, common_prefix
 
-__all__ = ["AnySession", "AnyStore", "Recall"]
+if TYPE_CHECKING:
+    from carryall.sessions._core import SessionInfo
+    from carryall.sessions.recall import Hit
+
+__all__ = ["AnySession", "AnyStore", "Base", "Plan", "Recall", "RecordKind", "plan_record"]
+
+RecordKind = Literal["append", "merge", "rewrite"]
+"""What `record` did: appended the tail, appended it after another writer's, or rewrote."""
+
+
+class Base(NamedTuple):
+    """Where a writer's own history stands in the session after its tail was merged.
+
+    After a merge the writer's history (`view`) is no longer a prefix of the
+    session's: the session holds the other writer's messages in between.
+    `view` stands for the session's first `at` messages for as long as no
+    rewrite (`version`) intervenes, so the writer's next step appends on.
+    """
+
+    view: list[Message]
+    at: int
+    version: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The write `plan_record` decided on."""
+
+    kind: RecordKind
+    messages: list[Message]
+    """The tail to append (`append`, `merge`), or the whole history (`rewrite`)."""
+    base: Base | None
+    """What the writer's history stands for once written (None: it is the session's)."""
+
+
+def plan_record(
+    session_id: str,
+    stored: Sequence[Message],
+    version: int,
+    started: list[Message],
+    left: list[Message],
+    *,
+    base: Base | None = None,
+    seen_version: int | None = None,
+) -> Plan:
+    """Decide what `record(started, left)` writes onto the `stored` history (version `version`).
+
+    `base` is where a merge left the writer (see `Base`); `seen_version` the
+    version the writer last read, named in a conflict. Raises
+    `SessionConflict` when the write would hide another writer's messages.
+    """
+    k = len(started)
+    extends = len(left) >= k and common_prefix(started, left) == k
+    at: int | None = None
+    if (
+        base is not None
+        and base.version == version
+        and len(stored) >= base.at
+        and started == base.view
+    ):
+        at = base.at
+    if at is None and len(stored) >= k and common_prefix(started, stored) == k:
+        at = k
+
+    def conflict(reason: str) -> SessionConflict:
+        start_version = version if seen_version is None else seen_version
+        return SessionConflict(
+            session_id,
+            reason,
+            started=(start_version + 1, k),
+            current=(version + 1, len(stored)),
+            unrecorded=left[k:] if extends else left,
+        )
+
+    if extends and len(left) == k:
+        return Plan("append", [], base)  # nothing new: written nowhere, whatever happened
+    if at is not None and at == len(stored):
+        if extends:
+            tail = left[k:]
+            return Plan("append", tail, None if at == k else Base(left, at + len(tail), version))
+        if at == k:
+            return Plan("rewrite", left, None)
+        raise conflict(
+            "a rewrite must replace the session's current history, "
+            "and this one holds another writer's messages it never saw"
+        )
+    if at is None:
+        raise conflict(
+            "another writer rewrote the history in between"
+            if version != seen_version and seen_version is not None
+            else "the history this write started from is not the session's"
+        )
+    if not extends:
+        raise conflict("a rewrite must replace the session's current history")
+    tail = left[k:]
+    reason = unplaceable(stored, tail)
+    if reason is not None:
+        raise conflict(reason)
+    return Plan("merge", tail, Base(left, len(stored) + len(tail), version))
+
+
+def unplaceable(stored: Sequence[Message], tail: Sequence[Message]) -> str | None:
+    """Why `tail` cannot go after another writer's `stored` history, or None when it can.
+
+    It can when it is a new user turn after a finished one: the session ends
+    on an assistant message that calls no tool, and the tail begins with a
+    user message that answers none and is a valid history by itself.
+    """
+    last = stored[-1]
+    if last.role != "assistant" or last.tool_uses():
+        what = "an unanswered tool call" if last.tool_uses() else f"a {last.role} message"
+        return f"the other writer's turn is not finished (the session ends on {what})"
+    first = tail[0]
+    if first.role != "user" or any(type(b) is ToolResult for b in first.content):
+        return "this write's new messages continue a turn rather than begin a new one"
+    try:
+        validate_history(tail)
+    except HistoryError as exc:
+        return f"this write's new messages are not a whole turn ({exc})"
+    return None
 
 
 class AnySession(Protocol):
@@ -58,15 +196,18 @@ class AnySession(Protocol):
         started_from: Sequence[Message],
         left_behind: Sequence[Message],
         downgrades: Sequence[Downgrade] = (),
-    ) -> Literal["append", "rewrite"]:
-        """Append the new tail when `started_from` is what the store holds, else rewrite.
+    ) -> RecordKind:
+        """Record what a run left behind, given the history it started from (`plan_record`).
+
+        An append of the new tail; a merge, that tail after what another
+        writer appended meanwhile; or, when `left_behind` changes
+        `started_from`, a rewrite replacing exactly `started_from`. A write
+        that would hide another writer's messages raises `SessionConflict`
+        and writes nothing. A rewrite keeps every earlier history
+        recoverable (`versions`); two writers never interleave.
 
         `downgrades` (what the run's requests could not send as held) ride
         on the event written, and `downgrades()` lists them afterwards.
-
-        A rewrite keeps every earlier history recoverable (`versions`); two
-        writers never interleave, and a writer whose `started_from` another
-        writer changed underneath gets a rewrite, never a silent merge.
         """
 
     def append(self, messages: Sequence[Message], *, failed: str | None = None) -> None:
@@ -78,6 +219,13 @@ class AnySession(Protocol):
 
     def refresh(self) -> None:
         """Read events other writers added since this session was loaded."""
+
+    def continue_from(self, view: Sequence[Message]) -> None:
+        """Take `view` as the writer's own form of the current history (its media fetched, say).
+
+        A `record` that starts from `view` then appends onto the history the
+        session holds, rather than rewriting it into the writer's form.
+        """
 
     def versions(self) -> list[list[Message]]:
         """Every history this session has held, oldest first, the current one last."""

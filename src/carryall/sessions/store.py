@@ -35,26 +35,35 @@ since it last looked.
 
 from __future__ import annotations
 
-import base64
 import builtins
 import contextlib
 import errno
 import os
 import re
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Final, Literal, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 import msgspec
 
 from carryall import paths
 from carryall._lazy import lazy_logger, lazy_module
-from carryall.blocks import Document, Downgrade, Image, Message, Text
-from carryall.config import load_config
-from carryall.errors import BlockError, TranscriptError
+from carryall.blocks import Downgrade, Message
+from carryall.errors import TranscriptError
+from carryall.sessions._core import (
+    LAST,
+    MissingBlob,
+    ReplayedSession,
+    SessionInfo,
+    blob_loader,
+    configured_redactor,
+    storable,
+    writable,
+)
 from carryall.sessions._transcript import (
     BlobLoader,
     Event,
@@ -62,28 +71,22 @@ from carryall.sessions._transcript import (
     Replay,
     SessionMeta,
     Stored,
-    StoredBlock,
-    StoredDocument,
-    StoredImage,
     StoredMessage,
-    blob_placeholder,
-    common_prefix,
     decode_event,
     decode_head,
     decode_header,
     encode_event,
     encode_header,
     has_blob,
-    has_image,
     image_stand_in,
     iter_events,
     now,
     parse_time,
-    revive,
     split_lines,
     title_from,
     with_title,
 )
+from carryall.sessions.protocol import RecordKind
 from carryall.sessions.redact import Redactor, compile_pattern
 
 if TYPE_CHECKING:
@@ -92,14 +95,13 @@ else:
     hashlib = lazy_module("hashlib")  # OpenSSL's library loads with the first digest
 
 __all__ = [
+    "LAST",
     "Loaded",
     "Recorded",
     "Session",
-    "SessionInfo",
     "SessionMeta",
     "SessionStore",
     "StoreListener",
-    "configured_redactor",
     "default_root",
 ]
 
@@ -107,35 +109,11 @@ log = lazy_logger("carryall.sessions")
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _SUFFIX = ".jsonl"
-LAST: Final = "last"
-"""The session id that names the newest session, in every command that takes one."""
-_NOTE = "(its bytes are missing from the session store)"
 
 
 def default_root() -> Path:
     """Where a store lives unless it is given a root: `carryall.paths.sessions_dir()`."""
     return paths.sessions_dir()
-
-
-def configured_redactor() -> Redactor:
-    """The redactor the config file asks for: the built-in patterns and its `[redact]` table."""
-    settings = load_config().redact
-    patterns = [
-        compile_pattern(p, f"config file redact.patterns[{i}]")
-        for i, p in enumerate(settings.patterns)
-    ]
-    return Redactor(patterns, builtin=settings.builtin)
-
-
-class SessionInfo(msgspec.Struct, frozen=True):
-    """One row of a sessions list: the meta, how many messages, when last written."""
-
-    meta: SessionMeta
-    turns: int
-    """Messages in the current history (each user or assistant message is a turn)."""
-    updated: datetime
-    failed: str | None = None
-    """The error of the last request, when the last thing recorded is a prompt that failed."""
 
 
 @dataclass(frozen=True)
@@ -501,7 +479,7 @@ class SessionStore:
         data = encode_header(meta) + b"".join(line + b"\n" for line in lines)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            _write_new(path, data)
+            _link_new(path, data)
         except FileExistsError:
             raise TranscriptError(f"session {meta.id} is already in {self.root}") from None
         except OSError as exc:
@@ -610,7 +588,7 @@ class SessionStore:
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            raise TranscriptError(f"image blob {sha256} is missing from {path.parent}") from None
+            raise MissingBlob(f"image blob {sha256} is missing from {path.parent}") from None
         except OSError as exc:
             raise _failed(f"cannot read image blob {path}", exc) from None
         if hashlib.sha256(data).hexdigest() != sha256:
@@ -618,30 +596,7 @@ class SessionStore:
         return data
 
     def _blob_loader(self, where: str) -> BlobLoader:
-        cache: dict[str, str] = {}
-
-        def load(stored: StoredImage | StoredDocument) -> Image | Document | Text:
-            if not stored.sha256:
-                return image_stand_in(stored)  # a remote image: nothing kept here
-            data = cache.get(stored.sha256)
-            if data is None:
-                try:
-                    raw = self.get_blob(stored.sha256)
-                except TranscriptError as exc:
-                    if self.blob_path(stored.sha256).exists():
-                        raise TranscriptError(f"{where}: {exc}") from None  # damaged, unreadable
-                    # A deleted blob must not make the whole session
-                    # unreadable: the image becomes its placeholder, with a
-                    # note saying why its bytes are not there.
-                    log.warning("%s: %s", where, exc)
-                    return Text(f"{blob_placeholder(stored)} {_NOTE}")
-                data = cache[stored.sha256] = base64.b64encode(raw).decode("ascii")
-            try:
-                return revive(stored, data)
-            except BlockError as exc:
-                raise TranscriptError(f"{where}: stored blob {stored.sha256}: {exc}") from None
-
-        return load
+        return blob_loader(where, self.get_blob)
 
     # -- reading ------------------------------------------------------------
 
@@ -679,18 +634,22 @@ class SessionStore:
 
     # -- locking ------------------------------------------------------------
 
+    def _lock_folder(self) -> None:
+        if not self._locks_ready:
+            folder = self.root / "locks"
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise _failed(f"cannot create lock folder {folder}", exc) from None
+            self._locks_ready = True
+
     def _lock_path(self, session_id: str) -> Path:
         return self.root / "locks" / f"{session_id}.lock"
 
     @contextlib.contextmanager
     def _lock(self, session_id: str) -> Iterator[None]:
         path = self._lock_path(session_id)
-        if not self._locks_ready:
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise _failed(f"cannot create lock folder {path.parent}", exc) from None
-            self._locks_ready = True
+        self._lock_folder()
         # filelock loads with the first write: a reader (`sessions list`,
         # `recall`) never takes a lock and never pays for its import.
         import filelock
@@ -709,54 +668,6 @@ class SessionStore:
             yield
         finally:
             lock.release()
-
-
-class ReplayedSession:
-    """What every store's session reads off its replayed events: the one home of these.
-
-    A store's session class (`Session` here, `PostgresSession`) keeps its
-    header meta in `_meta` and its replayed events in `_replay`.
-    """
-
-    _meta: SessionMeta
-    _replay: Replay
-
-    @property
-    def id(self) -> str:
-        """The session id (for the JSON Lines store also the transcript's file name)."""
-        return self._meta.id
-
-    @property
-    def meta(self) -> SessionMeta:
-        """Id, creation time, backend, model, working directory, title, system prompt."""
-        return with_title(self._meta, self._replay.title)
-
-    def messages(self) -> list[Message]:
-        """The current history, as a new list the caller may change."""
-        return list(self._replay.messages)
-
-    def times(self) -> list[datetime]:
-        """When each message of the current history was recorded in its current form."""
-        return [parse_time(t) for t in self._replay.times]
-
-    def __len__(self) -> int:
-        return len(self._replay.messages)
-
-    @property
-    def damage(self) -> list[str]:
-        """The damaged lines reading skipped or read in part, each naming its line number.
-
-        Empty for a whole transcript. A reader shows these; the history is
-        every undamaged event, and the next write records it whole first.
-        """
-        return list(self._replay.damage)
-
-    def downgrades(self) -> list[Downgrade]:
-        """Every downgrade recorded in this session, in the order recorded."""
-        return list(self._replay.downgrades)
-
-    def _titled(self) -> bool:
-        return bool(self._meta.title or self._replay.title)
 
 
 class Session(ReplayedSession):
@@ -794,6 +705,9 @@ class Session(ReplayedSession):
         self._end = end
         self._lines = lines
         self._ident = ident
+        self._lock_fd: int | None = None
+        self._fd: tuple[int, tuple[int, int]] | None = None
+        self._fd_closer: Callable[[], object] | None = None
 
     def __repr__(self) -> str:
         return f"<Session {self.id} {len(self)} messages>"
@@ -805,34 +719,31 @@ class Session(ReplayedSession):
         started_from: Sequence[Message],
         left_behind: Sequence[Message],
         downgrades: Sequence[Downgrade] = (),
-    ) -> Literal["append", "rewrite"]:
+    ) -> RecordKind:
         """Record what a run left behind, given the history it started from.
 
         When `started_from` is what the store holds and is an unchanged
         prefix of `left_behind` (compared by value), only the new tail is
-        appended. Otherwise the run trimmed, compacted or edited the history,
-        or another writer changed the store underneath it: the whole of
-        `left_behind` is written as one rewrite event, and every earlier
-        version stays recoverable through `versions()`. Nothing new to add
-        is an "append" that writes nothing. `downgrades` (what the run's
-        requests could not send as held) ride on the event written.
+        appended ("append"); when another writer appended meanwhile, the
+        tail goes after its messages if that is a new turn after a finished
+        one ("merge"). When the run trimmed, compacted or edited the history
+        it started from, the whole of `left_behind` is written as one
+        rewrite event replacing it ("rewrite"), and every earlier version
+        stays recoverable through `versions()`. A write that would hide
+        another writer's messages raises `SessionConflict` and writes
+        nothing (`carryall.sessions.protocol.plan_record` decides). Nothing
+        new to add is an "append" that writes nothing. `downgrades` (what
+        the run's requests could not send as held) ride on the event written.
         """
-        started = started_from if isinstance(started_from, list) else list(started_from)
-        left = left_behind if isinstance(left_behind, list) else list(left_behind)
+        seen = self._replay.rewrites
         with self._writing():
-            stored = self._replay.messages
-            k = len(started)
-            if self._replay.unsettled:
-                # Salvaged: appending would build on a history no line says whole.
-                self._write_rewrite(left, downgrades=list(downgrades))
-                return "rewrite"
-            if appends_onto(stored, started, left):
-                tail = left[k:]
-                if tail:
-                    self._write_append(tail, downgrades=list(downgrades))
-                return "append"
-            self._write_rewrite(left, downgrades=list(downgrades))
-            return "rewrite"
+            plan = self._plan(started_from, left_behind, seen)
+            if plan.kind == "rewrite":
+                self._write_rewrite(plan.messages, downgrades=list(downgrades))
+            elif plan.messages:
+                self._write_append(plan.messages, downgrades=list(downgrades))
+            self._base = plan.base
+            return plan.kind
 
     def append(self, messages: Sequence[Message], *, failed: str | None = None) -> None:
         """Append messages after whatever the store holds now (another writer's included).
@@ -840,13 +751,14 @@ class Session(ReplayedSession):
         `failed` is the error of the request they were sent in: a prompt
         whose request failed is kept, with why, rather than lost.
         """
-        tail = list(messages)
         with self._writing():
+            plan = self._plan_append(list(messages))
             failed_note = self.store.redactor.optional(failed)
-            if tail and self._replay.unsettled:
-                self._write_rewrite([*self._replay.messages, *tail], failed=failed_note)
-            elif tail:
-                self._write_append(tail, failed=failed_note)
+            if plan.kind == "rewrite":
+                self._write_rewrite(plan.messages, failed=failed_note)
+            elif plan.messages:
+                self._write_append(plan.messages, failed=failed_note)
+            self._base = plan.base
 
     def refresh(self) -> None:
         """Read events other writers added since this session was loaded."""
@@ -865,9 +777,52 @@ class Session(ReplayedSession):
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
-        with self.store._lock(self.id):
+        with self._held():
             self._catch_up(repair=True)
             yield
+
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[None]:
+        """The session's writer lock, on a lock file this session keeps open.
+
+        The same `flock` on the same file as the store's `_lock` (used by
+        `remove` and `redact`), so every writer excludes every other; keeping
+        the descriptor saves opening the lock file on every append.
+        """
+        import fcntl
+
+        if self._lock_fd is None:
+            path = self.store._lock_path(self.id)
+            self.store._lock_folder()
+            try:
+                self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as exc:
+                raise _failed(f"cannot lock session {self.id} ({path})", exc) from None
+            weakref.finalize(self, os.close, self._lock_fd)
+        fd = self._lock_fd
+        deadline = None
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                now_ = time.monotonic()
+                if deadline is None:
+                    deadline = now_ + self.store.lock_timeout
+                elif now_ >= deadline:
+                    raise TranscriptError(
+                        f"session {self.id}: another writer has held "
+                        f"{self.store._lock_path(self.id)} for over {self.store.lock_timeout:g}s"
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+            except OSError as exc:
+                raise _failed(f"cannot lock session {self.id}", exc) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _catch_up(self, *, repair: bool) -> None:
         try:
@@ -1016,6 +971,28 @@ class Session(ReplayedSession):
 
     def _write_line(self, line: bytes) -> None:
         """Append one event line whole and sync it, or leave the file as it was."""
+        fd = self._append_fd()
+        try:
+            _write_whole(fd, line)
+            os.fsync(fd)
+        except OSError as exc:
+            # The event was not acknowledged, so no line of it may stay:
+            # cut back to the last whole event. Should even that fail, the
+            # partial line is a torn line that the next writer moves aside.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, self._end)
+                os.fsync(fd)
+            raise TranscriptError(
+                f"session {self.id}: cannot write to {self.path}: {_reason(exc)}; "
+                "the transcript keeps every earlier event"
+            ) from None
+        self._end += len(line)
+        self._lines += 1
+
+    def _append_fd(self) -> int:
+        """The transcript opened for appending, kept while it is the same file (`_ident`)."""
+        if self._fd is not None and self._fd[1] == self._ident:
+            return self._fd[0]
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         except FileNotFoundError:
@@ -1024,25 +1001,15 @@ class Session(ReplayedSession):
             ) from None
         except OSError as exc:
             raise _failed(f"cannot open session file {self.path}", exc) from None
-        try:
-            try:
-                _write_whole(fd, line)
-                os.fsync(fd)
-            except OSError as exc:
-                # The event was not acknowledged, so no line of it may stay:
-                # cut back to the last whole event. Should even that fail, the
-                # partial line is a torn line that the next writer moves aside.
-                with contextlib.suppress(OSError):
-                    os.ftruncate(fd, self._end)
-                    os.fsync(fd)
-                raise TranscriptError(
-                    f"session {self.id}: cannot write to {self.path}: {_reason(exc)}; "
-                    "the transcript keeps every earlier event"
-                ) from None
-        finally:
-            os.close(fd)
-        self._end += len(line)
-        self._lines += 1
+        stat = os.fstat(fd)
+        if (stat.st_dev, stat.st_ino) != self._ident:
+            os.close(fd)  # replaced between the catch-up and here: never write to another file
+            raise TranscriptError(f"session {self.id}: {self.path} was replaced while writing")
+        if self._fd_closer is not None:
+            self._fd_closer()
+        self._fd = (fd, self._ident)
+        self._fd_closer = weakref.finalize(self, os.close, fd)
+        return fd
 
     def _publish(self, before: int, first: int, messages: list[Message], times: list[str]) -> None:
         if not self.store.listeners:
@@ -1064,68 +1031,6 @@ class Session(ReplayedSession):
                 # Derived data: the transcript is already safe, and the
                 # listener catches up from the files.
                 log.warning("%s could not take in session %s: %s", _name(listener), self.id, exc)
-
-
-def writable(
-    redactor: Redactor, session_id: str, messages: list[Message], start: int
-) -> list[Message]:
-    """Messages as every store writes them: checked to be messages, secrets cut out.
-
-    The history in memory keeps what the run holds, so the next `record`
-    still finds it an unchanged prefix; the store and its index get the
-    redacted form.
-    """
-    for i, message in enumerate(messages):
-        if not isinstance(message, Message):
-            raise TranscriptError(
-                f"session {session_id}: message {start + i} is a "
-                f"{type(message).__name__}, not a Message"
-            )
-    return [redactor.message(m) for m in messages] if redactor.active else messages
-
-
-def appends_onto(
-    stored: Sequence[Message], started: Sequence[Message], left: Sequence[Message]
-) -> bool:
-    """Whether `left` is `started` plus a new tail, `started` being what the store holds.
-
-    The one append-or-rewrite rule every store's `record` keeps (by value).
-    """
-    k = len(started)
-    return len(stored) == k and started == stored and common_prefix(started, left) == k
-
-
-def storable(
-    message: Message, where: str, put_blob: Callable[[bytes], str]
-) -> Message | StoredMessage:
-    """A message as an event holds it: each image's bytes handed to `put_blob`, kept by hash."""
-    if not has_image(message):
-        return message
-    blocks: list[StoredBlock] = []
-    for block in message.content:
-        if isinstance(block, Image) and not block.data and block.url is not None:
-            blocks.append(StoredImage(block.media_type, "", block.source, block.url))
-        elif isinstance(block, Image):
-            try:
-                raw = block.to_bytes()
-            except BlockError as exc:
-                raise TranscriptError(f"{where}: {exc}") from None
-            blocks.append(StoredImage(block.media_type, put_blob(raw), block.source))
-        elif isinstance(block, Document):
-            # Kept by hash like an image: a PDF is megabytes, and every
-            # version of the history would otherwise repeat it inline.
-            sha = ""
-            if block.data:
-                try:
-                    sha = put_blob(block.to_bytes())
-                except BlockError as exc:
-                    raise TranscriptError(f"{where}: {exc}") from None
-            blocks.append(
-                StoredDocument(block.media_type, "", block.url, block.title, block.source, sha)
-            )
-        else:
-            blocks.append(block)
-    return StoredMessage(message.role, tuple(blocks))
 
 
 def _write_whole(fd: int, data: bytes) -> None:
@@ -1153,6 +1058,23 @@ def _write_new(path: Path, data: bytes) -> None:
             path.unlink()
         raise
     os.close(fd)
+
+
+def _link_new(path: Path, data: bytes) -> None:
+    """Create a file that must not exist yet, whole or not at all, even if the process dies.
+
+    The bytes go to a synced temporary file beside it, which is then linked
+    at `path` (refused if something is there) and unlinked: a copy killed
+    part way leaves at most a `.tmp` file, never a shorter session that
+    reads as valid, so the copy can be run again.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    _write_new(tmp, data)
+    try:
+        os.link(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def _hashes(path: Path) -> set[str]:
