@@ -37,6 +37,7 @@ from carryall.blocks import Document, Image, Message, ToolResult, ToolUse, valid
 from carryall.context import (
     CHARS_PER_TOKEN,
     Fitted,
+    TokenEstimates,
     context_overflow,
     estimate_tokens,
     fit_history,
@@ -174,8 +175,11 @@ MIN_ANSWER_TOKENS: Final = 256
 class ContextFitted(msgspec.Struct, frozen=True):
     """The history was cut to fit the model's context before a request (`carryall.context`).
 
-    The cut is in `Agent.messages` (and so recorded as a rewrite of the
-    session); `fitted.summary` is the marked line the history now carries.
+    The cut shapes that request only: `fitted.messages` is what was sent,
+    `fitted.summary` the marked line it carries. `Agent.messages` and the
+    session keep the whole history, so nothing said is lost to a window and
+    a step near the window writes no more than one far below it; the next
+    request is fitted again from the whole history.
     """
 
     step: int
@@ -287,6 +291,9 @@ class Agent:
         # estimate's (`carryall.context`): raised when a server answers that a
         # request overflowed its context, so the next fit is by its measure.
         self.token_scale = 1.0
+        # Each message's share of the estimate, kept from one request's
+        # fitting to the next (the history grows by a few messages a step).
+        self._estimates = TokenEstimates()
         self.session = session
         self.on_text = on_text
         self.on_event = on_event
@@ -370,16 +377,17 @@ class Agent:
         # server would stop at the window's end anyway, and cutting the
         # history for room the answer cannot use would lose it for nothing.
         answer = request.max_tokens
-        need = estimate_tokens(self.messages, scale=scale)
+        need = estimate_tokens(self.messages, scale=scale, estimates=self._estimates)
         if need + answer > room and answer > MIN_ANSWER_TOKENS:
             answer = max(MIN_ANSWER_TOKENS, room - need)
             request = msgspec.structs.replace(request, max_tokens=answer)
-        fitted = fit_history(self.messages, budget=room - answer, scale=scale)
+        fitted = fit_history(
+            self.messages, budget=room - answer, scale=scale, estimates=self._estimates
+        )
         if not fitted.changed:
             return request
-        self.messages[:] = fitted.messages
         self._emit(ContextFitted(step, self.context_window, fitted))
-        return msgspec.structs.replace(request, messages=tuple(self.messages))
+        return msgspec.structs.replace(request, messages=tuple(fitted.messages))
 
     def _fixed_tokens(self) -> int:
         """The estimate, in tokens, of what every request carries besides the history."""
@@ -450,7 +458,6 @@ class Agent:
             # of their calls) but the model is told to answer without them.
             limit = self.wrap_up and rounds >= self.max_steps
             final = limit or settled
-            unfitted = list(self.messages)
             try:
                 if limit and not settled:
                     self._emit(StepLimitReached(self.max_steps, wrapping_up=True))
@@ -459,15 +466,11 @@ class Agent:
                 self._check_answer(response.message)
                 self._emit(ResponseReceived(step, response))
             except BaseException:
-                # Nothing of a failed request may stay behind, its fitting
-                # included; on the turn's first request the prompt goes too,
-                # so the caller can simply send it again.
-                self.messages[:] = unfitted
+                # Nothing of a failed request may stay behind; on the turn's
+                # first request the prompt goes too, so the caller can simply
+                # send it again.
                 del self.messages[rollback_to if step == 1 else before :]
                 raise
-            # A fitted history is shorter, cut before the turn's start: the
-            # start moves up with it.
-            rollback_to -= len(unfitted) - len(self.messages)
             if response.message.content:
                 # An empty assistant message would fail validation on the
                 # next request; with nothing said there is nothing to keep.
