@@ -436,13 +436,22 @@ class RecallIndex:
         import sqlite3
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Owner-only, like the transcripts it copies text from (SQLite gives
-        # its -wal and -shm files the database file's permissions).
-        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        new = not self.path.exists()
+        # The file is opened once, by SQLite: closing any other descriptor
+        # of it would drop every POSIX lock this process holds on it,
+        # SQLite's own included (another `Store` on the same root, in
+        # another thread), and a second process could then delete the WAL
+        # under it and lose its writes.
         conn = sqlite3.connect(
             self.path, timeout=30.0, isolation_level=None, check_same_thread=False
         )
         try:
+            if new:
+                # Owner-only, like the transcripts it copies text from. SQLite
+                # makes the file empty on connect and gives its -wal and -shm
+                # files the database file's permissions when it first writes,
+                # which comes after this.
+                os.chmod(self.path, 0o600)
             conn.execute("PRAGMA journal_mode=WAL")
             # The index is rebuilt from the transcripts, so it need not be
             # synced on every commit; only the transcripts carry that cost.
@@ -476,6 +485,9 @@ class RecallIndex:
             raise TranscriptError(
                 f"recall index {self.path}: {exc}; rebuild it with `carryall recall --reindex`"
             ) from None
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
 
