@@ -588,13 +588,19 @@ def recall(
             return
     if not words.strip():
         fail("give words to search for (or --reindex)", 2)
-    hits = store.recall.search(
-        words,
-        since=_since(since) if since else None,
-        role=role.value if role else None,
-        session=store.resolve(session) if session else None,
-        limit=limit,
-    )
+    indexing = _Indexing()
+    try:
+        hits = store.recall.search(
+            words,
+            since=_since(since) if since else None,
+            role=role.value if role else None,
+            session=store.resolve(session) if session else None,
+            limit=limit,
+            progress=indexing,
+        )
+    except KeyboardInterrupt:
+        indexing.stopped()
+        raise
     if as_json:
         rows = [
             {
@@ -621,6 +627,57 @@ def recall(
             Text(f"{hit.session}  #{hit.message}  {hit.role}  {_when(hit.time)}", style="bold")
         )
         console.print(Text("  ") + snippet_text(hit.snippet, hit.matches, "bold yellow"))
+
+
+class _Indexing:
+    """`recall`'s account on stderr of a long catch-up of the index (a first search).
+
+    Silent below `SHOWN_FROM` sessions, where the wait is short. On a
+    terminal one line counts up in place; elsewhere (a log) one line says
+    the catch-up began and one that it ended.
+    """
+
+    SHOWN_FROM = 100
+
+    def __init__(self) -> None:
+        self.done = self.total = 0
+        self._tty = sys.stderr.isatty()
+        self._shown = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        import time
+
+        self.done, self.total = done, total
+        if total < self.SHOWN_FROM:
+            return
+        if not self._tty:
+            if done == 0:
+                typer.echo(
+                    f"recall: indexing {total:,} sessions (Ctrl-C stops; what is indexed is kept)",
+                    err=True,
+                )
+            elif done == total:
+                typer.echo(f"recall: indexed {total:,} sessions", err=True)
+            return
+        clock = time.monotonic()
+        if done not in (0, total) and clock - self._shown < 0.1:
+            return
+        self._shown = clock
+        end = "\n" if done == total else ""
+        sys.stderr.write(
+            f"\rrecall: indexed {done:,} of {total:,} sessions "
+            f"(Ctrl-C stops; what is indexed is kept){end}"
+        )
+        sys.stderr.flush()
+
+    def stopped(self) -> None:
+        """Ctrl-C during the catch-up: say how far it got and that the rest waits."""
+        if self.total >= self.SHOWN_FROM and self.done < self.total:
+            typer.echo(
+                f"\nrecall: stopped after indexing {self.done:,} of {self.total:,} sessions; "
+                "the next search goes on from there",
+                err=True,
+            )
 
 
 # -- tui --------------------------------------------------------------------------
