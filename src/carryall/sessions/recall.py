@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import os
+import secrets
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -478,21 +480,23 @@ class RecallIndex:
         import sqlite3
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        new = not self.path.exists()
-        # The file is opened once, by SQLite: closing any other descriptor
-        # of it would drop every POSIX lock this process holds on it,
-        # SQLite's own included (another `Store` on the same root, in
+        if self.path.is_dir():
+            # SQLite would say only that it cannot open the file.
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(self.path))
+        loose = not self.path.exists() and not _create_private(self.path)
+        # From here the file is opened once, by SQLite: closing any other
+        # descriptor of it would drop every POSIX lock this process holds on
+        # it, SQLite's own included (another `Store` on the same root, in
         # another thread), and a second process could then delete the WAL
         # under it and lose its writes.
         conn = sqlite3.connect(
             self.path, timeout=30.0, isolation_level=None, check_same_thread=False
         )
         try:
-            if new:
-                # Owner-only, like the transcripts it copies text from. SQLite
-                # makes the file empty on connect and gives its -wal and -shm
-                # files the database file's permissions when it first writes,
-                # which comes after this.
+            if loose:
+                # SQLite made the file empty on connect; it gives its -wal and
+                # -shm files the database file's permissions when it first
+                # writes, which comes after this.
                 os.chmod(self.path, 0o600)
             conn.execute("PRAGMA journal_mode=WAL")
             # The index is rebuilt from the transcripts, so it need not be
@@ -531,6 +535,26 @@ class RecallIndex:
             conn.close()
             raise
         return conn
+
+
+def _create_private(path: Path) -> bool:
+    """Create `path` empty and owner-only (like the transcripts the index copies text from).
+
+    The file is made under a name of its own and linked into place, so the
+    one descriptor closed here is of a file no connection can have open.
+    False on a file system without hard links, where SQLite creates it.
+    """
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    try:
+        os.link(temp, path)
+    except FileExistsError:
+        pass  # another writer made it first
+    except OSError:
+        return False
+    finally:
+        os.unlink(temp)
+    return True
 
 
 _unflushed: weakref.WeakSet[RecallIndex] = weakref.WeakSet()
