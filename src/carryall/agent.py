@@ -33,7 +33,15 @@ from typing import Final, Protocol, TypeAlias
 
 import msgspec
 
-from carryall.blocks import Document, Image, Message, ToolResult, ToolUse, validate_history
+from carryall.blocks import (
+    Document,
+    Image,
+    Message,
+    ToolResult,
+    ToolUse,
+    _shared_start,
+    validate_history,
+)
 from carryall.context import (
     CHARS_PER_TOKEN,
     Fitted,
@@ -171,15 +179,18 @@ class StepLimitReached(msgspec.Struct, frozen=True):
 MIN_ANSWER_TOKENS: Final = 256
 """The least answer budget a request keeps when the context is tight (see `Agent`)."""
 
+FIT_SLACK: Final = 0.05
+"""The share of the history's room a fit leaves free, so the next steps fit without a new cut."""
+
 
 class ContextFitted(msgspec.Struct, frozen=True):
     """The history was cut to fit the model's context before a request (`carryall.context`).
 
-    The cut shapes that request only: `fitted.messages` is what was sent,
-    `fitted.summary` the marked line it carries. `Agent.messages` and the
+    The cut shapes the requests only: `fitted.messages` is what was sent,
+    `fitted.summary` the marked line it carries, and the requests after it
+    go on from it (see `Agent._fitted_request`). `Agent.messages` and the
     session keep the whole history, so nothing said is lost to a window and
-    a step near the window writes no more than one far below it; the next
-    request is fitted again from the whole history.
+    a step near the window writes no more than one far below it.
     """
 
     step: int
@@ -294,6 +305,8 @@ class Agent:
         # Each message's share of the estimate, kept from one request's
         # fitting to the next (the history grows by a few messages a step).
         self._estimates = TokenEstimates()
+        # The history the last request was fitted from, and what it became.
+        self._last_fit: tuple[list[Message], list[Message]] | None = None
         self.session = session
         self.on_text = on_text
         self.on_event = on_event
@@ -364,7 +377,16 @@ class Agent:
         )
 
     def _fitted_request(self, step: int, tool_choice: ToolChoice | None) -> Request:
-        """The next request, the history first fitted into the context window when one is known."""
+        """The next request, the history first fitted into the context window when one is known.
+
+        A fit is kept for the steps after it: the next request is the fitted
+        history and what was said since, while that fits. Only when it no
+        longer does is the history fitted again, to `FIT_SLACK` under the
+        room, so the steps after that go on from it too. A request that goes
+        on from the last one keeps the server's prompt cache and the
+        transport's kept JSON, and the cut moves once every so often instead
+        of a little at every step.
+        """
         request = self.request(tool_choice=tool_choice)
         if self.context_window is None:
             return request
@@ -372,22 +394,48 @@ class Agent:
         # The system prompt, the tools' descriptions and the answer's budget
         # take their room first; the history gets the rest.
         room = self.context_window - math.ceil(self._fixed_tokens() * scale)
+        history = self._after_last_fit()
         # An answer budget larger than the context leaves (a `--max-tokens`
         # near the window) gives way first, down to `MIN_ANSWER_TOKENS`: the
         # server would stop at the window's end anyway, and cutting the
         # history for room the answer cannot use would lose it for nothing.
         answer = request.max_tokens
-        need = estimate_tokens(self.messages, scale=scale, estimates=self._estimates)
+        need = estimate_tokens(history, scale=scale, estimates=self._estimates)
         if need + answer > room and answer > MIN_ANSWER_TOKENS:
             answer = max(MIN_ANSWER_TOKENS, room - need)
             request = msgspec.structs.replace(request, max_tokens=answer)
-        fitted = fit_history(
-            self.messages, budget=room - answer, scale=scale, estimates=self._estimates
-        )
-        if not fitted.changed:
-            return request
+        budget = room - answer
+        if need <= budget:
+            if history is self.messages:
+                return request
+            return msgspec.structs.replace(request, messages=tuple(history))
+        try:
+            fitted = fit_history(
+                history,
+                budget=budget - math.floor(budget * FIT_SLACK),
+                scale=scale,
+                estimates=self._estimates,
+            )
+        except HistoryError:
+            # Too long for the slack: the room itself decides what is refused.
+            fitted = fit_history(history, budget=budget, scale=scale, estimates=self._estimates)
+        self._last_fit = (fitted.messages, list(self.messages))
         self._emit(ContextFitted(step, self.context_window, fitted))
         return msgspec.structs.replace(request, messages=tuple(fitted.messages))
+
+    def _after_last_fit(self) -> list[Message]:
+        """The last fitted history and what was said since; the history itself when it changed.
+
+        An edit between turns, a failed step taken back or a compaction: the
+        history no longer goes on from what was fitted, so it is fitted anew.
+        """
+        if self._last_fit is None:
+            return self.messages
+        fitted, source = self._last_fit
+        if len(self.messages) < len(source) or _shared_start(source, self.messages) < len(source):
+            self._last_fit = None
+            return self.messages
+        return [*fitted, *self.messages[len(source) :]]
 
     def _fixed_tokens(self) -> int:
         """The estimate, in tokens, of what every request carries besides the history."""

@@ -54,17 +54,24 @@ def test_a_fitted_step_sends_the_cut_and_the_session_keeps_the_whole_history() -
     session = Recorder(history)
     backend = ScriptedBackend()
     events: list[object] = []
-    window = estimate_tokens(history) // 2
+    window = estimate_tokens(history) // 2 + 64
     agent = Agent(backend, session=session, context_window=window, max_tokens=64)
     agent.on_event = events.append
     agent.send("What did they say?")
     agent.send("And the first one?")
     assert len(backend.requests) == 2
     fitted = [e for e in events if isinstance(e, ContextFitted)]
-    assert len(fitted) == 2
-    for request in backend.requests:
-        assert any(m.text().startswith(FIT_MARK) for m in request.messages)
-        validate_history(request.messages)
+    # The second request goes on from the first one's cut: no second cut.
+    assert len(fitted) == 1
+    first, second = (list(r.messages) for r in backend.requests)
+    assert second[: len(first)] == first and len(second) == len(first) + 2
+    assert first[-1].text().endswith("What did they say?")
+    assert any(m.text().startswith(FIT_MARK) for m in first)
+    validate_history(second)
+    # A turn that no longer fits beside the last cut is fitted again.
+    agent.send("Say it again: " + "and again " * (window // 8))
+    assert len([e for e in events if isinstance(e, ContextFitted)]) == 2
+    validate_history(backend.requests[2].messages)
     # Nothing marked as cut reaches the history or the session: every record
     # goes on from the last one (an append, never a rewrite).
     assert agent.messages[: len(history)] == history
@@ -98,3 +105,17 @@ def test_fitting_with_kept_estimates_cuts_what_fitting_without_them_cuts() -> No
         assert fit_history(history, budget=budget, estimates=estimates) == fit_history(
             history, budget=budget
         )
+
+
+def test_an_edit_between_turns_sends_the_edited_history_not_the_last_cut() -> None:
+    history = _rounds(30, "line of a long file\n" * 40)
+    backend = ScriptedBackend()
+    window = estimate_tokens(history) // 2 + 64
+    agent = Agent(backend, messages=history, context_window=window, max_tokens=64)
+    agent.send("What did they say?")
+    assert any(m.text().startswith(FIT_MARK) for m in backend.requests[0].messages)
+    agent.messages[:] = history[:3]  # a person took the history back to its first round
+    agent.messages.append(Message.assistant([Text("Read one.")]))
+    agent.send("Only that one?")
+    assert list(backend.requests[1].messages[:4]) == agent.messages[:4]
+    assert not any(FIT_MARK in m.text() for m in backend.requests[1].messages)
