@@ -518,28 +518,30 @@ def threads_floor(url: str, line: bytes, count: int) -> float:
 # -- recall ------------------------------------------------------------------------
 
 
-def recall_store(cache: Path, messages: int) -> Path:
-    """A store of `messages` messages in sessions of 1,000, written once into `cache`."""
-    root = cache / f"recall-{messages}"
-    done = root / ".complete"
-    if done.exists():
-        return root
-    shutil.rmtree(root, ignore_errors=True)
+def built_once(folder: Path, build: Callable[[Path], None]) -> Path:
+    """`folder`, built by `build` the first time (a build that was cut short is done again)."""
+    done = folder / ".complete"
+    if not done.exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        start = time.perf_counter()
+        build(folder)
+        done.touch()
+        print(f"  (built {folder} in {time.perf_counter() - start:.1f} s)")
+    return folder
+
+
+def recall_sessions(root: Path, messages: int) -> None:
+    """`messages` messages in sessions of 1,000."""
     rng = random.Random(3)
-    start = time.perf_counter()
-    left = messages
-    while left > 0:
-        size = min(1000, left)
-        bulk_session(root, _history(size, rng))
-        left -= size
-    done.touch()
-    print(f"  (built the {messages:,}-message store in {time.perf_counter() - start:.1f} s)")
-    return root
+    for start in range(0, messages, 1000):
+        bulk_session(root, _history(min(1000, messages - start), rng))
 
 
 def bench_recall(args: argparse.Namespace) -> None:
     rg = shutil.which("rg")
-    root = recall_store(args.cache, args.messages)
+    root = built_once(
+        args.cache / f"recall-{args.messages}", lambda f: recall_sessions(f, args.messages)
+    )
     store = Store(root)
     if not store.recall.path.exists():
         start, wall = cpu(), time.perf_counter()
@@ -575,19 +577,12 @@ def bench_recall(args: argparse.Namespace) -> None:
 # -- list ------------------------------------------------------------------------
 
 
-def list_store(cache: Path, sessions: int) -> Path:
-    """`sessions` short sessions with titles, written once into `cache`."""
-    root = cache / f"list-{sessions}"
-    done = root / ".complete"
-    if done.exists():
-        return root
-    shutil.rmtree(root, ignore_errors=True)
+def list_sessions_of(root: Path, sessions: int) -> None:
+    """`sessions` short sessions with titles."""
     rng = random.Random(4)
     for n in range(sessions):
         title = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12)))
         bulk_session(root, _history(rng.randint(2, 24), rng), title=f"{n}: {title}")
-    done.touch()
-    return root
 
 
 def first_and_last(root: Path) -> int:
@@ -609,7 +604,9 @@ def first_and_last(root: Path) -> int:
 def bench_list(args: argparse.Namespace) -> None:
     from carryall._commands.sessions import list_sessions
 
-    root = list_store(args.cache, args.sessions)
+    root = built_once(
+        args.cache / f"list-{args.sessions}", lambda f: list_sessions_of(f, args.sessions)
+    )
 
     def command(as_json: bool) -> Callable[[], object]:
         def run() -> object:
