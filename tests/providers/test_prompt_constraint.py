@@ -1,5 +1,5 @@
 """Prompt mode on llama-server holds an answer to the calls-or-response schema only when
-a request offers a tool to call; a plain request goes, and is read, as free text."""
+a request offers tools; a plain request goes, and is read, as free text."""
 
 from __future__ import annotations
 
@@ -47,14 +47,15 @@ LLAMA_CODECS = [
 
 @pytest.mark.parametrize("codec", LLAMA_CODECS)
 def test_a_request_without_tools_carries_no_schema(codec: Codec) -> None:
-    for request in (_request(), _request((TOOL,), "none")):
-        chosen = codec.for_request(request)
-        body = chosen.encode(request)
-        assert "response_format" not in body and "text" not in body
-    offered = _request((TOOL,))
-    assert codec.for_request(offered) is codec
-    body = codec.encode(offered)
-    assert "response_format" in body or "format" in str(body.get("text"))
+    plain = _request()
+    body = codec.for_request(plain).encode(plain)
+    assert "response_format" not in body and "text" not in body
+    # Tools offered, even with tool_choice "none" (the schema is then what
+    # holds a small model to an answer without calls): the schema goes.
+    for offered in (_request((TOOL,)), _request((TOOL,), "none")):
+        assert codec.for_request(offered) is codec
+        body = codec.encode(offered)
+        assert "response_format" in body or "format" in str(body.get("text"))
 
 
 def test_a_server_without_a_schema_needs_no_second_codec() -> None:

@@ -90,18 +90,19 @@ class Codec:
     endpoint: str = ""
     encode_sent: Callable[[Request, bool], Sent] | None = None
     plain: Codec | None = None
-    """The codec for a request that offers no tool to call, when it is another one.
+    """The codec for a request that offers no tools, when it is another one.
 
     Prompt mode on llama-server constrains an answer to a JSON schema of
-    calls or a response; with no tool to call, the schema only costs the
-    server a grammar on every token and holds text back until it is JSON,
-    so such a request goes as plain prompt mode and its answer is read as
-    free text. `for_request` chooses.
+    calls or a response; with no tools, the schema only costs the server a
+    grammar on every token and holds text back until it is JSON, so such a
+    request goes as plain prompt mode and its answer is read as free text.
+    (With tools and `tool_choice` "none" the schema stays: it is what holds
+    a small model to an answer without calls.) `for_request` chooses.
     """
 
     def for_request(self, request: Request) -> Codec:
-        """The codec that writes `request` and reads its answer (`plain` when it offers no tool)."""
-        if self.plain is not None and (not request.tools or request.tool_choice == "none"):
+        """The codec that writes `request` and reads its answer (`plain` when it has no tools)."""
+        if self.plain is not None and not request.tools:
             return self.plain
         return self
 
