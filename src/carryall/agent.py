@@ -33,10 +33,19 @@ from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
 
 import msgspec
 
-from carryall.blocks import Document, Image, Message, ToolResult, ToolUse, validate_history
+from carryall.blocks import (
+    Document,
+    Image,
+    Message,
+    ToolResult,
+    ToolUse,
+    _shared_start,
+    validate_history,
+)
 from carryall.context import (
     CHARS_PER_TOKEN,
     Fitted,
+    TokenEstimates,
     context_overflow,
     estimate_tokens,
     fit_history,
@@ -55,6 +64,7 @@ __all__ = [
     "DEFAULT_MAX_STEPS",
     "DEFAULT_MAX_TOKENS",
     "DEFAULT_TOOL_TIMEOUT",
+    "FIT_SLACK",
     "LOCAL_MAX_STEPS",
     "LOCAL_MAX_TOKENS",
     "MIN_ANSWER_TOKENS",
@@ -174,12 +184,18 @@ class StepLimitReached(msgspec.Struct, frozen=True):
 MIN_ANSWER_TOKENS: Final = 256
 """The least answer budget a request keeps when the context is tight (see `Agent`)."""
 
+FIT_SLACK: Final = 0.05
+"""The share of the history's room a fit leaves free, so the next steps fit without a new cut."""
+
 
 class ContextFitted(msgspec.Struct, frozen=True):
     """The history was cut to fit the model's context before a request (`carryall.context`).
 
-    The cut is in `Agent.messages` (and so recorded as a rewrite of the
-    session); `fitted.summary` is the marked line the history now carries.
+    The cut shapes the requests only: `fitted.messages` is what was sent,
+    `fitted.summary` the marked line it carries, and the requests after it
+    go on from it (see `Agent._fitted_request`). `Agent.messages` and the
+    session keep the whole history, so nothing said is lost to a window and
+    a step near the window writes no more than one far below it.
     """
 
     step: int
@@ -308,6 +324,11 @@ class Agent:
         # estimate's (`carryall.context`): raised when a server answers that a
         # request overflowed its context, so the next fit is by its measure.
         self.token_scale = 1.0
+        # Each message's share of the estimate, kept from one request's
+        # fitting to the next (the history grows by a few messages a step).
+        self._estimates = TokenEstimates()
+        # The history the last request was fitted from, and what it became.
+        self._last_fit: tuple[list[Message], list[Message]] | None = None
         self.session = session
         self.on_text = on_text
         self.on_event = on_event
@@ -379,7 +400,16 @@ class Agent:
         )
 
     def _fitted_request(self, step: int, tool_choice: ToolChoice | None) -> Request:
-        """The next request, the history first fitted into the context window when one is known."""
+        """The next request, the history first fitted into the context window when one is known.
+
+        A fit is kept for the steps after it: the next request is the fitted
+        history and what was said since, while that fits. Only when it no
+        longer does is the history fitted again, to `FIT_SLACK` under the
+        room, so the steps after that go on from it too. A request that goes
+        on from the last one keeps the server's prompt cache and the
+        transport's kept JSON, and the cut moves once every so often instead
+        of a little at every step.
+        """
         request = self.request(tool_choice=tool_choice)
         if self.context_window is None:
             return request
@@ -387,21 +417,48 @@ class Agent:
         # The system prompt, the tools' descriptions and the answer's budget
         # take their room first; the history gets the rest.
         room = self.context_window - math.ceil(self._fixed_tokens() * scale)
+        history = self._after_last_fit()
         # An answer budget larger than the context leaves (a `--max-tokens`
         # near the window) gives way first, down to `MIN_ANSWER_TOKENS`: the
         # server would stop at the window's end anyway, and cutting the
         # history for room the answer cannot use would lose it for nothing.
         answer = request.max_tokens
-        need = estimate_tokens(self.messages, scale=scale)
+        need = estimate_tokens(history, scale=scale, estimates=self._estimates)
         if need + answer > room and answer > MIN_ANSWER_TOKENS:
             answer = max(MIN_ANSWER_TOKENS, room - need)
             request = msgspec.structs.replace(request, max_tokens=answer)
-        fitted = fit_history(self.messages, budget=room - answer, scale=scale)
-        if not fitted.changed:
-            return request
-        self.messages[:] = fitted.messages
+        budget = room - answer
+        if need <= budget:
+            if history is self.messages:
+                return request
+            return msgspec.structs.replace(request, messages=tuple(history))
+        try:
+            fitted = fit_history(
+                history,
+                budget=budget - math.floor(budget * FIT_SLACK),
+                scale=scale,
+                estimates=self._estimates,
+            )
+        except HistoryError:
+            # Too long for the slack: the room itself decides what is refused.
+            fitted = fit_history(history, budget=budget, scale=scale, estimates=self._estimates)
+        self._last_fit = (fitted.messages, list(self.messages))
         self._emit(ContextFitted(step, self.context_window, fitted))
-        return msgspec.structs.replace(request, messages=tuple(self.messages))
+        return msgspec.structs.replace(request, messages=tuple(fitted.messages))
+
+    def _after_last_fit(self) -> list[Message]:
+        """The last fitted history and what was said since; the history itself when it changed.
+
+        An edit between turns, a failed step taken back or a compaction: the
+        history no longer goes on from what was fitted, so it is fitted anew.
+        """
+        if self._last_fit is None:
+            return self.messages
+        fitted, source = self._last_fit
+        if len(self.messages) < len(source) or _shared_start(source, self.messages) < len(source):
+            self._last_fit = None
+            return self.messages
+        return [*fitted, *self.messages[len(source) :]]
 
     def _fixed_tokens(self) -> int:
         """The estimate, in tokens, of what every request carries besides the history."""
@@ -477,7 +534,6 @@ class Agent:
             # of their calls) but the model is told to answer without them.
             limit = self.wrap_up and rounds >= self.max_steps
             final = limit or settled
-            unfitted = list(self.messages)
             try:
                 if limit and not settled:
                     self._emit(StepLimitReached(self.max_steps, wrapping_up=True))
@@ -486,15 +542,11 @@ class Agent:
                 self._check_answer(response.message)
                 self._emit(ResponseReceived(step, response))
             except BaseException:
-                # Nothing of a failed request may stay behind, its fitting
-                # included; on the turn's first request the prompt goes too,
-                # so the caller can simply send it again.
-                self.messages[:] = unfitted
+                # Nothing of a failed request may stay behind; on the turn's
+                # first request the prompt goes too, so the caller can simply
+                # send it again.
                 del self.messages[rollback_to if step == 1 else before :]
                 raise
-            # A fitted history is shorter, cut before the turn's start: the
-            # start moves up with it.
-            rollback_to -= len(unfitted) - len(self.messages)
             if response.message.content:
                 # An empty assistant message would fail validation on the
                 # next request; with nothing said there is nothing to keep.

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
 import msgspec
 
-from carryall.blocks import Block, Image, Message, Text, ToolResult
+from carryall.blocks import Block, Image, Message, Text, ToolResult, _shared_start
 from carryall.errors import HistoryError
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "FIT_MARK",
     "KNOWN_CONTEXT_WINDOWS",
     "Fitted",
+    "TokenEstimates",
     "context_overflow",
     "estimate_tokens",
     "fit_history",
@@ -120,15 +121,52 @@ class Fitted:
         return self.summary is not None
 
 
-def estimate_tokens(messages: Sequence[Message], *, scale: float = 1.0) -> int:
+def estimate_tokens(
+    messages: Sequence[Message], *, scale: float = 1.0, estimates: TokenEstimates | None = None
+) -> int:
     """About how many tokens `messages` take in a prompt (cautiously rounded up).
 
     `scale` corrects the estimate by what a server was seen to count (see
-    `context_overflow`); 1.0 is the estimate as it stands.
+    `context_overflow`); 1.0 is the estimate as it stands. `estimates` keeps
+    each message's share from one call to the next (`TokenEstimates`).
     """
-    encode = msgspec.json.encode
-    raw = sum(len(encode(m)) // CHARS_PER_TOKEN + _PER_MESSAGE for m in messages)
-    return math.ceil(raw * scale)
+    tokens = estimates.of(messages) if estimates is not None else map(_estimate, messages)
+    return math.ceil(sum(tokens) * scale)
+
+
+def _estimate(message: Message) -> int:
+    """One message's share of `estimate_tokens` before `scale` (a history's is the sum)."""
+    return len(msgspec.json.encode(message)) // CHARS_PER_TOKEN + _PER_MESSAGE
+
+
+class TokenEstimates:
+    """The token estimate of each message of one growing history, each written to JSON once.
+
+    An agent estimates its whole history before every request, and each
+    step's history is the last one with a few messages added; writing every
+    message to JSON again each time made a step's cost grow with everything
+    said before it. One conversation holds one of these (`Agent` does): it
+    keeps the last history it was asked about and the estimate of each of
+    its messages, and answers a history that goes on from it by estimating
+    only what was added (`blocks._shared_start` says how much repeats).
+    Held per conversation, not per process, so it keeps only the messages
+    its history holds anyway.
+    """
+
+    __slots__ = ("_held", "_tokens")
+
+    def __init__(self) -> None:
+        self._held: Sequence[Message] = ()
+        self._tokens: list[int] = []
+
+    def of(self, messages: Sequence[Message]) -> list[int]:
+        """The estimate of each of `messages`, in order (a new list, the caller's to change)."""
+        shared = _shared_start(self._held, messages)
+        tokens = self._tokens[:shared]
+        tokens.extend(map(_estimate, messages[shared:]))
+        self._held = list(messages)
+        self._tokens = tokens
+        return list(tokens)
 
 
 def known_context_window(model: str | None) -> int | None:
@@ -160,63 +198,90 @@ def context_overflow(message: str) -> tuple[int, int] | None:
     return None
 
 
-def fit_history(messages: Sequence[Message], *, budget: int, scale: float = 1.0) -> Fitted:
+def fit_history(
+    messages: Sequence[Message],
+    *,
+    budget: int,
+    scale: float = 1.0,
+    estimates: TokenEstimates | None = None,
+) -> Fitted:
     """Fit `messages` into `budget` tokens (the context less the fixed part and the output).
 
-    `scale` is passed on to `estimate_tokens`. Raises `HistoryError` when
-    even the turn's prompt and its newest round, its outputs cut to their
-    first characters, do not fit.
+    `scale` and `estimates` are passed on to `estimate_tokens`. Raises
+    `HistoryError` when even the turn's prompt and its newest round, its
+    outputs cut to their first characters, do not fit. The work is linear in
+    the history: each message is estimated once (and a message changed by a
+    cut once more), the running total is kept as parts go, and the oldest
+    parts are counted off in one pass and cut away at once.
     """
     history = list(messages)
+    tokens = estimates.of(history) if estimates is not None else list(map(_estimate, history))
+    total = sum(tokens)
 
-    def size(part: Sequence[Message]) -> int:
-        return estimate_tokens(part, scale=scale)
+    def size(raw: int) -> int:
+        return math.ceil(raw * scale)
 
-    before = size(history)
+    def replace(index: int, message: Message) -> None:
+        nonlocal total
+        history[index] = message
+        estimate = _estimate(message)
+        total += estimate - tokens[index]
+        tokens[index] = estimate
+
+    before = size(total)
     if before <= budget:
         return Fitted(history, before, before)
-    earlier = _take_summary(history)
     prompt = _turn_prompt(history)
+    earlier = _take_summary(history, prompt)
+    if history:
+        replace(prompt, history[prompt])
     # The newest round (the last two messages) and the prompt are the model's
     # current work: never dropped (its outputs are cut only as the last resort).
     protected_from = max(prompt + 1, len(history) - 2)
     shortened = images = 0
-    for index in range(prompt + 1, protected_from):
-        if size(history) <= budget:
+    # The current turn's older outputs first, then earlier turns' (older still).
+    for index in (*range(prompt + 1, protected_from), *range(prompt)):
+        if size(total) <= budget:
             break
         message = history[index]
         content, cut_outputs, cut_images = _shorten(message)
         if cut_outputs or cut_images:
-            history[index] = Message(message.role, content)
+            replace(index, Message(message.role, content))
             shortened += cut_outputs
             images += cut_images
-    # Earlier turns' tool outputs are older still: shorten them first too.
-    for index in range(prompt):
-        if size(history) <= budget:
+    # Then whole parts, oldest first: earlier turns entire (from the start to
+    # the next plain prompt), then the turn's oldest rounds, each call with
+    # its results, never the newest round. The history kept is
+    # `history[start:prompt + 1] + history[resume:]`.
+    room = budget - _summary_tokens()
+    start, resume = 0, prompt + 1
+    for index in range(1, prompt + 1):
+        if size(total) <= room:
             break
-        message = history[index]
-        content, cut_outputs, cut_images = _shorten(message)
-        if cut_outputs or cut_images:
-            history[index] = Message(message.role, content)
-            shortened += cut_outputs
-            images += cut_images
-    dropped: list[Message] = []
-    while size(history) + _summary_tokens() > budget:
-        span = _oldest_span(history, _turn_prompt(history))
-        if span is None:
-            break
-        start, end = span
-        dropped.extend(history[start:end])
-        del history[start:end]
+        if _is_prompt(history[index]):
+            total -= sum(tokens[start:index])
+            start = index
+    if start == prompt:
+        # The turn's prompt leads what is kept: its rounds may go next.
+        while (
+            size(total) > room
+            and resume + 3 < len(history)
+            and history[resume].tool_uses()
+            and history[resume + 1].tool_results_in()
+        ):
+            total -= tokens[resume] + tokens[resume + 1]
+            resume += 2
+    dropped = history[:start] + history[prompt + 1 : resume]
+    history = history[start : prompt + 1] + history[resume:]
+    tokens = tokens[start : prompt + 1] + tokens[resume:]
+    prompt -= start
     cut = 0
-    if size(history) + _summary_tokens() > budget:
-        newest = max(_turn_prompt(history) + 1, len(history) - 2)
-        cut = _cut_newest(history, newest, budget - _summary_tokens(), size)
+    if size(total) > room:
+        cut, total = _cut_newest(history, tokens, max(prompt + 1, len(history) - 2), room, scale)
     totals = _Counts(shortened, images, len(dropped), cut, _calls_in(dropped)) + earlier
     summary = _summary(budget, totals)
-    prompt = _turn_prompt(history)
-    history[prompt] = Message("user", (Text(summary + "\n"), *history[prompt].content))
-    after = size(history)
+    replace(prompt, Message("user", (Text(summary + "\n"), *history[prompt].content)))
+    after = size(total)
     if after > budget:
         raise HistoryError(
             prompt,
@@ -236,11 +301,15 @@ def fit_history(messages: Sequence[Message], *, budget: int, scale: float = 1.0)
     )
 
 
+def _is_prompt(message: Message) -> bool:
+    """A user message that answers no call: where a turn begins."""
+    return message.role == "user" and not message.tool_results_in()
+
+
 def _turn_prompt(history: Sequence[Message]) -> int:
     """The index of the current turn's prompt: the last user message that answers no call."""
     for index in range(len(history) - 1, -1, -1):
-        message = history[index]
-        if message.role == "user" and not message.tool_results_in():
+        if _is_prompt(history[index]):
             return index
     # A history that is all tool rounds: its first message stands in.
     return 0
@@ -260,27 +329,6 @@ def _shorten(message: Message) -> tuple[tuple[Block, ...], int, int]:
             block = msgspec.structs.replace(block, content=note)
         content.append(block)
     return tuple(content), outputs, images
-
-
-def _oldest_span(history: Sequence[Message], prompt: int) -> tuple[int, int] | None:
-    """The oldest part that can go whole: an earlier turn, else the turn's oldest round."""
-    if prompt > 0:
-        # Everything before the turn's prompt: whole turns, calls with results.
-        # Drop the oldest turn only: from the start to the next plain prompt.
-        for index in range(1, prompt + 1):
-            message = history[index]
-            if message.role == "user" and not message.tool_results_in():
-                return 0, index
-    # Within the turn: an assistant message with calls and the results after it,
-    # never the newest round.
-    start = prompt + 1
-    if (
-        start + 1 < len(history) - 2
-        and history[start].tool_uses()
-        and history[start + 1].tool_results_in()
-    ):
-        return start, start + 2
-    return None
 
 
 def _summary_tokens() -> int:
@@ -319,9 +367,8 @@ _COUNTED: Final = (
 _CALLS: Final = re.compile(r"\(tool calls: ([^)]*)\)")
 
 
-def _take_summary(history: list[Message]) -> _Counts:
-    """Remove the marked line an earlier fit of this turn left, and what it counted."""
-    prompt = _turn_prompt(history)
+def _take_summary(history: list[Message], prompt: int) -> _Counts:
+    """Remove the marked line an earlier fit left at the turn's `prompt`, and what it counted."""
     content = history[prompt].content if history else ()
     if not content or not isinstance(content[0], Text):
         return _Counts()
@@ -348,15 +395,18 @@ def _calls_in(dropped: Sequence[Message]) -> tuple[tuple[str, int], ...]:
 
 
 def _cut_newest(
-    history: list[Message], start: int, budget: int, size: Callable[[Sequence[Message]], int]
-) -> int:
+    history: list[Message], tokens: list[int], start: int, budget: int, scale: float
+) -> tuple[int, int]:
     """Cut the newest round's longest outputs to their beginning until the history fits.
 
-    Returns how many outputs were cut. Each keeps at least `_KEEP_AT_LEAST`
-    characters and says how much of it is left.
+    `tokens` holds each message's estimate and is kept up to date with the
+    cuts. Returns how many outputs were cut and the history's new estimate
+    before `scale`. Each output keeps at least `_KEEP_AT_LEAST` characters
+    and says how much of it is left.
     """
+    total = sum(tokens)
     cut: set[tuple[int, str]] = set()
-    while size(history) > budget:
+    while (tokens_now := math.ceil(total * scale)) > budget:
         longest: tuple[int, int, ToolResult] | None = None
         for index in range(start, len(history)):
             for block in history[index].tool_results_in():
@@ -366,7 +416,7 @@ def _cut_newest(
         if longest is None:
             break
         index, length, result = longest
-        excess = (size(history) - budget) * CHARS_PER_TOKEN
+        excess = (tokens_now - budget) * CHARS_PER_TOKEN
         keep = max(_KEEP_AT_LEAST, length - excess - 120)
         original = _original_length(result.content)
         note = f"\n{FIT_MARK} output cut to fit: the first {keep} of {original} characters."
@@ -375,8 +425,11 @@ def _cut_newest(
             history[index].role,
             tuple(replaced if b is result else b for b in history[index].content),
         )
+        estimate = _estimate(history[index])
+        total += estimate - tokens[index]
+        tokens[index] = estimate
         cut.add((index, result.tool_use_id))
-    return len(cut)
+    return len(cut), total
 
 
 _CUT_NOTE: Final = re.compile(re.escape(FIT_MARK) + r" output cut to fit: the first \d+ of (\d+)")

@@ -315,10 +315,12 @@ def test_a_history_larger_than_the_context_is_fitted_and_answered(tmp_path: Path
     [fitted] = [event for event in events if isinstance(event, ContextFitted)]
     assert fitted.context_window == 768
     assert fitted.fitted.shortened_outputs + fitted.fitted.dropped_messages >= 1
-    assert output not in json.dumps([m.to_dict() for m in agent.messages])
-    validate_history(agent.messages)
-    # The cut is a rewrite of the session: the whole history is still there.
-    versions = session.versions()
-    assert versions[0] == history
-    assert FIT_MARK in json.dumps([m.to_dict() for m in versions[-1]])
-    assert versions[-1][-1].role == "assistant"
+    sent = json.dumps([m.to_dict() for m in fitted.fitted.messages])
+    assert output not in sent and FIT_MARK in sent
+    validate_history(fitted.fitted.messages)
+    # The cut shapes the request only: the session goes on from the whole
+    # history, with no rewrite, and nothing marked as cut is stored.
+    assert len(session.versions()) == 1
+    kept = session.messages()
+    assert kept[: len(history)] == history and kept[-1].role == "assistant"
+    assert FIT_MARK not in json.dumps([m.to_dict() for m in kept])

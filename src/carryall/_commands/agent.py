@@ -795,7 +795,7 @@ class _Display:
                 f"[yellow]context:[/] about {event.fitted.tokens_before} tokens would not fit "
                 f"the {event.context_window}-token context; "
                 f"{shown(summary.removeprefix('[carryall: context fitted] '))} "
-                "(the cut is recorded as a rewrite of the session)",
+                "(the request only: the session keeps the whole history)",
                 soft_wrap=True,
             )
         elif isinstance(event, RepeatedCall):

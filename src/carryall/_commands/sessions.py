@@ -9,7 +9,6 @@ histories in wire formats go in and out through `carryall.interchange`.
 from __future__ import annotations
 
 import functools
-import io
 import json
 import re
 import sys
@@ -166,7 +165,8 @@ def list_sessions(
 
     Turns count the messages of each session's current history; age is since
     it was last written. The table fits the terminal (titles cut with an
-    ellipsis); --json gives every field whole.
+    ellipsis), and one taller than the terminal goes through $PAGER (else
+    less); --json gives every field whole.
 
     Example: carryall sessions list -n 10
     """
@@ -196,7 +196,19 @@ def list_sessions(
     if not infos:
         typer.echo("no sessions yet", err=True)
         return
-    typer.echo(_sessions_table(infos, _list_width()))
+    _paged(_sessions_table(infos, _list_width()))
+
+
+def _paged(text: str) -> None:
+    """Print `text`, through the pager (`$PAGER`, else less) when it is taller than the terminal."""
+    import shutil
+
+    if sys.stdout.isatty() and text.count("\n") + 1 >= shutil.get_terminal_size().lines:
+        import click
+
+        click.echo_via_pager(text)
+        return
+    typer.echo(text)
 
 
 def _list_width() -> int | None:
@@ -217,10 +229,6 @@ def _sessions_table(infos: list[SessionInfo], width: int | None) -> str:
     at least 30 characters, cut with an ellipsis; the backend column gives
     way first.
     """
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
     now = datetime.now(UTC)
     rows = [
         (
@@ -242,24 +250,40 @@ def _sessions_table(infos: list[SessionInfo], width: int | None) -> str:
         left = width - sum(natural[:3]) - 2 * (len(headers) - 1)
         backend = max(len(headers[3]) // 2, min(natural[3], left - 30))
         limits[3], limits[4] = backend, max(30, left - backend)
-    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="")
-    for header, limit in zip(headers, limits, strict=True):
-        table.add_column(
-            header,
-            no_wrap=True,
-            overflow="ellipsis",
-            max_width=limit,
-            justify="right" if header == "TURNS" else "left",
+    # Laid out here rather than by a rich `Table`, whose general layout cost
+    # many times the reading of the sessions themselves: column by column,
+    # each cell padded to the column's width in terminal cells or cut with
+    # an ellipsis past its limit, two spaces apart, TURNS to the right.
+    columns = [
+        _column(
+            [header, *(printable(row[i], keep="") for row in rows)],
+            limits[i],
+            right=header == "TURNS",
         )
-    for row in rows:
-        # Text, not markup: a title is whatever a person typed, brackets included.
-        table.add_row(*(Text(printable(cell, keep="")) for cell in row))
-    console = Console(
-        file=io.StringIO(), width=width or 1 << 16, highlight=False, emoji=False, color_system=None
-    )
-    console.print(table)
-    rendered = console.file.getvalue()  # type: ignore[attr-defined]
-    return "\n".join(line.rstrip() for line in rendered.splitlines())
+        for i, header in enumerate(headers)
+    ]
+    return "\n".join("  ".join(cells).rstrip() for cells in zip(*columns, strict=True))
+
+
+def _column(cells: list[str], limit: int | None, *, right: bool) -> list[str]:
+    """`cells` each made exactly as wide as the widest (at most `limit`) in terminal cells."""
+    from rich.cells import cell_len, set_cell_size
+
+    if all(cell.isascii() for cell in cells):
+        width = max(map(len, cells))
+        if limit is None or width <= limit:
+            # The common case, in C: one character is one cell.
+            return [cell.rjust(width) if right else cell.ljust(width) for cell in cells]
+    sizes = [cell_len(cell) for cell in cells]
+    width = max(sizes) if limit is None else min(max(sizes), limit)
+    out = []
+    for cell, size in zip(cells, sizes, strict=True):
+        if size > width:
+            out.append(set_cell_size(cell, width - 1) + "…")
+        else:
+            pad = " " * (width - size)
+            out.append(pad + cell if right else cell + pad)
+    return out
 
 
 @_clear_errors
@@ -596,13 +620,19 @@ def recall(
             return
     if not words.strip():
         fail("give words to search for (or --reindex)", 2)
-    hits = store.recall.search(
-        words,
-        since=_since(since) if since else None,
-        role=role.value if role else None,
-        session=store.resolve(session) if session else None,
-        limit=limit,
-    )
+    indexing = _Indexing()
+    try:
+        hits = store.recall.search(
+            words,
+            since=_since(since) if since else None,
+            role=role.value if role else None,
+            session=store.resolve(session) if session else None,
+            limit=limit,
+            progress=indexing,
+        )
+    except KeyboardInterrupt:
+        indexing.stopped()
+        raise
     if as_json:
         rows = [
             {
@@ -629,6 +659,57 @@ def recall(
             Text(f"{hit.session}  #{hit.message}  {hit.role}  {_when(hit.time)}", style="bold")
         )
         console.print(Text("  ") + snippet_text(hit.snippet, hit.matches, "bold yellow"))
+
+
+class _Indexing:
+    """`recall`'s account on stderr of a long catch-up of the index (a first search).
+
+    Silent below `SHOWN_FROM` sessions, where the wait is short. On a
+    terminal one line counts up in place; elsewhere (a log) one line says
+    the catch-up began and one that it ended.
+    """
+
+    SHOWN_FROM = 100
+
+    def __init__(self) -> None:
+        self.done = self.total = 0
+        self._tty = sys.stderr.isatty()
+        self._shown = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        import time
+
+        self.done, self.total = done, total
+        if total < self.SHOWN_FROM:
+            return
+        if not self._tty:
+            if done == 0:
+                typer.echo(
+                    f"recall: indexing {total:,} sessions (Ctrl-C stops; what is indexed is kept)",
+                    err=True,
+                )
+            elif done == total:
+                typer.echo(f"recall: indexed {total:,} sessions", err=True)
+            return
+        clock = time.monotonic()
+        if done not in (0, total) and clock - self._shown < 0.1:
+            return
+        self._shown = clock
+        end = "\n" if done == total else ""
+        sys.stderr.write(
+            f"\rrecall: indexed {done:,} of {total:,} sessions "
+            f"(Ctrl-C stops; what is indexed is kept){end}"
+        )
+        sys.stderr.flush()
+
+    def stopped(self) -> None:
+        """Ctrl-C during the catch-up: say how far it got and that the rest waits."""
+        if self.total >= self.SHOWN_FROM and self.done < self.total:
+            typer.echo(
+                f"\nrecall: stopped after indexing {self.done:,} of {self.total:,} sessions; "
+                "the next search goes on from there",
+                err=True,
+            )
 
 
 # -- tui --------------------------------------------------------------------------

@@ -9,6 +9,7 @@ imports a codec module itself. Pure, like the codecs: no network, no files.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -88,6 +89,22 @@ class Codec:
     ends: Callable[[Any], bool]
     endpoint: str = ""
     encode_sent: Callable[[Request, bool], Sent] | None = None
+    plain: Codec | None = None
+    """The codec for a request that offers no tools, when it is another one.
+
+    Prompt mode on llama-server constrains an answer to a JSON schema of
+    calls or a response; with no tools, the schema only costs the server a
+    grammar on every token and holds text back until it is JSON, so such a
+    request goes as plain prompt mode and its answer is read as free text.
+    (With tools and `tool_choice` "none" the schema stays: it is what holds
+    a small model to an answer without calls.) `for_request` chooses.
+    """
+
+    def for_request(self, request: Request) -> Codec:
+        """The codec that writes `request` and reads its answer (`plain` when it has no tools)."""
+        if self.plain is not None and not request.tools:
+            return self.plain
+        return self
 
     def sent(self, request: Request, stream: bool) -> Sent:
         """The bytes a transport sends for `request`, and the downgrades made to write them."""
@@ -128,8 +145,9 @@ def openai_codec(caps: Capabilities, dialect: Dialect, endpoint: str = "") -> Co
     """The Chat Completions codec: native tool calls if the model has them, else prompt mode.
 
     Prompt mode is constrained by a JSON schema on llama-server, which
-    enforces one; a plain OpenAI-compatible server may not, so there the
-    calls are read out of free text. Both speak the same wire, so they share
+    enforces one, when a request offers tools (`Codec.plain` otherwise); a
+    plain OpenAI-compatible server may not, so there the calls are read out
+    of free text. Both speak the same wire, so they share
     what a stream looks like. With native tool calls, `sent` keeps the JSON
     of the messages it last wrote (`KeptItems`), so the next request of the
     same conversation writes only what is new.
@@ -152,7 +170,18 @@ def openai_codec(caps: Capabilities, dialect: Dialect, endpoint: str = "") -> Co
                 request, caps, dialect, stream=stream, kept=kept
             ),
         )
-    constrained = dialect == "llama-server"
+    plain = _prompt_codec(caps, dialect, endpoint, constrained=False)
+    if dialect != "llama-server":
+        return plain
+    return dataclasses.replace(
+        _prompt_codec(caps, dialect, endpoint, constrained=True), plain=plain
+    )
+
+
+def _prompt_codec(
+    caps: Capabilities, dialect: Dialect, endpoint: str, *, constrained: bool
+) -> Codec:
+    """Prompt mode on the Chat Completions wire, held to the JSON schema when `constrained`."""
     return Codec(
         encode=lambda request: prompt_mode.encode_request(
             request, caps, dialect=dialect, constrained=constrained
@@ -174,13 +203,23 @@ def responses_codec(caps: Capabilities, *, llama: bool = False, endpoint: str = 
     """The OpenAI Responses codec for a model with `caps`; prompt mode without native tools.
 
     Prompt mode is constrained on llama-server (`llama`), which enforces a
-    JSON schema. A stream is read to `response.completed` (or
-    `response.incomplete`): that event carries the finished answer, and some
-    servers send `[DONE]` after it, others nothing. With native tool calls,
-    `sent` keeps the JSON of the messages it last wrote (`KeptItems`).
+    JSON schema, when a request offers tools (`Codec.plain` otherwise). A
+    stream is read to `response.completed` (or `response.incomplete`): that
+    event carries the finished answer, and some servers send `[DONE]` after
+    it, others nothing. With native tool calls, `sent` keeps the JSON of the
+    messages it last wrote (`KeptItems`).
     """
+    if caps.native_tools or not llama:
+        return _responses_codec(caps, llama, endpoint, constrained=False)
+    return dataclasses.replace(
+        _responses_codec(caps, llama, endpoint, constrained=True),
+        plain=_responses_codec(caps, llama, endpoint, constrained=False),
+    )
+
+
+def _responses_codec(caps: Capabilities, llama: bool, endpoint: str, *, constrained: bool) -> Codec:
+    """The Responses wire, prompt mode held to the JSON schema when `constrained`."""
     native = caps.native_tools
-    constrained = llama and not native
     # With native tool calls the messages map to items one by one, so the
     # JSON of those it sent last is kept (`KeptItems`); prompt mode rewrites
     # the history around its tools on every request, so it writes it whole.

@@ -1033,10 +1033,12 @@ class PostgresRecall:
         session: str | None = None,
         limit: int = 20,
         sync: bool = True,
+        progress: Callable[[int, int], None] | None = None,
     ) -> list[Hit]:
         """The best-ranked messages containing every word of `query` (see `RecallIndex.search`).
 
-        `sync` is accepted for the same call shape: this index is never behind.
+        `sync` and `progress` are accepted for the same call shape: this index
+        is never behind, so `progress` is never called.
         """
         words = bounded_words(query, limit)
         if not words or limit <= 0:

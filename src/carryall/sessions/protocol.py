@@ -250,8 +250,13 @@ class Recall(Protocol):
         session: str | None = None,
         limit: int = 20,
         sync: bool = True,
+        progress: Callable[[int, int], None] | None = None,
     ) -> list[Hit]:
-        """The best-ranked messages containing every word of `query` (taken literally)."""
+        """The best-ranked messages containing every word of `query` (taken literally).
+
+        An index that catches up before it answers (`sync`) tells
+        `progress(done, total)` of each session it catches up.
+        """
 
     def reindex(self) -> int:
         """Rebuild the index from the sessions themselves; returns the messages indexed."""

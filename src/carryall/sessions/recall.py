@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import os
+import secrets
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_LIMIT",
     "MAX_QUERY_WORDS",
+    "RANKED",
     "Hit",
     "RecallIndex",
     "bounded_words",
@@ -66,6 +69,10 @@ __all__ = [
 MAX_QUERY_WORDS = 64
 """The most distinct words a query may hold: every one is a term all hits must contain,
 and FTS5's cost grows faster than the count (20,000 words took 15 s)."""
+
+RANKED = 2000
+"""The most matches of a query that are ranked: a word held by more messages is ranked
+among the newest `RANKED` of them (see `RecallIndex.search`)."""
 
 MAX_LIMIT = 10_000
 """The most hits one search returns (SQLite's LIMIT is a 64-bit integer; no reader wants more)."""
@@ -166,28 +173,35 @@ class RecallIndex:
         session: str | None = None,
         limit: int = 20,
         sync: bool = True,
+        progress: Callable[[int, int], None] | None = None,
     ) -> list[Hit]:
         """The best-ranked messages containing every word of `query`.
 
-        `since` keeps messages recorded at or after that time, `role` one
+        Held by more than `RANKED` messages, a query is ranked among the
+        newest `RANKED` of them. `since` keeps messages recorded at or after that time, `role` one
         role, `session` one session id. The index is first caught up with
-        the transcripts unless `sync=False`.
+        the transcripts unless `sync=False`, telling `progress` (see `sync`).
         """
         bounded_words(query, limit)
         match = fts_query(query)
         if match is None or limit <= 0:
             return []
         if sync:
-            self.sync()
+            self.sync(progress)
         else:
             self._flush_or_log()
         if not self.path.exists():
             return []
+        # The newest matches first, at most `RANKED` of them (FTS5 walks a
+        # word's rows backwards and stops there), then ranked here: for a
+        # common word, scoring and sorting every message that holds it cost
+        # more than reading the transcripts, while BM25 tells little between
+        # thousands of messages that all hold it, and the newest are what a
+        # person looking back wants. A word in fewer messages is ranked over
+        # all of them, exactly.
         sql = [
-            "SELECT d.session, d.message, d.role, d.time,",
-            " snippet(passages, 0, char(2), char(3), '…', 16), bm25(passages) AS score",
-            " FROM passages JOIN docs d ON d.id = passages.rowid",
-            " WHERE passages MATCH ?",
+            "SELECT p.rowid, bm25(passages), d.session, d.message, d.role, d.time",
+            " FROM passages p JOIN docs d ON d.id = p.rowid WHERE passages MATCH ?",
         ]
         args: list[object] = [match]
         if since is not None:
@@ -199,11 +213,28 @@ class RecallIndex:
         if session is not None:
             sql.append(" AND d.session = ?")
             args.append(session)
-        sql.append(" ORDER BY score, d.time DESC LIMIT ?")
-        args.append(limit)
+        sql.append(" ORDER BY p.rowid DESC LIMIT ?")
+        args.append(max(RANKED, limit))
         with self._connection() as conn:
-            rows = conn.execute("".join(sql), args).fetchall()
-        return [marked_hit(*row) for row in rows]
+            found = conn.execute("".join(sql), args).fetchall()
+            # Best score first (BM25 is negative: lower is better), then newest.
+            found.sort(key=lambda row: row[5], reverse=True)
+            found.sort(key=lambda row: row[1])
+            best = found[:limit]
+            if not best:
+                return []
+            marks = ", ".join("?" * len(best))
+            snippets = dict(
+                conn.execute(
+                    "SELECT rowid, snippet(passages, 0, char(2), char(3), '…', 16) FROM passages"
+                    f" WHERE passages MATCH ? AND rowid IN ({marks})",
+                    [match, *(row[0] for row in best)],
+                ).fetchall()
+            )
+        return [
+            marked_hit(session_id, message, role_, time, snippets.get(rowid, ""), score)
+            for rowid, score, session_id, message, role_, time in best
+        ]
 
     # -- keeping current ----------------------------------------------------
 
@@ -266,8 +297,15 @@ class RecallIndex:
         with self._connection() as conn, _transaction(conn):
             _forget(conn, session_id)
 
-    def sync(self) -> None:
-        """Catch the index up with every transcript, reading only what each one gained."""
+    def sync(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Catch the index up with every transcript, reading only what each one gained.
+
+        Each session is indexed in a transaction of its own, so an
+        interrupted catch-up (Ctrl-C) keeps every session it finished and the
+        next one goes on from there. `progress(done, total)` hears of each
+        session caught up, `total` being how many needed it (called first
+        with `done` 0, and not at all when none did).
+        """
         self._flush_or_log()
         paths = self.store.transcripts()
         if not paths and not self.path.exists():
@@ -278,19 +316,25 @@ class RecallIndex:
             for gone in set(known) - set(paths):
                 with _transaction(conn):
                     _forget(conn, gone)
+            stale: list[tuple[str, Path]] = []
             for session_id, path in sorted(paths.items()):
                 try:
                     size = path.stat().st_size
                 except OSError:
                     continue
-                if known.get(session_id) == size:
-                    continue
+                if known.get(session_id) != size:
+                    stale.append((session_id, path))
+            if stale and progress is not None:
+                progress(0, len(stale))
+            for done, (session_id, path) in enumerate(stale, 1):
                 try:
                     with _transaction(conn):
                         self._sync_session(conn, session_id, path)
                 except TranscriptError as exc:
                     # One unreadable transcript must not hide every other session.
                     log.warning("recall index: skipping session %s: %s", session_id, exc)
+                if progress is not None:
+                    progress(done, len(stale))
             if conn.total_changes - changes >= _BULK_ROWS:
                 # A catch-up this large leaves FTS5 many segments, which its
                 # automerge would otherwise fold together a little on every
@@ -436,13 +480,24 @@ class RecallIndex:
         import sqlite3
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Owner-only, like the transcripts it copies text from (SQLite gives
-        # its -wal and -shm files the database file's permissions).
-        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        if self.path.is_dir():
+            # SQLite would say only that it cannot open the file.
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(self.path))
+        loose = not self.path.exists() and not _create_private(self.path)
+        # From here the file is opened once, by SQLite: closing any other
+        # descriptor of it would drop every POSIX lock this process holds on
+        # it, SQLite's own included (another `Store` on the same root, in
+        # another thread), and a second process could then delete the WAL
+        # under it and lose its writes.
         conn = sqlite3.connect(
             self.path, timeout=30.0, isolation_level=None, check_same_thread=False
         )
         try:
+            if loose:
+                # SQLite made the file empty on connect; it gives its -wal and
+                # -shm files the database file's permissions when it first
+                # writes, which comes after this.
+                os.chmod(self.path, 0o600)
             conn.execute("PRAGMA journal_mode=WAL")
             # The index is rebuilt from the transcripts, so it need not be
             # synced on every commit; only the transcripts carry that cost.
@@ -476,7 +531,30 @@ class RecallIndex:
             raise TranscriptError(
                 f"recall index {self.path}: {exc}; rebuild it with `carryall recall --reindex`"
             ) from None
+        except BaseException:
+            conn.close()
+            raise
         return conn
+
+
+def _create_private(path: Path) -> bool:
+    """Create `path` empty and owner-only (like the transcripts the index copies text from).
+
+    The file is made under a name of its own and linked into place, so the
+    one descriptor closed here is of a file no connection can have open.
+    False on a file system without hard links, where SQLite creates it.
+    """
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    try:
+        os.link(temp, path)
+    except FileExistsError:
+        pass  # another writer made it first
+    except OSError:
+        return False
+    finally:
+        os.unlink(temp)
+    return True
 
 
 _unflushed: weakref.WeakSet[RecallIndex] = weakref.WeakSet()

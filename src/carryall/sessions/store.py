@@ -263,9 +263,12 @@ class SessionStore:
         when no `on_error` is given.
         """
         infos: list[SessionInfo] = []
-        for path in self.transcripts().values():
+        # Paths as strings: a `Path` made per file cost a listing of many
+        # sessions more than reading their first lines.
+        folder = os.path.join(self.root, "")
+        for _, name in self._transcript_names():
             try:
-                infos.append(self._summarize(path))
+                infos.append(self._summarize(folder + name))
             except TranscriptError as exc:
                 if on_error is None:
                     raise
@@ -503,14 +506,22 @@ class SessionStore:
 
     def transcripts(self) -> dict[str, Path]:
         """Every transcript file in the store, by session id (its name without `.jsonl`)."""
+        root = self.root
+        return {session_id: root / name for session_id, name in self._transcript_names()}
+
+    def _transcript_names(self) -> builtins.list[tuple[str, str]]:
+        """`(session id, file name)` of every transcript file in the store."""
+        # `scandir` knows each entry's kind from the folder itself: no stat
+        # per file, which a store of many sessions pays on every listing.
         try:
-            return {
-                p.name[: -len(_SUFFIX)]: p
-                for p in self.root.iterdir()
-                if p.name.endswith(_SUFFIX) and p.is_file()
-            }
+            with os.scandir(self.root) as entries:
+                return [
+                    (entry.name[: -len(_SUFFIX)], entry.name)
+                    for entry in entries
+                    if entry.name.endswith(_SUFFIX) and entry.is_file()
+                ]
         except FileNotFoundError:
-            return {}
+            return []
 
     def load(self, path: Path, *, images: bool = True, keep_versions: bool = False) -> Loaded:
         """Read one transcript in one pass and replay its events.
@@ -600,10 +611,10 @@ class SessionStore:
 
     # -- reading ------------------------------------------------------------
 
-    def _summarize(self, path: Path) -> SessionInfo:
-        where = str(path)
+    def _summarize(self, path: str) -> SessionInfo:
+        where = path
         try:
-            with path.open("rb") as f:
+            with open(path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
                 first = f.readline()
                 if not first.endswith(b"\n"):

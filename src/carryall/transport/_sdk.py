@@ -185,7 +185,9 @@ class SdkBackend(WireBackend):
             name=name,
             model=model,
             capabilities=capabilities,
-            wire_encode=lambda request, _: self._codec.encode_reported(request),
+            wire_encode=lambda request, _: self._codec.for_request(request).encode_reported(
+                request
+            ),
             image_limits=image_limits,
             timeout=timeout,
             max_retries=max_retries,
@@ -236,12 +238,14 @@ class SdkBackend(WireBackend):
         (what `encode` would report), so no caller has to encode it again.
         """
         fitted, fittings = fit_request_images(self.addressed(request), self.image_limits)
-        sent = self._codec.sent(fitted, self.stream)
+        # The codec that writes this request reads its answer too (`Codec.for_request`).
+        codec = self._codec.for_request(fitted)
+        sent = codec.sent(fitted, self.stream)
         downgrades = (*sent.downgrades, *fittings) if fittings else sent.downgrades
         body = sent.data
         try:
             response = send_whole(
-                lambda: self._attempt(body, on_text),
+                lambda: self._attempt(codec, body, on_text),
                 max_retries=self.max_retries,
                 retry_delay=self.retry_delay,
             )
@@ -257,7 +261,9 @@ class SdkBackend(WireBackend):
 
     # One attempt ----------------------------------------------------------------
 
-    def _attempt(self, body: bytes, on_text: Callable[[str], None] | None) -> Response:
+    def _attempt(
+        self, codec: Codec, body: bytes, on_text: Callable[[str], None] | None
+    ) -> Response:
         """Send `body` once; `Broken` when the answer broke off after it began."""
         try:
             # Unread when streaming, after the SDK's retry policy and its typed
@@ -268,15 +274,16 @@ class SdkBackend(WireBackend):
         with contextlib.closing(raw):
             if not self.stream or "text/event-stream" not in raw.headers.get("content-type", ""):
                 # Unstreamed, or a server that ignored `stream` and answered in one piece.
-                return self._decode_whole(raw)
-            return self._read_stream(raw, on_text)
+                return self._decode_whole(codec, raw)
+            return self._read_stream(codec, raw, on_text)
 
-    def _read_stream(self, raw: Any, on_text: Callable[[str], None] | None) -> Response:
+    def _read_stream(
+        self, codec: Codec, raw: Any, on_text: Callable[[str], None] | None
+    ) -> Response:
         import httpx2
 
-        codec = self._codec
         decoder = codec.stream_decoder()
-        events = self._payloads(raw)
+        events = self._payloads(codec, raw)
         finished = False
         while True:
             try:
@@ -313,7 +320,7 @@ class SdkBackend(WireBackend):
         except ProviderError as exc:
             raise placed(self._where, exc) from exc
 
-    def _payloads(self, raw: Any) -> Iterator[Any]:
+    def _payloads(self, codec: Codec, raw: Any) -> Iterator[Any]:
         """The JSON payload of each event (or the `[DONE]` marker, as a string)."""
         for count, sse in enumerate(iter_sse(raw.iter_lines()), 1):
             if sse.data.strip() == "[DONE]":
@@ -323,9 +330,9 @@ class SdkBackend(WireBackend):
                 payload = json.loads(sse.data)
             except (ValueError, RecursionError) as exc:
                 raise ProviderError(f"stream event {count} is not JSON: {shown(sse.data)}") from exc
-            yield self._codec.event_payload(sse.event, payload)
+            yield codec.event_payload(sse.event, payload)
 
-    def _decode_whole(self, raw: Any) -> Response:
+    def _decode_whole(self, codec: Codec, raw: Any) -> Response:
         import httpx2
 
         try:
@@ -338,7 +345,7 @@ class SdkBackend(WireBackend):
         if not isinstance(data, Mapping):
             raise ProviderError(f"{self._where}: the answer is not a JSON object: {shown(data)}")
         try:
-            return self._codec.decode(data)
+            return codec.decode(data)
         except ProviderError as exc:
             raise placed(self._where, exc) from exc
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from carryall.errors import LocalBackendError, ProviderError
 from carryall.providers import Capabilities, Dialect, Response
-from carryall.providers.codec import openai_codec
+from carryall.providers.codec import Codec, openai_codec
 from carryall.transport import NO_KEY, RETRY_DELAY
 from carryall.transport._errors import SdkErrors, openai_status
 from carryall.transport._images import WIRE_IMAGE_LIMITS
@@ -121,9 +121,11 @@ class OpenAIBackend(SdkBackend):
             return None
         return ids[0] if len(ids) == 1 and isinstance(ids[0], str) and ids[0] else None
 
-    def _attempt(self, body: bytes, on_text: Callable[[str], None] | None) -> Response:
+    def _attempt(
+        self, codec: Codec, body: bytes, on_text: Callable[[str], None] | None
+    ) -> Response:
         self._follow_server()
-        return super()._attempt(body, on_text)
+        return super()._attempt(codec, body, on_text)
 
     def _follow_server(self) -> None:
         """Make sure the local server runs, and send to wherever it now listens."""
