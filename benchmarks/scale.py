@@ -402,7 +402,7 @@ def bench_postgres(args: argparse.Namespace) -> None:
         try:
             from tests.support.postgres_server import Server, binaries
         except ImportError:
-            from tests.postgres_server import Server, binaries
+            from tests.support.postgres_server import Server, binaries
     except ImportError as exc:
         print(f"postgres: skipped ({exc}; pip install -e '.[postgres]')")
         return
