@@ -26,7 +26,7 @@ from tests.goldens import GOLDENS, TOOLS
 from tests.sdk_wires import check_responses_request
 from tests.test_codecs_real_server import server
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 __all__ = ["server"]
 

@@ -36,6 +36,7 @@ from carryall.tools.builtin import builtin_tools
 _STATUS = local.status()
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(
         not _STATUS.ready,
         reason=(

@@ -28,6 +28,8 @@ from tests.mcp_peer import everything_server
 from tests.sdk_openai import check_openai_request
 from tests.test_agent import ScriptedBackend, call, say
 
+pytestmark = pytest.mark.slow
+
 _ANTHROPIC = TypeAdapter(MessageCreateParamsNonStreaming)
 
 
