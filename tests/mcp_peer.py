@@ -45,7 +45,7 @@ def install_command() -> str:
 
 
 def everything_server() -> McpServer:
-    """The reference server over stdio, or a skip (or under `.ci/run` a failure) naming its install."""
+    """The reference server over stdio, or a skip (under `.ci/run` a failure) naming its install."""
     node = shutil.which("node")
     if node is None:
         peer_missing(

@@ -24,7 +24,7 @@ def required() -> bool:
 
 
 def peer_missing(what: str, install: str) -> NoReturn:
-    """Skip (or, under `CARRYALL_REQUIRE_PEERS`, fail) saying what is missing and what installs it."""
+    """Skip (under `CARRYALL_REQUIRE_PEERS`, fail) saying what is missing and what installs it."""
     message = f"{what}: `{install}` installs it"
     if required():
         pytest.fail(f"{message} ({REQUIRE} is set, so a missing peer fails)", pytrace=False)
