@@ -99,7 +99,6 @@ _SUCCESS_REPEATS = 2
 is asked to answer: the second time already told it nothing new."""
 
 
-
 def default_budget(backend_name: str) -> tuple[int, int]:
     """`(max_steps, max_tokens)` for a backend: short on the embedded one, else today's."""
     if backend_name == "local":

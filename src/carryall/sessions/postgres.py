@@ -80,10 +80,12 @@ from carryall.sessions._transcript import (
 from carryall.sessions.recall import Hit, bounded_words, marked_hit, passage
 from carryall.sessions.redact import Redactor, compile_pattern
 from carryall.sessions.store import (
+    LAST,
     ReplayedSession,
     SessionInfo,
     appends_onto,
     configured_redactor,
+    last_used_first,
     storable,
     writable,
 )
@@ -347,11 +349,19 @@ class PostgresStore:
                     failed=failed,
                 )
             )
-        infos.sort(key=lambda info: (info.meta.created, info.meta.id), reverse=True)
+        infos.sort(key=last_used_first, reverse=True)
         return infos
 
     def resolve(self, session_id: str) -> str:
-        """The full id of a session named by its id or by a unique prefix of it."""
+        """The full id of a session named by its id, a unique prefix of it, or `last`.
+
+        `last` is the session used last, by its last write, as in the folder store.
+        """
+        if session_id == LAST:
+            newest = self.list(on_error=lambda exc: None)
+            if not newest:
+                raise TranscriptError(f"no session yet in {self.location}, so none is the last")
+            return newest[0].meta.id
         if not _ID.fullmatch(session_id):
             raise TranscriptError(f"{session_id!r} is not a session id")
 

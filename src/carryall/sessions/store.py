@@ -108,8 +108,16 @@ log = lazy_logger("carryall.sessions")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _SUFFIX = ".jsonl"
 LAST: Final = "last"
-"""The session id that names the newest session, in every command that takes one."""
+"""The session id that names the session used last, in every command that takes one."""
 _NOTE = "(its bytes are missing from the session store)"
+
+
+def last_used_first(info: SessionInfo) -> tuple[datetime, datetime, str]:
+    """The sort key that puts the session used last first (reversed): its last write.
+
+    The AGE a list shows is the same write, so the top row is `last`.
+    """
+    return (info.updated, info.meta.created, info.meta.id)
 
 
 def default_root() -> Path:
@@ -292,14 +300,15 @@ class SessionStore:
                 if on_error is None:
                     raise
                 on_error(exc)
-        infos.sort(key=lambda info: (info.meta.created, info.meta.id), reverse=True)
+        infos.sort(key=last_used_first, reverse=True)
         return infos
 
     def resolve(self, session_id: str) -> str:
         """The full id of a session named by its id, a unique prefix of it, or `last`.
 
-        `last` is the newest session (what `run -c` continues); an id is a
-        timestamp first, so no real id or prefix of one reads as that word.
+        `last` is the session used last, by its last write (what `run -c`
+        continues, and the top row of `sessions list`); an id is a timestamp
+        first, so no real id or prefix of one reads as that word.
         """
         if session_id == LAST:
             newest = self.list(on_error=lambda exc: None)
