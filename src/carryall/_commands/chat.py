@@ -219,12 +219,10 @@ class _Chat:
         try:
             self.agent.send(text, images)
         except KeyboardInterrupt as exc:
+            from carryall._commands.agent import keep_interrupted_prompt
+
             self.display.finish()
-            if len(self.agent.messages) == start:
-                # The turn's first request never finished, so the loop took
-                # the prompt back; a person who typed it wants it kept.
-                self.agent.messages.append(Message.user(text, images))
-                self.agent.record()
+            keep_interrupted_prompt(self.agent, start, Message.user(text, images))
             if isinstance(exc, Terminated):
                 raise
             self.err.print(

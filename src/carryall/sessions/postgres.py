@@ -46,7 +46,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -279,6 +279,8 @@ class PostgresStore:
         system: str | None = None,
         origin: str | None = None,
         tools: Sequence[str] | None = None,
+        base_url: str | None = None,
+        options: Mapping[str, int | float | bool] | None = None,
     ) -> PostgresSession:
         """Start a new, empty session and write its row (the same meta as the JSONL store)."""
         created = datetime.now(UTC)
@@ -293,6 +295,8 @@ class PostgresStore:
                 system=self.redactor.optional(system),
                 origin=origin,
                 tools=tuple(tools) if tools is not None else None,
+                base_url=self.redactor.optional(base_url),
+                options=dict(options) if options else None,
             )
             if self._insert_session(meta, meta.title, 0, format_time(created), 0):
                 replay = Replay(self._where(meta.id), self._blob_loader(meta.id))

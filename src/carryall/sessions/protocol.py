@@ -20,7 +20,7 @@ from __future__ import annotations
 import builtins
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Literal, Protocol
 
@@ -130,6 +130,8 @@ class AnyStore(Protocol):
         system: str | None = None,
         origin: str | None = None,
         tools: Sequence[str] | None = None,
+        base_url: str | None = None,
+        options: Mapping[str, int | float | bool] | None = None,
     ) -> AnySession:
         """Start a new, empty session (`origin`: where an imported history came from)."""
 

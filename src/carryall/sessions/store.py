@@ -42,7 +42,7 @@ import errno
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -235,6 +235,8 @@ class SessionStore:
         system: str | None = None,
         origin: str | None = None,
         tools: Sequence[str] | None = None,
+        base_url: str | None = None,
+        options: Mapping[str, int | float | bool] | None = None,
     ) -> Session:
         """Start a new, empty session and write its header.
 
@@ -260,6 +262,8 @@ class SessionStore:
                 system=self.redactor.optional(system),
                 origin=self.redactor.optional(origin),
                 tools=None if tools is None else tuple(tools),
+                base_url=self.redactor.optional(base_url),
+                options=dict(options) if options else None,
             )
             line = encode_header(meta)
             try:
