@@ -438,6 +438,8 @@ def _opened(
                 if prompt is not None and not setup.no_record:
                     _record_failed_open(setup, session, system, tools, prompt, str(exc))
                 raise
+            if backend.name == "local":
+                _note_demonstration_model(err)
             if history:
                 history = _fetched_media(history, backend, err)
             if session is None and not setup.no_record:
@@ -474,6 +476,31 @@ def _opened(
             backend.close()
         if session is not None and not setup.no_record:
             err.print(f"[dim]session {shown(session.id)}[/]")
+
+
+def _note_demonstration_model(err: Console) -> None:
+    """Say once, on the first run on `local`, what its model is and how to use a real one.
+
+    Remembered by a file beside the sessions folder, so a fresh
+    `CARRYALL_HOME` hears it again; a folder that cannot be written to
+    hears it every time rather than never.
+    """
+    from carryall import paths
+
+    marker = paths.sessions_dir().parent / "local-model-noted"
+    if marker.exists():
+        return
+    err.print(
+        "[yellow]note:[/] local runs SmolLM2-135M, a 135M demonstration model that is often "
+        "wrong; for real answers set ANTHROPIC_API_KEY or OPENAI_API_KEY, or use "
+        "-b openai --base-url URL for any OpenAI-compatible server",
+        soft_wrap=True,
+    )
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError:
+        pass
 
 
 def _fetched_media(history: list[Message], backend: Backend, err: Console) -> list[Message]:
