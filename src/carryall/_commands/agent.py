@@ -62,11 +62,28 @@ _DEFAULT_TOOLS = ",".join(DEFAULT_TOOL_NAMES)
 
 # -- shared options -------------------------------------------------------------
 
+
+def _at_least(minimum: float) -> Callable[[float | None], float | None]:
+    """A check that a number option is at least `minimum`, said in its error only.
+
+    Not click's range type: that prints `[x>=0.001]` beside the name in
+    `--help`, and at 80 columns the descriptions are squeezed to make room.
+    """
+
+    def check(value: float | None) -> float | None:
+        if value is not None and value < minimum:
+            raise typer.BadParameter(f"{value:g} is less than the smallest allowed, {minimum:g}")
+        return value
+
+    return check
+
+
 BackendOption = Annotated[
     str | None,
     typer.Option(
         "--backend",
         "-b",
+        metavar="NAME",
         help=(
             "Backend to talk to: anthropic, openai (Chat Completions), responses (the "
             "OpenAI Responses API), gemini (needs the gemini extra), bedrock (AWS Bedrock "
@@ -81,13 +98,20 @@ BackendOption = Annotated[
 ModelOption = Annotated[
     str | None,
     typer.Option(
-        "--model", "-m", help="Model name (default: the backend's default).", show_default=False
+        "--model",
+        "-m",
+        metavar="NAME",
+        help="Model name (default: the backend's default).",
+        show_default=False,
     ),
 ]
 BaseUrlOption = Annotated[
     str | None,
     typer.Option(
-        "--base-url", help="Server URL, for a self-hosted or proxied backend.", show_default=False
+        "--base-url",
+        metavar="URL",
+        help="Server URL, for a self-hosted or proxied backend.",
+        show_default=False,
     ),
 ]
 SystemOption = Annotated[
@@ -95,6 +119,7 @@ SystemOption = Annotated[
     typer.Option(
         "--system",
         "-s",
+        metavar="TEXT",
         help="System prompt. Starting with @ reads it from a file (@prompt.txt).",
         show_default=False,
     ),
@@ -104,6 +129,7 @@ ToolsOption = Annotated[
     typer.Option(
         "--tools",
         "-t",
+        metavar="NAMES",
         help=(
             "Built-in tools to offer, comma-separated, from: "
             f"{', '.join(BUILTIN_TOOL_NAMES)}; 'none' offers none. "
@@ -124,6 +150,7 @@ WorkspaceOption = Annotated[
     typer.Option(
         "--workspace",
         "-w",
+        metavar="DIR",
         help="Directory the tools may read (and write with --allow-write); nothing outside it.",
         file_okay=False,
         dir_okay=True,
@@ -134,7 +161,8 @@ MaxStepsOption = Annotated[
     int | None,
     typer.Option(
         "--max-steps",
-        min=1,
+        callback=_at_least(1),
+        metavar="N",
         help=(
             "Tool rounds one turn may run; after the last, the model is asked to answer "
             f"without tools. Default: {LOCAL_MAX_STEPS} on the local backend, "
@@ -147,7 +175,8 @@ MaxTokensOption = Annotated[
     int | None,
     typer.Option(
         "--max-tokens",
-        min=1,
+        callback=_at_least(1),
+        metavar="N",
         help=(
             "Output tokens asked for per request; a reply cut there is flagged max_tokens. "
             f"Default: {LOCAL_MAX_TOKENS} on the local backend, {DEFAULT_MAX_TOKENS} elsewhere."
@@ -158,7 +187,10 @@ MaxTokensOption = Annotated[
 ToolTimeoutOption = Annotated[
     float,
     typer.Option(
-        "--tool-timeout", min=0.001, help="Seconds one tool call may run before it fails."
+        "--tool-timeout",
+        callback=_at_least(0.001),
+        metavar="SECONDS",
+        help="Seconds one tool call may run before it fails (more than 0).",
     ),
 ]
 NoVisionOption = Annotated[

@@ -205,9 +205,11 @@ def _list_width() -> int | None:
 def _sessions_table(infos: list[SessionInfo], width: int | None) -> str:
     """The sessions as a table `width` columns wide (`None`: as wide as the cells).
 
-    At 80 columns every row keeps its whole id, age and turns and a title of
-    at least 30 characters, cut with an ellipsis; the backend column gives
-    way first.
+    Nothing that names a session is cut: the id, age, turns and
+    backend/model stay whole. When they and 30 characters of title do not
+    fit on one line, each title goes on its own indented line under its
+    row, cut with an ellipsis only there; only a width too narrow for the
+    id, age, turns and backend together cuts the backend.
     """
     from rich.console import Console
     from rich.table import Table
@@ -226,16 +228,18 @@ def _sessions_table(infos: list[SessionInfo], width: int | None) -> str:
     ]
     headers = ("ID", "AGE", "TURNS", "BACKEND", "TITLE")
     natural = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
-    limits: list[int | None] = [None] * len(headers)
+    fixed = sum(natural[:4]) + 2 * 4  # two spaces between columns
+    stacked = width is not None and fixed + min(natural[4], 30) > width
+    shown = headers[:4] if stacked else headers
+    limits: list[int | None] = [None] * len(shown)
     if width is not None:
-        # Two spaces between columns. Id, age and turns are kept whole; the
-        # backend gives way to a title of at least 30 characters, then the
-        # title takes what is left.
-        left = width - sum(natural[:3]) - 2 * (len(headers) - 1)
-        backend = max(len(headers[3]) // 2, min(natural[3], left - 30))
-        limits[3], limits[4] = backend, max(30, left - backend)
+        if stacked:
+            # The backend gives way only when the id, age and turns leave it too little.
+            limits[3] = max(len(headers[3]), width - sum(natural[:3]) - 2 * 3)
+        else:
+            limits[4] = width - fixed
     table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="")
-    for header, limit in zip(headers, limits, strict=True):
+    for header, limit in zip(shown, limits, strict=True):
         table.add_column(
             header,
             no_wrap=True,
@@ -245,13 +249,21 @@ def _sessions_table(infos: list[SessionInfo], width: int | None) -> str:
         )
     for row in rows:
         # Text, not markup: a title is whatever a person typed, brackets included.
-        table.add_row(*(Text(printable(cell, keep="")) for cell in row))
+        table.add_row(*(Text(printable(cell, keep="")) for cell in row[: len(shown)]))
     console = Console(
         file=io.StringIO(), width=width or 1 << 16, highlight=False, emoji=False, color_system=None
     )
     console.print(table)
     rendered = console.file.getvalue()  # type: ignore[attr-defined]
-    return "\n".join(line.rstrip() for line in rendered.splitlines())
+    lines = [line.rstrip() for line in rendered.splitlines()]
+    if not stacked or width is None:
+        return "\n".join(lines)
+    out = [lines[0]]
+    for line, row in zip(lines[1:], rows, strict=True):
+        title = Text(printable(row[4], keep=""))
+        title.truncate(max(1, width - 2), overflow="ellipsis")
+        out += [line, f"  {title.plain}"]
+    return "\n".join(out)
 
 
 @_clear_errors

@@ -1,0 +1,79 @@
+"""At 80 columns the help and the tables lose no text: snapshots under `COLUMNS=80`.
+
+A snapshot is the exact screen a person reads; `CARRYALL_UPDATE_SNAPSHOTS=1`
+rewrites them after a deliberate change (then read the diff).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from carryall._commands.sessions import _sessions_table
+from carryall.cli import app
+from carryall.sessions import SessionMeta
+from carryall.sessions.store import SessionInfo
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+
+
+def _matches(name: str, text: str) -> None:
+    path = SNAPSHOTS / name
+    if os.environ.get("CARRYALL_UPDATE_SNAPSHOTS"):
+        path.write_text(text)
+    assert text == path.read_text(), f"differs from {path} (CARRYALL_UPDATE_SNAPSHOTS=1 rewrites)"
+
+
+def _fits(text: str) -> None:
+    for line in text.splitlines():
+        assert len(line) <= 80, line
+
+
+def test_run_help_at_80_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    _fits(result.stdout)
+    # No range hint beside an option squeezes the descriptions into a narrow column.
+    assert "[x>=" not in result.stdout
+    _matches("run_help_80.txt", result.stdout)
+
+
+def _info(session_id: str, model: str, title: str, minutes: int) -> SessionInfo:
+    now = datetime.now(UTC)
+    meta = SessionMeta(
+        id=session_id, created=now - timedelta(hours=1), backend="local", model=model, title=title
+    )
+    return SessionInfo(meta=meta, turns=6, updated=now - timedelta(minutes=minutes))
+
+
+def _infos() -> list[SessionInfo]:
+    return [
+        _info(
+            "20261205-001617-75569d",
+            "SmolLM2-135M-Instruct.Q4_1.gguf",
+            "Use the list_dir tool to list the files in the workspace.",
+            3,
+        ),
+        _info("20261204-231500-0a1b2c", "tiny", "Summarise notes.txt", 70),
+    ]
+
+
+def test_sessions_list_at_80_columns_cuts_neither_model_nor_id() -> None:
+    infos = _infos()
+    table = _sessions_table(infos, 80)
+    _fits(table)
+    assert "local/SmolLM2-135M-Instruct.Q4_1.gguf" in table
+    assert all(info.meta.id in table for info in infos)
+    _matches("sessions_list_80.txt", table + "\n")
+
+
+def test_sessions_list_at_60_columns_still_keeps_every_id_whole() -> None:
+    infos = _infos()
+    table = _sessions_table(infos, 60)
+    for line in table.splitlines():
+        assert len(line) <= 60, line
+    assert all(info.meta.id in table for info in infos)
