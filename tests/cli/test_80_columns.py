@@ -9,10 +9,12 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+from carryall._commands.chat import COMMANDS
 from carryall._commands.sessions import _sessions_table
 from carryall.cli import app
 from carryall.sessions import SessionMeta
@@ -77,3 +79,65 @@ def test_sessions_list_at_60_columns_still_keeps_every_id_whole() -> None:
     for line in table.splitlines():
         assert len(line) <= 60, line
     assert all(info.meta.id in table for info in infos)
+
+
+def test_local_install_progress_at_80_columns_folds_its_messages_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from carryall import local
+    from carryall._commands import local as local_commands
+
+    message = (
+        "downloaded SmolLM2-135M-Instruct.Q4_1.gguf from the carryall-model wheel, "
+        "checked against its pinned sha256 digest"
+    )
+
+    def fake_install(progress: Any, **_: Any) -> None:
+        progress(local.InstallProgress("download-model", "start", "fetching"))
+        progress(local.InstallProgress("download-model", "done", message))
+
+    monkeypatch.setattr(local_commands.local, "install", fake_install)
+    monkeypatch.setattr(local_commands, "_print_status", lambda console, result: None)
+    result = CliRunner().invoke(app, ["local", "install"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    _fits(result.stdout)
+    # The last frame printed holds the message whole, folded within its column.
+    words = " ".join(result.stdout.split())
+    assert all(word in words for word in message.split()), result.stdout
+
+
+def _chat_screen(command: str, tools: list[Any]) -> list[str]:
+    import io
+
+    from rich.console import Console
+
+    from carryall._commands.chat import _Chat
+    from carryall.agent import Agent
+    from tests.test_agent import ScriptedBackend
+
+    err = Console(file=io.StringIO(), width=80, color_system=None, highlight=False)
+    chat = _Chat(Agent(ScriptedBackend(), tools=tools), None, err, err)  # type: ignore[arg-type]
+    chat.command(command)
+    return err.file.getvalue().splitlines()  # type: ignore[attr-defined]
+
+
+def test_chat_help_keeps_every_wrapped_line_indented_at_80_columns() -> None:
+    lines = _chat_screen("/help", [])
+    _fits("\n".join(lines))
+    assert len(lines) > len(COMMANDS)
+    for line in lines:
+        assert line.startswith("  "), line
+
+
+def test_chat_tools_wraps_a_long_description_in_its_column() -> None:
+    def look_around(path: str) -> str:
+        """Look around the given path and report, in plain words, every file and folder found
+        there together with its size, its kind and when it was last changed."""
+        return path
+
+    lines = _chat_screen("/tools", [look_around])
+    _fits("\n".join(lines))
+    assert len(lines) >= 2, lines
+    column = lines[0].index("Look around")
+    for line in lines[1:]:
+        assert line[:column].strip() == "" and line[column] != " ", line

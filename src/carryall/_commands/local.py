@@ -88,14 +88,15 @@ def install(
     console = Console(highlight=False)
     tasks: dict[str, TaskID] = {}
     with Progress(
-        # The description goes last: a narrow terminal cuts the message, not the bar.
+        # The description goes last and wraps in its own column: a narrow
+        # terminal folds the message under itself, losing none of it.
         SpinnerColumn(),
         BarColumn(bar_width=20),
         TextColumn("{task.percentage:>3.0f}%"),
         TimeElapsedColumn(),
         TextColumn(
             "{task.description}",
-            table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"),
+            table_column=Column(ratio=1, no_wrap=False, overflow="fold"),
         ),
         console=console,
         expand=True,
