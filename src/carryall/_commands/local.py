@@ -77,7 +77,7 @@ def install(
 ) -> None:
     """Install llama.cpp's server and fetch the SmolLM2 model (skips what is already done).
 
-    By default pip installs the prebuilt xllamacpp wheel (the `carryall[local]`
+    By default pip installs the prebuilt xllamacpp wheel (the `carryall\\[local]`
     extra, 34 MB) into this Python: about a minute. `--build` compiles
     llama-server instead; it needs cmake and a C/C++ compiler and takes about
     a quarter of an hour on two cores. Each step is verified, so running it

@@ -104,6 +104,19 @@ def _clear_errors(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def _reader(func: Callable[P, R]) -> Callable[P, R]:
+    """A command that only reads: a broken config file is a warning naming it, not a stop."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        from carryall.config import reading_past_a_broken_config
+
+        with reading_past_a_broken_config(lambda message: warn_damage([message])):
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
 def _store(location: str | None) -> AnyStore:
     from carryall.sessions import open_store
 
@@ -145,6 +158,7 @@ def _wire_export(store: str | None, session_id: str, fmt: WireFormat) -> tuple[s
 
 
 @_clear_errors
+@_reader
 def list_sessions(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON list instead of a table.")
@@ -267,6 +281,7 @@ def _sessions_table(infos: list[SessionInfo], width: int | None) -> str:
 
 
 @_clear_errors
+@_reader
 def show(
     session_id: SessionId,
     fmt: Annotated[
@@ -289,6 +304,7 @@ def show(
 
 
 @_clear_errors
+@_reader
 def export(
     session_id: SessionId,
     output: Annotated[
@@ -475,7 +491,7 @@ def redact(
             "--pattern",
             "-p",
             metavar="REGEX",
-            help="A Python regular expression; every match becomes [redacted].",
+            help="A Python regular expression; every match becomes \\[redacted].",
         ),
     ],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
@@ -487,7 +503,7 @@ def redact(
     the transcript is rewritten, so the string is gone for good. Signatures
     and image bytes are never searched; signed thinking that matches loses
     its signature. New events are redacted as they are written (built-in
-    API key shapes plus the config file's [redact] patterns).
+    API key shapes plus the config file's \\[redact] patterns).
 
     Example: carryall sessions redact last -p 'corp-[0-9a-f]{32}'
     """
@@ -555,6 +571,7 @@ def copy(
 
 
 @_clear_errors
+@_reader
 def recall(
     query: Annotated[
         list[str] | None,
@@ -639,6 +656,7 @@ def recall(
 
 
 @_clear_errors
+@_reader
 def tui(location: StoreOption = None) -> None:
     """Browse sessions in the terminal: the list, a transcript, and a recall search box.
 
