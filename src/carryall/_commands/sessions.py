@@ -291,7 +291,8 @@ def show(
         bool,
         typer.Option(
             "--embed-images",
-            help="html/json: include image bytes (data: URIs, base64) instead of placeholders.",
+            help="json: include image bytes (base64) beside the placeholders. The html page "
+            "always shows the pictures it holds, inline, so it is self-contained.",
         ),
     ] = False,
     location: StoreOption = None,
