@@ -41,3 +41,21 @@ def test_another_backend_hears_no_such_note(
     _local(monkeypatch, "openai")
     result = invoke("run", "hi", "-w", str(tmp_path), "--tools", "none")
     assert result.exit_code == 0 and "135M" not in result.stderr
+
+
+def test_a_model_that_cannot_see_is_not_offered_view_image_by_default(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path / "home"))
+    opened: list[ScriptedBackend] = []
+
+    def fake_open(setup: Any) -> ScriptedBackend:
+        opened.append(ScriptedBackend(say("ok"), say("ok"), vision=False))
+        return opened[-1]
+
+    monkeypatch.setattr(agent_commands, "_open_backend", fake_open)
+    assert invoke("run", "hi", "-w", str(tmp_path)).exit_code == 0
+    assert [t.name for t in opened[-1].requests[0].tools] == ["read_file", "list_dir"]
+    # Asked for by name, it is offered: the person knows what they asked.
+    assert invoke("run", "hi", "-w", str(tmp_path), "-t", "view_image").exit_code == 0
+    assert [t.name for t in opened[-1].requests[0].tools] == ["view_image"]

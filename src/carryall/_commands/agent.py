@@ -133,7 +133,8 @@ ToolsOption = Annotated[
         help=(
             "Built-in tools to offer, comma-separated, from: "
             f"{', '.join(BUILTIN_TOOL_NAMES)}; 'none' offers none. "
-            f"Default: a resumed session's own, else {', '.join(DEFAULT_TOOL_NAMES)}."
+            f"Default: a resumed session's own, else {', '.join(DEFAULT_TOOL_NAMES)} "
+            "(view_image only for a model that can see)."
         ),
         show_default=False,
     ),
@@ -470,6 +471,11 @@ def _opened(
                 if prompt is not None and not setup.no_record:
                     _record_failed_open(setup, session, system, tools, prompt, str(exc))
                 raise
+            if setup.tools is None and not backend.capabilities.vision:
+                # Offered by default only to a model that can see the
+                # picture it returns: a blind one gets nothing from it but a
+                # tool to call by mistake (a small model does, with any name).
+                tools = [t for t in tools if t.name != "view_image"]
             if backend.name == "local":
                 _note_demonstration_model(err)
             if history:
