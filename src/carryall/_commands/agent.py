@@ -224,7 +224,7 @@ ContinueOption = Annotated[
     typer.Option(
         "--continue",
         "-c",
-        help="Continue the latest session (the first row of `carryall sessions list`).",
+        help="Continue the session used last (the first row of `carryall sessions list`).",
     ),
 ]
 SessionOption = Annotated[

@@ -164,11 +164,11 @@ def list_sessions(
         bool, typer.Option("--json", help="Print a JSON list instead of a table.")
     ] = False,
     limit: Annotated[
-        int | None, typer.Option("--limit", "-n", help="Show only the N newest sessions.")
+        int | None, typer.Option("--limit", "-n", help="Show only the N sessions used last.")
     ] = None,
     location: StoreOption = None,
 ) -> None:
-    """List sessions, newest first: id, age, turns, backend/model, title.
+    """List sessions, the one used last first: id, age, turns, backend/model, title.
 
     Turns count the messages of each session's current history; age is since
     it was last written. The table fits the terminal (titles cut with an

@@ -329,7 +329,7 @@ class PostgresStore:
     def list(
         self, *, on_error: Callable[[TranscriptError], None] | None = None
     ) -> builtins.list[SessionInfo]:
-        """Every session, newest first, from the session rows alone."""
+        """Every session, the one written last first, from the session rows alone."""
 
         def rows(conn: psycopg.Connection[Any]) -> builtins.list[tuple[Any, ...]]:
             return conn.execute(

@@ -141,7 +141,7 @@ class AnyStore(Protocol):
     def list(
         self, *, on_error: Callable[[TranscriptError], None] | None = None
     ) -> builtins.list[SessionInfo]:
-        """Every session, newest first; an unreadable one goes to `on_error` when given."""
+        """Every session, the one written last first; an unreadable one goes to `on_error`."""
 
     def resolve(self, session_id: str) -> str:
         """The full id of a session named by its id or a unique prefix of it."""

@@ -289,7 +289,7 @@ class SessionStore:
     def list(
         self, *, on_error: Callable[[TranscriptError], None] | None = None
     ) -> list[SessionInfo]:
-        """Every session, newest first.
+        """Every session, the one written last first (`last`).
 
         Reads each transcript's header, first titled event and last line
         only, so listing does not grow with transcript length. A transcript
