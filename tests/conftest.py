@@ -1,4 +1,4 @@
-"""Fixtures shared by the session store tests: a real PostgreSQL server, and every store."""
+"""Fixtures shared by the tests: a plain environment, a real PostgreSQL server, every store."""
 
 from __future__ import annotations
 
@@ -8,9 +8,21 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.peers import peer_missing
 from tests.support.postgres_server import Server, binaries
 
 _databases = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No `COLUMNS`/`LINES` from the runner: an xdist worker has them set to 80x24.
+
+    A test that wants a width says so; one that wants none must see none,
+    however the suite is run.
+    """
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
 
 
 @pytest.fixture(scope="session")
@@ -18,9 +30,9 @@ def postgres_server() -> Iterator[Server]:
     """One PostgreSQL server for the whole run, from the machine's packages, stopped at the end."""
     bin_dir = binaries()
     if bin_dir is None:
-        pytest.skip(
-            "no PostgreSQL server binaries (initdb) on this machine; "
-            "`apt-get install postgresql` (.ci/run does) to run the PostgreSQL store tests"
+        peer_missing(
+            "no PostgreSQL server binaries (initdb) on this machine",
+            "apt-get install postgresql",
         )
     pytest.importorskip("psycopg", reason="the PostgreSQL store needs carryall[postgres]")
     server = Server(bin_dir)

@@ -112,9 +112,6 @@ _SUCCESS_REPEATS = 2
 """Times the same call may give the same successful result before the model
 is asked to answer: the second time already told it nothing new."""
 
-_SAME_OUTPUT_AT: Final = 200
-"""Characters past which a repeated call's identical output in one round is named, not repeated."""
-
 
 def default_budget(backend_name: str) -> tuple[int, int]:
     """`(max_steps, max_tokens)` for a backend: short on the embedded one, else today's."""
@@ -585,16 +582,24 @@ class Agent:
 
         Returns each call's output, in the calls' order.
 
+        A call made again in the same round with the same arguments (small
+        models write one call four times) runs once: its output answers
+        every id, and it is shown once, as it was run once.
+
         Workers are daemon threads: a call that times out, or that is
         abandoned by Ctrl-C, cannot be killed, but it must not keep the
         process alive or hold up the answer to the calls that did finish.
         """
-        futures: list[concurrent.futures.Future[ToolOutput]] = []
+        first_of: dict[tuple[str, str], int] = {}
+        runs = [first_of.setdefault((c.name, _canonical(c.input)), i) for i, c in enumerate(calls)]
+        futures: dict[int, concurrent.futures.Future[ToolOutput]] = {}
         outputs: list[ToolOutput | None] = [None] * len(calls)
         try:
-            for call in calls:
+            for i, call in enumerate(calls):
+                if runs[i] != i:
+                    continue
                 future: concurrent.futures.Future[ToolOutput] = concurrent.futures.Future()
-                futures.append(future)
+                futures[i] = future
                 self._emit(ToolCallStarted(call))
                 tool = self.tools.get(call.name)
                 if tool is None:
@@ -607,8 +612,8 @@ class Agent:
                     daemon=True,
                 )
                 worker.start()
-            index_of = {id(f): i for i, f in enumerate(futures)}
-            pending = set(futures)
+            index_of = {id(f): i for i, f in futures.items()}
+            pending = set(futures.values())
             deadline = time.monotonic() + self.tool_timeout
             while pending:
                 remaining = deadline - time.monotonic()
@@ -624,20 +629,21 @@ class Agent:
         except BaseException:
             # Ctrl-C (or a failing display) mid-round: answer every call that
             # has no result yet, so the history left behind stays valid.
-            for i, call in enumerate(calls):
+            for i in sorted(set(runs)):
                 if outputs[i] is None:
                     outputs[i] = ToolOutput("interrupted before the tool finished", is_error=True)
-                    self._finished(call, outputs[i], quiet=True)
-            self._append_results(calls, outputs)
+                    self._finished(calls[i], outputs[i], quiet=True)
+            self._append_results(calls, [outputs[first] for first in runs])
             raise
-        for i, call in enumerate(calls):
+        for i in futures:
             if outputs[i] is None:
                 outputs[i] = ToolOutput(
                     f"timed out after {_seconds(self.tool_timeout)}", is_error=True
                 )
-                self._finished(call, outputs[i])
-        self._append_results(calls, outputs)
-        return [output for output in outputs if output is not None]
+                self._finished(calls[i], outputs[i])
+        answered = [outputs[first] for first in runs]
+        self._append_results(calls, answered)
+        return [output for output in answered if output is not None]
 
     def _repeated_call(
         self,
@@ -687,24 +693,27 @@ class Agent:
     def _append_results(self, calls: list[ToolUse], outputs: list[ToolOutput | None]) -> None:
         """Append the round's results (and what its tools made, after them) as one message.
 
-        A call made twice in one round with the same arguments and the same
-        long output (small models do this) answers the second time with a
-        line naming the first: the same words, once, in a context that
-        may have room for them only once.
+        A call made again in one round with the same arguments and the same
+        output (small models do this) answers every later time with a line
+        naming the first: the model reads the output once, in a context that
+        may have room for it only once, and what the tool made goes once.
         """
         results: list[ToolResult] = []
         images: list[Image | Document] = []
         first_of: dict[tuple[str, str, str, bool], str] = {}
+        kept: list[ToolOutput] = []
         for call, output in zip(calls, outputs, strict=True):
             assert output is not None  # every slot is filled before this is called
             text = output.text
             key = (call.name, _canonical(call.input), text, output.is_error)
-            if len(text) > _SAME_OUTPUT_AT and not output.images and key in first_of:
+            if key in first_of:
                 text = f"(the same output as for {first_of[key]}: the same call in this round)"
-            first_of.setdefault(key, call.id)
+            else:
+                first_of[key] = call.id
+                kept.append(output)
+                images.extend(output.images)
             results.append(ToolResult(call.id, text, output.is_error))
-            images.extend(output.images)
-        images.extend(d for output in outputs if output is not None for d in output.documents)
+        images.extend(d for output in kept for d in output.documents)
         self.messages.append(Message.tool_results(results, images))
 
     def _finished(self, call: ToolUse, output: ToolOutput | None, *, quiet: bool = False) -> None:

@@ -45,6 +45,9 @@ shared without leaking one.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Final
 
@@ -64,6 +67,7 @@ __all__ = [
     "RedactSettings",
     "config_path",
     "load_config",
+    "reading_past_a_broken_config",
 ]
 
 BACKEND_NAMES: Final = (
@@ -198,6 +202,35 @@ def config_path() -> Path:
     return paths.config_dir() / CONFIG_FILENAME
 
 
+_past_broken: ContextVar[Callable[[str], None] | None] = ContextVar(
+    "carryall_past_broken_config", default=None
+)
+
+
+@contextmanager
+def reading_past_a_broken_config(warn: Callable[[str], None]) -> Iterator[None]:
+    """Within: a broken config file is one warning naming it, then read as empty.
+
+    For the commands that only show things (`paths`, the session readers):
+    a person fixing a typo in the file must still be able to ask where it
+    is and read what was recorded. Commands that send or write keep
+    refusing a broken file, since ignoring it could send a request, or
+    write a secret its `[redact]` table would have cut, somewhere unintended.
+    """
+    said: set[str] = set()
+
+    def once(message: str) -> None:
+        if message not in said:
+            said.add(message)
+            warn(message)
+
+    token = _past_broken.set(once)
+    try:
+        yield
+    finally:
+        _past_broken.reset(token)
+
+
 def load_config(path: Path | None = None) -> Config:
     """Read the config file at `path` (default `config_path()`); empty when there is none.
 
@@ -206,8 +239,19 @@ def load_config(path: Path | None = None) -> Config:
     wrong type, an unknown key or an unknown backend name is a
     `CarryallError` naming the file and the key: a typo in a config file
     that silently did nothing would send requests somewhere unintended.
+    Inside `reading_past_a_broken_config` it is a warning instead.
     """
-    path = config_path() if path is None else path
+    try:
+        return _read_config(config_path() if path is None else path)
+    except CarryallError as exc:
+        warn = _past_broken.get()
+        if warn is None:
+            raise
+        warn(f"{exc}; fix that file (read as empty until then)")
+        return Config()
+
+
+def _read_config(path: Path) -> Config:
     try:
         raw = read_regular(path)
     except FileNotFoundError:

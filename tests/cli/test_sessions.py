@@ -88,20 +88,24 @@ def test_show_says_placeholder_and_never_base64(home: Path, app: typer.Typer, fm
     session_id = _session(home)
     code, out, _ = _run(app, "sessions", "show", session_id, "--format", fmt)
     assert code == 0
-    assert B64[:24] not in out
+    # The HTML page is self-contained: the picture's bytes are in it, as its
+    # image's data: URI and nowhere else.
+    shown = out.replace(f'src="data:image/png;base64,{B64}"', "") if fmt == "html" else out
+    assert B64[:24] not in shown
     expected = PLACEHOLDER if fmt != "json" else json.dumps(PLACEHOLDER)[1:-1]
     assert expected in out
     assert "drawn OK" in out and "think first" in out and "box" in out
 
 
-def test_show_html_is_self_contained_and_can_embed_images(home: Path, app: typer.Typer) -> None:
+def test_show_html_is_self_contained_and_embeds_its_images(home: Path, app: typer.Typer) -> None:
     session_id = _session(home)
-    _, plain, _ = _run(app, "sessions", "show", session_id, "-f", "html")
-    assert plain.startswith("<!DOCTYPE html>")
-    assert "<script" not in plain and "http://" not in plain and "https://" not in plain
+    _, page, _ = _run(app, "sessions", "show", session_id, "-f", "html")
+    assert page.startswith("<!DOCTYPE html>")
+    assert "<script" not in page and "http://" not in page and "https://" not in page
+    assert f'src="data:image/png;base64,{B64}"' in page
+    assert PLACEHOLDER in page  # still named, as alt text and caption
     _, embedded, _ = _run(app, "sessions", "show", session_id, "-f", "html", "--embed-images")
-    assert f'src="data:image/png;base64,{B64}"' in embedded
-    assert PLACEHOLDER in embedded  # still named, as alt text and caption
+    assert embedded == page
 
 
 def test_show_by_prefix_and_unknown_id_is_one_clear_line(home: Path, app: typer.Typer) -> None:

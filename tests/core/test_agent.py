@@ -696,6 +696,30 @@ def test_the_same_call_twice_in_a_round_answers_the_second_by_naming_the_first()
     assert backend.requests[-1].tool_choice == "none"
 
 
+def test_identical_calls_in_a_round_run_once_are_shown_once_and_answer_every_id() -> None:
+    ran: list[str] = []
+
+    def list_things(path: str) -> str:
+        """List the things at path."""
+        ran.append(path)
+        return "a.txt b.txt"
+
+    same = {"path": "."}
+    uses = [ToolUse(f"c{i}", "list_things", same) for i in range(4)]
+    backend = ScriptedBackend(call(*uses, ToolUse("c4", "list_things", {"path": "x"})), say("ok"))
+    events: list[AgentEvent] = []
+    agent = Agent(backend, tools=[list_things], on_event=events.append)
+    agent.send("go")
+    assert sorted(ran) == [".", "x"]
+    started = [e.call.id for e in events if isinstance(e, ToolCallStarted)]
+    finished = [e.call.id for e in events if isinstance(e, ToolCallFinished)]
+    assert started == finished == ["c0", "c4"]
+    results = agent.messages[2].tool_results_in()
+    assert [r.tool_use_id for r in results] == ["c0", "c1", "c2", "c3", "c4"]
+    # The model reads the short listing once, not four times.
+    assert [r.content.count("a.txt b.txt") for r in results] == [1, 0, 0, 0, 1]
+
+
 def test_a_hosted_models_context_comes_from_the_table_and_a_given_one_wins() -> None:
     assert Agent(ScriptedBackend(model="claude-haiku-4-5")).context_window == 200_000
     assert Agent(ScriptedBackend(model="scripted-1")).context_window is None

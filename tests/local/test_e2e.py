@@ -37,6 +37,7 @@ from tests.support.local import (
 )
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(
         not LOCAL_STATUS.ready,
         reason=(

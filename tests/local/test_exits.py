@@ -35,6 +35,7 @@ _KINDS = [
 ]
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(not _STATUS.ready, reason="the local backend is not installed"),
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="processes read from /proc"),
     pytest.mark.timeout(300),

@@ -32,6 +32,7 @@ _KINDS = [
 ]
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(not _STATUS.model_installed, reason="the model is not installed"),
     pytest.mark.skipif(not _KINDS, reason="no local server is installed"),
     pytest.mark.timeout(300),

@@ -307,20 +307,24 @@ def client(server: LocalServer) -> Iterator[httpx2.Client]:
         yield http
 
 
+@pytest.mark.slow
 def test_server_answers_health(client: httpx2.Client) -> None:
     assert client.get("/health").status_code == 200
 
 
+@pytest.mark.slow
 def test_capabilities_come_from_props(server: LocalServer) -> None:
     assert server.props["modalities"]["vision"] is False
     assert server.capabilities == Capabilities(vision=False, native_tools=False, thinking=False)
     assert server.props["default_generation_settings"]["n_ctx"] == 4096
 
 
+@pytest.mark.slow
 def test_server_listens_on_loopback_only(server: LocalServer) -> None:
     assert server.base_url.startswith("http://127.0.0.1:")
 
 
+@pytest.mark.slow
 def test_chat_completion_answers(client: httpx2.Client) -> None:
     answer = client.post(
         "/v1/chat/completions",
@@ -335,6 +339,7 @@ def test_chat_completion_answers(client: httpx2.Client) -> None:
     assert choice["finish_reason"] in ("stop", "length")
 
 
+@pytest.mark.slow
 def test_messages_endpoint_answers_in_anthropic_dialect(client: httpx2.Client) -> None:
     answer = client.post(
         "/v1/messages",
@@ -353,6 +358,7 @@ def test_messages_endpoint_answers_in_anthropic_dialect(client: httpx2.Client) -
     assert body["usage"]["input_tokens"] > 0
 
 
+@pytest.mark.slow
 def test_image_part_is_refused(client: httpx2.Client) -> None:
     answer = client.post(
         "/v1/chat/completions",
@@ -376,6 +382,7 @@ def test_image_part_is_refused(client: httpx2.Client) -> None:
     assert "image input is not supported" in answer.text
 
 
+@pytest.mark.slow
 def test_shared_server_is_one_per_process(server: LocalServer) -> None:
     found: list[LocalServer] = []
     lock = threading.Lock()
@@ -406,6 +413,7 @@ def _kill(target: LocalServer) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_crashed_server_restarts_once_then_reports() -> None:
     _require_installed()
     own = LocalServer()
@@ -431,6 +439,7 @@ def test_crashed_server_restarts_once_then_reports() -> None:
             own.log_path.unlink(missing_ok=True)
 
 
+@pytest.mark.slow
 def test_closing_stops_the_process() -> None:
     _require_installed()
     with LocalServer() as own:
@@ -442,6 +451,7 @@ def test_closing_stops_the_process() -> None:
         os.kill(pid, 0)
 
 
+@pytest.mark.slow
 def test_server_that_exits_at_start_reports_its_output(tmp_path: Path) -> None:
     _require_installed()
     broken = tmp_path / "broken.gguf"

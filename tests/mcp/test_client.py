@@ -28,6 +28,8 @@ from tests.support.agent import ScriptedBackend, call, say
 from tests.support.mcp_peer import everything_server
 from tests.support.sdk_openai import check_openai_request
 
+pytestmark = pytest.mark.slow
+
 _ANTHROPIC = TypeAdapter(MessageCreateParamsNonStreaming)
 
 

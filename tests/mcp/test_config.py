@@ -108,6 +108,7 @@ def _carryall(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_mcp_list_shows_each_servers_tools_and_one_line_per_failure(tmp_path: Path) -> None:
     pytest.importorskip("mcp")
     everything = everything_server()

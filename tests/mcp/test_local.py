@@ -21,6 +21,7 @@ __all__ = ["recording_proxy"]  # the fixture, used below by name
 _STATUS = local.status()
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(
         not _STATUS.ready, reason="the local backend is not installed; run `carryall local install`"
     ),

@@ -20,6 +20,8 @@ from mcp.client.stdio import stdio_client
 from carryall import local
 from tests.support.local import PNG_1X1, local_env
 
+pytestmark = pytest.mark.slow
+
 _STATUS = local.status()
 
 

@@ -389,7 +389,7 @@ def test_describe_tools_teaches_the_convention_and_lists_every_tool() -> None:
 
 def test_describe_tools_constrained_describes_the_json_shapes() -> None:
     text = describe_tools(TOOLS, constrained=True)
-    assert '{"tool_calls": [' in text and '{"response": ' in text
+    assert '{"tool_calls": [' in text and 'key is "response"' in text
     assert CALL_OPEN not in text
 
 

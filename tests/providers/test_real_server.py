@@ -27,7 +27,7 @@ from carryall.providers import openai as openai_codec
 from carryall.providers import prompt as prompt_codec
 from tests.support.goldens import GOLDENS, TOOLS
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 MAX_TOKENS = 24
 

@@ -25,7 +25,7 @@ from carryall.transport.responses import ResponsesBackend
 from tests.support.goldens import GOLDENS, TOOLS
 from tests.support.sdk_wires import check_responses_request
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 MAX_TOKENS = 24
 

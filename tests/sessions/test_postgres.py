@@ -30,6 +30,8 @@ from carryall.sessions.postgres import SCHEMA_VERSION, PostgresStore
 from tests.support.postgres_server import Server
 from tests.support.stores import finish, spawn_writer
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(autouse=True)
 def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

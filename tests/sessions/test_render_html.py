@@ -18,11 +18,18 @@ import pytest
 
 from carryall.blocks import Message, Text
 from carryall.sessions import Store, render_html
+from tests.support.peers import peer_missing
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium is not installed (`.ci/run` installs Debian's chromium)"
-)
+
+
+@pytest.fixture
+def _chromium_present() -> None:
+    if CHROMIUM is None:
+        peer_missing("chromium is not installed", "apt-get install chromium")
+
+
+needs_chromium = pytest.mark.usefixtures("_chromium_present")
 
 RED = (255, 0, 0)
 # If this ran, the page would turn red and say so in its DOM.
@@ -104,6 +111,7 @@ def _pixels(png: bytes) -> tuple[int, int, list[tuple[int, int, int]]]:
     return width, height, pixels  # type: ignore[return-value]
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_dom_after_load_has_markdown_rendered_and_the_script_as_text(tmp_path: Path) -> None:
     dom = _chromium("--dump-dom", _page(tmp_path).as_uri())
@@ -115,6 +123,7 @@ def test_the_dom_after_load_has_markdown_rendered_and_the_script_as_text(tmp_pat
     assert 'href="javascript:' not in dom
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_screenshot_shows_the_page_and_no_script_painted_it(tmp_path: Path) -> None:
     shot = tmp_path / "shot.png"
@@ -128,6 +137,7 @@ def test_the_screenshot_shows_the_page_and_no_script_painted_it(tmp_path: Path) 
     assert sum(1 for p in pixels if p != background) > 2000
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_control_page_shows_the_checks_see_a_script_that_runs(tmp_path: Path) -> None:
     control = tmp_path / "control.html"

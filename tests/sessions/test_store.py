@@ -14,7 +14,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carryall.blocks import Document, Image, Message, Text, Thinking, ToolResult, ToolUse
-from carryall.carrier import Marker, MarkerKind
 from carryall.errors import SessionConflict, TranscriptError
 from carryall.sessions import Store, default_root
 from carryall.sessions import store as store_module

@@ -1,22 +1,23 @@
 """Where the MCP tests find their real peer, `@modelcontextprotocol/server-everything`.
 
 `.ci/run` installs the pinned version with npm into ~/.cache/carryall-ci/npm
-and names its entry point in `CARRYALL_MCP_EVERYTHING`. The tests skip only
-when Node.js is missing; with Node.js but no server they fail, saying how
-to install it, so a CI that forgot the step does not pass by skipping.
+and names its entry point in `CARRYALL_MCP_EVERYTHING`. Without Node.js or
+without the server the tests skip, naming the command that installs it
+(`tests.support.peers`); under `.ci/run` they fail instead, so a CI that
+forgot the step does not pass by skipping.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from carryall.config import McpServer
+from tests.support.peers import peer_missing
 
 _DEFAULT = (
     Path.home()
@@ -24,18 +25,36 @@ _DEFAULT = (
 )
 
 
+_CI_RUN = Path(__file__).resolve().parent.parent / ".ci/run"
+
+
+def pinned_version() -> str:
+    """The reference server's version `.ci/run` pins (read from it: one place says it)."""
+    found = re.search(r"^MCP_EVERYTHING_VERSION=(\S+)$", _CI_RUN.read_text(), re.MULTILINE)
+    if found is None:
+        raise RuntimeError(f"{_CI_RUN} no longer sets MCP_EVERYTHING_VERSION")
+    return found.group(1)
+
+
+def install_command() -> str:
+    """The one command that installs the pinned reference server where the tests look."""
+    return (
+        "npm install --prefix ~/.cache/carryall-ci/npm "
+        f"@modelcontextprotocol/server-everything@{pinned_version()}"
+    )
+
+
 def everything_server() -> McpServer:
-    """The reference server over stdio, or a skip (no Node.js) or a failure (not installed)."""
+    """The reference server over stdio, or a skip (under `.ci/run` a failure) naming its install."""
     node = shutil.which("node")
     if node is None:
-        pytest.skip("Node.js is not installed: the reference MCP server needs it")
+        peer_missing(
+            "Node.js is not installed (the reference MCP server needs it)",
+            "apt-get install nodejs npm",
+        )
     entry = Path(os.environ.get("CARRYALL_MCP_EVERYTHING") or _DEFAULT)
     if not entry.is_file():
-        pytest.fail(
-            f"the reference MCP server is not at {entry}: run .ci/run, or npm install "
-            "@modelcontextprotocol/server-everything into ~/.cache/carryall-ci/npm",
-            pytrace=False,
-        )
+        peer_missing(f"the reference MCP server is not at {entry}", install_command())
     return McpServer(command=node, args=[str(entry), "stdio"], timeout=30)
 
 

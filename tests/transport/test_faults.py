@@ -412,6 +412,7 @@ def _kill_on_first_text(pid: int | None) -> Callable[[str], None]:
     return on_text
 
 
+@pytest.mark.slow
 @real_server
 @pytest.mark.timeout(300)
 def test_real_llama_server_killed_mid_stream_is_a_clear_error_and_history_stays() -> None:
@@ -432,6 +433,7 @@ def test_real_llama_server_killed_mid_stream_is_a_clear_error_and_history_stays(
     assert agent.messages == earlier
 
 
+@pytest.mark.slow
 @real_server
 @pytest.mark.timeout(300)
 def test_real_local_server_killed_mid_stream_is_restarted_and_the_answer_is_whole() -> None:

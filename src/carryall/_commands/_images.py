@@ -23,6 +23,7 @@ from carryall.blocks import (
     Image,
     Message,
     document_media_type,
+    image_media_type,
 )
 from carryall.errors import AttachmentError, BlockError
 from carryall.providers import Request
@@ -63,6 +64,14 @@ def named_image(target: str) -> Image | Document:
     policy = AttachmentPolicy(roots=[path.parent])
     if document_media_type(str(path)) is not None:
         return load_document(str(path), policy)
+    if image_media_type(str(path)) is None:
+        # Said here, where both kinds are taken: the image loader alone
+        # would name only the image extensions.
+        raise AttachmentError(
+            target,
+            "the file name has neither an image extension (png, jpg, jpeg, gif or webp) "
+            "nor a document one (pdf or txt)",
+        )
     return load_image(str(path), policy)
 
 

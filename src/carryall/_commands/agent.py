@@ -63,11 +63,28 @@ _DEFAULT_TOOLS = ",".join(DEFAULT_TOOL_NAMES)
 
 # -- shared options -------------------------------------------------------------
 
+
+def _at_least(minimum: float) -> Callable[[float | None], float | None]:
+    """A check that a number option is at least `minimum`, said in its error only.
+
+    Not click's range type: that prints `[x>=0.001]` beside the name in
+    `--help`, and at 80 columns the descriptions are squeezed to make room.
+    """
+
+    def check(value: float | None) -> float | None:
+        if value is not None and value < minimum:
+            raise typer.BadParameter(f"{value:g} is less than the smallest allowed, {minimum:g}")
+        return value
+
+    return check
+
+
 BackendOption = Annotated[
     str | None,
     typer.Option(
         "--backend",
         "-b",
+        metavar="NAME",
         help=(
             "Backend to talk to: anthropic, openai (Chat Completions), responses (the "
             "OpenAI Responses API), gemini (needs the gemini extra), bedrock (AWS Bedrock "
@@ -82,13 +99,20 @@ BackendOption = Annotated[
 ModelOption = Annotated[
     str | None,
     typer.Option(
-        "--model", "-m", help="Model name (default: the backend's default).", show_default=False
+        "--model",
+        "-m",
+        metavar="NAME",
+        help="Model name (default: the backend's default).",
+        show_default=False,
     ),
 ]
 BaseUrlOption = Annotated[
     str | None,
     typer.Option(
-        "--base-url", help="Server URL, for a self-hosted or proxied backend.", show_default=False
+        "--base-url",
+        metavar="URL",
+        help="Server URL, for a self-hosted or proxied backend.",
+        show_default=False,
     ),
 ]
 SystemOption = Annotated[
@@ -96,6 +120,7 @@ SystemOption = Annotated[
     typer.Option(
         "--system",
         "-s",
+        metavar="TEXT",
         help="System prompt. Starting with @ reads it from a file (@prompt.txt).",
         show_default=False,
     ),
@@ -105,10 +130,12 @@ ToolsOption = Annotated[
     typer.Option(
         "--tools",
         "-t",
+        metavar="NAMES",
         help=(
             "Built-in tools to offer, comma-separated, from: "
             f"{', '.join(BUILTIN_TOOL_NAMES)}; 'none' offers none. "
-            f"Default: a resumed session's own, else {', '.join(DEFAULT_TOOL_NAMES)}."
+            f"Default: a resumed session's own, else {', '.join(DEFAULT_TOOL_NAMES)} "
+            "(view_image only for a model that can see)."
         ),
         show_default=False,
     ),
@@ -125,6 +152,7 @@ WorkspaceOption = Annotated[
     typer.Option(
         "--workspace",
         "-w",
+        metavar="DIR",
         help="Directory the tools may read (and write with --allow-write); nothing outside it.",
         file_okay=False,
         dir_okay=True,
@@ -135,7 +163,8 @@ MaxStepsOption = Annotated[
     int | None,
     typer.Option(
         "--max-steps",
-        min=1,
+        callback=_at_least(1),
+        metavar="N",
         help=(
             "Tool rounds one turn may run; after the last, the model is asked to answer "
             f"without tools. Default: {LOCAL_MAX_STEPS} on the local backend, "
@@ -148,7 +177,8 @@ MaxTokensOption = Annotated[
     int | None,
     typer.Option(
         "--max-tokens",
-        min=1,
+        callback=_at_least(1),
+        metavar="N",
         help=(
             "Output tokens asked for per request; a reply cut there is flagged max_tokens. "
             f"Default: {LOCAL_MAX_TOKENS} on the local backend, {DEFAULT_MAX_TOKENS} elsewhere."
@@ -159,7 +189,10 @@ MaxTokensOption = Annotated[
 ToolTimeoutOption = Annotated[
     float,
     typer.Option(
-        "--tool-timeout", min=0.001, help="Seconds one tool call may run before it fails."
+        "--tool-timeout",
+        callback=_at_least(0.001),
+        metavar="SECONDS",
+        help="Seconds one tool call may run before it fails (more than 0).",
     ),
 ]
 NoVisionOption = Annotated[
@@ -192,7 +225,7 @@ ContinueOption = Annotated[
     typer.Option(
         "--continue",
         "-c",
-        help="Continue the latest session (the first row of `carryall sessions list`).",
+        help="Continue the session used last (the first row of `carryall sessions list`).",
     ),
 ]
 SessionOption = Annotated[
@@ -281,14 +314,17 @@ def run(
     images = _load_images(image or [], err)
     resume = _continued(continue_, session_id, err)
     setup = _Setup.of(locals())
-    with _opened(setup, out, err) as (agent, display):
+    with _opened(setup, out, err, prompt=Message.user(prompt, images)) as (agent, display):
         images = _sendable(images, agent, err)
         start = len(agent.messages)
         try:
             response = agent.send(prompt, images)
         except KeyboardInterrupt:
             display.finish()
-            err.print("[yellow]interrupted[/]: the turn was stopped; the history is intact")
+            keep_interrupted_prompt(agent, start, Message.user(prompt, images))
+            err.print(
+                "[yellow]interrupted[/]: the turn was stopped; your prompt is kept in the session"
+            )
             raise typer.Exit(130) from None
         except CarryallError as exc:
             display.finish()
@@ -390,12 +426,29 @@ class _Setup:
         """The setup from a command's parameters (its `locals()`), one place for both."""
         return cls(**{f.name: options[f.name] for f in fields(cls) if f.name in options})
 
+    def options(self) -> dict[str, int | float | bool]:
+        """The run's settings the command line gave, as a session keeps them for `-c`."""
+        given: dict[str, int | float | bool | None] = {
+            "max_steps": self.max_steps,
+            "max_tokens": self.max_tokens,
+            "tool_timeout": None
+            if self.tool_timeout == DEFAULT_TOOL_TIMEOUT
+            else self.tool_timeout,
+            "no_vision": self.no_vision or None,
+        }
+        return {name: value for name, value in given.items() if value is not None}
+
 
 @contextmanager
-def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, _Display]]:
+def _opened(
+    setup: _Setup, out: Console, err: Console, *, prompt: Message | None = None
+) -> Iterator[tuple[Agent, _Display]]:
     """Open the backend, the session and the agent; close the backend however it ends.
 
-    A failure to open any of them is one `error:` line and exit code 1.
+    A failure to open any of them is one `error:` line and exit code 1. A
+    backend that cannot be opened (no API key, no server at the URL) with a
+    `prompt` waiting leaves that prompt recorded as failed, with the reason,
+    as a request that failed does: every failed run is kept the same way.
     """
     backend: Backend | None = None
     session: AnySession | None = None
@@ -412,15 +465,27 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
                 system = system if setup.system is not None else session.meta.system
             tools = _choose_tools(setup.tools or _DEFAULT_TOOLS, setup.workspace, setup.allow_write)
             toolbox = open_toolbox(setup.mcp, [t.name for t in tools])
-            with err.status("[dim]starting the backend…[/]"):
-                backend = _open_backend(setup)
+            try:
+                with err.status("[dim]starting the backend…[/]"):
+                    backend = _open_backend(setup)
+            except CarryallError as exc:
+                if prompt is not None and not setup.no_record:
+                    _record_failed_open(setup, session, system, tools, prompt, str(exc))
+                raise
+            if setup.tools is None and not backend.capabilities.vision:
+                # Offered by default only to a model that can see the
+                # picture it returns: a blind one gets nothing from it but a
+                # tool to call by mistake (a small model does, with any name).
+                tools = [t for t in tools if t.name != "view_image"]
+            if backend.name == "local":
+                _note_demonstration_model(err)
             if history:
                 history = _fetched_media(history, backend, err)
                 if session is not None:
                     session.continue_from(history)  # recorded onto the session as it is
             if session is None and not setup.no_record:
                 session = _create_session(
-                    setup.store, backend, setup.workspace, system, [t.name for t in tools]
+                    setup, backend.name, backend.model, system, [t.name for t in tools]
                 )
         except CarryallError as exc:
             fail(str(exc), console=err)
@@ -452,6 +517,31 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
             backend.close()
         if session is not None and not setup.no_record:
             err.print(f"[dim]session {shown(session.id)}[/]")
+
+
+def _note_demonstration_model(err: Console) -> None:
+    """Say once, on the first run on `local`, what its model is and how to use a real one.
+
+    Remembered by a file beside the sessions folder, so a fresh
+    `CARRYALL_HOME` hears it again; a folder that cannot be written to
+    hears it every time rather than never.
+    """
+    from carryall import paths
+
+    marker = paths.sessions_dir().parent / "local-model-noted"
+    if marker.exists():
+        return
+    err.print(
+        "[yellow]note:[/] local runs SmolLM2-135M, a 135M demonstration model that is often "
+        "wrong; for real answers set ANTHROPIC_API_KEY or OPENAI_API_KEY, or use "
+        "-b openai --base-url URL for any OpenAI-compatible server",
+        soft_wrap=True,
+    )
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError:
+        pass
 
 
 def _fetched_media(history: list[Message], backend: Backend, err: Console) -> list[Message]:
@@ -514,17 +604,50 @@ def _configured_context(backend: Backend) -> int | None:
 
 
 def _create_session(
-    store: str | None, backend: Backend, workspace: Path, system: str | None, tools: list[str]
+    setup: _Setup, backend: str, model: str, system: str | None, tools: list[str]
 ) -> AnySession:
+    """A new session holding what a continued run needs: backend, URL, model, options, system.
+
+    Never a key: the URL is masked, and keys live only in the environment.
+    """
     from carryall.sessions import open_store
 
-    return open_store(store).create(
-        backend=backend.name,
-        model=backend.model,
-        cwd=workspace.resolve(),
+    return open_store(setup.store).create(
+        backend=backend,
+        model=model,
+        cwd=setup.workspace.resolve(),
         system=system,
         tools=tools,
+        base_url=masked(setup.base_url) if setup.base_url else None,
+        options=setup.options(),
     )
+
+
+def _record_failed_open(
+    setup: _Setup,
+    session: AnySession | None,
+    system: str | None,
+    tools: list[Tool],
+    prompt: Message,
+    error: str,
+) -> None:
+    """Keep a prompt whose backend could not even be opened, marked failed with the reason.
+
+    Best effort: the error the person sees is the backend's, whatever
+    happens here.
+    """
+    from carryall.backends import default_backend_name
+    from carryall.config import load_config
+
+    try:
+        if session is None:
+            name = setup.backend or default_backend_name(load_config())
+            session = _create_session(
+                setup, name, setup.model or "", system, [t.name for t in tools]
+            )
+        session.append([prompt], failed=masked(error))
+    except CarryallError:
+        pass
 
 
 def _open_session(store: str | None, session_id: str) -> AnySession:
@@ -534,7 +657,8 @@ def _open_session(store: str | None, session_id: str) -> AnySession:
 
 
 def _resumed(setup: _Setup, session: AnySession) -> _Setup:
-    """Continue on the session's backend, model and tools unless the command line says otherwise.
+    """Continue on the session's backend, URL, model, options and tools unless the command line
+    says otherwise.
 
     The tools are the built-ins the session offered (`write_file` only with
     --allow-write again: a resumed session never gains write access unasked).
@@ -543,10 +667,29 @@ def _resumed(setup: _Setup, session: AnySession) -> _Setup:
     if setup.tools is None and meta.tools is not None:
         offered = [n for n in meta.tools if n in BUILTIN_TOOL_NAMES and n != "write_file"]
         setup = replace(setup, tools=",".join(offered) or "none")
-    if setup.backend is not None or not meta.backend:
+    kept = meta.options or {}
+    setup = replace(
+        setup,
+        max_steps=setup.max_steps if setup.max_steps is not None else _int(kept, "max_steps"),
+        max_tokens=setup.max_tokens if setup.max_tokens is not None else _int(kept, "max_tokens"),
+        tool_timeout=(
+            float(kept.get("tool_timeout", DEFAULT_TOOL_TIMEOUT))
+            if setup.tool_timeout == DEFAULT_TOOL_TIMEOUT
+            else setup.tool_timeout
+        ),
+        no_vision=setup.no_vision or bool(kept.get("no_vision", False)),
+    )
+    if setup.backend not in (None, meta.backend) or not meta.backend:
+        # Another backend: the session's URL and model were that backend's.
         return setup
     model = setup.model if setup.model is not None else (meta.model or None)
-    return replace(setup, backend=meta.backend, model=model)
+    base_url = setup.base_url if setup.base_url is not None else meta.base_url
+    return replace(setup, backend=meta.backend, model=model, base_url=base_url)
+
+
+def _int(options: dict[str, int | float | bool], name: str) -> int | None:
+    value = options.get(name)
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _read_system(system: str | None) -> str | None:
@@ -560,6 +703,17 @@ def _read_system(system: str | None) -> str | None:
             f"cannot read the system prompt file {str(path)!r}: {exc.strerror}"
         ) from None
     return _utf8(data, f"the system prompt file {str(path)!r}")
+
+
+def keep_interrupted_prompt(agent: Agent, start: int, prompt: Message) -> None:
+    """Keep a prompt whose turn Ctrl-C stopped before its first answer, in history and session.
+
+    The loop takes such a prompt back (the history is as it was before the
+    turn); a person who typed it wants it kept, in `run` as in `chat`.
+    """
+    if len(agent.messages) == start:
+        agent.messages.append(prompt)
+        agent.record()
 
 
 def _keep_failed_prompt(agent: Agent, start: int, prompt: Message, error: str) -> None:

@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
 from rich.console import Console
+from rich.padding import Padding
 
 from carryall._commands._images import named_image, sendable
 from carryall._commands._output import Terminated, print_error, shown
 from carryall._commands.sessions import recorded_in
+from carryall._text import printable
 from carryall.blocks import Document, Image, Message
 from carryall.errors import CarryallError
 
@@ -136,12 +138,13 @@ class _Chat:
         handler(argument)
 
     def _help(self, argument: str) -> None:
-        width = max(len(name) for name in COMMANDS)
-        for name, what in COMMANDS.items():
-            self.err.print(f"  [bold]{shown(name.ljust(width))}[/]  {shown(what)}")
+        _print_columns(self.err, list(COMMANDS.items()))
         self.err.print(
-            "  [dim]Enter sends; Esc then Enter, or a line ending in \\, starts a new line; "
-            "Up recalls earlier lines; Ctrl-C stops a turn (your prompt is kept).[/]"
+            Padding(
+                "[dim]Enter sends; Esc then Enter, or a line ending in \\, starts a new line; "
+                "Up recalls earlier lines; Ctrl-C stops a turn (your prompt is kept).[/]",
+                (0, 0, 0, 2),
+            )
         )
 
     def _image(self, argument: str) -> None:
@@ -174,9 +177,12 @@ class _Chat:
     def _tools(self, argument: str) -> None:
         if not self.agent.tools:
             self.err.print("[dim]no tools are offered (--tools)[/]")
-        for name, tool in self.agent.tools.items():
-            first = tool.spec.description.splitlines()[0] if tool.spec.description else ""
-            self.err.print(f"  [bold]{shown(name)}[/]  {shown(first)}")
+        rows = [
+            (name, tool.spec.description.splitlines()[0] if tool.spec.description else "")
+            for name, tool in self.agent.tools.items()
+        ]
+        if rows:
+            _print_columns(self.err, rows)
 
     def _save(self, argument: str) -> None:
         session = recorded_in(self.agent)
@@ -218,12 +224,10 @@ class _Chat:
         try:
             self.agent.send(text, images)
         except KeyboardInterrupt as exc:
+            from carryall._commands.agent import keep_interrupted_prompt
+
             self.display.finish()
-            if len(self.agent.messages) == start:
-                # The turn's first request never finished, so the loop took
-                # the prompt back; a person who typed it wants it kept.
-                self.agent.messages.append(Message.user(text, images))
-                self.agent.record()
+            keep_interrupted_prompt(self.agent, start, Message.user(text, images))
             if isinstance(exc, Terminated):
                 raise
             self.err.print(
@@ -236,6 +240,22 @@ class _Chat:
             print_error(str(exc), self.err)
             return
         self.display.finish()
+
+
+def _print_columns(console: Console, rows: list[tuple[str, str]]) -> None:
+    """Names and what they do, two columns indented by two: a long line wraps in its column.
+
+    Text, not markup: a tool's name and description are whatever its server said.
+    """
+    from rich.table import Table
+    from rich.text import Text
+
+    grid = Table.grid(padding=(0, 2), pad_edge=False)
+    grid.add_column(no_wrap=True, style="bold")
+    grid.add_column()
+    for name, what in rows:
+        grid.add_row(Text(printable(name)), Text(printable(what)))
+    console.print(Padding(grid, (0, 0, 0, 2)))
 
 
 def converse(

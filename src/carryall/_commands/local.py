@@ -77,7 +77,7 @@ def install(
 ) -> None:
     """Install llama.cpp's server and fetch the SmolLM2 model (skips what is already done).
 
-    By default pip installs the prebuilt xllamacpp wheel (the `carryall[local]`
+    By default pip installs the prebuilt xllamacpp wheel (the `carryall\\[local]`
     extra, 34 MB) into this Python: about a minute. `--build` compiles
     llama-server instead; it needs cmake and a C/C++ compiler and takes about
     a quarter of an hour on two cores. Each step is verified, so running it
@@ -88,14 +88,15 @@ def install(
     console = Console(highlight=False)
     tasks: dict[str, TaskID] = {}
     with Progress(
-        # The description goes last: a narrow terminal cuts the message, not the bar.
+        # The description goes last and wraps in its own column: a narrow
+        # terminal folds the message under itself, losing none of it.
         SpinnerColumn(),
         BarColumn(bar_width=20),
         TextColumn("{task.percentage:>3.0f}%"),
         TimeElapsedColumn(),
         TextColumn(
             "{task.description}",
-            table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"),
+            table_column=Column(ratio=1, no_wrap=False, overflow="fold"),
         ),
         console=console,
         expand=True,

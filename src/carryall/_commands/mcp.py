@@ -32,6 +32,7 @@ McpOption = Annotated[
     Path | None,
     typer.Option(
         "--mcp",
+        metavar="FILE",
         help=(
             'An MCP config file ({"mcpServers": {...}}, as Claude Desktop, Cursor and VS Code '
             "write it) whose servers' tools to offer, beside the config file's mcpServers. "

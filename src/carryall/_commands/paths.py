@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from carryall._commands._output import fail
+from carryall._commands._output import fail, warn_damage
 from carryall._commands.sessions import StoreOption
 from carryall.errors import CarryallError
 
@@ -32,11 +32,13 @@ def show_paths(
     Example: carryall paths --json
     """
     from carryall import paths
-    from carryall.config import config_path
+    from carryall.config import config_path, reading_past_a_broken_config
     from carryall.sessions import open_store
 
     try:
-        store = open_store(location)
+        # Where the config file is must be askable while it is broken.
+        with reading_past_a_broken_config(lambda message: warn_damage([message])):
+            store = open_store(location)
     except CarryallError as exc:
         fail(str(exc))
     found = {

@@ -111,6 +111,19 @@ def recorded_in(agent: Agent) -> AnySession | None:
     return cast("AnySession | None", agent.session)
 
 
+def _reader(func: Callable[P, R]) -> Callable[P, R]:
+    """A command that only reads: a broken config file is a warning naming it, not a stop."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        from carryall.config import reading_past_a_broken_config
+
+        with reading_past_a_broken_config(lambda message: warn_damage([message])):
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
 def _store(location: str | None) -> AnyStore:
     from carryall.sessions import open_store
 
@@ -152,16 +165,17 @@ def _wire_export(store: str | None, session_id: str, fmt: WireFormat) -> tuple[s
 
 
 @_clear_errors
+@_reader
 def list_sessions(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON list instead of a table.")
     ] = False,
     limit: Annotated[
-        int | None, typer.Option("--limit", "-n", help="Show only the N newest sessions.")
+        int | None, typer.Option("--limit", "-n", help="Show only the N sessions used last.")
     ] = None,
     location: StoreOption = None,
 ) -> None:
-    """List sessions, newest first: id, age, turns, backend/model, title.
+    """List sessions, the one used last first: id, age, turns, backend/model, title.
 
     Turns count the messages of each session's current history; age is since
     it was last written. The table fits the terminal (titles cut with an
@@ -225,9 +239,11 @@ def _list_width() -> int | None:
 def _sessions_table(infos: list[SessionInfo], width: int | None) -> str:
     """The sessions as a table `width` columns wide (`None`: as wide as the cells).
 
-    At 80 columns every row keeps its whole id, age and turns and a title of
-    at least 30 characters, cut with an ellipsis; the backend column gives
-    way first.
+    Nothing that names a session is cut: the id, age, turns and
+    backend/model stay whole. When they and 30 characters of title do not
+    fit on one line, each title goes on its own indented line under its
+    row, cut with an ellipsis only there; only a width too narrow for the
+    id, age, turns and backend together cuts the backend.
     """
     now = datetime.now(UTC)
     rows = [
@@ -242,14 +258,16 @@ def _sessions_table(infos: list[SessionInfo], width: int | None) -> str:
     ]
     headers = ("ID", "AGE", "TURNS", "BACKEND", "TITLE")
     natural = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
-    limits: list[int | None] = [None] * len(headers)
+    fixed = sum(natural[:4]) + 2 * 4  # two spaces between columns
+    stacked = width is not None and fixed + min(natural[4], 30) > width
+    shown = headers[:4] if stacked else headers
+    limits: list[int | None] = [None] * len(shown)
     if width is not None:
-        # Two spaces between columns. Id, age and turns are kept whole; the
-        # backend gives way to a title of at least 30 characters, then the
-        # title takes what is left.
-        left = width - sum(natural[:3]) - 2 * (len(headers) - 1)
-        backend = max(len(headers[3]) // 2, min(natural[3], left - 30))
-        limits[3], limits[4] = backend, max(30, left - backend)
+        if stacked:
+            # The backend gives way only when the id, age and turns leave it too little.
+            limits[3] = max(len(headers[3]), width - sum(natural[:3]) - 2 * 3)
+        else:
+            limits[4] = width - fixed
     # Laid out here rather than by a rich `Table`, whose general layout cost
     # many times the reading of the sessions themselves: column by column,
     # each cell padded to the column's width in terminal cells or cut with
@@ -260,9 +278,16 @@ def _sessions_table(infos: list[SessionInfo], width: int | None) -> str:
             limits[i],
             right=header == "TURNS",
         )
-        for i, header in enumerate(headers)
+        for i, header in enumerate(shown)
     ]
-    return "\n".join("  ".join(cells).rstrip() for cells in zip(*columns, strict=True))
+    lines = ["  ".join(cells).rstrip() for cells in zip(*columns, strict=True)]
+    if not stacked or width is None:
+        return "\n".join(lines)
+    out = [lines[0]]
+    for line, row in zip(lines[1:], rows, strict=True):
+        [title] = _column([printable(row[4], keep="")], max(1, width - 2), right=False)
+        out += [line, f"  {title.rstrip()}"]
+    return "\n".join(out)
 
 
 def _column(cells: list[str], limit: int | None, *, right: bool) -> list[str]:
@@ -287,6 +312,7 @@ def _column(cells: list[str], limit: int | None, *, right: bool) -> list[str]:
 
 
 @_clear_errors
+@_reader
 def show(
     session_id: SessionId,
     fmt: Annotated[
@@ -296,7 +322,8 @@ def show(
         bool,
         typer.Option(
             "--embed-images",
-            help="html/json: include image bytes (data: URIs, base64) instead of placeholders.",
+            help="json: include image bytes (base64) beside the placeholders. The html page "
+            "always shows the pictures it holds, inline, so it is self-contained.",
         ),
     ] = False,
     location: StoreOption = None,
@@ -309,6 +336,7 @@ def show(
 
 
 @_clear_errors
+@_reader
 def export(
     session_id: SessionId,
     output: Annotated[
@@ -495,7 +523,7 @@ def redact(
             "--pattern",
             "-p",
             metavar="REGEX",
-            help="A Python regular expression; every match becomes [redacted].",
+            help="A Python regular expression; every match becomes \\[redacted].",
         ),
     ],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
@@ -507,7 +535,7 @@ def redact(
     the transcript is rewritten, so the string is gone for good. Signatures
     and image bytes are never searched; signed thinking that matches loses
     its signature. New events are redacted as they are written (built-in
-    API key shapes plus the config file's [redact] patterns).
+    API key shapes plus the config file's \\[redact] patterns).
 
     Example: carryall sessions redact last -p 'corp-[0-9a-f]{32}'
     """
@@ -575,6 +603,7 @@ def copy(
 
 
 @_clear_errors
+@_reader
 def recall(
     query: Annotated[
         list[str] | None,
@@ -716,6 +745,7 @@ class _Indexing:
 
 
 @_clear_errors
+@_reader
 def tui(location: StoreOption = None) -> None:
     """Browse sessions in the terminal: the list, a transcript, and a recall search box.
 

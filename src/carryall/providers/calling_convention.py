@@ -166,8 +166,10 @@ def describe_tools(
             '{"tool_calls": [{"name": "<tool name>", "arguments": {<arguments>}}]}',
             "with one entry per call: you may call several tools at once. "
             "The arguments must match the tool's JSON schema.",
-            "To answer without a tool, answer:",
-            '{"response": "<your answer>"}',
+            # No placeholder to fill in here: the grammar lets any string
+            # through, and a small model copies a placeholder word for word.
+            'To answer without a tool, answer with a JSON object whose only key is "response" '
+            "and whose value is your whole answer to the user, as a string.",
         ]
     else:
         lines += [

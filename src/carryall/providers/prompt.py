@@ -447,6 +447,10 @@ def _read_constrained(content: str, salt: str, *, cut: bool) -> tuple[str, list[
         if reader.started:
             # Cut short (the token limit): the response text so far is the answer.
             return reader.text(), [], 0
+        if cut and not reader.failed:
+            # Cut inside the envelope itself (`{"resp`): no word of the
+            # answer arrived, and the envelope is not one.
+            return "", [], 0
         if '"tool_calls"' in stripped[:64]:
             if cut:
                 return "", [], 1

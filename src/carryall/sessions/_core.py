@@ -48,6 +48,7 @@ __all__ = [
     "SessionInfo",
     "blob_loader",
     "configured_redactor",
+    "last_used_first",
     "storable",
     "writable",
 ]
@@ -57,7 +58,7 @@ log = lazy_logger("carryall.sessions")
 _NOTE = "(its bytes are missing from the session store)"
 
 LAST: Final = "last"
-"""The session id that names the newest session, in every command that takes one."""
+"""The session id that names the session used last, in every command that takes one."""
 
 
 class MissingBlob(TranscriptError):
@@ -265,3 +266,11 @@ def blob_loader(where: str, get_blob: Callable[[str], bytes]) -> BlobLoader:
             raise TranscriptError(f"{where}: stored blob {stored.sha256}: {exc}") from None
 
     return load
+
+
+def last_used_first(info: SessionInfo) -> tuple[datetime, datetime, str]:
+    """The sort key that puts the session used last first (reversed): its last write.
+
+    The AGE a list shows is the same write, so the top row is `last`.
+    """
+    return (info.updated, info.meta.created, info.meta.id)

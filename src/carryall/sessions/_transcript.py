@@ -93,6 +93,10 @@ class SessionMeta(msgspec.Struct, frozen=True, omit_defaults=True):
     """Where an imported history came from (`openai messages from chat.json`); None if run here."""
     tools: tuple[str, ...] | None = None
     """The tools a run offered, by name, so a resumed run offers them again; None if unknown."""
+    base_url: str | None = None
+    """The backend's base URL the run was given (never a key), so a resumed run goes there."""
+    options: dict[str, int | float | bool] | None = None
+    """The run's settings the command line gave (`max_tokens`, `no_vision`, ...), kept alike."""
 
 
 class _HeaderProbe(msgspec.Struct):

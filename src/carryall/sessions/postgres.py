@@ -45,7 +45,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -60,6 +60,7 @@ from carryall.sessions._core import (
     SessionInfo,
     blob_loader,
     configured_redactor,
+    last_used_first,
     storable,
     writable,
 )
@@ -334,6 +335,8 @@ class PostgresStore:
         system: str | None = None,
         origin: str | None = None,
         tools: Sequence[str] | None = None,
+        base_url: str | None = None,
+        options: Mapping[str, int | float | bool] | None = None,
     ) -> PostgresSession:
         """Start a new, empty session and write its row (the same meta as the JSONL store)."""
         created = datetime.now(UTC)
@@ -348,6 +351,8 @@ class PostgresStore:
                 system=self.redactor.optional(system),
                 origin=origin,
                 tools=tuple(tools) if tools is not None else None,
+                base_url=self.redactor.optional(base_url),
+                options=dict(options) if options else None,
             )
             if self._insert_session(meta, meta.title, 0, format_time(created), 0):
                 replay = Replay(self._where(meta.id), self._blob_loader(meta.id))
@@ -380,7 +385,7 @@ class PostgresStore:
     def list(
         self, *, on_error: Callable[[TranscriptError], None] | None = None
     ) -> builtins.list[SessionInfo]:
-        """Every session, newest first, from the session rows alone."""
+        """Every session, the one written last first, from the session rows alone."""
 
         def rows(conn: psycopg.Connection[Any]) -> builtins.list[tuple[Any, ...]]:
             return conn.execute(
@@ -404,13 +409,13 @@ class PostgresStore:
                     failed=_text(failed),
                 )
             )
-        infos.sort(key=lambda info: (info.meta.created, info.meta.id), reverse=True)
+        infos.sort(key=last_used_first, reverse=True)
         return infos
 
     def resolve(self, session_id: str) -> str:
         """The full id of a session named by its id, a unique prefix of it, or `last`.
 
-        `last` is the first session `list` gives, as for the JSON Lines store.
+        `last` is the session used last, by its last write, as in the folder store.
         """
         if session_id == LAST:
             newest = self.list(on_error=lambda exc: None)

@@ -40,7 +40,7 @@ from __future__ import annotations
 import builtins
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
@@ -283,6 +283,8 @@ class AnyStore(Protocol):
         system: str | None = None,
         origin: str | None = None,
         tools: Sequence[str] | None = None,
+        base_url: str | None = None,
+        options: Mapping[str, int | float | bool] | None = None,
     ) -> AnySession:
         """Start a new, empty session (`origin`: where an imported history came from)."""
 
@@ -292,7 +294,7 @@ class AnyStore(Protocol):
     def list(
         self, *, on_error: Callable[[TranscriptError], None] | None = None
     ) -> builtins.list[SessionInfo]:
-        """Every session, newest first; an unreadable one goes to `on_error` when given."""
+        """Every session, the one written last first; an unreadable one goes to `on_error`."""
 
     def resolve(self, session_id: str) -> str:
         """The full id of a session named by its id or a unique prefix of it."""

@@ -1,7 +1,8 @@
 """Sessions as a person reads them: text, Markdown, JSON and self-contained HTML.
 
 Every reader here says `image_placeholder` where an image was; none prints
-base64, except HTML and JSON when the caller asks for images embedded.
+base64 but the HTML page (self-contained: it shows the pictures) and JSON
+when the caller asks for images embedded.
 Content is hostile until shown: every reader's output passes
 `carryall._text.printable` (JSON: `json_printable`), so an escape sequence a
 model or tool wrote is shown, never obeyed, and the Markdown export escapes or
@@ -107,19 +108,21 @@ def render(
     embed_images: bool = False,
     downgrades: Sequence[Downgrade] = (),
 ) -> str:
-    """A session in one of the reader formats (`embed_images` applies to HTML and JSON).
+    """A session in one of the reader formats (`embed_images` applies to JSON).
 
     `downgrades` (what the session's requests could not send as held) close
-    the text and Markdown forms, one line each, so a loss is never silent.
+    every form, one line each in the words of `downgrade_line`, so a loss is
+    never silent whichever reader is used. Every form names each image by
+    its placeholder; HTML, being self-contained, also shows the picture.
     """
     if fmt == "text":
         return render_text(meta, messages, times) + _downgrade_section(downgrades, "")
     if fmt == "markdown":
         return render_markdown(meta, messages, times) + _downgrade_section(downgrades, "- ")
     if fmt == "json":
-        return render_json(meta, messages, times, embed_images=embed_images)
+        return render_json(meta, messages, times, embed_images=embed_images, downgrades=downgrades)
     if fmt == "html":
-        return render_html(meta, messages, times, embed_images=embed_images)
+        return render_html(meta, messages, times, downgrades=downgrades)
     raise ValueError(f"unknown session format {fmt!r}")
 
 
@@ -128,11 +131,15 @@ def downgrade_line(downgrade: Downgrade) -> str:
     return f"message {downgrade.index}: {downgrade.kind}: {downgrade.reason}"
 
 
+DOWNGRADES_HEADING = "Not sent as held (downgrades):"
+"""The heading every reader puts over a session's downgrades."""
+
+
 def _downgrade_section(downgrades: Sequence[Downgrade], bullet: str) -> str:
     if not downgrades:
         return ""
     lines = [f"{bullet}{downgrade_line(d)}" for d in downgrades]
-    return "\n".join(["", "Not sent as held (downgrades):", *lines]) + "\n"
+    return "\n".join(["", DOWNGRADES_HEADING, *lines]) + "\n"
 
 
 def attachment_label(marker: Marker) -> str:
@@ -356,12 +363,14 @@ def export_dict(
     times: Sequence[datetime] | None = None,
     *,
     embed_images: bool = False,
+    downgrades: Sequence[Downgrade] = (),
 ) -> dict[str, Any]:
     """A session's portable JSON form, which `carryall sessions import` reads back.
 
     Blocks use carryall's JSON form. An image keeps its media type, source,
     content hash and placeholder; its base64 `data` is there only with
-    `embed_images`, so the default export is readable and small.
+    `embed_images`, so the default export is readable and small. The
+    session's `downgrades` follow the messages, each with its reader line.
     """
     session: dict[str, Any] = {
         "id": meta.id,
@@ -385,7 +394,18 @@ def export_dict(
         if times is not None and index < len(times):
             item["time"] = format_time(times[index])
         out_messages.append(item)
-    return {"carryall": EXPORT_KIND, "format": 1, "session": session, "messages": out_messages}
+    data: dict[str, Any] = {
+        "carryall": EXPORT_KIND,
+        "format": 1,
+        "session": session,
+        "messages": out_messages,
+    }
+    if downgrades:
+        data["downgrades"] = [
+            {"index": d.index, "kind": d.kind, "reason": d.reason, "line": downgrade_line(d)}
+            for d in downgrades
+        ]
+    return data
 
 
 def render_json(
@@ -394,9 +414,10 @@ def render_json(
     times: Sequence[datetime] | None = None,
     *,
     embed_images: bool = False,
+    downgrades: Sequence[Downgrade] = (),
 ) -> str:
     """`export_dict` as indented JSON text."""
-    data = export_dict(meta, messages, times, embed_images=embed_images)
+    data = export_dict(meta, messages, times, embed_images=embed_images, downgrades=downgrades)
     return json_printable(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"
 
 
@@ -438,12 +459,15 @@ def render_html(
     messages: Sequence[Message],
     times: Sequence[datetime] | None = None,
     *,
-    embed_images: bool = False,
+    embed_images: bool = True,
+    downgrades: Sequence[Downgrade] = (),
 ) -> str:
     """A session as one self-contained HTML page (inline style, no scripts, no fetches).
 
-    Images show as their placeholder, or inline as `data:` URIs with
-    `embed_images`, so the page never reaches outside itself either way.
+    An image whose bytes the session holds shows inline as a `data:` URI
+    under its placeholder caption (only its placeholder with `embed_images`
+    off), so the page never reaches outside itself. The `downgrades` close
+    the page as they close every reader's form.
     """
     import html  # loads with the HTML export only: the recall index renders text
 
@@ -468,6 +492,10 @@ def render_html(
         out.append(f"<h2>{e(_heading(index, message, times, rule=False))}</h2>")
         out.extend(_html_block(block, embed_images) for block in message.content)
         out.append("</section>")
+    if downgrades:
+        out.append(f'<section class="downgrades"><h2>{e(DOWNGRADES_HEADING)}</h2><ul>')
+        out.extend(f"<li>{e(downgrade_line(d))}</li>" for d in downgrades)
+        out.append("</ul></section>")
     out.append("</main></body></html>")
     return printable("\n".join(out) + "\n")
 

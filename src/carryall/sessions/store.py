@@ -42,7 +42,7 @@ import os
 import re
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,6 +61,7 @@ from carryall.sessions._core import (
     SessionInfo,
     blob_loader,
     configured_redactor,
+    last_used_first,
     storable,
     writable,
 )
@@ -205,6 +206,8 @@ class SessionStore:
         system: str | None = None,
         origin: str | None = None,
         tools: Sequence[str] | None = None,
+        base_url: str | None = None,
+        options: Mapping[str, int | float | bool] | None = None,
     ) -> Session:
         """Start a new, empty session and write its header.
 
@@ -230,6 +233,8 @@ class SessionStore:
                 system=self.redactor.optional(system),
                 origin=self.redactor.optional(origin),
                 tools=None if tools is None else tuple(tools),
+                base_url=self.redactor.optional(base_url),
+                options=dict(options) if options else None,
             )
             line = encode_header(meta)
             try:
@@ -255,7 +260,7 @@ class SessionStore:
     def list(
         self, *, on_error: Callable[[TranscriptError], None] | None = None
     ) -> list[SessionInfo]:
-        """Every session, newest first.
+        """Every session, the one written last first (`last`).
 
         Reads each transcript's header, first titled event and last line
         only, so listing does not grow with transcript length. A transcript
@@ -273,14 +278,15 @@ class SessionStore:
                 if on_error is None:
                     raise
                 on_error(exc)
-        infos.sort(key=lambda info: (info.meta.created, info.meta.id), reverse=True)
+        infos.sort(key=last_used_first, reverse=True)
         return infos
 
     def resolve(self, session_id: str) -> str:
         """The full id of a session named by its id, a unique prefix of it, or `last`.
 
-        `last` is the newest session (what `run -c` continues); an id is a
-        timestamp first, so no real id or prefix of one reads as that word.
+        `last` is the session used last, by its last write (what `run -c`
+        continues, and the top row of `sessions list`); an id is a timestamp
+        first, so no real id or prefix of one reads as that word.
         """
         if session_id == LAST:
             newest = self.list(on_error=lambda exc: None)

@@ -1,0 +1,90 @@
+"""Continuing is faithful: `-c` goes where the run went, and every stopped run keeps its prompt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from carryall.sessions import Store
+from tests.support.agent import say
+from tests.support.cli import invoke, script
+from tests.support.scripted import Reply, served
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path / "home"))
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root
+
+
+def test_c_goes_to_the_base_url_and_model_the_session_was_started_with(
+    home: Path, workspace: Path
+) -> None:
+    with served([Reply(sse="openai_text.sse"), Reply(sse="openai_text.sse")]) as server:
+        url = f"{server.url}/v1"
+        first = invoke(
+            "run", "-b", "openai", "--base-url", url, "-m", "gpt-4.1-mini",
+            "--max-tokens", "77", "hello", "-w", str(workspace), "--tools", "none",
+        )  # fmt: skip
+        assert first.exit_code == 0, first.stderr
+        again = invoke("run", "-c", "and then?", "-w", str(workspace))
+        assert again.exit_code == 0, again.stderr
+        assert len(server.requests) == 2
+    [info] = Store(home / "sessions").list()
+    assert info.meta.base_url == url and info.meta.options == {"max_tokens": 77}
+    body = server.requests[1]["body"]
+    assert body.get("max_completion_tokens", body.get("max_tokens")) == 77
+    assert "api key" not in again.stderr.lower()
+
+
+def test_another_backend_on_the_command_line_does_not_inherit_the_sessions_url(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path
+) -> None:
+    Store(home / "sessions").create(
+        backend="openai", model="m", base_url="http://127.0.0.1:9/v1", cwd=workspace
+    )
+    opened = script(monkeypatch, say("ok"))
+    result = invoke("run", "-c", "-b", "anthropic", "hi", "-w", str(workspace))
+    assert result.exit_code == 0, result.stderr
+    assert opened.setups[0].backend == "anthropic" and opened.setups[0].base_url is None
+
+
+def test_ctrl_c_in_run_keeps_the_prompt_in_the_session_as_chat_does(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path
+) -> None:
+    script(monkeypatch, KeyboardInterrupt())
+    result = invoke("run", "the question I typed", "-w", str(workspace))
+    assert result.exit_code == 130
+    [info] = Store(home / "sessions").list()
+    session = Store(home / "sessions").open(info.meta.id)
+    assert [m.text() for m in session.messages()] == ["the question I typed"]
+    assert info.meta.title == "the question I typed" or info.turns == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "reason"),
+    [
+        (["-b", "openai"], "needs an API key"),
+        (["-b", "llama-server", "--base-url", "http://127.0.0.1:9"], "llama-server"),
+    ],
+    ids=["missing-key", "unreachable-llama-server"],
+)
+def test_a_run_whose_backend_cannot_open_is_recorded_failed_with_its_prompt(
+    home: Path, workspace: Path, argv: list[str], reason: str
+) -> None:
+    result = invoke("run", *argv, "keep me", "-w", str(workspace))
+    assert result.exit_code == 1 and reason in result.stderr
+    [info] = Store(home / "sessions").list()
+    assert info.failed is not None and reason in info.failed
+    session = Store(home / "sessions").open(info.meta.id)
+    assert [m.text() for m in session.messages()] == ["keep me"]

@@ -1,0 +1,41 @@
+"""The prompt-mode instructions hold no placeholder answer a small model could copy."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from carryall.providers import ToolSpec
+from carryall.providers.calling_convention import describe_tools
+
+TOOLS = [ToolSpec("list_dir", "List a folder.", {"type": "object", "properties": {}})]
+
+
+@pytest.mark.parametrize("constrained", [True, False])
+def test_the_words_for_an_answer_without_tools_hold_no_placeholder(constrained: bool) -> None:
+    text = describe_tools(TOOLS, constrained=constrained)
+    for line in text.splitlines():
+        if "response" in line or "answer" in line:
+            # A placeholder such as "<your answer>" or "..." inside a JSON string.
+            assert not re.search(r'"\s*(<[^>]*>|\.\.\.)\s*"', line), line
+
+
+@pytest.mark.parametrize("cut", ['{"resp', '{ "response" :', '{"response": "'])
+def test_an_answer_cut_inside_the_envelope_shows_none_of_it(cut: str) -> None:
+    from carryall.providers.prompt import decode_response
+
+    data = {
+        "id": "x",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": cut},
+                "finish_reason": "length",
+            }
+        ],
+    }
+    response = decode_response(data, constrained=True)
+    assert response.message.text() == "" and response.stop_reason == "max_tokens"
