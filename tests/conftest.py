@@ -85,3 +85,12 @@ def open_any(store_location: str) -> Callable[[], object]:
     from carryall.sessions import open_store
 
     return lambda: open_store(store_location)
+
+
+@pytest.fixture
+def recording_proxy() -> Iterator[tuple[str, list[bytes]]]:
+    """A loopback proxy in front of the shared local server: what the loop really sent."""
+    from tests.support import local
+
+    with local.recording_proxy() as proxy:
+        yield proxy

@@ -13,10 +13,8 @@ from carryall import local
 from carryall.agent import Agent
 from carryall.backends import open_backend
 from carryall.mcp import McpToolbox
-from tests.support.local import ATTEMPTS, MAX_STEPS, MAX_TOKENS, recording_proxy
+from tests.support.local import ATTEMPTS, MAX_STEPS, MAX_TOKENS
 from tests.support.mcp_peer import everything_server
-
-__all__ = ["recording_proxy"]  # the fixture, used below by name
 
 _STATUS = local.status()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import os
 import threading
@@ -10,8 +11,6 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
-
-import pytest
 
 from carryall import local
 
@@ -89,7 +88,7 @@ class _Recorder(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
+@contextlib.contextmanager
 def recording_proxy() -> Iterator[tuple[str, list[bytes]]]:
     """A loopback proxy in front of the shared local server: what the loop really sent."""
     server = local.get_local_server()
