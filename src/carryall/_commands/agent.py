@@ -24,7 +24,7 @@ from rich.status import Status
 from carryall._commands._images import fetched_history, named_image, sendable
 from carryall._commands._output import fail, masked, shown, warn_damage
 from carryall._commands.mcp import McpOption, open_toolbox, start_toolbox
-from carryall._commands.sessions import StoreOption, recorded_in
+from carryall._commands.sessions import StoreOption, keep_interrupted_prompt, recorded_in
 from carryall._text import printable, shorten
 from carryall.agent import (
     DEFAULT_MAX_STEPS,
@@ -703,17 +703,6 @@ def _read_system(system: str | None) -> str | None:
             f"cannot read the system prompt file {str(path)!r}: {exc.strerror}"
         ) from None
     return _utf8(data, f"the system prompt file {str(path)!r}")
-
-
-def keep_interrupted_prompt(agent: Agent, start: int, prompt: Message) -> None:
-    """Keep a prompt whose turn Ctrl-C stopped before its first answer, in history and session.
-
-    The loop takes such a prompt back (the history is as it was before the
-    turn); a person who typed it wants it kept, in `run` as in `chat`.
-    """
-    if len(agent.messages) == start:
-        agent.messages.append(prompt)
-        agent.record()
 
 
 def _keep_failed_prompt(agent: Agent, start: int, prompt: Message, error: str) -> None:

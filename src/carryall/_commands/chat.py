@@ -24,7 +24,7 @@ from rich.padding import Padding
 
 from carryall._commands._images import named_image, sendable
 from carryall._commands._output import Terminated, print_error, shown
-from carryall._commands.sessions import recorded_in
+from carryall._commands.sessions import keep_interrupted_prompt, recorded_in
 from carryall._text import printable
 from carryall.blocks import Document, Image, Message
 from carryall.errors import CarryallError
@@ -224,8 +224,6 @@ class _Chat:
         try:
             self.agent.send(text, images)
         except KeyboardInterrupt as exc:
-            from carryall._commands.agent import keep_interrupted_prompt
-
             self.display.finish()
             keep_interrupted_prompt(self.agent, start, Message.user(text, images))
             if isinstance(exc, Terminated):

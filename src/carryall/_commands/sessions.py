@@ -111,6 +111,17 @@ def recorded_in(agent: Agent) -> AnySession | None:
     return cast("AnySession | None", agent.session)
 
 
+def keep_interrupted_prompt(agent: Agent, start: int, prompt: Message) -> None:
+    """Keep a prompt whose turn Ctrl-C stopped before its first answer, in history and session.
+
+    The loop takes such a prompt back (the history is as it was before the
+    turn); a person who typed it wants it kept, in `run` as in `chat`.
+    """
+    if len(agent.messages) == start:
+        agent.messages.append(prompt)
+        agent.record()
+
+
 def _reader(func: Callable[P, R]) -> Callable[P, R]:
     """A command that only reads: a broken config file is a warning naming it, not a stop."""
 
