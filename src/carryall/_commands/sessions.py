@@ -26,6 +26,7 @@ from carryall.errors import CarryallError
 
 if TYPE_CHECKING:
     from carryall.agent import Agent
+    from carryall.blocks import Message
     from carryall.interchange import WireFormat
     from carryall.sessions import AnySession, AnyStore, SessionInfo
 
