@@ -27,6 +27,7 @@ SAMPLES = {
     "openai": "sk-proj-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe",
     "github": GITHUB_TOKEN,
     "aws-access-key": AWS_KEY,
+    "bedrock": "ABSK" + "QmVkcm9ja0FQSUtleS1hYmNkLWF0LTEyMzQ1Njc4OTAxMjpzZWNyZXQ=",
     "slack": "xoxb-1234567890-abcdefghij",
     "google": "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
     "stripe": "sk_live_" + "51H8aBcDeFgHiJkLmN",

@@ -27,6 +27,8 @@ from carryall.blocks import Document, Image, Message
 from carryall.errors import CarryallError
 
 if TYPE_CHECKING:
+    from prompt_toolkit.history import FileHistory
+
     from carryall._commands.agent import _Display
     from carryall.agent import Agent
 
@@ -70,7 +72,7 @@ class _TerminalLines:
 
     def __init__(self, history_file: Path) -> None:
         from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory, InMemoryHistory
+        from prompt_toolkit.history import InMemoryHistory
         from prompt_toolkit.key_binding import KeyBindings
         from prompt_toolkit.key_binding.key_processor import KeyPressEvent
 
@@ -82,7 +84,7 @@ class _TerminalLines:
 
         try:
             history_file.parent.mkdir(parents=True, exist_ok=True)
-            history: FileHistory | InMemoryHistory = FileHistory(str(history_file))
+            history: FileHistory | InMemoryHistory = redacted_history(history_file)
         except OSError:
             # A read-only home still gets editing and this run's history.
             history = InMemoryHistory()
@@ -102,6 +104,27 @@ class _PlainLines:
 
     def read(self) -> str:
         return self._console.input(f"[bold green]{_PROMPT.strip()}[/] ")
+
+
+def redacted_history(path: Path) -> FileHistory:
+    """The line history kept across runs, every line redacted before it is written.
+
+    A line typed at the prompt may hold a key, and the file outlives the
+    session: it passes the same redaction as everything a session stores
+    (the built-in shapes and the config file's `[redact]` patterns). Up
+    recalls this run's lines as typed; the file keeps them redacted.
+    """
+    from prompt_toolkit.history import FileHistory
+
+    from carryall.sessions.store import configured_redactor
+
+    redactor = configured_redactor()
+
+    class _Redacted(FileHistory):
+        def store_string(self, string: str) -> None:
+            super().store_string(redactor.text(string))
+
+    return _Redacted(str(path))
 
 
 def _lines(out: Console, history_file: Path, terminal: bool) -> _Lines:

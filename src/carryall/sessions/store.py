@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, Literal, Protocol
 
 import msgspec
 
@@ -242,16 +242,18 @@ class SessionStore:
         for _ in range(16):
             session_id = f"{created:%Y%m%d-%H%M%S}-{os.urandom(3).hex()}"
             path = self.path(session_id)
-            meta = SessionMeta(
-                id=session_id,
-                created=created,
-                backend=backend,
-                model=model,
-                cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
-                title=self.redactor.optional(title),
-                system=self.redactor.optional(system),
-                origin=self.redactor.optional(origin),
-                tools=None if tools is None else tuple(tools),
+            meta = self.redactor.walk(
+                SessionMeta(
+                    id=session_id,
+                    created=created,
+                    backend=backend,
+                    model=model,
+                    cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
+                    title=title,
+                    system=system,
+                    origin=origin,
+                    tools=None if tools is None else tuple(tools),
+                )
             )
             line = encode_header(meta)
             try:
@@ -420,24 +422,20 @@ class SessionStore:
             if not lines:
                 raise TranscriptError(f"{where}: no complete header line to redact")
             meta = decode_header(lines[0], where)
-            clean_meta = msgspec.structs.replace(
-                meta, title=redactor.optional(meta.title), system=redactor.optional(meta.system)
-            )
-            changed = int(clean_meta != meta)
+            clean_meta = redactor.walk(meta)
+            changed = int(clean_meta is not meta)
             out = [encode_header(clean_meta) if changed else lines[0] + b"\n"]
+            before: set[str] = set()
+            after: set[str] = set()
             for line_no, line in iter_events(lines[1:], 2):
                 event = decode_event(line, where, line_no)
-                messages = [redactor.message(m, unsign=True) for m in event.messages]
-                title = redactor.optional(event.title)
-                same = title == event.title and all(
-                    new is old for new, old in zip(messages, event.messages, strict=True)
-                )
-                if same:
+                clean = redactor.walk(event, blobs=self)
+                before |= _event_hashes(event)
+                after |= _event_hashes(clean)
+                if clean is event:
                     out.append(line + b"\n")
                     continue
-                out.append(
-                    encode_event(msgspec.structs.replace(event, messages=messages, title=title))
-                )
+                out.append(encode_event(clean))
                 changed += 1
             torn = _redact_bytes(redactor, data[end:])
             changed += torn != data[end:]
@@ -455,6 +453,10 @@ class SessionStore:
                         changed += 1
                 except OSError as exc:
                     raise _failed(f"cannot redact the torn line kept in {kept}", exc) from None
+            if before - after:
+                # A document whose text changed is stored under a new hash: the
+                # old bytes still hold the string unless no session refers to them.
+                self.collect_blobs(before - after)
             if self.listeners:
                 loaded = self.load(path, images=False)
                 recorded = _whole(full, loaded.ident, loaded.end, loaded.replay)
@@ -962,7 +964,7 @@ class Session(ReplayedSession):
                 start=start,
                 title=title,
                 messages=stored,
-                downgrades=downgrades or [],
+                downgrades=self.store.redactor.walk(downgrades or []),
                 failed=failed,
             )
         )
@@ -990,7 +992,7 @@ class Session(ReplayedSession):
             n=len(history),
             title=title,
             messages=stored,
-            downgrades=downgrades or [],
+            downgrades=self.store.redactor.walk(downgrades or []),
             failed=failed,
         )
         line = encode_event(event)
@@ -1172,6 +1174,17 @@ def _hashes(path: Path) -> set[str]:
         for message in decode_event(line, where, line_no).messages:
             found.update(b.sha256 for b in message.content if isinstance(b, Stored) and b.sha256)
     return found
+
+
+def _event_hashes(event: Event[Any]) -> set[str]:
+    """The blob hashes one decoded event refers to."""
+    return {
+        b.sha256
+        for m in event.messages
+        if isinstance(m, StoredMessage)
+        for b in m.content
+        if isinstance(b, Stored) and b.sha256
+    }
 
 
 def _replace_file(path: Path, data: bytes) -> None:
