@@ -339,12 +339,17 @@ class PostgresStore:
                     raise
                 on_error(exc)
                 continue
+            try:
+                moment = parse_time(updated)
+            except TranscriptError as exc:
+                # One damaged column: the session is still listed, as of its creation.
+                if on_error is None:
+                    raise
+                on_error(TranscriptError(f"{self._where(session_id)}: updated: {exc}"))
+                moment = meta.created
             infos.append(
                 SessionInfo(
-                    meta=with_title(meta, title),
-                    turns=turns,
-                    updated=parse_time(updated),
-                    failed=failed,
+                    meta=with_title(meta, title), turns=turns, updated=moment, failed=failed
                 )
             )
         infos.sort(key=lambda info: (info.meta.created, info.meta.id), reverse=True)

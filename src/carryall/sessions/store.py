@@ -294,6 +294,10 @@ class SessionStore:
                 if on_error is None:
                     raise
                 on_error(exc)
+                # A damaged event line is one line: the session is still
+                # listed, from the events that can be read.
+                with contextlib.suppress(TranscriptError):
+                    infos.append(self._salvaged(path))
         infos.sort(key=lambda info: (info.meta.created, info.meta.id), reverse=True)
         return infos
 
@@ -677,6 +681,18 @@ class SessionStore:
             turns, updated, failed = head.n, parse_time(head.time), head.failed
         return SessionInfo(
             meta=with_title(meta, title), turns=turns, updated=updated, failed=failed
+        )
+
+    def _salvaged(self, path: Path) -> SessionInfo:
+        """A listing of a session whose head or last line is damaged, from a whole load.
+
+        Raises when even the header cannot be read (nothing to list).
+        """
+        loaded = self.load(path, images=False)
+        replay = loaded.replay
+        updated = parse_time(replay.updated) if replay.updated else loaded.meta.created
+        return SessionInfo(
+            meta=with_title(loaded.meta, replay.title), turns=len(replay.messages), updated=updated
         )
 
     # -- locking ------------------------------------------------------------
