@@ -10,30 +10,14 @@ from pathlib import Path
 import pytest
 
 from tests.postgres_server import Server, binaries
+from tests.support.environment import foreign
 
 _databases = itertools.count()
-
-PROVIDER_VARIABLES = (
-    "ANTHROPIC_API_KEY",
-    "OPENAI_API_KEY",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-    "AWS_BEARER_TOKEN_BEDROCK",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_PROFILE",
-    "LLAMA_SERVER_URL",
-)
-"""What picks a backend or a key from the environment: a developer's own must not steer a test."""
-
-TEST_INPUTS = ("CARRYALL_FAULT_SEED", "CARRYALL_MCP_EVERYTHING")
-"""`CARRYALL_*` variables that steer the test run itself, not carryall: kept."""
 
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh, empty `$CARRYALL_HOME` (`tmp_path / "home"`), and nothing else from the shell.
+    """A fresh, empty `$CARRYALL_HOME` folder (`tmp_path / "home"`); nothing else from the shell.
 
     Every other `CARRYALL_*` variable (a developer's `CARRYALL_STORE` above
     all, which would send the test's sessions into their own store) and
@@ -41,11 +25,10 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     user would. A test that wants one sets it after this.
     """
     for name in list(os.environ):
-        if name.startswith("CARRYALL_") and name not in TEST_INPUTS:
+        if foreign(name):
             monkeypatch.delenv(name)
-    for name in PROVIDER_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
     path = tmp_path / "home"
+    path.mkdir()
     monkeypatch.setenv("CARRYALL_HOME", str(path))
     return path
 

@@ -23,12 +23,6 @@ from tests.test_transport_faults import Reply, ScriptedServer, served
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
-
-
-@pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
     root.mkdir()

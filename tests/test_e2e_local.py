@@ -32,6 +32,7 @@ from carryall.blocks import Image, Message, Text, ToolResult, ToolUse, validate_
 from carryall.errors import ProviderError
 from carryall.sessions import Store
 from carryall.tools.builtin import builtin_tools
+from tests.support.environment import foreign
 
 _STATUS = local.status()
 
@@ -135,9 +136,10 @@ def local_env(tmp_path: Path) -> dict[str, str]:
         "CARRYALL_CACHE_DIR": str(_STATUS.cache_root),
         "NO_COLOR": "1",
     }
-    env.pop("ANTHROPIC_API_KEY", None)
-    env.pop("OPENAI_API_KEY", None)
-    return env
+    # A developer's own store or key must not steer the child.
+    return {
+        k: v for k, v in env.items() if not foreign(k, keep=("CARRYALL_HOME", "CARRYALL_CACHE_DIR"))
+    }
 
 
 _REPEAT_STOP = re.compile(r"failed the same way (\d+) times; the turn ends here")

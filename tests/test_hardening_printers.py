@@ -370,12 +370,6 @@ def test_markdown_title_with_html_is_text() -> None:
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path))
-    return tmp_path
-
-
-@pytest.fixture
 def app() -> typer.Typer:
     app = typer.Typer()
     commands.register(app)

@@ -30,10 +30,7 @@ from carryall.sessions.postgres import SCHEMA_VERSION, PostgresStore
 from tests.postgres_server import Server
 from tests.test_store_conformance import finish, spawn_writer
 
-
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path / "home"))
+pytestmark = pytest.mark.usefixtures("home")
 
 
 def _texts(store: PostgresStore, session_id: str) -> list[str]:

@@ -56,12 +56,6 @@ def _history(secret: str) -> list[Message]:
     ]
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path))
-    return tmp_path
-
-
 def test_every_builtin_pattern_has_a_sample_it_redacts() -> None:
     assert set(SAMPLES) == set(BUILTIN_PATTERNS)
     redactor = Redactor()
