@@ -82,8 +82,12 @@ def mask(text: str, keys: Iterable[str | None] = ()) -> str:
     `AIza***`), URLs keep their scheme (`https://***@host`). An error path
     calls `masked`, which adds every configured key to `keys`.
     """
+    from urllib.parse import quote  # with the first key to mask, not with every import
+
     for key in sorted({k for k in keys if k and len(k) >= _MIN_KEY}, key=len, reverse=True):
-        text = text.replace(key, MASK)
+        # As sent, and as a URL or a JSON body quotes it (`/` as `%2F`, as `\/`).
+        for form in {key, quote(key, safe=""), key.replace("/", "\\/")}:
+            text = text.replace(form, MASK)
     text = _USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
     return _KEY_SHAPES.sub(_keep_prefix, text)
 

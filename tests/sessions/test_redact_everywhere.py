@@ -62,9 +62,12 @@ secrets = st.one_of(
 """A key of one issuer's shape, fresh each time."""
 
 words = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), max_size=12
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r\x00"), max_size=12
 )
-"""Filler around a key: anything on one line, controls and bidi marks included."""
+"""Filler around a key: anything on one line, controls and bidi marks included.
+
+NUL is left out: a PostgreSQL `text` column (a title, a failed note) cannot
+hold it, which is the store's own matter and not redaction's."""
 
 
 @st.composite
@@ -82,10 +85,10 @@ def sessions(draw: st.DrawFn, secret: str) -> dict[str, Any]:
         if kind == "png":
             return Image.from_bytes("image/png", b"\x89PNG\r\n\x1a\n" + draw(st.binary()), s())
         if kind == "png-url":
-            return Image.from_url(url(".png"), draw(st.none() | st.builds(s)))
+            return Image.from_url(url(".png"), s() if draw(st.booleans()) else None)
         if kind == "text":
             return Document.from_bytes(
-                "text/plain", s().encode(), s(), draw(st.none() | st.just(s()))
+                "text/plain", s().encode(), s(), s() if draw(st.booleans()) else None
             )
         if kind == "pdf":
             return Document.from_bytes(
@@ -105,10 +108,10 @@ def sessions(draw: st.DrawFn, secret: str) -> dict[str, Any]:
                 Thinking(s(), "opaque-signature" if signed else None, origin if signed else None)
             )
         if draw(st.booleans()):
-            blocks.append(RedactedThinking("ZW5jcnlwdGVk", Origin("anthropic", "h", "m")))
+            blocks.append(RedactedThinking("ZW5jcnlwdGVk", Origin(s(), s(), s())))
         blocks.append(Text(s()))
         if draw(st.booleans()):
-            blocks.append(Opaque(s(), f'{{"q": "{secret}"}}', Origin("a", "h", "m"), s()))
+            blocks.append(Opaque(s(), f'{{"q": "{secret}"}}', Origin(s(), s(), s()), s()))
         blocks += [ToolUse(i, s(), {s(): [s(), {"k": s()}]}) for i in ids]
         history.append(Message.assistant(blocks))
         if ids:
@@ -130,7 +133,7 @@ def sessions(draw: st.DrawFn, secret: str) -> dict[str, Any]:
             "backend": s(),
             "model": s(),
             "cwd": s(),
-            "title": draw(st.none() | st.just(s())),
+            "title": s() if draw(st.booleans()) else None,
             "system": s(),
             "origin": s(),
             "tools": [s() for _ in range(draw(st.integers(0, 2)))],
@@ -195,7 +198,6 @@ _SETTINGS = settings(
 def test_the_checker_finds_a_key_everywhere_when_nothing_is_redacted(
     home: Path, store_location: str, open_any: Callable[[], Any], data: st.DataObject
 ) -> None:
-    home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text("[redact]\nbuiltin = false\n")
     secret = data.draw(secrets, label="secret")
     drawn = data.draw(sessions(secret), label="session")

@@ -137,7 +137,6 @@ def test_signed_thinking_whose_text_holds_a_key_is_stored_unsigned(
 
 def _unredacted(home: Path) -> None:
     """The config asks for no redaction on write, so strings land as they are."""
-    home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text("[redact]\nbuiltin = false\n")
 
 
@@ -209,9 +208,54 @@ def test_chat_line_history_is_written_redacted(home: Path) -> None:
     from carryall._commands.chat import redacted_history
 
     path = home / "history"
-    home.mkdir(parents=True)
     history = redacted_history(path)
     history.append_string(f"my key is {GOOGLE}")
     written = path.read_text()
     assert GOOGLE not in written
     assert f"my key is {REDACTED}" in written
+
+
+def test_redact_reaches_a_field_no_reader_knows(
+    home: Path, store_location: str, open_any: Callable[[], Any]
+) -> None:
+    # A hand-edited line with an extra field: the walk never sees it, the bytes do.
+    import json
+
+    from carryall.sessions._transcript import _with_crc
+
+    _unredacted(home)
+    store = open_any()
+    session = store.create(cwd="/w")
+    session.record([], [Message.user("hello")])
+    event = {
+        "event": "append",
+        "time": "2026-01-01T00:00:00.000000Z",
+        "n": 2,
+        "start": 1,
+        "note": CUSTOM,
+        "messages": [{"role": "assistant", "content": [{"type": "text", "text": "hi"}]}],
+    }
+    line = _with_crc(json.dumps(event, separators=(",", ":")).encode())
+    if store_location.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(store_location, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO carryall_events (session_id, seq, token, body)"
+                " VALUES (%s, 2, gen_random_uuid(), %s)",
+                (session.id, line[:-1]),
+            )
+            conn.execute("UPDATE carryall_sessions SET seq = 2 WHERE id = %s", (session.id,))
+    else:
+        with session.path.open("ab") as f:
+            f.write(line)
+    assert leaks(CUSTOM, store_bytes(store_location))
+    assert store.redact(session.id, CUSTOM) == 1
+    assert not leaks(CUSTOM, store_bytes(store_location))
+    assert [m.text() for m in store.open(session.id).messages()] == ["hello", "hi"]
+
+
+def test_a_key_escaped_inside_a_native_blocks_json_is_found() -> None:
+    escaped = "\\u0041" + AWS[1:]
+    block = Opaque("web_search_tool_result", f'{{"url": "{escaped}"}}', None, "results")
+    assert Redactor().block(block) == Text("results")

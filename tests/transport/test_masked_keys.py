@@ -179,7 +179,6 @@ def test_every_backend_variable_and_any_api_key_variable_is_a_configured_key(
     }
     for name, value in values.items():
         monkeypatch.setenv(name, value)
-    home.mkdir(parents=True)
     (home / "config.toml").write_text(
         '[mcpServers.search]\nurl = "https://mcp.example/mcp"\n'
         'headers = { Authorization = "Bearer mcp-header-token-9" }\n'
@@ -190,3 +189,10 @@ def test_every_backend_variable_and_any_api_key_variable_is_a_configured_key(
     text = _secrets.masked("the server said " + " / ".join(secrets))
     for secret in secrets:
         assert secret not in text
+
+
+def test_a_configured_key_is_masked_as_a_url_or_json_quotes_it_too() -> None:
+    key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY"
+    echoed = "wJalrXUtnFEMI%2FK7MDENG%2FbPxRfiCYzEXAMPLEKEY and wJalrXUtnFEMI\\/K7MDENG\\/bPx"
+    text = mask(f"{echoed}RfiCYzEXAMPLEKEY and {key}", [key])
+    assert text == f"{MASK} and {MASK} and {MASK}"

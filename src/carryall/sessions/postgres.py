@@ -428,7 +428,12 @@ class PostgresStore:
                     raise TranscriptError(f"no session {full!r} in {self.location}")
                 meta = decode_header(bytes(row[0]), where)
                 clean_meta = redactor.walk(meta)
-                changed = int(clean_meta is not meta)
+                # Written again whole when the walk, or the bytes, find a match: a
+                # field no reader knows (a hand edit) is dropped with what it held.
+                header = bytes(row[0])
+                if clean_meta is not meta or _matches(redactor, header):
+                    header = encode_header(clean_meta)[:-1]
+                changed = int(header != bytes(row[0]))
                 replay = Replay(where, image_stand_in)
                 events = conn.execute(
                     "SELECT seq, body FROM carryall_events WHERE session_id = %s ORDER BY seq",
@@ -442,8 +447,9 @@ class PostgresStore:
                     clean = redactor.walk(event, blobs=blobs)
                     before.update(_event_hashes(event))
                     line = bytes(body)
-                    if clean is not event:
+                    if clean is not event or _matches(redactor, line):
                         line = encode_event(clean)[:-1]
+                    if line != bytes(body):
                         conn.execute(
                             "UPDATE carryall_events SET body = %s "
                             "WHERE session_id = %s AND seq = %s",
@@ -457,7 +463,7 @@ class PostgresStore:
                     "UPDATE carryall_sessions SET header = %s, title = %s, failed = %s"
                     " WHERE id = %s",
                     (
-                        encode_header(clean_meta)[:-1],
+                        header,
                         clean_meta.title or replay.title,
                         failed,
                         full,
@@ -1024,6 +1030,12 @@ def _put_blob(conn: psycopg.Connection[Any], data: bytes) -> str:
             (sha, data),
         )
     return sha
+
+
+def _matches(redactor: Redactor, data: bytes) -> bool:
+    """Whether stored bytes, read as text, hold a match anywhere (a field no reader knows too)."""
+    text = data.decode("utf-8", "surrogateescape")
+    return redactor.text(text) is not text
 
 
 class _Blobs:

@@ -298,11 +298,24 @@ class _Walk:
         return msgspec.structs.replace(out, signature=None, origin=None)
 
     def opaque(self, block: Opaque) -> Any:
-        """A native block echoed byte for byte or not at all: one holding a match is its text."""
-        text = self.pattern.sub(REDACTED, block.text)
-        if text is block.text and self.pattern.search(block.raw) is None:
+        """A native block echoed byte for byte or not at all: one holding a match anywhere (its
+        kind, JSON, text or origin) is its redacted text line."""
+        decoded = _json_value(block.raw)
+        if self.struct(block) is block and self.value(decoded) is decoded:
             return block
-        return Text(text)
+        return Text(self.pattern.sub(REDACTED, block.text))
+
+
+_NOT_JSON: Final = object()
+
+
+def _json_value(raw: str) -> Any:
+    """The value a native block's JSON holds (its strings unescaped, so an escaped key is read
+    as the key), or `_NOT_JSON`, which a walk leaves as it is."""
+    try:
+        return msgspec.json.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return _NOT_JSON
 
 
 _FIELDS: Final[dict[tuple[type, str], Callable[[_Walk, Any, Any], Any]]] = {

@@ -427,8 +427,13 @@ class SessionStore:
                 raise TranscriptError(f"{where}: no complete header line to redact")
             meta = decode_header(lines[0], where)
             clean_meta = redactor.walk(meta)
-            changed = int(clean_meta is not meta)
-            out = [encode_header(clean_meta) if changed else lines[0] + b"\n"]
+            header = lines[0] + b"\n"
+            if clean_meta is not meta or _redact_bytes(redactor, lines[0]) != lines[0]:
+                # Written again, a field no reader knows (a hand edit) is dropped
+                # with whatever it held.
+                header = encode_header(clean_meta)
+            changed = int(header != lines[0] + b"\n")
+            out = [header]
             before: set[str] = set()
             after: set[str] = set()
             for line_no, line in iter_events(lines[1:], 2):
@@ -436,11 +441,15 @@ class SessionStore:
                 clean = redactor.walk(event, blobs=self)
                 before |= _event_hashes(event)
                 after |= _event_hashes(clean)
-                if clean is event:
+                if clean is event and _redact_bytes(redactor, line) == line:
                     out.append(line + b"\n")
                     continue
-                out.append(encode_event(clean))
-                changed += 1
+                # The walk changed a field, or the line holds a match the walk
+                # does not reach (a field no reader knows, dropped by writing
+                # the event again; or an opaque token, which stays).
+                new = encode_event(clean)
+                out.append(new)
+                changed += new != line + b"\n"
             torn = _redact_bytes(redactor, data[end:])
             changed += torn != data[end:]
             out.append(torn)
