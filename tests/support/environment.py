@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-PROVIDER_VARIABLES = (
-    "ANTHROPIC_API_KEY",
-    "OPENAI_API_KEY",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-    "AWS_BEARER_TOKEN_BEDROCK",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_PROFILE",
-    "LLAMA_SERVER_URL",
-)
+from carryall._secrets import KEY_VARIABLES
+
+PROVIDER_VARIABLES = (*KEY_VARIABLES, "AWS_PROFILE", "LLAMA_SERVER_URL")
 """What picks a backend or a key from the environment: a developer's own must not steer a test."""
 
 TEST_INPUTS = ("CARRYALL_FAULT_SEED", "CARRYALL_MCP_EVERYTHING")
