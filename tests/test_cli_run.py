@@ -328,6 +328,20 @@ def test_chat_commands_change_the_next_turn_and_save_writes_markdown(
     assert "first line" in text and "two" in text and "Answer in French." in text
 
 
+def test_chat_save_writes_the_copy_redacted_as_the_session_is(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    key = "AKIAZ7Q3MX5LP2RT8WKN"
+    script(monkeypatch, say(f"noted {key}"))
+    saved = tmp_path / "chat.md"
+    lines = [f"/system use {key}", f"my key is {key}", f"/save {saved}", "/exit"]
+    result = invoke("chat", "-w", str(workspace), input="\n".join(lines) + "\n")
+    assert result.exit_code == 0, result.stderr
+    text = saved.read_text()
+    assert "my key is [redacted]" in text and "noted [redacted]" in text
+    assert key not in text
+
+
 def test_chat_image_option_goes_with_the_first_prompt(
     monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path
 ) -> None:

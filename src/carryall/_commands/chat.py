@@ -214,6 +214,7 @@ class _Chat:
         import msgspec
 
         from carryall.sessions import SessionMeta, render_markdown
+        from carryall.sessions.store import configured_redactor
 
         meta = (
             session.meta
@@ -223,7 +224,9 @@ class _Chat:
         meta = msgspec.structs.replace(
             meta, system=self.agent.system, model=self.agent.backend.model
         )
-        text = render_markdown(meta, self.agent.messages)
+        # A copy of the session is what the session keeps: redacted the same way.
+        redactor = session.store.redactor if session is not None else configured_redactor()
+        text = render_markdown(redactor.walk(meta), redactor.history(self.agent.messages))
         try:
             Path(argument).expanduser().write_text(text, encoding="utf-8")
         except OSError as exc:
