@@ -1,13 +1,15 @@
-"""Fixtures shared by the tests: a plain environment, a real PostgreSQL server, every store."""
+"""Fixtures shared by the tests: a fresh carryall home, a real PostgreSQL server, every store."""
 
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.environment import foreign
 from tests.support.peers import peer_missing
 from tests.support.postgres_server import Server, binaries
 
@@ -23,6 +25,24 @@ def _no_inherited_width(monkeypatch: pytest.MonkeyPatch) -> None:
     """
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.delenv("LINES", raising=False)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh, empty `$CARRYALL_HOME` folder (`tmp_path / "home"`); nothing else from the shell.
+
+    Every other `CARRYALL_*` variable (a developer's `CARRYALL_STORE` above
+    all, which would send the test's sessions into their own store) and
+    every provider key variable is cleared, so a test sees what a new
+    user would. A test that wants one sets it after this.
+    """
+    for name in list(os.environ):
+        if foreign(name):
+            monkeypatch.delenv(name)
+    path = tmp_path / "home"
+    path.mkdir()
+    monkeypatch.setenv("CARRYALL_HOME", str(path))
+    return path
 
 
 @pytest.fixture(scope="session")

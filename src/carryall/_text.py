@@ -14,10 +14,16 @@ from typing import Any, Final
 
 __all__ = ["age", "json_printable", "json_type", "json_type_phrase", "printable", "shorten"]
 
+# The bidirectional-text controls (embeddings and overrides U+202A-U+202E,
+# isolates U+2066-U+2069, the marks U+200E, U+200F and U+061C): invisible,
+# they reorder what a terminal or a page shows, so `evil.exe` can display as
+# `exe.live` and a tool description can hide what follows it (Trojan Source).
+_BIDI: Final = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 # C0 controls but tab and newline, DEL, the C1 controls (U+009B is a CSI on
-# its own in many terminals) and lone surrogates (which no stream can encode).
-_CONTROL: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
-_JSON_UNSAFE: Final = re.compile("[\x7f-\x9f\ud800-\udfff]")
+# its own in many terminals), the bidi controls and lone surrogates (which no
+# stream can encode).
+_CONTROL: Final = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}\ud800-\udfff]")
+_JSON_UNSAFE: Final = re.compile(f"[\x7f-\x9f{_BIDI}\ud800-\udfff]")
 
 _PHRASES: Final = {
     "null": "null",
@@ -87,7 +93,9 @@ def printable(text: str, *, keep: str = "\n\t") -> str:
     The one door between content (a model's text, a tool's output, a name
     read from a transcript) and a terminal or a page: an escape sequence in it
     could write the clipboard (OSC 52), retitle the window or forge a link,
-    so it is shown, never obeyed. `keep=""` makes one line of any text.
+    and a bidirectional-text control could make it read as something else,
+    so each is shown (`\\u202e`), never obeyed. `keep=""` makes one line of
+    any text.
     """
     if "\n" not in keep:
         text = text.replace("\n", "\\n")
@@ -103,7 +111,7 @@ def _json_escape(match: re.Match[str]) -> str:
 
 
 def json_printable(text: str) -> str:
-    """JSON text with DEL, C1 controls and lone surrogates written as `\\u` escapes.
+    """JSON text with DEL, C1 controls, bidi controls and lone surrogates written as `\\u` escapes.
 
     `json.dumps(..., ensure_ascii=False)` escapes only the C0 controls; the
     rest would reach a terminal raw. The escapes decode to the same value.

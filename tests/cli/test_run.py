@@ -23,12 +23,6 @@ from tests.support.scripted import Reply, ScriptedServer, served
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
-
-
-@pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
     root.mkdir()
@@ -332,6 +326,20 @@ def test_chat_commands_change_the_next_turn_and_save_writes_markdown(
     assert len(second.messages[-1].images()) == 1 and second.messages[-1].text() == "look"
     text = saved.read_text()
     assert "first line" in text and "two" in text and "Answer in French." in text
+
+
+def test_chat_save_writes_the_copy_redacted_as_the_session_is(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    key = "AKIAZ7Q3MX5LP2RT8WKN"
+    script(monkeypatch, say(f"noted {key}"))
+    saved = tmp_path / "chat.md"
+    lines = [f"/system use {key}", f"my key is {key}", f"/save {saved}", "/exit"]
+    result = invoke("chat", "-w", str(workspace), input="\n".join(lines) + "\n")
+    assert result.exit_code == 0, result.stderr
+    text = saved.read_text()
+    assert "my key is [redacted]" in text and "noted [redacted]" in text
+    assert key not in text
 
 
 def test_chat_image_option_goes_with_the_first_prompt(

@@ -21,12 +21,6 @@ PLACEHOLDER = image_placeholder("image/png", "diagram.png")
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path))
-    return tmp_path
-
-
-@pytest.fixture
 def app() -> typer.Typer:
     # Only this module's commands, so the test does not depend on other areas.
     app = typer.Typer()

@@ -17,14 +17,6 @@ from carryall.sessions import Store
 runner = CliRunner()
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("CARRYALL_STORE", raising=False)
-    monkeypatch.delenv("CARRYALL_CACHE_DIR", raising=False)
-    return tmp_path / "home"
-
-
 def invoke(
     *args: str, input: str | None = None, columns: int | None = None
 ) -> tuple[int, str, str]:

@@ -62,6 +62,10 @@ def test_import_of_a_regular_file_still_reads(tmp_path: Path) -> None:
     assert [m.text() for m in read_messages_file(path).messages] == ["hi"]
 
 
+# Every test here runs `carryall` in this process: nothing from the shell may steer it.
+pytestmark = pytest.mark.usefixtures("home")
+
+
 def _run(*args: str, home: Path, input: bytes | None = None) -> Any:
     env = {"CARRYALL_HOME": str(home), "OPENAI_API_KEY": "k" * 12}
     return CliRunner().invoke(app, ["run", *args], input=input, env=env, catch_exceptions=False)

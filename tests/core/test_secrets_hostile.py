@@ -104,9 +104,8 @@ def test_a_password_in_the_base_url_is_never_in_the_error(echo_server: int) -> N
 
 
 def test_the_cli_error_line_shows_neither_key_nor_password(
-    echo_server: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+    echo_server: int, monkeypatch: pytest.MonkeyPatch, home: Any
 ) -> None:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("OPENAI_API_KEY", CUSTOM_KEY)
     result = CliRunner().invoke(
         app,

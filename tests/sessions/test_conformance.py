@@ -43,11 +43,8 @@ def _assistant(text: str) -> Message:
     return Message.assistant([Text(text)])
 
 
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The config file's redaction patterns are the built-in ones only.
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("CARRYALL_STORE", raising=False)
+# A fresh home: the config file's redaction patterns are the built-in ones only.
+pytestmark = pytest.mark.usefixtures("home")
 
 
 @pytest.fixture

@@ -13,11 +13,7 @@ from carryall.blocks import Image, Message, Text
 from carryall.sessions import AnyStore, Store, open_store
 from tests.support.sessions import PNG, rich_history
 
-
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("CARRYALL_STORE", raising=False)
+pytestmark = pytest.mark.usefixtures("home")
 
 
 def _copy(source: str, target: str) -> str:

@@ -27,12 +27,6 @@ def _blobs(store: Store) -> set[str]:
     return {p.name for p in (store.root / "blobs").rglob("*") if p.is_file()}
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path))
-    return tmp_path
-
-
 def _with_images(store: Store, *images: Image) -> str:
     session = store.create()
     session.record([], [Message.user("look", list(images))])

@@ -15,13 +15,6 @@ from carryall.errors import TranscriptError
 from carryall.sessions import default_root, open_store
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("CARRYALL_STORE", raising=False)
-    return tmp_path
-
-
 def test_a_folder_path_or_a_file_url_opens_the_jsonl_store(home: Path) -> None:
     folder = home / "elsewhere"
     assert open_store(folder).root == folder
@@ -34,8 +27,7 @@ def test_without_a_location_the_variable_then_the_config_then_the_default(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert open_store().root == default_root()
-    (home / "home").mkdir()
-    (home / "home" / "config.toml").write_text(f'store = "{home / "configured"}"\n')
+    (home / "config.toml").write_text(f'store = "{home / "configured"}"\n')
     assert open_store().root == home / "configured"
     monkeypatch.setenv("CARRYALL_STORE", (home / "from-env").as_uri())
     assert open_store().root == home / "from-env"

@@ -32,10 +32,7 @@ from tests.support.stores import finish, spawn_writer
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path / "home"))
+pytestmark = pytest.mark.usefixtures("home")
 
 
 def _texts(store: PostgresStore, session_id: str) -> list[str]:

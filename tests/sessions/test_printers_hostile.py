@@ -37,8 +37,13 @@ OSC52 = "\x1b]52;c;cHduZWQ=\x07"
 TITLE = "\x1b]0;owned\x07"
 LINK = "\x1b]8;;https://evil.example\x1b\\click\x1b]8;;\x1b\\"
 C1_CSI = "\x9b31m"
-# Any control character but newline and tab, DEL, C1, or a lone surrogate.
-CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+# Text that reads backwards from here on (Trojan Source): `txt.exe` shows as `exe.txt`.
+RLO = "\u202e"
+# Any control character but newline and tab, DEL, C1, a bidirectional-text
+# control, or a lone surrogate.
+CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 
 _hostile_piece = st.sampled_from(
     [
@@ -46,6 +51,11 @@ _hostile_piece = st.sampled_from(
         TITLE,
         LINK,
         C1_CSI,
+        RLO,
+        "\u2066",
+        "\u2069",
+        "\u200f",
+        "\u061c",
         "\x1b[2J",
         "\r",
         "\x00",
@@ -242,6 +252,20 @@ def test_printable_shows_escapes_and_keeps_newlines_and_tabs() -> None:
     assert printable("a\nb\tc", keep="") == "a\\nb\\tc"
 
 
+@pytest.mark.parametrize(
+    "control",
+    [chr(c) for c in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))],
+)
+def test_every_bidi_control_is_shown_by_the_one_door_for_terminals_pages_and_json(
+    control: str,
+) -> None:
+    from carryall._text import json_printable, printable
+
+    escape = f"\\u{ord(control):04x}"
+    assert printable(f"report{control}fdp.exe") == f"report{escape}fdp.exe"
+    assert json_printable(f'"report{control}fdp.exe"') == f'"report{escape}fdp.exe"'
+
+
 # -- the readers -------------------------------------------------------------------
 
 
@@ -353,12 +377,6 @@ def test_markdown_title_with_html_is_text() -> None:
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path))
-    return tmp_path
-
-
-@pytest.fixture
 def app() -> typer.Typer:
     app = typer.Typer()
     commands.register(app)
@@ -372,7 +390,7 @@ def _hostile_title_session(title: str) -> str:
 
 
 def test_sessions_list_shows_escapes_in_title_and_model(home: Path, app: typer.Typer) -> None:
-    _hostile_title_session(f"t {TITLE}")
+    _hostile_title_session(f"t {TITLE} {RLO}txt.exe")
     for args in (["sessions", "list"], ["sessions", "list", "--json"]):
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 0
@@ -380,7 +398,7 @@ def test_sessions_list_shows_escapes_in_title_and_model(home: Path, app: typer.T
 
 
 def test_sessions_show_every_format_prints_no_control(home: Path, app: typer.Typer) -> None:
-    session_id = _hostile_title_session(f"t {TITLE}")
+    session_id = _hostile_title_session(f"t {TITLE} {RLO}txt.exe")
     for fmt in ("text", "markdown", "json", "html"):
         result = CliRunner().invoke(app, ["sessions", "show", session_id, "-f", fmt])
         assert result.exit_code == 0

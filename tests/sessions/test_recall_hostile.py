@@ -15,11 +15,11 @@ from carryall.sessions import Store
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path))
+def home(home: Path) -> Path:
+    """The shared fresh home, holding one session to recall."""
     session = Store().create(backend="fake", model="m")
     session.record([], [Message.user("the lighthouse keeper"), Message.assistant([Text("waves")])])
-    return tmp_path
+    return home
 
 
 @pytest.fixture

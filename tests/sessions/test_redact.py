@@ -25,6 +25,7 @@ SAMPLES = {
     "openai": "sk-proj-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe",
     "github": GITHUB_TOKEN,
     "aws-access-key": AWS_KEY,
+    "bedrock": "ABSK" + "QmVkcm9ja0FQSUtleS1hYmNkLWF0LTEyMzQ1Njc4OTAxMjpzZWNyZXQ=",
     "slack": "xoxb-1234567890-abcdefghij",
     "google": "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
     "stripe": "sk_live_" + "51H8aBcDeFgHiJkLmN",
@@ -36,12 +37,6 @@ SAMPLES = {
 def _disk(root: Path) -> bytes:
     """Every byte the store keeps under its root: transcripts, torn lines, blobs, index."""
     return b"".join(p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file())
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path))
-    return tmp_path
 
 
 def test_every_builtin_pattern_has_a_sample_it_redacts() -> None:

@@ -200,12 +200,9 @@ def app() -> typer.Typer:
     return app
 
 
-def test_recall_index_path_that_is_a_directory_is_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, app: typer.Typer
-) -> None:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path))
+def test_recall_index_path_that_is_a_directory_is_one_line(home: Path, app: typer.Typer) -> None:
     Store().create(backend="f").record([], [_user("hello")])
-    index = tmp_path / "sessions" / "recall.sqlite3"
+    index = home / "sessions" / "recall.sqlite3"
     for leftover in index.parent.glob("recall.sqlite3*"):
         leftover.unlink()
     index.mkdir()
@@ -216,12 +213,11 @@ def test_recall_index_path_that_is_a_directory_is_one_line(
 
 
 def test_read_only_store_reads_and_recall_says_why(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, app: typer.Typer
+    home: Path, monkeypatch: pytest.MonkeyPatch, app: typer.Typer
 ) -> None:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path))
     session = Store().create(backend="f")
     session.record([], [_user("hello")])
-    for leftover in (tmp_path / "sessions").glob("recall.sqlite3*"):
+    for leftover in (home / "sessions").glob("recall.sqlite3*"):
         leftover.unlink()
     real_open = os.open
 

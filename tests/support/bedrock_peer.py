@@ -15,10 +15,12 @@ from __future__ import annotations
 import binascii
 import http.server
 import json
+import ssl
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from botocore.eventstream import EventStreamBuffer
@@ -164,11 +166,23 @@ class _Server(http.server.ThreadingHTTPServer):
 
 
 @contextmanager
-def converse_server(script: Iterable[Reply]) -> Iterator[ConverseServer]:
-    """A Converse server on a free loopback port for the `with` block, answering `script`."""
+def converse_server(
+    script: Iterable[Reply], certificate: tuple[Path, Path] | None = None
+) -> Iterator[ConverseServer]:
+    """A Converse server on a free loopback port for the `with` block, answering `script`.
+
+    With a `certificate` (its PEM file and key) it speaks HTTPS, as botocore
+    insists for a Bedrock API key (a bearer token).
+    """
     state = ConverseServer("", list(script))
     server = _Server(state)
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    scheme = "http"
+    if certificate is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*certificate)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
+    state.url = f"{scheme}://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

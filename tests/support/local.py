@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from carryall import local
+from tests.support.environment import foreign
 
 LOCAL_STATUS = local.status()
 
@@ -46,9 +47,10 @@ def local_env(tmp_path: Path) -> dict[str, str]:
         "CARRYALL_CACHE_DIR": str(LOCAL_STATUS.cache_root),
         "NO_COLOR": "1",
     }
-    env.pop("ANTHROPIC_API_KEY", None)
-    env.pop("OPENAI_API_KEY", None)
-    return env
+    # A developer's own store or key must not steer the child.
+    return {
+        k: v for k, v in env.items() if not foreign(k, keep=("CARRYALL_HOME", "CARRYALL_CACHE_DIR"))
+    }
 
 
 class _Recorder(BaseHTTPRequestHandler):

@@ -39,7 +39,8 @@ MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 
 
 @pytest.fixture(autouse=True)
-def _aws(monkeypatch: pytest.MonkeyPatch) -> None:
+def _aws(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # After `home`, which clears every credential variable the shell had.
     for name, value in CREDENTIALS.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_BEARER_TOKEN_BEDROCK", raising=False)
@@ -280,10 +281,7 @@ def test_a_missing_extra_says_which_pip_install_fixes_it(monkeypatch: pytest.Mon
     assert "\n" not in caught.value.message
 
 
-def test_run_on_bedrock_answers_and_its_help_names_the_backend(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path / "home"))
+def test_run_on_bedrock_answers_and_its_help_names_the_backend() -> None:
     assert "bedrock" in invoke("run", "--help").stdout
     with converse_server([Reply(stream=eventstream(EVENTS))]) as s:
         result = invoke("run", "-b", "bedrock", "--base-url", s.url, "--json", "Say hello")

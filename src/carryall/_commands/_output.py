@@ -5,13 +5,12 @@ reaches the terminal only through `echo`, `shown` or `snippet_text`, which
 show its control characters as escapes (`carryall._text.printable`) and never
 read it as console markup. A failure is one `error:` line on stderr, so
 `run`, `sessions` and `local` word it alike, and no credential reaches the
-terminal: the line is masked (`carryall._secrets.mask`) by key shape, URL
-userinfo and the keys in the environment, whatever raised it.
+terminal: the line is masked (`carryall._secrets.masked`) by key shape, URL
+userinfo and every configured key, whatever raised it.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NoReturn
 
@@ -37,8 +36,6 @@ __all__ = [
     "warn_damage",
 ]
 
-_KEY_VARIABLES = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
-
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP, unwinding like Ctrl-C (`carryall.cli.main`), but never shrugged off.
@@ -50,11 +47,11 @@ class Terminated(KeyboardInterrupt):
 
 
 def masked(message: str) -> str:
-    """`message` with every credential masked: key shapes, URL userinfo, the keys in use."""
+    """`message` with every credential masked (`carryall._secrets.masked`)."""
     # The key patterns are compiled with the first error, not with every command.
-    from carryall._secrets import mask
+    from carryall._secrets import masked as secrets_masked
 
-    return mask(message, [os.environ.get(name) for name in _KEY_VARIABLES])
+    return secrets_masked(message)
 
 
 def print_error(message: str, console: Console | None = None) -> None:

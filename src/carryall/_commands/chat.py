@@ -30,6 +30,8 @@ from carryall.blocks import Document, Image, Message
 from carryall.errors import CarryallError
 
 if TYPE_CHECKING:
+    from prompt_toolkit.history import FileHistory
+
     from carryall._commands.agent import _Display
     from carryall.agent import Agent
 
@@ -73,7 +75,7 @@ class _TerminalLines:
 
     def __init__(self, history_file: Path) -> None:
         from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory, InMemoryHistory
+        from prompt_toolkit.history import InMemoryHistory
         from prompt_toolkit.key_binding import KeyBindings
         from prompt_toolkit.key_binding.key_processor import KeyPressEvent
 
@@ -85,7 +87,7 @@ class _TerminalLines:
 
         try:
             history_file.parent.mkdir(parents=True, exist_ok=True)
-            history: FileHistory | InMemoryHistory = FileHistory(str(history_file))
+            history: FileHistory | InMemoryHistory = redacted_history(history_file)
         except OSError:
             # A read-only home still gets editing and this run's history.
             history = InMemoryHistory()
@@ -105,6 +107,27 @@ class _PlainLines:
 
     def read(self) -> str:
         return self._console.input(f"[bold green]{_PROMPT.strip()}[/] ")
+
+
+def redacted_history(path: Path) -> FileHistory:
+    """The line history kept across runs, every line redacted before it is written.
+
+    A line typed at the prompt may hold a key, and the file outlives the
+    session: it passes the same redaction as everything a session stores
+    (the built-in shapes and the config file's `[redact]` patterns). Up
+    recalls this run's lines as typed; the file keeps them redacted.
+    """
+    from prompt_toolkit.history import FileHistory
+
+    from carryall.sessions.redact import configured_redactor
+
+    redactor = configured_redactor()
+
+    class _Redacted(FileHistory):
+        def store_string(self, string: str) -> None:
+            super().store_string(redactor.text(string))
+
+    return _Redacted(str(path))
 
 
 def _lines(out: Console, history_file: Path, terminal: bool) -> _Lines:
@@ -196,6 +219,7 @@ class _Chat:
         import msgspec
 
         from carryall.sessions import SessionMeta, render_markdown
+        from carryall.sessions.redact import configured_redactor
 
         meta = (
             session.meta
@@ -205,7 +229,9 @@ class _Chat:
         meta = msgspec.structs.replace(
             meta, system=self.agent.system, model=self.agent.backend.model
         )
-        text = render_markdown(meta, self.agent.messages)
+        # A copy of the session is what the session keeps: redacted the same way.
+        redactor = configured_redactor()
+        text = render_markdown(redactor.walk(meta), redactor.history(self.agent.messages))
         try:
             Path(argument).expanduser().write_text(text, encoding="utf-8")
         except OSError as exc:

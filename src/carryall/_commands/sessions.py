@@ -544,10 +544,13 @@ def redact(
     """Remove a string from a session's every version and from the recall index.
 
     Unlike every other change to a session, this keeps no earlier version:
-    the transcript is rewritten, so the string is gone for good. Signatures
-    and image bytes are never searched; signed thinking that matches loses
-    its signature. New events are redacted as they are written (built-in
-    API key shapes plus the config file's \\[redact] patterns).
+    the transcript is rewritten, so the string is gone for good. Every field
+    is searched (text, tool calls and results, attachment names and URLs,
+    plain text documents, titles, failed notes, downgrade reasons, the
+    working folder); signatures and image bytes never are, and signed
+    thinking that matches loses its signature. New events are redacted the
+    same way as they are written (built-in API key shapes plus the config
+    file's \\[redact] patterns).
 
     Example: carryall sessions redact last -p 'corp-[0-9a-f]{32}'
     """

@@ -21,7 +21,6 @@ import msgspec
 
 from carryall._lazy import lazy_logger
 from carryall.blocks import Document, Downgrade, Image, Message, Text
-from carryall.config import load_config
 from carryall.errors import BlockError, TranscriptError
 from carryall.sessions._transcript import (
     BlobLoader,
@@ -39,7 +38,7 @@ from carryall.sessions._transcript import (
     with_title,
 )
 from carryall.sessions.protocol import Base, Plan, plan_record
-from carryall.sessions.redact import Redactor, compile_pattern
+from carryall.sessions.redact import Redactor
 
 __all__ = [
     "LAST",
@@ -47,7 +46,6 @@ __all__ = [
     "ReplayedSession",
     "SessionInfo",
     "blob_loader",
-    "configured_redactor",
     "last_used_first",
     "storable",
     "writable",
@@ -63,16 +61,6 @@ LAST: Final = "last"
 
 class MissingBlob(TranscriptError):
     """No bytes are stored under a content hash (deleted, or never stored): not damage."""
-
-
-def configured_redactor() -> Redactor:
-    """The redactor the config file asks for: the built-in patterns and its `[redact]` table."""
-    settings = load_config().redact
-    patterns = [
-        compile_pattern(p, f"config file redact.patterns[{i}]")
-        for i, p in enumerate(settings.patterns)
-    ]
-    return Redactor(patterns, builtin=settings.builtin)
 
 
 class SessionInfo(msgspec.Struct, frozen=True):

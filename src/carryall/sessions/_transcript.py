@@ -31,7 +31,7 @@ number, and every other event is still applied.
 
 from __future__ import annotations
 
-import contextlib
+import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -106,6 +106,11 @@ class _HeaderProbe(msgspec.Struct):
     format: int = 0
 
 
+_Hash = Annotated[str, msgspec.Meta(pattern="^(?:[0-9a-f]{64})?$")]
+"""A blob's content hash as a line holds it (or "" for none): a hex SHA-256 and nothing else, so
+a line naming any other path is damage where it is read."""
+
+
 class StoredImage(msgspec.Struct, frozen=True, tag="image", tag_field="type", omit_defaults=True):
     """An image as a transcript line holds it: the hash of bytes kept in the blob folder.
 
@@ -114,7 +119,7 @@ class StoredImage(msgspec.Struct, frozen=True, tag="image", tag_field="type", om
     """
 
     media_type: str
-    sha256: str
+    sha256: _Hash
     source: str | None = None
     url: str | None = None
 
@@ -134,7 +139,7 @@ class StoredDocument(
     url: str | None = None
     title: str | None = None
     source: str | None = None
-    sha256: str = ""
+    sha256: _Hash = ""
 
     def __post_init__(self) -> None:
         if not self.sha256:
@@ -169,6 +174,7 @@ class StoredMessage(msgspec.Struct, frozen=True):
 
 
 M = TypeVar("M")
+E = TypeVar("E", bound="Event[Any] | EventHead")
 
 
 class Event(msgspec.Struct, Generic[M], frozen=True, omit_defaults=True):
@@ -194,7 +200,7 @@ class Event(msgspec.Struct, Generic[M], frozen=True, omit_defaults=True):
 class EventHead(msgspec.Struct, frozen=True):
     """An event without its messages: what a sessions list needs, decoded cheaply."""
 
-    event: str
+    event: Literal["append", "rewrite"]
     time: str
     n: int
     title: str | None = None
@@ -225,20 +231,22 @@ def format_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+_TIME_SHAPE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+
+
 def parse_time(text: str) -> datetime:
-    """A transcript time back as an aware UTC datetime."""
-    if (
-        len(text) == 27
-        and text[4] + text[7] + text[10] + text[13] + text[16] + text[19] + text[26] == "--T::.Z"
-    ):
-        # `format_time`'s own shape, read by the C parser (`strptime` cost a
-        # listing of many sessions a quarter of its time); what it finds
-        # naive is that shape exactly, anything else is read the strict way.
-        with contextlib.suppress(ValueError):
-            moment = datetime.fromisoformat(text[:26])
-            if moment.tzinfo is None:
-                return moment.replace(tzinfo=UTC)
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    """A transcript time back as an aware UTC datetime; a `TranscriptError` for anything else.
+
+    Exactly the form `format_time` writes (so times sort as text) and a real
+    moment (no 30 February): what a hand edit or a forged line holds instead
+    is damage, never a `ValueError` out of a reader.
+    """
+    if type(text) is str and _TIME_SHAPE.fullmatch(text):
+        try:
+            return datetime.fromisoformat(text)  # reads the `Z` as UTC
+        except ValueError:
+            pass
+    raise TranscriptError(f"{text!r:.60} is not a transcript time")
 
 
 def encode_header(meta: SessionMeta) -> bytes:
@@ -410,11 +418,21 @@ def decode_event(line: bytes, where: str, line_no: int) -> AnyEvent:
             raise _invalid(where, line_no, exc) from None
     else:
         if not _holds_blob_kind(event) or not has_blob(line):
-            return event
+            return _timed(event, where, line_no)
     try:
-        return _event_decoder.decode(line)
+        return _timed(_event_decoder.decode(line), where, line_no)
     except _DECODE_ERRORS as exc:
         raise _invalid(where, line_no, exc) from None
+
+
+def _timed(event: E, where: str, line_no: int | None) -> E:
+    """`event` if its time is a transcript time, else the line's `TranscriptError`."""
+    try:
+        parse_time(event.time)
+    except TranscriptError as exc:
+        place = "last line" if line_no is None else f"line {line_no}"
+        raise TranscriptError(f"{where} {place}: invalid event: {exc}") from None
+    return event
 
 
 # msgspec reports a block's own validation (`BlockError`) as a ValidationError;
@@ -438,10 +456,11 @@ def _holds_blob_kind(event: Event[Message]) -> bool:
 def decode_head(line: bytes, where: str, line_no: int | None) -> EventHead:
     """Decode an event's head only (kind, time, length, title); `None` means the last line."""
     try:
-        return _head_decoder.decode(line)
+        head = _head_decoder.decode(line)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         place = "last line" if line_no is None else f"line {line_no}"
         raise TranscriptError(f"{where} {place}: invalid event: {exc}") from None
+    return _timed(head, where, line_no)
 
 
 def split_lines(data: bytes) -> tuple[list[bytes], int]:
@@ -659,8 +678,8 @@ class Replay:
         """Decode and apply one event line; a damaged one is noted in `damage` and skipped."""
         event = self._decoded(line, line_no)
         if event is not None:
-            # A whole line that cannot apply (an event from a newer carryall,
-            # an image blob damaged) is not line damage: it is still refused.
+            # A whole line that cannot apply (an image blob damaged) is not
+            # line damage: it is still refused.
             self.apply(event, line_no)
         return event
 
@@ -735,6 +754,15 @@ class Replay:
 
     def apply(self, event: AnyEvent, line_no: int) -> None:
         """Apply one decoded event; an inconsistent event names its line."""
+        if event.event != "append" and event.event != "rewrite":
+            # Not a kind this format has (a newer carryall changes the format
+            # number, which the header check refuses): a hand edit or a forged
+            # line, skipped like any other damage.
+            self.damage.append(
+                f"{self.where} line {line_no}: unknown event {event.event!r:.40}; skipped"
+            )
+            self.unsettled = True
+            return
         new = self._restore(event)
         if event.event == "append":
             if event.start != len(self.messages):
@@ -753,14 +781,9 @@ class Replay:
                 del self.messages[event.start :], self.times[event.start :]
                 self.unsettled = True
             self.append(new, event.time)
-        elif event.event == "rewrite":
+        else:
             self.rewrite(new, event.time)
             self.unsettled = False
-        else:
-            raise TranscriptError(
-                f"{self.where} line {line_no}: unknown event {event.event!r} "
-                "(written by a newer carryall?)"
-            )
         if event.n != len(self.messages):
             self.damage.append(
                 f"{self.where} line {line_no}: event says the history holds {event.n} "
@@ -870,6 +893,11 @@ def _clean_run(lines: list[bytes]) -> list[_PlainEvent] | None:
         return None
     if len(events) != count:
         return None  # a line that held two values, or none: read by line, it is damage
+    try:
+        for moment in map(_TIME, events):
+            parse_time(moment)
+    except TranscriptError:
+        return None  # read by line, where the line with no transcript time is named
     blocks = chain.from_iterable(map(_CONTENT, chain.from_iterable(map(_MESSAGES, events))))
     kinds = set(map(type, blocks))
     if Image in kinds or Document in kinds:

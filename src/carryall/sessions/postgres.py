@@ -49,8 +49,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-import msgspec
-
 from carryall.blocks import Downgrade, Message
 from carryall.errors import SessionConflict, TranscriptError
 from carryall.sessions._core import (
@@ -59,7 +57,6 @@ from carryall.sessions._core import (
     ReplayedSession,
     SessionInfo,
     blob_loader,
-    configured_redactor,
     last_used_first,
     storable,
     writable,
@@ -86,7 +83,7 @@ from carryall.sessions._transcript import (
 )
 from carryall.sessions.protocol import Plan, RecordKind
 from carryall.sessions.recall import Hit, bounded_words, marked_hit, passage
-from carryall.sessions.redact import Redactor, compile_pattern
+from carryall.sessions.redact import Redactor, compile_pattern, configured_redactor
 
 if TYPE_CHECKING:
     import psycopg
@@ -341,18 +338,20 @@ class PostgresStore:
         """Start a new, empty session and write its row (the same meta as the JSONL store)."""
         created = datetime.now(UTC)
         for _ in range(16):
-            meta = SessionMeta(
-                id=f"{created:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}",
-                created=created,
-                backend=backend,
-                model=model,
-                cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
-                title=self.redactor.optional(title),
-                system=self.redactor.optional(system),
-                origin=origin,
-                tools=tuple(tools) if tools is not None else None,
-                base_url=self.redactor.optional(base_url),
-                options=dict(options) if options else None,
+            meta = self.redactor.walk(
+                SessionMeta(
+                    id=f"{created:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}",
+                    created=created,
+                    backend=backend,
+                    model=model,
+                    cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
+                    title=title,
+                    system=system,
+                    origin=origin,
+                    tools=tuple(tools) if tools is not None else None,
+                    base_url=base_url,
+                    options=dict(options) if options else None,
+                )
             )
             if self._insert_session(meta, meta.title, 0, format_time(created), 0):
                 replay = Replay(self._where(meta.id), self._blob_loader(meta.id))
@@ -401,11 +400,19 @@ class PostgresStore:
                     raise
                 on_error(exc)
                 continue
+            try:
+                moment = parse_time(updated)
+            except TranscriptError as exc:
+                # One damaged column: the session is still listed, as of its creation.
+                if on_error is None:
+                    raise
+                on_error(TranscriptError(f"{self._where(session_id)}: updated: {exc}"))
+                moment = meta.created
             infos.append(
                 SessionInfo(
                     meta=with_title(meta, _text(title)),
                     turns=turns,
-                    updated=parse_time(updated),
+                    updated=moment,
                     failed=_text(failed),
                 )
             )
@@ -492,44 +499,49 @@ class PostgresStore:
                 if row is None:
                     raise TranscriptError(f"no session {full!r} in {self.location}")
                 meta = decode_header(bytes(row[0]), where)
-                clean_meta = msgspec.structs.replace(
-                    meta,
-                    title=redactor.optional(meta.title),
-                    system=redactor.optional(meta.system),
-                )
-                changed = int(clean_meta != meta)
+                clean_meta = redactor.walk(meta)
+                # Written again whole when the walk, or the bytes, find a match: a
+                # field no reader knows (a hand edit) is dropped with what it held.
+                header = bytes(row[0])
+                if clean_meta is not meta or _matches(redactor, header):
+                    header = encode_header(clean_meta)[:-1]
+                changed = int(header != bytes(row[0]))
                 replay = Replay(where, image_stand_in)
                 events = conn.execute(
                     "SELECT seq, body FROM carryall_events WHERE session_id = %s ORDER BY seq",
                     (full,),
                 ).fetchall()
+                blobs = _Blobs(conn)
+                before: set[str] = set()
+                failed = None
                 for seq, body in events:
                     event = decode_event(bytes(body), where, seq + 1)
-                    messages = [redactor.message(m, unsign=True) for m in event.messages]
-                    title = redactor.optional(event.title)
-                    same = title == event.title and all(
-                        new is old for new, old in zip(messages, event.messages, strict=True)
-                    )
+                    clean = redactor.walk(event, blobs=blobs)
+                    before.update(_event_hashes(event))
                     line = bytes(body)
-                    if not same:
-                        line = encode_event(
-                            msgspec.structs.replace(event, messages=messages, title=title)
-                        )[:-1]
+                    if clean is not event or _matches(redactor, line):
+                        line = encode_event(clean)[:-1]
+                    if line != bytes(body):
                         conn.execute(
                             "UPDATE carryall_events SET body = %s "
                             "WHERE session_id = %s AND seq = %s",
                             (line, full, seq),
                         )
                         changed += 1
+                    blobs.referred.update(_event_hashes(clean))
+                    failed = clean.failed
                     replay.apply_line(line, seq + 1)
                 conn.execute(
-                    "UPDATE carryall_sessions SET header = %s, title = %s WHERE id = %s",
+                    "UPDATE carryall_sessions SET header = %s, title = %s, failed = %s"
+                    " WHERE id = %s",
                     (
-                        encode_header(clean_meta)[:-1],
+                        header,
                         _utf8(clean_meta.title or replay.title),
+                        _utf8(failed),
                         full,
                     ),
                 )
+                blobs.refer(full, before)
                 conn.execute("DELETE FROM carryall_messages WHERE session_id = %s", (full,))
                 _index(conn, full, 0, replay.messages, replay.times)
             return changed
@@ -537,7 +549,12 @@ class PostgresStore:
         changed = self._retrying(rewrite)
 
         def vacuum(conn: psycopg.Connection[Any]) -> None:
-            for table in ("carryall_events", "carryall_messages", "carryall_sessions"):
+            for table in (
+                "carryall_events",
+                "carryall_messages",
+                "carryall_sessions",
+                "carryall_blobs",
+            ):
                 conn.execute(f"VACUUM FULL {table}")
 
         self._retrying(vacuum)
@@ -958,7 +975,7 @@ class PostgresSession(ReplayedSession):
             title=title,
             messages=stored,
             failed=failed,
-            downgrades=downgrades or [],
+            downgrades=self.store.redactor.walk(downgrades or []),
         )
         line = encode_event(event)[:-1]
         pg = self.store._pg
@@ -1191,6 +1208,55 @@ def _put_blob(conn: psycopg.Connection[Any], data: bytes) -> str:
             (sha, data),
         )
     return sha
+
+
+def _matches(redactor: Redactor, data: bytes) -> bool:
+    """Whether stored bytes, read as text, hold a match anywhere (a field no reader knows too)."""
+    text = data.decode("utf-8", "surrogateescape")
+    return redactor.text(text) is not text
+
+
+class _Blobs:
+    """The blobs a `redact` walk reads and stores, inside its transaction (`BlobAccess`)."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        self.referred: set[str] = set()
+        """Every hash the redacted events refer to."""
+
+    def get_blob(self, sha256: str) -> bytes:
+        row = self.conn.execute(
+            "SELECT data FROM carryall_blobs WHERE sha256 = %s", (sha256,)
+        ).fetchone()
+        if row is None:
+            raise TranscriptError(f"blob {sha256} is missing")
+        return bytes(row[0])
+
+    def put_blob(self, data: bytes) -> str:
+        return _put_blob(self.conn, data)
+
+    def refer(self, session_id: str, before: set[str]) -> None:
+        """The session's references made what the redacted events refer to, and every blob it
+        referred to before and no session refers to now deleted (it may hold the string)."""
+        gone = sorted(before - self.referred)
+        new = sorted(self.referred - before)
+        if new:
+            with self.conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO carryall_blob_refs (session_id, sha256) VALUES (%s, %s)"
+                    " ON CONFLICT DO NOTHING",
+                    [(session_id, sha) for sha in new],
+                )
+        if gone:
+            self.conn.execute(
+                "DELETE FROM carryall_blob_refs WHERE session_id = %s AND sha256 = ANY(%s)",
+                (session_id, gone),
+            )
+            self.conn.execute(
+                "DELETE FROM carryall_blobs b WHERE sha256 = ANY(%s) AND NOT EXISTS "
+                "(SELECT 1 FROM carryall_blob_refs r WHERE r.sha256 = b.sha256)",
+                (gone,),
+            )
 
 
 def _event_hashes(event: Event[Any]) -> Iterator[str]:

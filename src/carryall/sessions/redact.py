@@ -1,37 +1,72 @@
-"""Redaction: secrets cut out of what a session store writes.
+"""Redaction: secrets cut out of every string a session store writes.
 
 Agents read files, environments and command output, so live credentials end
 up in transcripts. A `Redactor` replaces every match of its patterns with
-`REDACTED` in the text a person or a model wrote or a tool returned: `Text`,
-unsigned `Thinking`, every string (and key) of a `ToolUse` input, a
-`ToolResult`'s content, and a session's title and system prompt. It never
-looks inside what is opaque or binary: a thinking block's signature, and
-image data (held by hash in the store anyway). A signed thinking block is
-left whole when events are written, because its signature certifies its
-text and a provider refuses a thinking block whose text was changed; an
-explicit `carryall sessions redact` cuts the string out of it anyway and
-drops the signature, which makes it ordinary unsigned thinking that stays in
-the transcript and off the wire that checks signatures.
+`REDACTED`, and it does so by construction rather than by a list of cases:
+`Redactor.walk` goes through every field of every `msgspec.Struct` it is
+given (a message and its blocks, a whole event line with its title, its
+`failed` note and its downgrade reasons, a session's header with its title,
+system prompt, `cwd`, origin and tool names), every list, tuple and JSON
+object inside, and redacts every string it meets, object keys included. A
+block type added later is redacted the day it is added; only what `_KEPT`
+names is passed over, each entry with its reason.
+
+What is kept: opaque tokens only their maker reads back (signatures, a
+provider's encrypted thinking), bytes (image data, a blob's hash) and the
+identities the file's structure hangs on (the session id, an event's kind
+and time). A tool call's id is text a model wrote, but a history pairs it
+with its result by equality, so a matching one becomes a stand-in derived
+from it (`redacted-<digest>`), the same in the call and its result. A plain
+text document is text inside base64: its bytes are decoded, redacted and
+encoded again, before the store hashes them into its blob folder. A thinking
+block whose text changes loses its signature (the signature certifies that
+text, and a provider refuses a changed one): it becomes ordinary unsigned
+thinking that stays in the transcript and off the wires that check
+signatures. A provider-native block (`Opaque`) is echoed to its origin byte
+for byte or not at all, so one holding a match becomes its redacted text
+line.
 
 The built-in patterns match the shapes of common API keys and tokens, each
 anchored so that a longer identifier that merely contains one is left
 alone; the config file adds the user's own (`[redact] patterns`). This
-module is pure: it turns values into values.
+module is pure: it turns values into values, and the one place it reads
+bytes a store holds (a document kept by hash, when `sessions redact` walks a
+stored event) goes through the `BlobAccess` the store hands it.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, Protocol
 
 import msgspec
 
-from carryall.blocks import Message, Opaque, Text, Thinking, ToolResult, ToolUse
+from carryall.blocks import (
+    Document,
+    Image,
+    Message,
+    Opaque,
+    RedactedThinking,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+)
 from carryall.errors import CarryallError
+from carryall.sessions._transcript import Event, SessionMeta, StoredDocument, StoredImage
 
-__all__ = ["BUILTIN_PATTERNS", "REDACTED", "Redactor", "compile_pattern"]
+__all__ = [
+    "BUILTIN_PATTERNS",
+    "REDACTED",
+    "BlobAccess",
+    "Redactor",
+    "compile_pattern",
+    "configured_redactor",
+]
 
 REDACTED: Final = "[redacted]"
 """What a redacted string becomes: one wording, so a reader can search for it."""
@@ -44,6 +79,7 @@ BUILTIN_PATTERNS: Final[Mapping[str, str]] = {
     "openai": _EDGE + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",
     "github": _EDGE + r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
     "aws-access-key": _EDGE + r"(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])",
+    "bedrock": _EDGE + r"ABSK[A-Za-z0-9+/]{32,}={0,2}",
     "slack": _EDGE + r"xox[abprs]-[A-Za-z0-9-]{10,}",
     "google": _EDGE + r"AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])",
     "stripe": _EDGE + r"(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}",
@@ -54,6 +90,43 @@ BUILTIN_PATTERNS: Final[Mapping[str, str]] = {
     ),
 }
 """The shapes of common API keys and tokens, by the name of who issues them."""
+
+_KEPT: Final = frozenset(
+    {
+        # Opaque tokens, for their origin only: a signature certifies its
+        # block, encrypted thinking is meaningless to a person.
+        (Thinking, "signature"),
+        (ToolUse, "signature"),
+        (RedactedThinking, "data"),
+        # Bytes, and the names of bytes.
+        (Image, "data"),
+        (StoredImage, "sha256"),
+        (StoredDocument, "sha256"),
+        # Checked against an allowlist when made: never free text.
+        (Image, "media_type"),
+        (StoredImage, "media_type"),
+        (Document, "media_type"),
+        (StoredDocument, "media_type"),
+        # The structure a file is read by: the name it is kept under, what an
+        # event does and when (a reader checks both).
+        (SessionMeta, "id"),
+        (Event, "event"),
+        (Event, "time"),
+    }
+)
+"""The fields `Redactor.walk` passes over, by struct type and field name; every other is walked."""
+
+
+class BlobAccess(Protocol):
+    """How a walk over stored events reads and stores the bytes a document holds by hash."""
+
+    def get_blob(self, sha256: str, /) -> bytes:
+        """The bytes stored under a content hash; a `CarryallError` when they cannot be read."""
+        ...
+
+    def put_blob(self, data: bytes, /) -> str:
+        """Store bytes; their content hash."""
+        ...
 
 
 def compile_pattern(pattern: str, where: str) -> re.Pattern[str]:
@@ -70,11 +143,11 @@ def compile_pattern(pattern: str, where: str) -> re.Pattern[str]:
 
 
 class Redactor:
-    """Replaces every match of a set of patterns with `REDACTED` in a message's readable text.
+    """Replaces every match of a set of patterns with `REDACTED` in every string of a value.
 
     `Redactor()` has the built-in patterns; `patterns` adds compiled user
     patterns; `builtin=False` leaves only those. With no pattern at all it
-    changes nothing (and costs nothing). A message with nothing to redact
+    changes nothing (and costs nothing). A value with nothing to redact
     comes back as the very same object, so a caller can tell by identity.
     """
 
@@ -86,7 +159,7 @@ class Redactor:
 
     @functools.cached_property
     def _pattern(self) -> re.Pattern[str] | None:
-        # One alternation, so a message is scanned once however many patterns
+        # One alternation, so a string is scanned once however many patterns
         # there are; compiled with the first thing redacted, since every store
         # has a redactor and a reader (`sessions list`, `recall`) writes nothing.
         sources = self._sources
@@ -98,7 +171,7 @@ class Redactor:
         return bool(self._sources)
 
     def text(self, text: str) -> str:
-        """`text` with every match replaced."""
+        """`text` with every match replaced (the same object when nothing matched)."""
         if self._pattern is None:
             return text
         return self._pattern.sub(REDACTED, text)
@@ -107,60 +180,174 @@ class Redactor:
         """`text` redacted, `None` kept."""
         return None if text is None else self.text(text)
 
-    def value(self, value: Any) -> Any:
-        """A JSON value with every string in it (object keys included) redacted."""
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, list):
-            return [self.value(v) for v in value]
-        if isinstance(value, dict):
-            return {self.text(k): self.value(v) for k, v in value.items()}
-        return value
+    def walk(self, value: Any, blobs: BlobAccess | None = None) -> Any:
+        """`value` with every string in it redacted: the one redaction every stored string passes.
 
-    def block(self, block: Any, *, unsign: bool = False) -> Any:
-        """One block redacted; anything opaque or binary (images, signatures) kept as it is.
-
-        A signed `Thinking` is kept whole unless `unsign`, in which case its
-        text is redacted and, if that changed it, its signature dropped. A
-        provider-native `Opaque` block is kept whole the same way; with
-        `unsign`, one whose JSON or text matches becomes its redacted text line.
+        Strings, lists, tuples, dicts (keys too) and every field of every
+        `msgspec.Struct` but those `_KEPT` names; anything else (numbers,
+        times, enums) is kept. `blobs` lets a walk over stored events redact
+        a plain text document held by hash: its bytes are read, redacted and
+        stored again under their new hash. Without it such a document is
+        kept as it is (an event being written holds its documents whole).
         """
-        if isinstance(block, Text):
-            new = self.text(block.text)
-            return block if new == block.text else Text(new)
-        if isinstance(block, ToolResult):
-            new = self.text(block.content)
-            return block if new == block.content else msgspec.structs.replace(block, content=new)
-        if isinstance(block, ToolUse):
-            new_input = self.value(block.input)
-            return (
-                block
-                if new_input == block.input
-                else msgspec.structs.replace(block, input=new_input)
-            )
-        if isinstance(block, Thinking):
-            if block.signature is not None and not unsign:
-                return block
-            new = self.text(block.text)
-            if new == block.text:
-                return block
-            return msgspec.structs.replace(block, text=new, signature=None, origin=None)
-        if isinstance(block, Opaque) and unsign and self._pattern is not None:
-            # Its raw JSON is echoed byte for byte or not at all: a native
-            # block holding the pattern becomes its redacted text line.
-            new = self.text(block.text)
-            return block if new == block.text and not self._pattern.search(block.raw) else Text(new)
-        return block
-
-    def message(self, message: Any, *, unsign: bool = False) -> Any:
-        """A `Message` (or the store's form of one, with images by hash) redacted block by block."""
         if self._pattern is None:
-            return message
-        content = tuple(self.block(b, unsign=unsign) for b in message.content)
-        if all(new is old for new, old in zip(content, message.content, strict=True)):
-            return message
-        return msgspec.structs.replace(message, content=content)
+            return value
+        return _Walk(self._pattern, blobs).value(value)
+
+    def value(self, value: Any) -> Any:
+        """A JSON value with every string in it (object keys included) redacted (`walk`)."""
+        return self.walk(value)
+
+    def block(self, block: Any) -> Any:
+        """One block redacted (`walk`)."""
+        return self.walk(block)
+
+    def message(self, message: Any) -> Any:
+        """A `Message` (or the store's form of one, with blocks by hash) redacted (`walk`)."""
+        return self.walk(message)
 
     def history(self, messages: Iterable[Message]) -> list[Message]:
         """Every message of a history redacted."""
         return [self.message(m) for m in messages]
+
+
+class _Walk:
+    """One walk of `Redactor.walk`: the compiled patterns and the blob access it was given."""
+
+    def __init__(self, pattern: re.Pattern[str], blobs: BlobAccess | None) -> None:
+        self.pattern = pattern
+        self.blobs = blobs
+
+    def value(self, value: Any) -> Any:
+        kind = type(value)
+        if kind is str:
+            return self.pattern.sub(REDACTED, value)
+        if kind is list or kind is tuple:
+            items = [self.value(item) for item in value]
+            if all(new is old for new, old in zip(items, value, strict=True)):
+                return value
+            return items if kind is list else tuple(items)
+        if kind is dict:
+            out = {}
+            changed = False
+            for key, item in value.items():
+                new_key = self.value(key) if type(key) is str else key
+                new_item = self.value(item)
+                changed = changed or new_key is not key or new_item is not item
+                out[new_key] = new_item
+            return out if changed else value
+        if isinstance(value, msgspec.Struct):
+            special = _STRUCTS.get(kind)
+            return special(self, value) if special is not None else self.struct(value)
+        return value
+
+    def struct(self, value: msgspec.Struct) -> Any:
+        """Every field of a struct walked but those `_KEPT` names."""
+        kind = type(value)
+        changes: dict[str, Any] = {}
+        for name in kind.__struct_fields__:
+            if (kind, name) in _KEPT:
+                continue
+            old = getattr(value, name)
+            rule = _FIELDS.get((kind, name))
+            new = rule(self, value, old) if rule is not None else self.value(old)
+            if new is not old:
+                changes[name] = new
+        return msgspec.structs.replace(value, **changes) if changes else value
+
+    def identifier(self, _: Any, text: str) -> str:
+        """A matching id as a stand-in derived from it, so equal ids stay equal and distinct ones
+        distinct (a call and its result keep their pairing)."""
+        if self.pattern.search(text) is None:
+            return text
+        import hashlib  # OpenSSL's library loads with the first digest, which is rare here
+
+        return f"redacted-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
+
+    def document_data(self, document: Document | StoredDocument, data: str) -> str:
+        """A plain text document's base64 with its text redacted; any other kept."""
+        if document.media_type != "text/plain" or not data:
+            return data
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            return data  # refused where it is read; nothing here to redact as text
+        clean = self.bytes(raw)
+        return data if clean is raw else base64.b64encode(clean).decode("ascii")
+
+    def bytes(self, raw: bytes) -> bytes:
+        """Text bytes redacted as UTF-8 (bytes that are not are kept as they are)."""
+        text = raw.decode("utf-8", "surrogateescape")
+        clean = self.pattern.sub(REDACTED, text)
+        return raw if clean is text else clean.encode("utf-8", "surrogateescape")
+
+    def stored_document(self, document: StoredDocument) -> Any:
+        """A document held by hash: its fields, and its bytes when the walk can reach them."""
+        out = self.struct(document)
+        if self.blobs is None or not out.sha256 or out.media_type != "text/plain":
+            return out
+        try:
+            raw = self.blobs.get_blob(out.sha256)
+        except CarryallError:
+            # Bytes that are gone (or fail their hash) are not read by anyone:
+            # the stores show such a document as its placeholder.
+            return out
+        clean = self.bytes(raw)
+        if clean is raw:
+            return out
+        return msgspec.structs.replace(out, sha256=self.blobs.put_blob(clean))
+
+    def thinking(self, block: Thinking) -> Any:
+        """Thinking walked; one whose text changed loses the signature that certified it."""
+        out = self.struct(block)
+        if out is block or out.signature is None or out.text == block.text:
+            return out
+        return msgspec.structs.replace(out, signature=None, origin=None)
+
+    def opaque(self, block: Opaque) -> Any:
+        """A native block echoed byte for byte or not at all: one holding a match anywhere (its
+        kind, JSON, text or origin) is its redacted text line."""
+        decoded = _json_value(block.raw)
+        if self.struct(block) is block and self.value(decoded) is decoded:
+            return block
+        return Text(self.pattern.sub(REDACTED, block.text))
+
+
+_NOT_JSON: Final = object()
+
+
+def _json_value(raw: str) -> Any:
+    """The value a native block's JSON holds (its strings unescaped, so an escaped key is read
+    as the key), or `_NOT_JSON`, which a walk leaves as it is."""
+    try:
+        return msgspec.json.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return _NOT_JSON
+
+
+_FIELDS: Final[dict[tuple[type, str], Callable[[_Walk, Any, Any], Any]]] = {
+    (ToolUse, "id"): _Walk.identifier,
+    (ToolResult, "tool_use_id"): _Walk.identifier,
+    (Document, "data"): _Walk.document_data,
+    (StoredDocument, "data"): _Walk.document_data,
+}
+"""Fields walked by a rule of their own rather than as plain strings."""
+
+_STRUCTS: Final[dict[type, Callable[[_Walk, Any], Any]]] = {
+    Thinking: _Walk.thinking,
+    Opaque: _Walk.opaque,
+    StoredDocument: _Walk.stored_document,
+}
+"""Structs whose fields hang together: walked by a rule that keeps them consistent."""
+
+
+def configured_redactor() -> Redactor:
+    """The redactor the config file asks for: the built-in patterns and its `[redact]` table."""
+    from carryall.config import load_config
+
+    settings = load_config().redact
+    patterns = [
+        compile_pattern(p, f"config file redact.patterns[{i}]")
+        for i, p in enumerate(settings.patterns)
+    ]
+    return Redactor(patterns, builtin=settings.builtin)

@@ -46,9 +46,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Protocol
-
-import msgspec
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from carryall import paths
 from carryall._lazy import lazy_logger, lazy_module
@@ -60,7 +58,6 @@ from carryall.sessions._core import (
     ReplayedSession,
     SessionInfo,
     blob_loader,
-    configured_redactor,
     last_used_first,
     storable,
     writable,
@@ -88,7 +85,7 @@ from carryall.sessions._transcript import (
     with_title,
 )
 from carryall.sessions.protocol import RecordKind
-from carryall.sessions.redact import Redactor, compile_pattern
+from carryall.sessions.redact import Redactor, compile_pattern, configured_redactor
 
 if TYPE_CHECKING:
     import hashlib
@@ -223,18 +220,20 @@ class SessionStore:
         for _ in range(16):
             session_id = f"{created:%Y%m%d-%H%M%S}-{os.urandom(3).hex()}"
             path = self.path(session_id)
-            meta = SessionMeta(
-                id=session_id,
-                created=created,
-                backend=backend,
-                model=model,
-                cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
-                title=self.redactor.optional(title),
-                system=self.redactor.optional(system),
-                origin=self.redactor.optional(origin),
-                tools=None if tools is None else tuple(tools),
-                base_url=self.redactor.optional(base_url),
-                options=dict(options) if options else None,
+            meta = self.redactor.walk(
+                SessionMeta(
+                    id=session_id,
+                    created=created,
+                    backend=backend,
+                    model=model,
+                    cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
+                    title=title,
+                    system=system,
+                    origin=origin,
+                    tools=None if tools is None else tuple(tools),
+                    base_url=base_url,
+                    options=dict(options) if options else None,
+                )
             )
             line = encode_header(meta)
             try:
@@ -278,6 +277,10 @@ class SessionStore:
                 if on_error is None:
                     raise
                 on_error(exc)
+                # A damaged event line is one line: the session is still
+                # listed, from the events that can be read.
+                with contextlib.suppress(TranscriptError):
+                    infos.append(self._salvaged(Path(folder + name)))
         infos.sort(key=last_used_first, reverse=True)
         return infos
 
@@ -407,25 +410,30 @@ class SessionStore:
             if not lines:
                 raise TranscriptError(f"{where}: no complete header line to redact")
             meta = decode_header(lines[0], where)
-            clean_meta = msgspec.structs.replace(
-                meta, title=redactor.optional(meta.title), system=redactor.optional(meta.system)
-            )
-            changed = int(clean_meta != meta)
-            out = [encode_header(clean_meta) if changed else lines[0] + b"\n"]
+            clean_meta = redactor.walk(meta)
+            header = lines[0] + b"\n"
+            if clean_meta is not meta or _redact_bytes(redactor, lines[0]) != lines[0]:
+                # Written again, a field no reader knows (a hand edit) is dropped
+                # with whatever it held.
+                header = encode_header(clean_meta)
+            changed = int(header != lines[0] + b"\n")
+            out = [header]
+            before: set[str] = set()
+            after: set[str] = set()
             for line_no, line in iter_events(lines[1:], 2):
                 event = decode_event(line, where, line_no)
-                messages = [redactor.message(m, unsign=True) for m in event.messages]
-                title = redactor.optional(event.title)
-                same = title == event.title and all(
-                    new is old for new, old in zip(messages, event.messages, strict=True)
-                )
-                if same:
+                clean = redactor.walk(event, blobs=self)
+                before |= _event_hashes(event)
+                after |= _event_hashes(clean)
+                if clean is event and _redact_bytes(redactor, line) == line:
                     out.append(line + b"\n")
                     continue
-                out.append(
-                    encode_event(msgspec.structs.replace(event, messages=messages, title=title))
-                )
-                changed += 1
+                # The walk changed a field, or the line holds a match the walk
+                # does not reach (a field no reader knows, dropped by writing
+                # the event again; or an opaque token, which stays).
+                new = encode_event(clean)
+                out.append(new)
+                changed += new != line + b"\n"
             torn = _redact_bytes(redactor, data[end:])
             changed += torn != data[end:]
             out.append(torn)
@@ -442,6 +450,10 @@ class SessionStore:
                         changed += 1
                 except OSError as exc:
                     raise _failed(f"cannot redact the torn line kept in {kept}", exc) from None
+            if before - after:
+                # A document whose text changed is stored under a new hash: the
+                # old bytes still hold the string unless no session refers to them.
+                self.collect_blobs(before - after)
             if self.listeners:
                 loaded = self.load(path, images=False)
                 recorded = _whole(full, loaded.ident, loaded.end, loaded.replay)
@@ -647,6 +659,18 @@ class SessionStore:
             turns, updated, failed = head.n, parse_time(head.time), head.failed
         return SessionInfo(
             meta=with_title(meta, title), turns=turns, updated=updated, failed=failed
+        )
+
+    def _salvaged(self, path: Path) -> SessionInfo:
+        """A listing of a session whose head or last line is damaged, from a whole load.
+
+        Raises when even the header cannot be read (nothing to list).
+        """
+        loaded = self.load(path, images=False)
+        replay = loaded.replay
+        updated = parse_time(replay.updated) if replay.updated else loaded.meta.created
+        return SessionInfo(
+            meta=with_title(loaded.meta, replay.title), turns=len(replay.messages), updated=updated
         )
 
     # -- locking ------------------------------------------------------------
@@ -934,7 +958,7 @@ class Session(ReplayedSession):
                 start=start,
                 title=title,
                 messages=stored,
-                downgrades=downgrades or [],
+                downgrades=self.store.redactor.walk(downgrades or []),
                 failed=failed,
             )
         )
@@ -962,7 +986,7 @@ class Session(ReplayedSession):
             n=len(history),
             title=title,
             messages=stored,
-            downgrades=downgrades or [],
+            downgrades=self.store.redactor.walk(downgrades or []),
             failed=failed,
         )
         line = encode_event(event)
@@ -1111,6 +1135,17 @@ def _hashes(path: Path) -> set[str]:
         for message in decode_event(line, where, line_no).messages:
             found.update(b.sha256 for b in message.content if isinstance(b, Stored) and b.sha256)
     return found
+
+
+def _event_hashes(event: Event[Any]) -> set[str]:
+    """The blob hashes one decoded event refers to."""
+    return {
+        b.sha256
+        for m in event.messages
+        if isinstance(m, StoredMessage)
+        for b in m.content
+        if isinstance(b, Stored) and b.sha256
+    }
 
 
 def _replace_file(path: Path, data: bytes) -> None:

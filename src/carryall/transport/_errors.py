@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final
 
-from carryall._secrets import mask
+from carryall._secrets import masked as secrets_masked
 from carryall._text import shorten
 from carryall.errors import ProviderError
 from carryall.providers import Response
@@ -43,6 +43,7 @@ __all__ = [
     "placed",
     "sdk_failure",
     "send_whole",
+    "sending",
     "shown",
 ]
 
@@ -111,15 +112,27 @@ def send_whole(
 
 
 def masked(error: ProviderError, keys: tuple[str | None, ...]) -> ProviderError:
-    """`error` with every credential in its message masked (`carryall._secrets.mask`).
+    """`error` with every credential in its message masked (`carryall._secrets.masked`).
 
     A server's error text may quote the key it was sent, so every failure a
-    transport raises passes through here on its way out.
+    transport raises passes through here on its way out (`sending`); `keys`
+    are the client's own, on top of every configured one.
     """
-    message = mask(error.message, keys)
+    message = secrets_masked(error.message, keys)
     if message == error.message:
         return error
     return ProviderError(message, status=error.status, kind=error.kind, retryable=error.retryable)
+
+
+def sending(send: Callable[[], Response], keys: tuple[str | None, ...]) -> Response:
+    """`send()`'s answer; a `ProviderError` it raises comes out `masked`, every transport alike."""
+    try:
+        return send()
+    except ProviderError as error:
+        safe = masked(error, keys)
+        if safe is error:
+            raise
+        raise safe from error.__cause__
 
 
 def opening_errors(sdk: SdkErrors) -> tuple[type[Exception], ...]:

@@ -35,11 +35,11 @@ from carryall.transport._errors import (
     Broken,
     SdkErrors,
     dropped,
-    masked,
     opening_errors,
     placed,
     sdk_failure,
     send_whole,
+    sending,
     shown,
 )
 from carryall.transport._http import Poster
@@ -243,17 +243,14 @@ class SdkBackend(WireBackend):
         sent = codec.sent(fitted, self.stream)
         downgrades = (*sent.downgrades, *fittings) if fittings else sent.downgrades
         body = sent.data
-        try:
-            response = send_whole(
+        response = sending(
+            lambda: send_whole(
                 lambda: self._attempt(codec, body, on_text),
                 max_retries=self.max_retries,
                 retry_delay=self.retry_delay,
-            )
-        except ProviderError as error:
-            safe = masked(error, (getattr(self._client, "api_key", None),))
-            if safe is error:
-                raise
-            raise safe from error.__cause__
+            ),
+            (getattr(self._client, "api_key", None),),
+        )
         return reported(response, downgrades)
 
     def __repr__(self) -> str:

@@ -22,11 +22,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from carryall._secrets import mask
+from carryall._secrets import masked as secrets_masked
 from carryall.errors import ProviderError
 from carryall.providers import Capabilities, Request, Response
 from carryall.providers import bedrock as bedrock_wire
 from carryall.transport import RETRY_DELAY
-from carryall.transport._errors import Broken, placed, send_whole, shown
+from carryall.transport._errors import Broken, placed, send_whole, sending, shown
 from carryall.transport._images import WIRE_IMAGE_LIMITS
 from carryall.transport._sdk import WireBackend, endpoint_of, reported
 
@@ -123,7 +124,9 @@ class BedrockBackend(WireBackend):
                 "bedrock-runtime", endpoint_url=base_url, config=config
             )
         except Exception as exc:  # botocore raises ValueError and its own errors alike here
-            raise ProviderError(f"bedrock: the client could not start: {mask(str(exc))}") from None
+            raise ProviderError(
+                f"bedrock: the client could not start: {secrets_masked(str(exc))}"
+            ) from None
         self._base_url = str(self._client.meta.endpoint_url)
         self.endpoint = endpoint_of(self.base_url)
         model_shapes = self._client.meta.service_model
@@ -142,10 +145,13 @@ class BedrockBackend(WireBackend):
         request = self.addressed(request)
         encoded = self.encode(request)
         params = sdk_params(encoded.body, request.model, self._shapes[self.stream])
-        response = send_whole(
-            lambda: self._attempt(params, request.model, on_text),
-            max_retries=self.max_retries,
-            retry_delay=self.retry_delay,
+        response = sending(
+            lambda: send_whole(
+                lambda: self._attempt(params, request.model, on_text),
+                max_retries=self.max_retries,
+                retry_delay=self.retry_delay,
+            ),
+            (),
         )
         return reported(response, encoded.downgrades)
 
@@ -199,7 +205,7 @@ class BedrockBackend(WireBackend):
                 )
             ) from exc
         except exceptions.BotoCoreError as exc:
-            raise ProviderError(f"{where}: {type(exc).__name__}: {mask(str(exc))}") from exc
+            raise ProviderError(f"{where}: {type(exc).__name__}: {exc}") from exc
         except ProviderError as exc:
             error = placed(where, exc)
             if exc.retryable:
@@ -218,7 +224,7 @@ def _client_error(where: str, exc: Any) -> ProviderError:
     status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
     status = status if isinstance(status, int) and status >= 400 else None
     retries = (response.get("ResponseMetadata") or {}).get("RetryAttempts") or 0
-    text = shown(mask(message))
+    text = shown(message)
     if retries:
         text = f"{text} (after {retries} {'retry' if retries == 1 else 'retries'})"
     return ProviderError(

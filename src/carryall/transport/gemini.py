@@ -15,11 +15,12 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from carryall._secrets import mask
+from carryall._secrets import masked as secrets_masked
 from carryall.errors import ProviderError
 from carryall.providers import Capabilities, Request, Response
 from carryall.providers import gemini as gemini_wire
 from carryall.transport import RETRY_DELAY
-from carryall.transport._errors import Broken, placed, send_whole
+from carryall.transport._errors import Broken, placed, send_whole, sending
 from carryall.transport._images import WIRE_IMAGE_LIMITS
 from carryall.transport._sdk import WireBackend, endpoint_of, reported
 
@@ -84,7 +85,9 @@ class GeminiBackend(WireBackend):
                 api_key=None if vertex else api_key, vertexai=vertex, http_options=options
             )
         except Exception as exc:  # the SDK raises ValueError and auth errors alike here
-            raise ProviderError(f"gemini: the client could not start: {mask(str(exc))}") from None
+            raise ProviderError(
+                f"gemini: the client could not start: {secrets_masked(str(exc), (api_key,))}"
+            ) from None
         self._base_url = base_url or (
             "https://aiplatform.googleapis.com"
             if vertex
@@ -109,10 +112,13 @@ class GeminiBackend(WireBackend):
                 **{k: body[k] for k in ("systemInstruction", "tools", "toolConfig") if k in body},
             }
         )
-        response = send_whole(
-            lambda: self._attempt(request.model, body["contents"], config, on_text),
-            max_retries=self.max_retries,
-            retry_delay=self.retry_delay,
+        response = sending(
+            lambda: send_whole(
+                lambda: self._attempt(request.model, body["contents"], config, on_text),
+                max_retries=self.max_retries,
+                retry_delay=self.retry_delay,
+            ),
+            (self._key,),
         )
         return reported(response, encoded.downgrades)
 
@@ -143,7 +149,7 @@ class GeminiBackend(WireBackend):
         except errors.APIError as exc:
             code = exc.code if isinstance(exc.code, int) else None
             error = ProviderError(
-                f"{where}: {mask(str(exc.message or exc))}",
+                f"{where}: {exc.message or exc}",
                 status=code,
                 kind=exc.status if isinstance(exc.status, str) else None,
                 retryable=code in _RETRYABLE,
@@ -164,7 +170,7 @@ class GeminiBackend(WireBackend):
                 raise Broken(
                     ProviderError(f"{where}: the connection failed: {exc}", retryable=True)
                 ) from exc
-            raise ProviderError(f"{where}: {type(exc).__name__}: {mask(str(exc))}") from exc
+            raise ProviderError(f"{where}: {type(exc).__name__}: {exc}") from exc
 
 
 def _wire(answer: Any) -> dict[str, Any]:
