@@ -22,7 +22,7 @@ import msgspec
 from carryall._lazy import lazy_logger
 from carryall.blocks import Document, Downgrade, Image, Message, Text
 from carryall.config import load_config
-from carryall.errors import BlockError, TranscriptError
+from carryall.errors import BlockError, SessionConflict, TranscriptError
 from carryall.sessions._transcript import (
     BlobLoader,
     Replay,
@@ -47,6 +47,7 @@ __all__ = [
     "ReplayedSession",
     "SessionInfo",
     "blob_loader",
+    "check_replaces",
     "configured_redactor",
     "storable",
     "writable",
@@ -184,6 +185,25 @@ class ReplayedSession:
                 base = base._replace(version=base.version + 1)
             return Plan("rewrite", [*stored, *plan.messages], base)
         return plan
+
+
+def check_replaces(
+    session_id: str,
+    replay: Replay,
+    replaces: Sequence[Message],
+    history: Sequence[Message],
+    seen_version: int,
+) -> None:
+    """Refuse an explicit rewrite whose `replaces` is no longer the session's current history."""
+    current = replay.messages
+    if len(replaces) != len(current) or list(replaces) != current:
+        raise SessionConflict(
+            session_id,
+            "a rewrite must replace the session's current history",
+            started=(seen_version + 1, len(replaces)),
+            current=(replay.rewrites + 1, len(current)),
+            unrecorded=history,
+        )
 
 
 def writable(

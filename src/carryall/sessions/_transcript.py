@@ -184,6 +184,8 @@ class Event(msgspec.Struct, Generic[M], frozen=True, omit_defaults=True):
     """The error of the request these messages were for, when it failed (the prompt is kept)."""
     downgrades: list[Downgrade] = []
     """What the requests before this event could not send as held (`Encoded.downgrades`)."""
+    changes: list[str] = []
+    """What an explicit rewrite changed, one line each (`AnySession.rewrite`: a repair)."""
 
 
 class EventHead(msgspec.Struct, frozen=True):

@@ -59,6 +59,7 @@ from carryall.sessions._core import (
     ReplayedSession,
     SessionInfo,
     blob_loader,
+    check_replaces,
     configured_redactor,
     storable,
     writable,
@@ -746,6 +747,27 @@ class PostgresSession(ReplayedSession):
         tail = list(messages)
         self._write(lambda: self._plan_append(tail), self.store.redactor.optional(failed))
 
+    def rewrite(
+        self,
+        replaces: Sequence[Message],
+        history: Sequence[Message],
+        *,
+        changes: Sequence[str] = (),
+    ) -> None:
+        """Replace the current history, which must be `replaces`, with `history`, naming changes.
+
+        The same explicit rewrite as `carryall.sessions.Session.rewrite`.
+        """
+        seen = self._replay.rewrites
+        new = list(history)
+
+        def decide() -> Plan:
+            check_replaces(self.id, self._replay, replaces, new, seen)
+            return Plan("rewrite", new, None)
+
+        notes = [self.store.redactor.text(c) for c in changes]
+        self._write(decide, changes=notes)
+
     def refresh(self) -> None:
         """Read events other writers added since this session was loaded."""
 
@@ -782,6 +804,7 @@ class PostgresSession(ReplayedSession):
         decide: Callable[[], Plan],
         failed: str | None = None,
         downgrades: list[Downgrade] | None = None,
+        changes: list[str] | None = None,
     ) -> RecordKind:
         token = uuid.uuid4()
         planned: list[Any] = []  # the event the last try sent, should its commit be lost
@@ -799,7 +822,7 @@ class PostgresSession(ReplayedSession):
                     self._applied(plan, stamp, title, row[0])
                     return plan.kind  # type: ignore[no-any-return]
                 planned.clear()
-            plan = self._optimistic(decide)
+            plan = None if changes else self._optimistic(decide)
             if plan is not None:
                 # The common case: nobody else wrote since this session last
                 # read, so the plan made on its own history stands, and the
@@ -841,6 +864,7 @@ class PostgresSession(ReplayedSession):
                     token,
                     failed,
                     downgrades or [],
+                    changes or [],
                 )
             self._applied(plan, stamp, title, seq)
             return plan.kind
@@ -937,6 +961,7 @@ class PostgresSession(ReplayedSession):
         token: uuid.UUID,
         failed: str | None = None,
         downgrades: list[Downgrade] | None = None,
+        changes: list[str] | None = None,
     ) -> str | None:
         """Write one event and its index rows; returns the title it gave the session, if any."""
         start = len(self._replay.messages) if kind == "append" else 0
@@ -954,6 +979,7 @@ class PostgresSession(ReplayedSession):
             messages=stored,
             failed=failed,
             downgrades=downgrades or [],
+            changes=changes or [],
         )
         line = encode_event(event)[:-1]
         pg = self.store._pg

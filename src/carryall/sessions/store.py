@@ -60,6 +60,7 @@ from carryall.sessions._core import (
     ReplayedSession,
     SessionInfo,
     blob_loader,
+    check_replaces,
     configured_redactor,
     storable,
     writable,
@@ -760,6 +761,25 @@ class Session(ReplayedSession):
                 self._write_append(plan.messages, failed=failed_note)
             self._base = plan.base
 
+    def rewrite(
+        self,
+        replaces: Sequence[Message],
+        history: Sequence[Message],
+        *,
+        changes: Sequence[str] = (),
+    ) -> None:
+        """Replace the current history, which must be `replaces`, with `history`, naming changes.
+
+        An explicit rewrite (a repair, an edit): `changes` are written on
+        the event. When `replaces` is no longer what the session holds,
+        `SessionConflict` is raised and nothing is written.
+        """
+        seen = self._replay.rewrites
+        with self._writing():
+            check_replaces(self.id, self._replay, replaces, history, seen)
+            self._write_rewrite(list(history), changes=list(changes))
+            self._base = None
+
     def refresh(self) -> None:
         """Read events other writers added since this session was loaded."""
         self._catch_up(repair=False)
@@ -934,6 +954,7 @@ class Session(ReplayedSession):
         *,
         downgrades: list[Downgrade] | None = None,
         failed: str | None = None,
+        changes: list[str] | None = None,
     ) -> None:
         clean = self._redacted(history, 0)
         stored = [self._storable(m, i) for i, m in enumerate(clean)]
@@ -947,6 +968,7 @@ class Session(ReplayedSession):
             messages=stored,
             downgrades=downgrades or [],
             failed=failed,
+            changes=[self.store.redactor.text(c) for c in changes or ()],
         )
         line = encode_event(event)
         before = self._end
