@@ -45,6 +45,7 @@ import threading
 import time
 import urllib.parse
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -216,6 +217,7 @@ class PostgresStore:
         """What is cut out of every event before it is written."""
         self._pg = _psycopg()
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
+        self._closer: Callable[[], object] | None = None
         self._lock = threading.Lock()
         self._recall = PostgresRecall(self)
         try:  # connect now, once: a mistyped URL fails where it is given, at once
@@ -239,10 +241,10 @@ class PostgresStore:
     def close(self) -> None:
         """Close every connection (the next operation opens new ones)."""
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            with contextlib.suppress(Exception):
-                pool.close(timeout=1.0)
+            self._pool = None
+            closer, self._closer = self._closer, None
+        if closer is not None:
+            closer()
 
     # -- connection ---------------------------------------------------------
 
@@ -277,6 +279,10 @@ class PostgresStore:
                     name="carryall",
                     open=True,
                 )
+                # Closed with the store, in the thread that lets go of it: a
+                # pool left to its own collection may be collected in one of
+                # its worker threads, which cannot join themselves.
+                self._closer = weakref.finalize(self, _close_pool, self._pool)
             return self._pool
 
     def _retrying(self, work: Callable[[psycopg.Connection[Any]], T], failed: str = "") -> T:
@@ -819,7 +825,7 @@ class PostgresSession(ReplayedSession):
                     with conn.transaction():
                         self._catch_up(conn, below=row[0])
                     plan, stamp, title = planned
-                    self._applied(plan, stamp, title, row[0])
+                    self._applied(plan, stamp, title, row[0], downgrades)
                     return plan.kind  # type: ignore[no-any-return]
                 planned.clear()
             plan = None if changes else self._optimistic(decide)
@@ -835,7 +841,7 @@ class PostgresSession(ReplayedSession):
                 )
                 if title is not False:
                     planned[2] = title
-                    self._applied(plan, stamp, title, seq)
+                    self._applied(plan, stamp, title, seq, downgrades)
                     return plan.kind
                 planned.clear()  # another writer came first: decide again under the lock
             with conn.transaction():
@@ -866,7 +872,7 @@ class PostgresSession(ReplayedSession):
                     downgrades or [],
                     changes or [],
                 )
-            self._applied(plan, stamp, title, seq)
+            self._applied(plan, stamp, title, seq, downgrades)
             return plan.kind
 
         return self.store._retrying(
@@ -1016,7 +1022,14 @@ class PostgresSession(ReplayedSession):
         )
         return title
 
-    def _applied(self, plan: Plan, stamp: str, title: str | None, seq: int) -> None:
+    def _applied(
+        self,
+        plan: Plan,
+        stamp: str,
+        title: str | None,
+        seq: int,
+        downgrades: list[Downgrade] | None,
+    ) -> None:
         """The committed event, applied to the history in memory (unredacted, as the run has it)."""
         if plan.kind == "rewrite":
             self._replay.rewrite(list(plan.messages), stamp)
@@ -1027,6 +1040,7 @@ class PostgresSession(ReplayedSession):
             self._replay.title = title
         self._replay.updated = stamp
         self._replay.events += 1
+        self._replay.downgrades.extend(downgrades or ())
         self._seq = seq
         self._base = plan.base
 
@@ -1221,6 +1235,11 @@ def _event_hashes(event: Event[Any]) -> Iterator[str]:
 def _check_hash(sha256: str) -> None:
     if not re.fullmatch(r"[0-9a-f]{64}", sha256):
         raise TranscriptError(f"{sha256!r} is not a sha256 content hash")
+
+
+def _close_pool(pool: psycopg_pool.ConnectionPool[Any]) -> None:
+    with contextlib.suppress(Exception):
+        pool.close(timeout=1.0)
 
 
 def _lost_connection(exc: BaseException) -> bool:
