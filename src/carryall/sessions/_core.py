@@ -13,6 +13,7 @@ asked through `ReplayedSession._plan`).
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Final
@@ -24,6 +25,7 @@ from carryall.blocks import Document, Downgrade, Image, Message, Text
 from carryall.config import load_config
 from carryall.errors import BlockError, SessionConflict, TranscriptError
 from carryall.sessions._transcript import (
+    AnyEvent,
     BlobLoader,
     Replay,
     SessionMeta,
@@ -48,7 +50,11 @@ __all__ = [
     "SessionInfo",
     "blob_loader",
     "check_replaces",
+    "checked_hash",
+    "checked_id",
     "configured_redactor",
+    "redacted_event",
+    "redacted_meta",
     "storable",
     "writable",
 ]
@@ -59,6 +65,24 @@ _NOTE = "(its bytes are missing from the session store)"
 
 LAST: Final = "last"
 """The session id that names the newest session, in every command that takes one."""
+
+
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def checked_id(session_id: str) -> str:
+    """A session id as every store takes it (a file name, a key); anything else is refused."""
+    if not _ID.fullmatch(session_id):
+        raise TranscriptError(f"{session_id!r} is not a session id")
+    return session_id
+
+
+def checked_hash(sha256: str) -> str:
+    """A blob's content hash as every store takes it: 64 lowercase hex digits."""
+    if not _SHA256.fullmatch(sha256):
+        raise TranscriptError(f"{sha256!r} is not a sha256 content hash")
+    return sha256
 
 
 class MissingBlob(TranscriptError):
@@ -204,6 +228,30 @@ def check_replaces(
             current=(replay.rewrites + 1, len(current)),
             unrecorded=history,
         )
+
+
+def redacted_meta(redactor: Redactor, meta: SessionMeta) -> SessionMeta:
+    """A session's header with `redactor` applied to every string it keeps that a person wrote."""
+    return msgspec.structs.replace(
+        meta, title=redactor.optional(meta.title), system=redactor.optional(meta.system)
+    )
+
+
+def redacted_event(redactor: Redactor, event: AnyEvent) -> AnyEvent | None:
+    """An event line's event with `redactor` applied after the fact (`redact`); None if unchanged.
+
+    The one redaction of a stored event both stores' `redact` make: signed
+    thinking that matches loses its signature, as the signature would no
+    longer check.
+    """
+    messages = [redactor.message(m, unsign=True) for m in event.messages]
+    title = redactor.optional(event.title)
+    same = title == event.title and all(
+        new is old for new, old in zip(messages, event.messages, strict=True)
+    )
+    if same:
+        return None
+    return msgspec.structs.replace(event, messages=messages, title=title)
 
 
 def writable(

@@ -50,8 +50,6 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-import msgspec
-
 from carryall.blocks import Downgrade, Message
 from carryall.errors import SessionConflict, TranscriptError
 from carryall.sessions._core import (
@@ -61,7 +59,11 @@ from carryall.sessions._core import (
     SessionInfo,
     blob_loader,
     check_replaces,
+    checked_hash,
+    checked_id,
     configured_redactor,
+    redacted_event,
+    redacted_meta,
     storable,
     writable,
 )
@@ -107,7 +109,6 @@ SCHEMA_VERSION = 3
 INDEXED_BYTES = 256 * 1024
 """How much of one message's text (UTF-8 bytes, from its start) full-text search takes in."""
 
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _LOCK_KEY = 0x63617272  # the advisory lock that serializes schema migrations
 _OPEN, _CLOSE = "\x02", "\x03"
 _HEADLINE = f"StartSel={_OPEN}, StopSel={_CLOSE}, MaxWords=16, MinWords=8, MaxFragments=1"
@@ -424,8 +425,7 @@ class PostgresStore:
             if not newest:
                 raise TranscriptError(f"no session yet in {self.location}, so none is the last")
             return newest[0].meta.id
-        if not _ID.fullmatch(session_id):
-            raise TranscriptError(f"{session_id!r} is not a session id")
+        checked_id(session_id)
 
         def find(conn: psycopg.Connection[Any]) -> builtins.list[str]:
             exact = conn.execute(
@@ -494,11 +494,7 @@ class PostgresStore:
                 if row is None:
                     raise TranscriptError(f"no session {full!r} in {self.location}")
                 meta = decode_header(bytes(row[0]), where)
-                clean_meta = msgspec.structs.replace(
-                    meta,
-                    title=redactor.optional(meta.title),
-                    system=redactor.optional(meta.system),
-                )
+                clean_meta = redacted_meta(redactor, meta)
                 changed = int(clean_meta != meta)
                 replay = Replay(where, image_stand_in)
                 events = conn.execute(
@@ -506,17 +502,10 @@ class PostgresStore:
                     (full,),
                 ).fetchall()
                 for seq, body in events:
-                    event = decode_event(bytes(body), where, seq + 1)
-                    messages = [redactor.message(m, unsign=True) for m in event.messages]
-                    title = redactor.optional(event.title)
-                    same = title == event.title and all(
-                        new is old for new, old in zip(messages, event.messages, strict=True)
-                    )
                     line = bytes(body)
-                    if not same:
-                        line = encode_event(
-                            msgspec.structs.replace(event, messages=messages, title=title)
-                        )[:-1]
+                    redacted = redacted_event(redactor, decode_event(line, where, seq + 1))
+                    if redacted is not None:
+                        line = encode_event(redacted)[:-1]
                         conn.execute(
                             "UPDATE carryall_events SET body = %s "
                             "WHERE session_id = %s AND seq = %s",
@@ -567,8 +556,7 @@ class PostgresStore:
 
     def import_events(self, meta: SessionMeta, lines: Sequence[bytes]) -> None:
         """Add a session exactly as another store kept it: the same id and event lines."""
-        if not _ID.fullmatch(meta.id):
-            raise TranscriptError(f"{meta.id!r} is not a session id")
+        checked_id(meta.id)
         where = f"session {meta.id} to import"
         replay = Replay(where, image_stand_in)
         hashes: set[str] = set()
@@ -625,7 +613,7 @@ class PostgresStore:
 
     def get_blob(self, sha256: str) -> bytes:
         """The bytes stored under a content hash, checked against it."""
-        _check_hash(sha256)
+        checked_hash(sha256)
 
         def get(conn: psycopg.Connection[Any]) -> bytes | None:
             row = conn.execute(
@@ -1230,11 +1218,6 @@ def _event_hashes(event: Event[Any]) -> Iterator[str]:
     for message in event.messages:
         if isinstance(message, StoredMessage):
             yield from (b.sha256 for b in message.content if isinstance(b, Stored) and b.sha256)
-
-
-def _check_hash(sha256: str) -> None:
-    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
-        raise TranscriptError(f"{sha256!r} is not a sha256 content hash")
 
 
 def _close_pool(pool: psycopg_pool.ConnectionPool[Any]) -> None:

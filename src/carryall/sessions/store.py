@@ -48,8 +48,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
-import msgspec
-
 from carryall import paths
 from carryall._lazy import lazy_logger, lazy_module
 from carryall.blocks import Downgrade, Message
@@ -61,7 +59,11 @@ from carryall.sessions._core import (
     SessionInfo,
     blob_loader,
     check_replaces,
+    checked_hash,
+    checked_id,
     configured_redactor,
+    redacted_event,
+    redacted_meta,
     storable,
     writable,
 )
@@ -108,7 +110,6 @@ __all__ = [
 
 log = lazy_logger("carryall.sessions")
 
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _SUFFIX = ".jsonl"
 
 
@@ -399,24 +400,15 @@ class SessionStore:
             if not lines:
                 raise TranscriptError(f"{where}: no complete header line to redact")
             meta = decode_header(lines[0], where)
-            clean_meta = msgspec.structs.replace(
-                meta, title=redactor.optional(meta.title), system=redactor.optional(meta.system)
-            )
+            clean_meta = redacted_meta(redactor, meta)
             changed = int(clean_meta != meta)
             out = [encode_header(clean_meta) if changed else lines[0] + b"\n"]
             for line_no, line in iter_events(lines[1:], 2):
-                event = decode_event(line, where, line_no)
-                messages = [redactor.message(m, unsign=True) for m in event.messages]
-                title = redactor.optional(event.title)
-                same = title == event.title and all(
-                    new is old for new, old in zip(messages, event.messages, strict=True)
-                )
-                if same:
+                redacted = redacted_event(redactor, decode_event(line, where, line_no))
+                if redacted is None:
                     out.append(line + b"\n")
                     continue
-                out.append(
-                    encode_event(msgspec.structs.replace(event, messages=messages, title=title))
-                )
+                out.append(encode_event(redacted))
                 changed += 1
             torn = _redact_bytes(redactor, data[end:])
             changed += torn != data[end:]
@@ -498,9 +490,7 @@ class SessionStore:
 
     def path(self, session_id: str) -> Path:
         """The transcript file of a session id (which need not exist)."""
-        if not _ID.fullmatch(session_id):
-            raise TranscriptError(f"{session_id!r} is not a session id")
-        return self.root / f"{session_id}{_SUFFIX}"
+        return self.root / f"{checked_id(session_id)}{_SUFFIX}"
 
     def transcripts(self) -> dict[str, Path]:
         """Every transcript file in the store, by session id (its name without `.jsonl`)."""
@@ -552,8 +542,7 @@ class SessionStore:
 
     def blob_path(self, sha256: str) -> Path:
         """Where the image bytes with this content hash are kept."""
-        if not re.fullmatch(r"[0-9a-f]{64}", sha256):
-            raise TranscriptError(f"{sha256!r} is not a sha256 content hash")
+        checked_hash(sha256)
         return self.root / "blobs" / sha256[:2] / sha256
 
     def put_blob(self, data: bytes) -> str:
