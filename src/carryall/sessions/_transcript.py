@@ -802,6 +802,7 @@ class _PlainEvent(msgspec.Struct, frozen=True, gc=False):
     messages: tuple[Message, ...] = ()
     failed: str | None = None
     downgrades: Annotated[tuple[Downgrade, ...], msgspec.Meta(max_length=0)] = ()
+    changes: Annotated[tuple[str, ...], msgspec.Meta(max_length=0)] = ()
 
 
 _batch_decoder = lazy_decoder(list[_PlainEvent])
