@@ -25,7 +25,7 @@ import typer
 from typer.testing import CliRunner
 
 from carryall._commands import sessions as commands
-from carryall.blocks import Document, Image, Message, Text, Thinking
+from carryall.blocks import Document, Downgrade, Image, Message, Text, Thinking
 from carryall.errors import SessionConflict, TranscriptError
 from carryall.sessions import AnyStore, Store, open_store
 from carryall.sessions.redact import BUILTIN_PATTERNS, REDACTED
@@ -187,6 +187,18 @@ def test_a_writer_that_appends_goes_on_top_of_another_writer(
     mine.refresh()
     theirs.refresh()
     assert theirs.messages() == mine.messages()
+
+
+def test_downgrades_are_listed_by_the_writer_and_by_a_reader(
+    store: AnyStore, open_any: OpenAny
+) -> None:
+    session = store.create()
+    first = [_user("see"), _assistant("seen")]
+    lost = Downgrade(0, "image", "this model takes no images")
+    session.record([], first, [lost])
+    session.record(first, [*first, _user("more")])
+    assert session.downgrades() == [lost]
+    assert open_any().open(session.id).downgrades() == [lost]
 
 
 def test_rewrite_keeps_times_of_unchanged_messages(store: AnyStore) -> None:

@@ -576,6 +576,37 @@ def redact(
         echo(f"session {full}: nothing matched {pattern!r}", err=True)
 
 
+@_clear_errors
+def repair(session_id: SessionId, location: StoreOption = None) -> None:
+    """Turn a history no wire will take into the nearest valid one, naming every change.
+
+    For a session that shows but cannot be continued or exported: a call
+    answered twice or never, a result for no call, an image in a model's
+    turn, a signature from a wire this carryall does not know. The repair
+    is recorded as one rewrite that lists its changes; the old history
+    stays as an earlier version of the session.
+
+    Example: carryall sessions repair last
+    """
+    from carryall.sessions.repair import repair_history
+
+    store = _store(location)
+    session = store.open(session_id)
+    current = session.messages()
+    repaired, changes = repair_history(current)
+    if not changes:
+        echo(f"session {session.id}: every wire takes its history; nothing to repair", err=True)
+        return
+    session.rewrite(current, repaired, changes=changes)
+    for change in changes:
+        echo(f"  {change}", err=True)
+    echo(
+        f"repaired session {session.id}: {len(changes)} change(s), recorded as a rewrite; "
+        "the old history is kept as an earlier version",
+        err=True,
+    )
+
+
 # -- copy -----------------------------------------------------------------------
 
 
@@ -834,6 +865,7 @@ def register(app: typer.Typer) -> None:
     sessions_app.command("rm")(remove)
     sessions_app.command("gc")(collect)
     sessions_app.command("redact")(redact)
+    sessions_app.command("repair")(repair)
     sessions_app.command("copy")(copy)
     app.add_typer(sessions_app, name="sessions")
     app.command("recall")(recall)

@@ -13,6 +13,7 @@ asked through `ReplayedSession._plan`).
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Final
@@ -21,7 +22,7 @@ import msgspec
 
 from carryall._lazy import lazy_logger
 from carryall.blocks import Document, Downgrade, Image, Message, Text
-from carryall.errors import BlockError, TranscriptError
+from carryall.errors import BlockError, SessionConflict, TranscriptError
 from carryall.sessions._transcript import (
     BlobLoader,
     Replay,
@@ -46,6 +47,9 @@ __all__ = [
     "ReplayedSession",
     "SessionInfo",
     "blob_loader",
+    "check_replaces",
+    "checked_hash",
+    "checked_id",
     "last_used_first",
     "storable",
     "writable",
@@ -57,6 +61,24 @@ _NOTE = "(its bytes are missing from the session store)"
 
 LAST: Final = "last"
 """The session id that names the session used last, in every command that takes one."""
+
+
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def checked_id(session_id: str) -> str:
+    """A session id as every store takes it (a file name, a key); anything else is refused."""
+    if not _ID.fullmatch(session_id):
+        raise TranscriptError(f"{session_id!r} is not a session id")
+    return session_id
+
+
+def checked_hash(sha256: str) -> str:
+    """A blob's content hash as every store takes it: 64 lowercase hex digits."""
+    if not _SHA256.fullmatch(sha256):
+        raise TranscriptError(f"{sha256!r} is not a sha256 content hash")
+    return sha256
 
 
 class MissingBlob(TranscriptError):
@@ -173,6 +195,25 @@ class ReplayedSession:
                 base = base._replace(version=base.version + 1)
             return Plan("rewrite", [*stored, *plan.messages], base)
         return plan
+
+
+def check_replaces(
+    session_id: str,
+    replay: Replay,
+    replaces: Sequence[Message],
+    history: Sequence[Message],
+    seen_version: int,
+) -> None:
+    """Refuse an explicit rewrite whose `replaces` is no longer the session's current history."""
+    current = replay.messages
+    if len(replaces) != len(current) or list(replaces) != current:
+        raise SessionConflict(
+            session_id,
+            "a rewrite must replace the session's current history",
+            started=(seen_version + 1, len(replaces)),
+            current=(replay.rewrites + 1, len(current)),
+            unrecorded=history,
+        )
 
 
 def writable(

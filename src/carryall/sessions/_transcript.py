@@ -195,6 +195,8 @@ class Event(msgspec.Struct, Generic[M], frozen=True, omit_defaults=True):
     """The error of the request these messages were for, when it failed (the prompt is kept)."""
     downgrades: list[Downgrade] = []
     """What the requests before this event could not send as held (`Encoded.downgrades`)."""
+    changes: list[str] = []
+    """What an explicit rewrite changed, one line each (`AnySession.rewrite`: a repair)."""
 
 
 class EventHead(msgspec.Struct, frozen=True):
@@ -839,6 +841,7 @@ class _PlainEvent(msgspec.Struct, frozen=True, gc=False):
     messages: tuple[Message, ...] = ()
     failed: str | None = None
     downgrades: Annotated[tuple[Downgrade, ...], msgspec.Meta(max_length=0)] = ()
+    changes: Annotated[tuple[str, ...], msgspec.Meta(max_length=0)] = ()
 
 
 _batch_decoder = lazy_decoder(list[_PlainEvent])

@@ -45,6 +45,7 @@ import threading
 import time
 import urllib.parse
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -57,6 +58,9 @@ from carryall.sessions._core import (
     ReplayedSession,
     SessionInfo,
     blob_loader,
+    check_replaces,
+    checked_hash,
+    checked_id,
     last_used_first,
     storable,
     writable,
@@ -103,7 +107,6 @@ SCHEMA_VERSION = 3
 INDEXED_BYTES = 256 * 1024
 """How much of one message's text (UTF-8 bytes, from its start) full-text search takes in."""
 
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _LOCK_KEY = 0x63617272  # the advisory lock that serializes schema migrations
 _OPEN, _CLOSE = "\x02", "\x03"
 _HEADLINE = f"StartSel={_OPEN}, StopSel={_CLOSE}, MaxWords=16, MinWords=8, MaxFragments=1"
@@ -213,6 +216,7 @@ class PostgresStore:
         """What is cut out of every event before it is written."""
         self._pg = _psycopg()
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
+        self._closer: Callable[[], object] | None = None
         self._lock = threading.Lock()
         self._recall = PostgresRecall(self)
         try:  # connect now, once: a mistyped URL fails where it is given, at once
@@ -236,10 +240,10 @@ class PostgresStore:
     def close(self) -> None:
         """Close every connection (the next operation opens new ones)."""
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            with contextlib.suppress(Exception):
-                pool.close(timeout=1.0)
+            self._pool = None
+            closer, self._closer = self._closer, None
+        if closer is not None:
+            closer()
 
     # -- connection ---------------------------------------------------------
 
@@ -274,6 +278,10 @@ class PostgresStore:
                     name="carryall",
                     open=True,
                 )
+                # Closed with the store, in the thread that lets go of it: a
+                # pool left to its own collection may be collected in one of
+                # its worker threads, which cannot join themselves.
+                self._closer = weakref.finalize(self, _close_pool, self._pool)
             return self._pool
 
     def _retrying(self, work: Callable[[psycopg.Connection[Any]], T], failed: str = "") -> T:
@@ -429,8 +437,7 @@ class PostgresStore:
             if not newest:
                 raise TranscriptError(f"no session yet in {self.location}, so none is the last")
             return newest[0].meta.id
-        if not _ID.fullmatch(session_id):
-            raise TranscriptError(f"{session_id!r} is not a session id")
+        checked_id(session_id)
 
         def find(conn: psycopg.Connection[Any]) -> builtins.list[str]:
             exact = conn.execute(
@@ -582,8 +589,7 @@ class PostgresStore:
 
     def import_events(self, meta: SessionMeta, lines: Sequence[bytes]) -> None:
         """Add a session exactly as another store kept it: the same id and event lines."""
-        if not _ID.fullmatch(meta.id):
-            raise TranscriptError(f"{meta.id!r} is not a session id")
+        checked_id(meta.id)
         where = f"session {meta.id} to import"
         replay = Replay(where, image_stand_in)
         hashes: set[str] = set()
@@ -640,7 +646,7 @@ class PostgresStore:
 
     def get_blob(self, sha256: str) -> bytes:
         """The bytes stored under a content hash, checked against it."""
-        _check_hash(sha256)
+        checked_hash(sha256)
 
         def get(conn: psycopg.Connection[Any]) -> bytes | None:
             row = conn.execute(
@@ -768,6 +774,27 @@ class PostgresSession(ReplayedSession):
         tail = list(messages)
         self._write(lambda: self._plan_append(tail), self.store.redactor.optional(failed))
 
+    def rewrite(
+        self,
+        replaces: Sequence[Message],
+        history: Sequence[Message],
+        *,
+        changes: Sequence[str] = (),
+    ) -> None:
+        """Replace the current history, which must be `replaces`, with `history`, naming changes.
+
+        The same explicit rewrite as `carryall.sessions.Session.rewrite`.
+        """
+        seen = self._replay.rewrites
+        new = list(history)
+
+        def decide() -> Plan:
+            check_replaces(self.id, self._replay, replaces, new, seen)
+            return Plan("rewrite", new, None)
+
+        notes = [self.store.redactor.text(c) for c in changes]
+        self._write(decide, changes=notes)
+
     def refresh(self) -> None:
         """Read events other writers added since this session was loaded."""
 
@@ -804,6 +831,7 @@ class PostgresSession(ReplayedSession):
         decide: Callable[[], Plan],
         failed: str | None = None,
         downgrades: list[Downgrade] | None = None,
+        changes: list[str] | None = None,
     ) -> RecordKind:
         token = uuid.uuid4()
         planned: list[Any] = []  # the event the last try sent, should its commit be lost
@@ -818,10 +846,10 @@ class PostgresSession(ReplayedSession):
                     with conn.transaction():
                         self._catch_up(conn, below=row[0])
                     plan, stamp, title = planned
-                    self._applied(plan, stamp, title, row[0])
+                    self._applied(plan, stamp, title, row[0], downgrades)
                     return plan.kind  # type: ignore[no-any-return]
                 planned.clear()
-            plan = self._optimistic(decide)
+            plan = None if changes else self._optimistic(decide)
             if plan is not None:
                 # The common case: nobody else wrote since this session last
                 # read, so the plan made on its own history stands, and the
@@ -834,7 +862,7 @@ class PostgresSession(ReplayedSession):
                 )
                 if title is not False:
                     planned[2] = title
-                    self._applied(plan, stamp, title, seq)
+                    self._applied(plan, stamp, title, seq, downgrades)
                     return plan.kind
                 planned.clear()  # another writer came first: decide again under the lock
             with conn.transaction():
@@ -863,8 +891,9 @@ class PostgresSession(ReplayedSession):
                     token,
                     failed,
                     downgrades or [],
+                    changes or [],
                 )
-            self._applied(plan, stamp, title, seq)
+            self._applied(plan, stamp, title, seq, downgrades)
             return plan.kind
 
         return self.store._retrying(
@@ -959,6 +988,7 @@ class PostgresSession(ReplayedSession):
         token: uuid.UUID,
         failed: str | None = None,
         downgrades: list[Downgrade] | None = None,
+        changes: list[str] | None = None,
     ) -> str | None:
         """Write one event and its index rows; returns the title it gave the session, if any."""
         start = len(self._replay.messages) if kind == "append" else 0
@@ -976,6 +1006,7 @@ class PostgresSession(ReplayedSession):
             messages=stored,
             failed=failed,
             downgrades=self.store.redactor.walk(downgrades or []),
+            changes=[self.store.redactor.text(c) for c in changes or ()],
         )
         line = encode_event(event)[:-1]
         pg = self.store._pg
@@ -1012,7 +1043,14 @@ class PostgresSession(ReplayedSession):
         )
         return title
 
-    def _applied(self, plan: Plan, stamp: str, title: str | None, seq: int) -> None:
+    def _applied(
+        self,
+        plan: Plan,
+        stamp: str,
+        title: str | None,
+        seq: int,
+        downgrades: list[Downgrade] | None,
+    ) -> None:
         """The committed event, applied to the history in memory (unredacted, as the run has it)."""
         if plan.kind == "rewrite":
             self._replay.rewrite(list(plan.messages), stamp)
@@ -1023,6 +1061,7 @@ class PostgresSession(ReplayedSession):
             self._replay.title = title
         self._replay.updated = stamp
         self._replay.events += 1
+        self._replay.downgrades.extend(downgrades or ())
         self._seq = seq
         self._base = plan.base
 
@@ -1265,9 +1304,9 @@ def _event_hashes(event: Event[Any]) -> Iterator[str]:
             yield from (b.sha256 for b in message.content if isinstance(b, Stored) and b.sha256)
 
 
-def _check_hash(sha256: str) -> None:
-    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
-        raise TranscriptError(f"{sha256!r} is not a sha256 content hash")
+def _close_pool(pool: psycopg_pool.ConnectionPool[Any]) -> None:
+    with contextlib.suppress(Exception):
+        pool.close(timeout=1.0)
 
 
 def _lost_connection(exc: BaseException) -> bool:

@@ -220,6 +220,20 @@ class AnySession(Protocol):
     def refresh(self) -> None:
         """Read events other writers added since this session was loaded."""
 
+    def rewrite(
+        self,
+        replaces: Sequence[Message],
+        history: Sequence[Message],
+        *,
+        changes: Sequence[str] = (),
+    ) -> None:
+        """Replace the current history, which must be `replaces`, with `history`, naming changes.
+
+        An explicit rewrite (a repair, an edit): `changes` are written on the
+        event, and the replaced history stays in `versions()`. When `replaces`
+        is no longer what the session holds, `SessionConflict`, nothing written.
+        """
+
     def continue_from(self, view: Sequence[Message]) -> None:
         """Take `view` as the writer's own form of the current history (its media fetched, say).
 

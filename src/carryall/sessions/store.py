@@ -58,6 +58,9 @@ from carryall.sessions._core import (
     ReplayedSession,
     SessionInfo,
     blob_loader,
+    check_replaces,
+    checked_hash,
+    checked_id,
     last_used_first,
     storable,
     writable,
@@ -105,7 +108,6 @@ __all__ = [
 
 log = lazy_logger("carryall.sessions")
 
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _SUFFIX = ".jsonl"
 
 
@@ -518,9 +520,7 @@ class SessionStore:
 
     def path(self, session_id: str) -> Path:
         """The transcript file of a session id (which need not exist)."""
-        if not _ID.fullmatch(session_id):
-            raise TranscriptError(f"{session_id!r} is not a session id")
-        return self.root / f"{session_id}{_SUFFIX}"
+        return self.root / f"{checked_id(session_id)}{_SUFFIX}"
 
     def transcripts(self) -> dict[str, Path]:
         """Every transcript file in the store, by session id (its name without `.jsonl`)."""
@@ -580,8 +580,7 @@ class SessionStore:
 
     def blob_path(self, sha256: str) -> Path:
         """Where the image bytes with this content hash are kept."""
-        if not re.fullmatch(r"[0-9a-f]{64}", sha256):
-            raise TranscriptError(f"{sha256!r} is not a sha256 content hash")
+        checked_hash(sha256)
         return self.root / "blobs" / sha256[:2] / sha256
 
     def put_blob(self, data: bytes) -> str:
@@ -801,6 +800,25 @@ class Session(ReplayedSession):
                 self._write_append(plan.messages, failed=failed_note)
             self._base = plan.base
 
+    def rewrite(
+        self,
+        replaces: Sequence[Message],
+        history: Sequence[Message],
+        *,
+        changes: Sequence[str] = (),
+    ) -> None:
+        """Replace the current history, which must be `replaces`, with `history`, naming changes.
+
+        An explicit rewrite (a repair, an edit): `changes` are written on
+        the event. When `replaces` is no longer what the session holds,
+        `SessionConflict` is raised and nothing is written.
+        """
+        seen = self._replay.rewrites
+        with self._writing():
+            check_replaces(self.id, self._replay, replaces, history, seen)
+            self._write_rewrite(list(history), changes=list(changes))
+            self._base = None
+
     def refresh(self) -> None:
         """Read events other writers added since this session was loaded."""
         self._catch_up(repair=False)
@@ -975,6 +993,7 @@ class Session(ReplayedSession):
         *,
         downgrades: list[Downgrade] | None = None,
         failed: str | None = None,
+        changes: list[str] | None = None,
     ) -> None:
         clean = self._redacted(history, 0)
         stored = [self._storable(m, i) for i, m in enumerate(clean)]
@@ -988,6 +1007,7 @@ class Session(ReplayedSession):
             messages=stored,
             downgrades=self.store.redactor.walk(downgrades or []),
             failed=failed,
+            changes=[self.store.redactor.text(c) for c in changes or ()],
         )
         line = encode_event(event)
         before = self._end
