@@ -20,14 +20,14 @@ import re
 import tempfile
 import threading
 from collections.abc import Coroutine, Iterable, Mapping
-from datetime import timedelta
 from typing import IO, Any, Final
 
+import httpx2
 import msgspec
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamablehttp_client
-from mcp.shared.exceptions import McpError as SdkError
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError as SdkError
 
 from carryall.config import McpServer
 from carryall.errors import McpError, ToolError
@@ -47,9 +47,6 @@ DEFAULT_CALL_TIMEOUT: Final = 60.0
 
 DEFAULT_START_TIMEOUT: Final = 30.0
 """Seconds a server has to start, answer `initialize` and list its tools."""
-
-_REQUEST_TIMEOUT: Final = 408
-"""The code the SDK gives its own error when a request waited out its read timeout."""
 
 _SEPARATOR: Final = "__"
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
@@ -216,7 +213,7 @@ class McpToolbox:
 
     def _tool(self, server: str, spec: types.Tool, carryall_name: str) -> Tool:
         mcp_name = spec.name
-        schema = dict(spec.inputSchema)
+        schema = dict(spec.input_schema)
         schema.pop("$schema", None)  # a draft marker, not a constraint; some wires refuse it
         if schema.get("type") != "object":
             schema = {"type": "object", "properties": {}}
@@ -242,7 +239,7 @@ class McpToolbox:
             future.cancel()
             raise ToolError(f"MCP tool {label} did not answer within {timeout:g}s") from None
         except SdkError as exc:
-            if exc.error.code == _REQUEST_TIMEOUT:
+            if exc.error.code == types.REQUEST_TIMEOUT:
                 raise ToolError(f"MCP tool {label} did not answer within {timeout:g}s") from None
             raise ToolError(f"MCP tool {label}: {_reason(exc)}") from None
         except McpError as exc:
@@ -283,9 +280,10 @@ class _Connection:
         found: list[types.Tool] = []
         cursor: str | None = None
         while True:
-            page = await session.list_tools(cursor=cursor)
+            asked = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
+            page = await session.list_tools(params=asked)
             found.extend(page.tools)
-            cursor = page.nextCursor
+            cursor = page.next_cursor
             if not cursor:
                 return found
 
@@ -294,9 +292,7 @@ class _Connection:
     ) -> types.CallToolResult:
         session = await self._live()
         try:
-            return await session.call_tool(
-                tool, arguments, read_timeout_seconds=timedelta(seconds=timeout)
-            )
+            return await session.call_tool(tool, arguments, read_timeout_seconds=timeout)
         except SdkError as exc:
             if exc.error.code != types.CONNECTION_CLOSED:
                 raise  # the server answered with an error, or did not in time
@@ -350,9 +346,7 @@ class _Connection:
                 raise
 
     async def _message(self, message: Any) -> None:
-        if isinstance(message, types.ServerNotification) and isinstance(
-            message.root, types.ToolListChangedNotification
-        ):
+        if isinstance(message, types.ToolListChangedNotification):
             self.changed = True
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
@@ -407,7 +401,12 @@ async def _unless_stopped(work: Coroutine[Any, Any, object], stop: asyncio.Event
 
 @contextlib.asynccontextmanager
 async def _http(url: str, headers: dict[str, str]) -> Any:
-    async with streamablehttp_client(url, headers=headers or None) as (read, write, _):
+    # The SDK's own timeouts (a long read, since a server may hold a stream open).
+    timeout = httpx2.Timeout(30, read=300)
+    async with (
+        httpx2.AsyncClient(headers=headers or None, timeout=timeout) as client,
+        streamable_http_client(url, http_client=client) as (read, write),
+    ):
         yield read, write
 
 

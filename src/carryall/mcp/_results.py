@@ -55,7 +55,7 @@ def result_output(result: types.CallToolResult, label: str) -> ToolOutput:
     line at its place in that text and an `Image` after the results; an
     embedded text resource is its text, an image blob an image, a PDF blob
     a `Document` after the results (placeholder line in its place), anything
-    else a line naming it; `isError` is `is_error`; structured content is
+    else a line naming it; the result's `is_error` is the output's; structured content is
     added as JSON to a result with no text.
     """
     parts: list[str] = []
@@ -66,26 +66,26 @@ def result_output(result: types.CallToolResult, label: str) -> ToolOutput:
         parts.append(_item_text(item, label, images, documents))
     if len(content) > MAX_CONTENT_ITEMS:
         parts.append(f"[{len(content) - MAX_CONTENT_ITEMS} more content items not shown]")
-    structured = result.structuredContent
+    structured = result.structured_content
     if structured is not None and not _said_as_text(content):
         parts.append("structured content: " + json.dumps(structured, ensure_ascii=False))
     text = "\n".join(part for part in parts if part)
     if len(text) > MAX_RESULT_CHARS:
         cut = len(text) - MAX_RESULT_CHARS
         text = text[:MAX_RESULT_CHARS] + f"\n[{cut} more characters not shown]"
-    return ToolOutput(text, tuple(images), bool(result.isError), tuple(documents))
+    return ToolOutput(text, tuple(images), bool(result.is_error), tuple(documents))
 
 
 def _item_text(item: Any, label: str, images: list[Image], documents: list[Document]) -> str:
     if isinstance(item, types.TextContent):
         return item.text
     if isinstance(item, types.ImageContent):
-        return _image(item.mimeType, item.data, label, images)
+        return _image(item.mime_type, item.data, label, images)
     if isinstance(item, types.EmbeddedResource):
         resource = item.resource
         if isinstance(resource, types.TextResourceContents):
             return f"[resource {resource.uri}]\n{resource.text}"
-        media_type = resource.mimeType or "application/octet-stream"
+        media_type = resource.mime_type or "application/octet-stream"
         if media_type in IMAGE_MEDIA_TYPES:
             return _image(media_type, resource.blob, label, images)
         if media_type == "application/pdf":
@@ -95,10 +95,10 @@ def _item_text(item: Any, label: str, images: list[Image], documents: list[Docum
             f"{_blob_size(resource.blob)}): not shown to the model]"
         )
     if isinstance(item, types.ResourceLink):
-        kind = f" ({item.mimeType})" if item.mimeType else ""
+        kind = f" ({item.mime_type})" if item.mime_type else ""
         return f"[resource link {item.name}: {item.uri}{kind}]"
     if isinstance(item, types.AudioContent):
-        return f"[audio ({item.mimeType}): not shown to the model]"
+        return f"[audio ({item.mime_type}): not shown to the model]"
     return f"[{type(item).__name__} content: not shown to the model]"
 
 

@@ -10,11 +10,15 @@ the store can be named through it.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Final
 
 from mcp import types
-from mcp.server.fastmcp import FastMCP
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
+from carryall import __version__
 from carryall.blocks import Image
 from carryall.errors import CarryallError
 from carryall.sessions import AnyStore, render_message_text, render_text
@@ -26,10 +30,11 @@ SERVER_NAME: Final = "carryall-sessions"
 _MAX_LIMIT: Final = 200
 
 
-def build_server(store: AnyStore) -> FastMCP:
+def build_server(store: AnyStore) -> MCPServer:
     """The MCP server over `store`, its three tools registered."""
-    server = FastMCP(
+    server = MCPServer(
         SERVER_NAME,
+        version=__version__,
         instructions=(
             "Read-only access to the sessions carryall recorded: search them with recall, "
             "list them with sessions_list, read one with session_show."
@@ -46,8 +51,9 @@ def build_server(store: AnyStore) -> FastMCP:
             limit: How many hits at most (1-200).
             session: Only this session (its id or a unique prefix).
         """
-        chosen = store.resolve(session) if session else None
-        hits = store.recall.search(query, limit=_bounded(limit), session=chosen)
+        with _answered():
+            chosen = store.resolve(session) if session else None
+            hits = store.recall.search(query, limit=_bounded(limit), session=chosen)
         if not hits:
             return f"no message matches {query!r}"
         return "\n".join(
@@ -83,12 +89,13 @@ def build_server(store: AnyStore) -> FastMCP:
             message: Only this message (its index, from recall's `#N`).
             images: With `message`, also return that message's images as image content.
         """
-        opened = store.open(session_id)
-        history = opened.messages()
+        with _answered():
+            opened = store.open(session_id)
+            history = opened.messages()
         if message is None:
             return [types.TextContent(type="text", text=render_text(opened.meta, history))]
         if not 0 <= message < len(history):
-            raise CarryallError(
+            raise ToolError(
                 f"session {opened.id} has messages 0 to {len(history) - 1}, not {message}"
             )
         chosen = history[message]
@@ -107,8 +114,17 @@ def serve(store: AnyStore) -> None:
     build_server(store).run("stdio")
 
 
+@contextlib.contextmanager
+def _answered() -> Iterator[None]:
+    """A carryall error as the tool error the client reads; anything else stays a crash."""
+    try:
+        yield
+    except CarryallError as exc:
+        raise ToolError(str(exc)) from None
+
+
 def _image_content(image: Image) -> types.ImageContent:
-    return types.ImageContent(type="image", data=image.data, mimeType=image.media_type)
+    return types.ImageContent(type="image", data=image.data, mime_type=image.media_type)
 
 
 def _bounded(limit: int) -> int:
