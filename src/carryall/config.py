@@ -125,7 +125,7 @@ class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     command: str | None = None
     args: list[str] = msgspec.field(default_factory=list)
     env: dict[str, str] = msgspec.field(default_factory=dict)
-    """Set for the server process on top of a minimal inherited environment (the SDK's)."""
+    """Set for the server process over the SDK's minimal environment and carryall's `CARRYALL_*`."""
     cwd: str | None = None
     url: str | None = None
     """A streamable HTTP endpoint."""

@@ -22,29 +22,38 @@ if TYPE_CHECKING:
     from carryall.mcp._client import (
         DEFAULT_CALL_TIMEOUT,
         DEFAULT_START_TIMEOUT,
+        STDERR_TAIL_BYTES,
         McpToolbox,
         ServerTools,
+        inherited_env,
         tool_name,
+        unique_tool_name,
     )
     from carryall.mcp._results import result_output
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_START_TIMEOUT",
+    "STDERR_TAIL_BYTES",
     "McpToolbox",
     "ServerTools",
+    "inherited_env",
     "mcp_servers_from",
     "read_mcp_file",
     "result_output",
     "tool_name",
+    "unique_tool_name",
 ]
 
 _HOMES = {
     "DEFAULT_CALL_TIMEOUT": "carryall.mcp._client",
     "DEFAULT_START_TIMEOUT": "carryall.mcp._client",
+    "STDERR_TAIL_BYTES": "carryall.mcp._client",
     "McpToolbox": "carryall.mcp._client",
     "ServerTools": "carryall.mcp._client",
+    "inherited_env": "carryall.mcp._client",
     "tool_name": "carryall.mcp._client",
+    "unique_tool_name": "carryall.mcp._client",
     "result_output": "carryall.mcp._results",
 }
 

@@ -16,11 +16,12 @@ import asyncio
 import concurrent.futures
 import contextlib
 import hashlib
+import os
 import re
-import tempfile
 import threading
+from collections import deque
 from collections.abc import Coroutine, Iterable, Mapping
-from typing import IO, Any, Final
+from typing import Any, Final, TextIO
 
 import httpx2
 import msgspec
@@ -37,9 +38,12 @@ from carryall.tools import Tool, ToolOutput
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_START_TIMEOUT",
+    "STDERR_TAIL_BYTES",
     "McpToolbox",
     "ServerTools",
+    "inherited_env",
     "tool_name",
+    "unique_tool_name",
 ]
 
 DEFAULT_CALL_TIMEOUT: Final = 60.0
@@ -47,6 +51,11 @@ DEFAULT_CALL_TIMEOUT: Final = 60.0
 
 DEFAULT_START_TIMEOUT: Final = 30.0
 """Seconds a server has to start, answer `initialize` and list its tools."""
+
+STDERR_TAIL_BYTES: Final = 8192
+"""The bytes of a server's stderr kept (its last ones), to name why it failed."""
+
+_INHERITED_PREFIX: Final = "CARRYALL_"
 
 _SEPARATOR: Final = "__"
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
@@ -67,6 +76,32 @@ def tool_name(server: str, tool: str) -> str:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
     return f"{name[: _MAX_NAME - 9]}_{digest}"
+
+
+def unique_tool_name(server: str, tool: str, taken: set[str] | frozenset[str]) -> str:
+    """`tool_name(server, tool)`, or the first of its `_2`, `_3`, ... forms that is not `taken`.
+
+    Two tools can share a name once made safe (`a.b` and `a_b`), and a
+    suffixed form can itself be a tool's own name (`a_b_2`), so the suffix
+    is counted up until the name is free rather than computed once.
+    """
+    name = tool_name(server, tool)
+    suffix = 2
+    while name in taken:
+        name = tool_name(server, f"{tool}_{suffix}")
+        suffix += 1
+    return name
+
+
+def inherited_env(server: McpServer) -> dict[str, str]:
+    """A stdio server's variables over the SDK's minimal set: carryall's own, then its `env`.
+
+    The SDK passes a server only `PATH`, `HOME` and a few more, so a
+    `carryall mcp serve` started as a server would otherwise lose
+    `CARRYALL_HOME` and `CARRYALL_STORE` and read another store.
+    """
+    own = {k: v for k, v in os.environ.items() if k.startswith(_INHERITED_PREFIX)}
+    return own | server.env
 
 
 class ServerTools(msgspec.Struct, frozen=True):
@@ -129,7 +164,7 @@ class McpToolbox:
         self.results = []
         for name, future in futures.items():
             try:
-                tools = future.result(timeout=self.start_timeout + 5)
+                specs = future.result(timeout=self.start_timeout + 5)
             except concurrent.futures.TimeoutError:
                 future.cancel()
                 self.results.append(
@@ -138,7 +173,7 @@ class McpToolbox:
             except Exception as exc:
                 self.results.append(ServerTools(name, error=_reason(exc)))
             else:
-                self.results.append(ServerTools(name, tuple(tools)))
+                self.results.append(ServerTools(name, self._named(name, specs)))
         return self.results
 
     def update(self, tools: dict[str, Tool]) -> bool:
@@ -162,14 +197,20 @@ class McpToolbox:
                 tools.pop(gone.name, None)
             future = asyncio.run_coroutine_threadsafe(self._listed(name), loop)
             try:
-                new = future.result(timeout=self.start_timeout + 5)
+                specs = future.result(timeout=self.start_timeout + 5)
             except Exception as exc:
                 future.cancel()
                 self.results[at] = ServerTools(name, error=f"re-listing its tools: {_reason(exc)}")
                 continue
-            self.results[at] = ServerTools(name, tuple(new))
+            new = self._named(name, specs)
+            self.results[at] = ServerTools(name, new)
             tools.update((t.name, t) for t in new)
         return True
+
+    def stderr_tail(self, server: str) -> str:
+        """The last lines server `server` wrote on stderr (a bounded tail); empty when none."""
+        connection = self._connections.get(server)
+        return "" if connection is None else connection.stderr_tail()
 
     def close(self) -> None:
         """Stop every server and the loop; safe to call twice."""
@@ -193,23 +234,27 @@ class McpToolbox:
                 self._loop, self._thread = loop, thread
             return self._loop
 
-    async def _start_one(self, name: str, server: McpServer) -> list[Tool]:
+    async def _start_one(self, name: str, server: McpServer) -> list[types.Tool]:
         connection = _Connection(name, server)
         self._connections[name] = connection
         await asyncio.wait_for(connection.open(), self.start_timeout)
         return await self._listed(name)
 
-    async def _listed(self, name: str) -> list[Tool]:
-        listed = await asyncio.wait_for(self._connections[name].list_tools(), self.start_timeout)
+    async def _listed(self, name: str) -> list[types.Tool]:
+        return await asyncio.wait_for(self._connections[name].list_tools(), self.start_timeout)
+
+    def _named(self, server: str, specs: list[types.Tool]) -> tuple[Tool, ...]:
+        """`server`'s tools under names no other tool has, given in the caller's thread.
+
+        Servers start concurrently and finish in any order; naming them here,
+        in config order, gives a colliding name the same suffix every run.
+        """
         made: list[Tool] = []
-        for spec in listed:
-            carryall_name = tool_name(name, spec.name)
-            if carryall_name in self._taken:
-                # Two names that differ only in characters no backend takes.
-                carryall_name = tool_name(name, f"{spec.name}_{len(self._taken)}")
+        for spec in specs:
+            carryall_name = unique_tool_name(server, spec.name, self._taken)
             self._taken.add(carryall_name)
-            made.append(self._tool(name, spec, carryall_name))
-        return made
+            made.append(self._tool(server, spec, carryall_name))
+        return tuple(made)
 
     def _tool(self, server: str, spec: types.Tool, carryall_name: str) -> Tool:
         mcp_name = spec.name
@@ -261,7 +306,7 @@ class _Connection:
         self._session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
-        self._errlog: IO[str] | None = None
+        self._stderr: _StderrTail | None = None
         self.changed = False
         """The server said its tool list changed (`notifications/tools/list_changed`)."""
 
@@ -317,9 +362,6 @@ class _Connection:
         if task is not None:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(task, 8)
-        if self._errlog is not None:
-            self._errlog.close()
-            self._errlog = None
 
     async def _live(self) -> ClientSession:
         if self._session is None or self._task is None or self._task.done():
@@ -355,26 +397,82 @@ class _Connection:
             assert server.url is not None  # checked by McpServer.problem
             return _http(server.url, server.headers)
         assert server.command is not None  # checked by McpServer.problem
-        self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self._stderr = _StderrTail()
         params = StdioServerParameters(
-            command=server.command, args=server.args, env=server.env or None, cwd=server.cwd
+            command=server.command, args=server.args, env=inherited_env(server), cwd=server.cwd
         )
-        return stdio_client(params, errlog=self._errlog)
+        return self._stderr.around(stdio_client(params, errlog=self._stderr.writer))
 
     def _gone(self, exc: BaseException, detail: str | None = None) -> str:
         detail = detail or _reason(exc)
-        tail = self._stderr_tail()
+        tail = self.stderr_tail()
         return f"{detail}; its last output: {tail}" if tail else detail
 
-    def _stderr_tail(self) -> str:
-        log = self._errlog
-        if log is None or log.closed:
-            return ""
-        with contextlib.suppress(OSError, ValueError):
-            log.seek(0)
-            lines = [line.strip() for line in log.read().splitlines() if line.strip()]
-            return " | ".join(lines[-3:])[-300:]
-        return ""
+    def stderr_tail(self) -> str:
+        """The server's last lines on stderr, joined on one line; empty when there are none."""
+        return "" if self._stderr is None else self._stderr.summary()
+
+
+class _StderrTail:
+    """A stdio server's stderr read from a pipe as it comes, only its last bytes kept.
+
+    A server that writes without pause would grow a file without limit; a
+    pipe that is never read would block it. A daemon thread reads the pipe
+    until the server closes it and keeps the last `STDERR_TAIL_BYTES`.
+    """
+
+    def __init__(self) -> None:
+        read_fd, write_fd = os.pipe()
+        self._read_fd = read_fd
+        self.writer: TextIO = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
+        self._chunks: deque[bytes] = deque()
+        self._size = 0
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._drain, name="carryall-mcp-stderr", daemon=True)
+        self._thread.start()
+
+    @contextlib.asynccontextmanager
+    async def around(self, transport: contextlib.AbstractAsyncContextManager[Any]) -> Any:
+        """`transport` entered, the parent's copy of the write end closed once it has started.
+
+        Only the server then holds the write end, so the reader sees the
+        end of the pipe when the server exits.
+        """
+        try:
+            async with transport as streams:
+                self.writer.close()
+                yield streams
+        finally:
+            self.writer.close()
+
+    def _drain(self) -> None:
+        try:
+            while chunk := os.read(self._read_fd, 65536):
+                with self._lock:
+                    self._chunks.append(chunk)
+                    self._size += len(chunk)
+                    while self._size - len(self._chunks[0]) >= STDERR_TAIL_BYTES:
+                        self._size -= len(self._chunks.popleft())
+        except OSError:
+            pass
+        finally:
+            os.close(self._read_fd)
+
+    def text(self) -> str:
+        """The kept bytes, at most `STDERR_TAIL_BYTES`, decoded.
+
+        A server that has just exited may still have bytes in the pipe, so
+        the reader is given a moment to reach its end first.
+        """
+        self._thread.join(timeout=0.5)
+        with self._lock:
+            kept = b"".join(self._chunks)[-STDERR_TAIL_BYTES:]
+        return kept.decode("utf-8", errors="replace")
+
+    def summary(self) -> str:
+        """The last three non-empty lines on one line, at most 300 characters."""
+        lines = [line.strip() for line in self.text().splitlines() if line.strip()]
+        return " | ".join(lines[-3:])[-300:]
 
 
 async def _unless_stopped(work: Coroutine[Any, Any, object], stop: asyncio.Event) -> None:
