@@ -92,27 +92,76 @@ def list_servers(mcp: McpOption = None) -> None:
         raise typer.Exit(1)
 
 
-def serve(store: StoreOption = None) -> None:
-    """Serve the session store, read-only, as an MCP server on standard input and output.
+def serve(
+    store: StoreOption = None,
+    http: Annotated[
+        str | None,
+        typer.Option(
+            "--http",
+            metavar="HOST:PORT",
+            help=(
+                "Serve over streamable HTTP at http://HOST:PORT/mcp instead of standard input "
+                "and output. Beyond loopback (127.0.0.1, ::1, localhost) a --token is required."
+            ),
+            show_default=False,
+        ),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="CARRYALL_MCP_TOKEN",
+            help="With --http: the bearer token every request must send (Authorization: Bearer).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Serve the session store, read-only, as an MCP server (stdio, or streamable HTTP).
 
-    Its tools: recall (search every session), sessions_list and
-    session_show (text, or one message's images as image content). Add it
-    to an MCP client as {"command": "carryall", "args": ["mcp", "serve"]}.
+    Tools: recall (search every session), sessions_list and session_show.
+    Resources: each session as carryall://sessions/ID (Markdown, JSON and its
+    images) and the template carryall://search/{query}. Prompts:
+    continue_session and summarise_session. Add it to an MCP client as
+    {"command": "carryall", "args": ["mcp", "serve"]}.
+
+    Over HTTP: CARRYALL_MCP_TOKEN=secret carryall mcp serve --http 0.0.0.0:8765
 
     Example: carryall mcp serve --store ~/team/sessions
     """
     err = Console(stderr=True, highlight=False)
     try:
+        from carryall.mcp.serve import bind_problem, serve_http
         from carryall.mcp.serve import serve as serve_store
     except ImportError:
         fail(_EXTRA_LINE, console=err)
     from carryall.sessions import open_store
 
     try:
+        address = None if http is None else _address(http)
         opened = open_store(store)
+        if address is None:
+            serve_store(opened)
+            return
+        problem = bind_problem(address[0], token)
     except CarryallError as exc:
         fail(str(exc), console=err)
-    serve_store(opened)
+    if problem is not None:
+        fail(problem, console=err)
+    host, port = address
+    err.print(f"[dim]serving sessions at http://{_hostport(host, port)}/mcp[/]")
+    serve_http(opened, host, port, token)
+
+
+def _address(text: str) -> tuple[str, int]:
+    """HOST:PORT (an IPv6 host in brackets, `[::1]:8765`) as its parts, or a `CarryallError`."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise CarryallError(f"--http {text!r}: expected HOST:PORT, for instance 127.0.0.1:8765")
+    return host.strip("[]"), int(port)
+
+
+def _hostport(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def mcp_servers(path: Path | None) -> dict[str, McpServer]:
