@@ -623,7 +623,7 @@ class Agent:
             if len(text) > _SAME_OUTPUT_AT and not output.images and key in first_of:
                 text = f"(the same output as for {first_of[key]}: the same call in this round)"
             first_of.setdefault(key, call.id)
-            results.append(ToolResult(call.id, text, output.is_error))
+            results.append(ToolResult(call.id, text, output.is_error, structured=output.structured))
             images.extend(output.images)
         images.extend(d for output in outputs if output is not None for d in output.documents)
         self.messages.append(Message.tool_results(results, images))
@@ -632,7 +632,9 @@ class Agent:
         if output is None:
             return
         event = ToolCallFinished(
-            call, ToolResult(call.id, output.text, output.is_error), output.images
+            call,
+            ToolResult(call.id, output.text, output.is_error, structured=output.structured),
+            output.images,
         )
         if quiet:
             # While unwinding from Ctrl-C a display error must not mask it.

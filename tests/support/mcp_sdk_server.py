@@ -125,7 +125,7 @@ def data() -> bytes:
 @server.resource("test://notes/huge", mime_type="text/plain")
 def huge() -> str:
     """Text over any attachment's size limit."""
-    return "y" * (33 * 1024 * 1024)
+    return "y" * (6 * 1024 * 1024)
 
 
 class Contact(BaseModel):

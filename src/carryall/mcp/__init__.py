@@ -3,8 +3,9 @@
 `read_mcp_file(path)` reads an `mcpServers` file in the form Claude Desktop,
 Cursor and VS Code write; `McpToolbox(servers)` starts those servers (stdio
 or streamable HTTP) on the official `mcp` SDK and offers their tools as
-carryall `Tool`s, each named `server__tool`; `result_output` is the one
-mapping of an MCP tool result onto the block model. `carryall mcp serve`
+carryall `Tool`s, each named `server__tool`, and `mcp_read_resource` to read
+a resource a result linked to; `result_output` is the one mapping of an MCP
+tool result onto the block model (`resource_output` of a resource read). `carryall mcp serve`
 is the server side (`carryall.mcp.serve`).
 
 Everything but the config reader needs the `carryall[mcp]` extra and loads
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from carryall.mcp._client import (
         DEFAULT_CALL_TIMEOUT,
         DEFAULT_START_TIMEOUT,
+        READ_RESOURCE_TOOL,
         STDERR_TAIL_BYTES,
         McpToolbox,
         ServerTools,
@@ -29,17 +31,20 @@ if TYPE_CHECKING:
         tool_name,
         unique_tool_name,
     )
-    from carryall.mcp._results import result_output
+    from carryall.mcp._results import in_schema_order, resource_output, result_output
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_START_TIMEOUT",
+    "READ_RESOURCE_TOOL",
     "STDERR_TAIL_BYTES",
     "McpToolbox",
     "ServerTools",
+    "in_schema_order",
     "inherited_env",
     "mcp_servers_from",
     "read_mcp_file",
+    "resource_output",
     "result_output",
     "tool_name",
     "unique_tool_name",
@@ -48,12 +53,15 @@ __all__ = [
 _HOMES = {
     "DEFAULT_CALL_TIMEOUT": "carryall.mcp._client",
     "DEFAULT_START_TIMEOUT": "carryall.mcp._client",
+    "READ_RESOURCE_TOOL": "carryall.mcp._client",
     "STDERR_TAIL_BYTES": "carryall.mcp._client",
     "McpToolbox": "carryall.mcp._client",
     "ServerTools": "carryall.mcp._client",
     "inherited_env": "carryall.mcp._client",
     "tool_name": "carryall.mcp._client",
     "unique_tool_name": "carryall.mcp._client",
+    "in_schema_order": "carryall.mcp._results",
+    "resource_output": "carryall.mcp._results",
     "result_output": "carryall.mcp._results",
 }
 

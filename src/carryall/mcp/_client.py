@@ -32,12 +32,13 @@ from mcp.shared.exceptions import MCPError as SdkError
 
 from carryall.config import McpServer
 from carryall.errors import McpError, ToolError
-from carryall.mcp._results import result_output
+from carryall.mcp._results import resource_output, result_output
 from carryall.tools import Tool, ToolOutput
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_START_TIMEOUT",
+    "READ_RESOURCE_TOOL",
     "STDERR_TAIL_BYTES",
     "McpToolbox",
     "ServerTools",
@@ -51,6 +52,9 @@ DEFAULT_CALL_TIMEOUT: Final = 60.0
 
 DEFAULT_START_TIMEOUT: Final = 30.0
 """Seconds a server has to start, answer `initialize` and list its tools."""
+
+READ_RESOURCE_TOOL: Final = "mcp_read_resource"
+"""The tool through which a model reads a resource a server linked to (`resources/read`)."""
 
 STDERR_TAIL_BYTES: Final = 8192
 """The bytes of a server's stderr kept (its last ones), to name why it failed."""
@@ -137,6 +141,8 @@ class McpToolbox:
         self._connections: dict[str, _Connection] = {}
         self._lock = threading.Lock()
         self.results: list[ServerTools] = []
+        self.reader: Tool | None = None
+        """The `mcp_read_resource` tool, when a started server offers resources."""
 
     def __enter__(self) -> McpToolbox:
         return self
@@ -146,8 +152,9 @@ class McpToolbox:
 
     @property
     def tools(self) -> list[Tool]:
-        """Every started server's tools, in config order."""
-        return [t for result in self.results for t in result.tools]
+        """Every started server's tools, in config order, then the resource reader if any."""
+        made = [t for result in self.results for t in result.tools]
+        return made if self.reader is None else [*made, self.reader]
 
     def start(self) -> list[ServerTools]:
         """Start every configured server and list its tools; one `ServerTools` per server.
@@ -174,6 +181,7 @@ class McpToolbox:
                 self.results.append(ServerTools(name, error=_reason(exc)))
             else:
                 self.results.append(ServerTools(name, self._named(name, specs)))
+        self.reader = self._reader()
         return self.results
 
     def update(self, tools: dict[str, Tool]) -> bool:
@@ -256,6 +264,44 @@ class McpToolbox:
             made.append(self._tool(server, spec, carryall_name))
         return tuple(made)
 
+    def _reader(self) -> Tool | None:
+        """The tool that reads a linked resource, over the started servers that offer resources."""
+        servers = sorted(
+            r.server
+            for r in self.results
+            if r.error is None and self._connections[r.server].offers_resources
+        )
+        if not servers:
+            return None
+        name = READ_RESOURCE_TOOL
+        suffix = 2
+        while name in self._taken:
+            name = f"{READ_RESOURCE_TOOL}_{suffix}"
+            suffix += 1
+        self._taken.add(name)
+        schema = {
+            "type": "object",
+            "properties": {
+                "server": {
+                    "type": "string",
+                    "enum": servers,
+                    "description": "The MCP server the link came from.",
+                },
+                "uri": {"type": "string", "description": "The resource's URI, as linked."},
+            },
+            "required": ["server", "uri"],
+        }
+
+        def read(server: str, uri: str) -> ToolOutput:
+            return self._read(server, uri)
+
+        description = (
+            "Read a resource an MCP tool result linked to ([resource link ...] lines): text "
+            "comes back as text, an image or a PDF after the results. Same size and type limits "
+            "as attachments."
+        )
+        return Tool(name, description, schema, read)
+
     def _tool(self, server: str, spec: types.Tool, carryall_name: str) -> Tool:
         mcp_name = spec.name
         schema = dict(spec.input_schema)
@@ -263,13 +309,21 @@ class McpToolbox:
         if schema.get("type") != "object":
             schema = {"type": "object", "properties": {}}
 
+        output_schema = spec.output_schema
+
         def call(**arguments: Any) -> ToolOutput:
-            return self._call(server, mcp_name, arguments)
+            return self._call(server, mcp_name, arguments, output_schema)
 
         description = spec.description or spec.title or mcp_name
         return Tool(carryall_name, description, schema, call)
 
-    def _call(self, server: str, tool: str, arguments: dict[str, Any]) -> ToolOutput:
+    def _call(
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        output_schema: dict[str, Any] | None = None,
+    ) -> ToolOutput:
         connection = self._connections.get(server)
         if connection is None:
             raise ToolError(f"MCP server {server!r} is not started")
@@ -289,7 +343,25 @@ class McpToolbox:
             raise ToolError(f"MCP tool {label}: {_reason(exc)}") from None
         except McpError as exc:
             raise ToolError(f"MCP tool {label}: {exc}") from None
-        return result_output(result, label)
+        return result_output(result, label, output_schema)
+
+    def _read(self, server: str, uri: str) -> ToolOutput:
+        connection = self._connections.get(server)
+        if connection is None or not connection.offers_resources:
+            raise ToolError(f"MCP server {server!r} is not started or offers no resources")
+        timeout = connection.server.timeout or DEFAULT_CALL_TIMEOUT
+        future = asyncio.run_coroutine_threadsafe(
+            connection.read_resource(uri, timeout), self._running_loop()
+        )
+        label = f"{server} {uri}"
+        try:
+            result = future.result(timeout=timeout + 5)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise ToolError(f"reading {label} did not finish within {timeout:g}s") from None
+        except (SdkError, McpError) as exc:
+            raise ToolError(f"reading {label}: {_reason(exc)}") from None
+        return resource_output(result, label)
 
     async def _stop_all(self) -> None:
         await asyncio.gather(
@@ -309,6 +381,8 @@ class _Connection:
         self._stderr: _StderrTail | None = None
         self.changed = False
         """The server said its tool list changed (`notifications/tools/list_changed`)."""
+        self.offers_resources = False
+        """The server declared the resources capability when it started."""
 
     async def open(self) -> None:
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -353,6 +427,20 @@ class _Connection:
             if self._task is not None and self._task.done():
                 await self.stop()
 
+    async def read_resource(self, uri: str, timeout: float) -> types.ReadResourceResult:
+        """`resources/read` of `uri`; the SDK's errors as they come, a broken session as ours."""
+        session = await self._live()
+        try:
+            return await asyncio.wait_for(session.read_resource(uri), timeout)
+        except SdkError:
+            raise
+        except TimeoutError:
+            raise McpError(f"no answer within {timeout:g}s") from None
+        except Exception as exc:
+            gone = McpError(self._gone(exc))
+            await self.stop()
+            raise gone from None
+
     async def stop(self) -> None:
         task, stop = self._task, self._stop
         self._task = self._stop = None
@@ -378,6 +466,8 @@ class _Connection:
                     ClientSession(read, write, message_handler=self._message)
                 )
                 await _unless_stopped(session.initialize(), stop)
+                capabilities = session.server_capabilities
+                self.offers_resources = bool(capabilities and capabilities.resources)
                 self._session = session
                 ready.set_result(None)
                 await stop.wait()

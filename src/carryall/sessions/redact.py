@@ -130,7 +130,10 @@ class Redactor:
             return block if new == block.text else Text(new)
         if isinstance(block, ToolResult):
             new = self.text(block.content)
-            return block if new == block.content else msgspec.structs.replace(block, content=new)
+            structured = self.value(block.structured)
+            if new == block.content and structured == block.structured:
+                return block
+            return msgspec.structs.replace(block, content=new, structured=structured)
         if isinstance(block, ToolUse):
             new_input = self.value(block.input)
             return (
