@@ -134,6 +134,10 @@ class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """`stdio` or `http` (`streamable-http` and `streamableHttp` are the same); else inferred."""
     timeout: float | None = None
     disabled: bool = False
+    sampling: bool = False
+    """Whether this server may ask the agent's model for completions (MCP sampling)."""
+    sampling_tokens: int = msgspec.field(default=2000, name="samplingTokens")
+    """The output tokens this server's completions may use in one run, all together."""
 
     def problem(self) -> str | None:
         """What is wrong with this entry, or None when it can be started."""
@@ -150,6 +154,8 @@ class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             return f"url {self.url!r} is not an http:// or https:// URL"
         if self.timeout is not None and not self.timeout > 0:
             return f"timeout must be a positive number of seconds, got {self.timeout}"
+        if self.sampling_tokens < 1:
+            return f"samplingTokens must be a positive number, got {self.sampling_tokens}"
         return None
 
     @property

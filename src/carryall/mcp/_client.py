@@ -20,20 +20,36 @@ import os
 import re
 import threading
 from collections import deque
-from collections.abc import Coroutine, Iterable, Mapping
-from typing import Any, Final, TextIO
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 import httpx2
 import msgspec
 from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError as SdkError
 
+from carryall import __version__
 from carryall.config import McpServer
-from carryall.errors import McpError, ToolError
+from carryall.errors import CarryallError, McpError, ToolError
+from carryall.mcp._host import (
+    NOT_INTERACTIVE,
+    Asker,
+    ElicitAnswer,
+    Elicitation,
+    McpNotice,
+    answer_problem,
+    sampling_messages,
+)
 from carryall.mcp._results import resource_output, result_output
+from carryall.providers import Request
 from carryall.tools import Tool, ToolOutput
+
+if TYPE_CHECKING:
+    from carryall.transport import Backend
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
@@ -123,6 +139,14 @@ class McpToolbox:
     that fails is reported in its `ServerTools.error` and left out, so one
     broken entry does not stop a run. `close()` stops every server; it runs
     on leaving the `with`, and also on interpreter exit.
+
+    What a server asks back: `roots` are the folders it is told it may work
+    in (the workspace); `asker` puts its questions (elicitation) to a person,
+    and without one they are declined with `NOT_INTERACTIVE`; `sampler` is
+    the backend a server's completion requests go to, for a server whose
+    entry allows it (`sampling`, within `samplingTokens`); `on_notice` is
+    given its progress and log notifications. Each may be set after
+    construction, before `start()`.
     """
 
     def __init__(
@@ -131,9 +155,19 @@ class McpToolbox:
         *,
         start_timeout: float = DEFAULT_START_TIMEOUT,
         reserved: Iterable[str] = (),
+        roots: Sequence[str | Path] = (),
+        asker: Asker | None = None,
+        sampler: Backend | None = None,
+        on_notice: Callable[[McpNotice], None] | None = None,
     ) -> None:
         self.servers = dict(servers)
         self.start_timeout = start_timeout
+        self.roots = [Path(root) for root in roots]
+        self.asker = asker
+        self.sampler = sampler
+        self.on_notice = on_notice
+        self.sampled: dict[str, int] = {}
+        """Output tokens each server's completions have used so far."""
         self._reserved = frozenset(reserved)
         self._taken = set(self._reserved)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -243,7 +277,7 @@ class McpToolbox:
             return self._loop
 
     async def _start_one(self, name: str, server: McpServer) -> list[types.Tool]:
-        connection = _Connection(name, server)
+        connection = _Connection(name, server, self)
         self._connections[name] = connection
         await asyncio.wait_for(connection.open(), self.start_timeout)
         return await self._listed(name)
@@ -343,7 +377,13 @@ class McpToolbox:
             raise ToolError(f"MCP tool {label}: {_reason(exc)}") from None
         except McpError as exc:
             raise ToolError(f"MCP tool {label}: {exc}") from None
-        return result_output(result, label, output_schema)
+        output = result_output(result, label, output_schema)
+        if connection.notes:
+            # A completion the server had the model make is part of what this call did.
+            notes, connection.notes = connection.notes, []
+            text = "\n".join([output.text, *notes]) if output.text else "\n".join(notes)
+            output = msgspec.structs.replace(output, text=text)
+        return output
 
     def _read(self, server: str, uri: str) -> ToolOutput:
         connection = self._connections.get(server)
@@ -372,9 +412,12 @@ class McpToolbox:
 class _Connection:
     """One server: its task on the loop, which holds the SDK's contexts open until stopped."""
 
-    def __init__(self, name: str, server: McpServer) -> None:
+    def __init__(self, name: str, server: McpServer, box: McpToolbox) -> None:
         self.name = name
         self.server = server
+        self._box = box
+        self.notes: list[str] = []
+        """Lines for the result of the call under way (a completion the server had made)."""
         self._session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
@@ -411,7 +454,9 @@ class _Connection:
     ) -> types.CallToolResult:
         session = await self._live()
         try:
-            return await session.call_tool(tool, arguments, read_timeout_seconds=timeout)
+            return await session.call_tool(
+                tool, arguments, read_timeout_seconds=timeout, progress_callback=self._progress
+            )
         except SdkError as exc:
             if exc.error.code != types.CONNECTION_CLOSED:
                 raise  # the server answered with an error, or did not in time
@@ -463,7 +508,16 @@ class _Connection:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
                 session = await stack.enter_async_context(
-                    ClientSession(read, write, message_handler=self._message)
+                    ClientSession(
+                        read,
+                        write,
+                        message_handler=self._message,
+                        elicitation_callback=self._elicit,
+                        sampling_callback=self._sample,
+                        list_roots_callback=self._roots if self._box.roots else None,
+                        logging_callback=self._log,
+                        client_info=types.Implementation(name="carryall", version=__version__),
+                    )
                 )
                 await _unless_stopped(session.initialize(), stop)
                 capabilities = session.server_capabilities
@@ -480,6 +534,100 @@ class _Connection:
     async def _message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self.changed = True
+
+    def _notice(self, kind: Any, text: str) -> None:
+        on_notice = self._box.on_notice
+        if on_notice is not None:
+            with contextlib.suppress(Exception):  # a display's failure is not the server's
+                on_notice(McpNotice(self.name, kind, text))
+
+    async def _progress(self, progress: float, total: float | None, message: str | None) -> None:
+        done = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+        self._notice("progress", f"{done} {message or ''}".strip())
+
+    async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
+        data = params.data if isinstance(params.data, str) else repr(params.data)
+        self._notice("log", f"{params.level}: {data}"[:500])
+
+    async def _roots(self, context: ClientRequestContext) -> types.ListRootsResult:
+        return types.ListRootsResult(
+            roots=[
+                types.Root.model_validate(
+                    {"uri": root.resolve().as_uri(), "name": root.resolve().name}
+                )
+                for root in self._box.roots
+            ]
+        )
+
+    async def _elicit(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        if not isinstance(params, types.ElicitRequestFormParams):
+            return _declined("carryall answers form questions only, not links to open")
+        asker = self._box.asker
+        if asker is None:
+            return _declined(NOT_INTERACTIVE)
+        question = Elicitation(self.name, params.message, dict(params.requested_schema))
+        try:
+            answer: ElicitAnswer = await asyncio.to_thread(asker, question)
+        except Exception as exc:
+            return _declined(f"declined by carryall: asking failed ({_reason(exc)})")
+        if answer.action != "accept":
+            meta = {"carryall/reason": answer.reason} if answer.reason else None
+            return types.ElicitResult(action=answer.action, _meta=meta)
+        content = answer.content or {}
+        problem = answer_problem(question.schema, content)
+        if problem is not None:
+            return _declined(f"declined by carryall: the answer does not fit ({problem})")
+        return types.ElicitResult(action="accept", content=content)
+
+    async def _sample(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        box, server = self._box, self.server
+        if not server.sampling:
+            return _refused(
+                f"carryall does not let MCP server {self.name!r} use its model: "
+                'set "sampling": true on its entry to allow it'
+            )
+        if box.sampler is None:
+            return _refused("carryall has no model to sample with in this run")
+        used = box.sampled.get(self.name, 0)
+        left = server.sampling_tokens - used
+        if left <= 0:
+            return _refused(
+                f"MCP server {self.name!r} has used its {server.sampling_tokens}-token "
+                "sampling budget for this run"
+            )
+        try:
+            messages = sampling_messages(list(params.messages))
+        except ValueError as exc:
+            return _refused(str(exc))
+        backend = box.sampler
+        request = Request(
+            model="",
+            messages=tuple(messages),
+            system=params.system_prompt,
+            max_tokens=max(1, min(params.max_tokens, left)),
+        )
+        try:
+            response = await asyncio.to_thread(backend.complete, request)
+        except CarryallError as exc:
+            return _refused(f"the model did not answer: {exc}")
+        spent = response.usage.output_tokens or request.max_tokens
+        box.sampled[self.name] = used + spent
+        self.notes.append(
+            f"[sampling: MCP server {self.name!r} had the model ({backend.name}/{backend.model}) "
+            f"complete a request: {spent} tokens, {used + spent} of its "
+            f"{server.sampling_tokens}-token budget]"
+        )
+        stop = "maxTokens" if response.stop_reason == "max_tokens" else "endTurn"
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=response.message.text()),
+            model=response.model or backend.model,
+            stop_reason=stop,
+        )
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
         server = self.server
@@ -596,6 +744,16 @@ async def _http(url: str, headers: dict[str, str]) -> Any:
         streamable_http_client(url, http_client=client) as (read, write),
     ):
         yield read, write
+
+
+def _declined(reason: str) -> types.ElicitResult:
+    """A declined question, with why in `_meta` for the server to read or log."""
+    return types.ElicitResult(action="decline", _meta={"carryall/reason": reason})
+
+
+def _refused(reason: str) -> types.ErrorData:
+    """A refused server request: the error the server's call gets back, with why."""
+    return types.ErrorData(code=types.INVALID_REQUEST, message=reason)
 
 
 def _reason(exc: BaseException) -> str:
