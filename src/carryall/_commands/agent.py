@@ -440,7 +440,7 @@ def _opened(setup: _Setup, out: Console, err: Console) -> Iterator[tuple[Agent, 
             on_event=display.on_event,
         )
         if toolbox is not None:
-            attach_host(toolbox, agent, err)
+            attach_host(toolbox, agent, err, before_asking=display._stop_spinner)
             agent.on_event = _serving(toolbox, agent, display.on_event, err)
         yield agent, display
     finally:

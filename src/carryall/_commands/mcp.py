@@ -205,20 +205,28 @@ def open_toolbox(
     return toolbox
 
 
-def attach_host(toolbox: McpToolbox, agent: Agent, err: Console) -> None:
+def attach_host(
+    toolbox: McpToolbox,
+    agent: Agent,
+    err: Console,
+    before_asking: Callable[[], None] | None = None,
+) -> None:
     """Let `toolbox`'s servers ask back: the agent's model for sampling, a person, stderr.
 
     A server's question goes to the person only when standard input is a
-    terminal; otherwise it is declined and the server is told why. Its
+    terminal; otherwise it is declined and the server is told why.
+    `before_asking` clears the screen's live parts (a spinner) first. Its
     progress and log lines are shown on standard error.
     """
     toolbox.sampler = agent.backend
-    toolbox.asker = ask_person(err) if sys.stdin.isatty() else None
+    toolbox.asker = ask_person(err, before=before_asking) if sys.stdin.isatty() else None
     toolbox.on_notice = _noticer(err)
 
 
 def ask_person(
-    err: Console, read: Callable[[], str] = sys.stdin.readline
+    err: Console,
+    read: Callable[[], str] = sys.stdin.readline,
+    before: Callable[[], None] | None = None,
 ) -> Callable[[Elicitation], ElicitAnswer]:
     """An asker that puts a server's question to the person at the terminal, field by field.
 
@@ -232,6 +240,8 @@ def ask_person(
 
     def ask(question: Elicitation) -> ElicitAnswer:
         with lock:  # two servers asking at once take turns
+            if before is not None:
+                before()
             err.print(
                 f"[bold]MCP server {shown(question.server)} asks:[/] {shown(question.message)}",
                 soft_wrap=True,
@@ -264,8 +274,12 @@ def ask_person(
 
 
 def _line(err: Console, read: Callable[[], str], prompt: str) -> str | None:
-    """One line typed after `prompt`; None at end of input."""
-    err.print(prompt, end="", markup=False, highlight=False)
+    """One line typed after `prompt`; None at end of input.
+
+    The prompt is written to the console's file directly: a half line held
+    by rich's renderer would not show until the answer's newline.
+    """
+    err.file.write(prompt)
     err.file.flush()
     line = read()
     return None if line == "" else line.rstrip("\n")

@@ -19,6 +19,7 @@ import hashlib
 import os
 import re
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -76,6 +77,9 @@ STDERR_TAIL_BYTES: Final = 8192
 """The bytes of a server's stderr kept (its last ones), to name why it failed."""
 
 _INHERITED_PREFIX: Final = "CARRYALL_"
+
+_POLL: Final = 0.25
+"""Seconds between looks at a call under way: whether its time runs, or a person is asked."""
 
 _SEPARATOR: Final = "__"
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
@@ -362,18 +366,35 @@ class McpToolbox:
         if connection is None:
             raise ToolError(f"MCP server {server!r} is not started")
         timeout = connection.server.timeout or DEFAULT_CALL_TIMEOUT
+        sent = threading.Event()
         future = asyncio.run_coroutine_threadsafe(
-            connection.call(tool, arguments, timeout), self._running_loop()
+            connection.call(tool, arguments, sent), self._running_loop()
         )
         label = f"{server}/{tool}"
+        # The call's time runs only while the request is out and no person is
+        # being asked a question for it: a server waiting on an answer is not
+        # one that hangs. Starting the server again first has its own time.
+        left, starting = timeout, self.start_timeout
         try:
-            result = future.result(timeout=timeout + 5)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise ToolError(f"MCP tool {label} did not answer within {timeout:g}s") from None
+            while True:
+                waited_from = time.monotonic()
+                try:
+                    result = future.result(timeout=max(0.0, min(_POLL, left, starting)))
+                    break
+                except concurrent.futures.TimeoutError:
+                    spent = time.monotonic() - waited_from
+                    if not sent.is_set():
+                        starting -= spent
+                    elif not connection.asking:
+                        left -= spent
+                    if left <= 0 or starting <= 0:
+                        future.cancel()
+                        what = "answer" if left <= 0 else "start again"
+                        limit = timeout if left <= 0 else self.start_timeout
+                        raise ToolError(
+                            f"MCP tool {label} did not {what} within {limit:g}s"
+                        ) from None
         except SdkError as exc:
-            if exc.error.code == types.REQUEST_TIMEOUT:
-                raise ToolError(f"MCP tool {label} did not answer within {timeout:g}s") from None
             raise ToolError(f"MCP tool {label}: {_reason(exc)}") from None
         except McpError as exc:
             raise ToolError(f"MCP tool {label}: {exc}") from None
@@ -416,6 +437,8 @@ class _Connection:
         self.name = name
         self.server = server
         self._box = box
+        self.asking = 0
+        """Questions of this server now before a person: their time is not the call's."""
         self.notes: list[str] = []
         """Lines for the result of the call under way (a completion the server had made)."""
         self._session: ClientSession | None = None
@@ -450,13 +473,16 @@ class _Connection:
                 return found
 
     async def call(
-        self, tool: str, arguments: dict[str, Any], timeout: float
+        self, tool: str, arguments: dict[str, Any], sent: threading.Event
     ) -> types.CallToolResult:
+        """`tools/call`, for as long as the caller waits (`McpToolbox._call` keeps the time).
+
+        `sent` is set once the server is up and the request goes out.
+        """
         session = await self._live()
+        sent.set()
         try:
-            return await session.call_tool(
-                tool, arguments, read_timeout_seconds=timeout, progress_callback=self._progress
-            )
+            return await session.call_tool(tool, arguments, progress_callback=self._progress)
         except SdkError as exc:
             if exc.error.code != types.CONNECTION_CLOSED:
                 raise  # the server answered with an error, or did not in time
@@ -568,10 +594,13 @@ class _Connection:
         if asker is None:
             return _declined(NOT_INTERACTIVE)
         question = Elicitation(self.name, params.message, dict(params.requested_schema))
+        self.asking += 1
         try:
             answer: ElicitAnswer = await asyncio.to_thread(asker, question)
         except Exception as exc:
             return _declined(f"declined by carryall: asking failed ({_reason(exc)})")
+        finally:
+            self.asking -= 1
         if answer.action != "accept":
             meta = {"carryall/reason": answer.reason} if answer.reason else None
             return types.ElicitResult(action=answer.action, _meta=meta)
