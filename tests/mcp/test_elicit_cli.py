@@ -23,18 +23,19 @@ import pytest
 pytest.importorskip("mcp", reason="the MCP tests need the mcp extra: pip install 'carryall[mcp]'")
 
 from tests.mcp.test_client_sdk import SERVER_FILE
+from tests.mcp_peer import everything_server
 from tests.test_transport_faults import ANTHROPIC, Reply, ScriptedServer, served
 
 
-def _asking() -> Reply:
-    """An Anthropic answer calling the scripted server's `ask` tool."""
+def _asking(tool: str = "sdk__ask") -> Reply:
+    """An Anthropic answer calling the MCP tool `tool` (carryall's name for it)."""
     return Reply(
         body={
             "id": "msg_01A",
             "type": "message",
             "role": "assistant",
             "model": "claude-sonnet-4-6",
-            "content": [{"type": "tool_use", "id": "toolu_01", "name": "sdk__ask", "input": {}}],
+            "content": [{"type": "tool_use", "id": "toolu_01", "name": tool, "input": {}}],
             "stop_reason": "tool_use",
             "stop_sequence": None,
             "usage": {"input_tokens": 40, "output_tokens": 12},
@@ -42,10 +43,10 @@ def _asking() -> Reply:
     )
 
 
-def _config(tmp_path: Path) -> Path:
+def _config(tmp_path: Path, entries: dict[str, dict[str, object]] | None = None) -> Path:
     path = tmp_path / "mcp.json"
     entry = {"command": sys.executable, "args": [str(SERVER_FILE)]}
-    path.write_text(json.dumps({"mcpServers": {"sdk": entry}}))
+    path.write_text(json.dumps({"mcpServers": entries or {"sdk": entry}}))
     return path
 
 
@@ -128,16 +129,50 @@ class _Pane:
             time.sleep(0.2)
 
 
-def test_a_question_is_answered_in_chat_under_tmux(tmp_path: Path) -> None:
+_SDK_STEPS = [
+    ("answer it?", "y"),
+    ("Name (string, required)", "Ada"),
+    ("Age (integer, required)", "thirty-six"),
+    ("age takes a whole number", "36"),
+]
+"""The scripted server's two fields, one answer refused and asked again."""
+
+_EVERYTHING_STEPS = [("answer it?", "y"), ("String (string, required)", "Ada")] + [
+    ("", "") for _ in range(12)
+]
+"""The reference server's thirteen fields: a name, then every other one left at its default."""
+
+
+@pytest.mark.parametrize(
+    ("server", "tool", "steps", "answered"),
+    [
+        ("sdk", "sdk__ask", _SDK_STEPS, ["accepted: Ada is 36"]),
+        (
+            "everything",
+            "everything__trigger-elicitation-request",
+            _EVERYTHING_STEPS,
+            ["User provided the requested information", "- Name: Ada", "Favorite Integer: 42"],
+        ),
+    ],
+)
+def test_a_question_is_answered_in_chat_under_tmux(
+    tmp_path: Path, server: str, tool: str, steps: list[tuple[str, str]], answered: list[str]
+) -> None:
     tmux = shutil.which("tmux")
     if tmux is None:
         pytest.skip("tmux is not installed (apt-get install tmux): chat needs a terminal here")
-    name = f"carryall-elicit-{os.getpid()}"
-    with served([_asking(), Reply(sse=ANTHROPIC.ok)]) as server:
+    entries: dict[str, dict[str, object]] = {
+        "sdk": {"command": sys.executable, "args": [str(SERVER_FILE)]}
+    }
+    if server == "everything":
+        reference = everything_server()
+        entries = {"everything": {"command": reference.command, "args": reference.args}}
+    name = f"carryall-elicit-{os.getpid()}-{server}"
+    with served([_asking(tool), Reply(sse=ANTHROPIC.ok)]) as scripted:
         env = _env(tmp_path)
         command = shlex.join(
             ["env", "-i", *(f"{k}={v}" for k, v in env.items())]
-            + _command(server, _config(tmp_path), "chat")
+            + _command(scripted, _config(tmp_path, entries), "chat")
         )
         subprocess.run(
             [tmux, "new-session", "-d", "-s", name, "-x", "150", "-y", "50", command], check=True
@@ -146,17 +181,14 @@ def test_a_question_is_answered_in_chat_under_tmux(tmp_path: Path) -> None:
         try:
             pane.wait(lambda t: "/help for commands" in t, "chat's greeting")
             pane.type("Ask me who I am.")
-            asked = pane.wait(lambda t: "answer it?" in t, "the server's question")
-            assert "MCP server sdk asks: Who are you?" in asked
-            pane.type("y")
-            pane.wait(lambda t: "Name (string, required)" in t, "the name field")
-            pane.type("Ada")
-            pane.wait(lambda t: "Age (integer, required)" in t, "the age field")
-            pane.type("thirty-six")
-            pane.wait(lambda t: "age takes a whole number" in t, "the age refused")
-            pane.type("36")
+            for shown, line in steps:
+                pane.wait(lambda t, shown=shown: shown in t, repr(shown))
+                pane.type(line)
             pane.wait(lambda t: ANTHROPIC.text in t, "the model's answer")
+            assert f"MCP server {server} asks:" in pane.text()
             pane.type("/exit")
         finally:
             subprocess.run([tmux, "kill-session", "-t", name], check=False)
-    assert _answer_sent(server) == "accepted: Ada is 36"
+    sent = _answer_sent(scripted)
+    for part in answered:
+        assert part in sent, sent

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 pytest.importorskip("mcp", reason="the MCP tests need the mcp extra: pip install 'carryall[mcp]'")
@@ -199,3 +200,38 @@ def test_the_reference_servers_long_operation_shows_progress() -> None:
         _result(box, "everything__trigger-long-running-operation", {"duration": 1, "steps": 2})
     progress = [n.text for n in seen if n.kind == "progress"]
     assert progress and progress[-1].startswith("2/2"), json.dumps(progress)
+
+
+def test_the_reference_servers_sampling_is_refused_when_not_allowed() -> None:
+    backend = ScriptedBackend(say("never asked"))
+    with _started(McpToolbox({"everything": everything_server()}, sampler=backend)) as box:
+        result = _result(box, "everything__trigger-sampling-request", {"prompt": "Say hi"})
+    assert result.is_error and 'set "sampling": true on its entry' in result.content
+    assert backend.requests == []
+
+
+@pytest.mark.skipif(
+    not _LOCAL.ready, reason="the local backend is not installed; run `carryall local install`"
+)
+@pytest.mark.timeout(600)
+def test_the_reference_servers_sampling_is_served_by_the_local_model_when_allowed() -> None:
+    from carryall.backends import open_backend
+
+    model = open_backend("llama-server", base_url=local.get_local_server().base_url)
+    server = msgspec.structs.replace(everything_server(), sampling=True, sampling_tokens=32)
+    allowed = {"everything": server}
+    try:
+        with _started(McpToolbox(allowed, sampler=model)) as box:
+            result = _result(
+                box,
+                "everything__trigger-sampling-request",
+                {"prompt": "Name a fruit.", "maxTokens": 8},
+            )
+            used = box.sampled["everything"]
+    finally:
+        model.close()
+    assert not result.is_error, result.content
+    assert result.content.startswith("LLM sampling result:")
+    assert '"role": "assistant"' in result.content and model.model in result.content
+    assert result.content.endswith(f"{used} of its 32-token budget]")
+    assert 0 < used <= 8
