@@ -98,6 +98,45 @@ def test_a_non_interactive_run_declines_the_question(tmp_path: Path) -> None:
     assert "asks:" not in done.stderr
 
 
+def test_a_non_interactive_run_tells_the_reference_server_why_it_declines(
+    tmp_path: Path,
+) -> None:
+    reference = everything_server()
+    entries = {"everything": {"command": reference.command, "args": reference.args}}
+    tool = "everything__trigger-elicitation-request"
+    with served([_asking(tool), Reply(sse=ANTHROPIC.ok)]) as server:
+        done = subprocess.run(
+            _command(server, _config(tmp_path, entries), "run", "Ask me who I am."),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=_env(tmp_path),
+        )
+    assert done.returncode == 0, done.stderr
+    sent = _answer_sent(server)
+    assert "User declined to provide the requested information" in sent
+    assert "this run has no person to ask" in sent
+
+
+def test_a_servers_progress_is_shown_on_stderr(tmp_path: Path) -> None:
+    with served([_asking("sdk__slow"), Reply(sse=ANTHROPIC.ok)]) as server:
+        done = subprocess.run(
+            _command(server, _config(tmp_path), "run", "Go slowly."),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=_env(tmp_path),
+        )
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    for step in (1, 2, 3):
+        assert f"sdk progress: {step}/3 step {step} of 3" in lines
+    assert "sdk log: info: slow: starting" in lines
+    assert _answer_sent(server) == "done after 3 steps"
+
+
 class _Pane:
     """A tmux session running one command, read and typed into as a person would."""
 

@@ -100,6 +100,9 @@ def list_servers(mcp: McpOption = None) -> None:
         for made in result.tools:
             summary = made.description.strip().split("\n", 1)[0]
             out.print(f"  {shown(made.name)}  [dim]{shown(summary)}[/]")
+    if toolbox.reader is not None:
+        summary = toolbox.reader.description.split(":", 1)[0]
+        out.print(f"[bold]resources[/]\n  {shown(toolbox.reader.name)}  [dim]{shown(summary)}[/]")
     if failed:
         raise typer.Exit(1)
 
