@@ -298,3 +298,20 @@ def test_binding_beyond_loopback_without_a_token_does_not_start(
     )
     assert done.returncode == 1
     assert "give a bearer token" in done.stderr
+
+
+@pytest.mark.parametrize("http_server", [("0.0.0.0", "s3cret-token")], indirect=True)
+def test_carryalls_own_http_client_sends_the_entrys_headers(
+    http_server: str, home: tuple[Path, str]
+) -> None:
+    _, session_id = home
+    entry = McpServer(url=http_server, headers={"Authorization": "Bearer s3cret-token"})
+    with McpToolbox({"served": entry}) as box:
+        (started,) = box.start()
+        assert started.error is None, started.error
+        listing = next(t for t in box.tools if t.name == "served__sessions_list")
+        assert listing.function().text.startswith(session_id)
+    refused = McpServer(url=http_server, headers={"Authorization": "Bearer wrong"})
+    with McpToolbox({"served": refused}, start_timeout=20) as box:
+        (failed,) = box.start()
+    assert failed.tools == () and failed.error == "Server returned an error response"
