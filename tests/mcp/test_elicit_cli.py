@@ -24,23 +24,13 @@ pytest.importorskip("mcp", reason="the MCP tests need the mcp extra: pip install
 
 from tests.mcp.test_client_sdk import SERVER_FILE
 from tests.mcp_peer import everything_server
+from tests.test_mcp_hostile import _tool_use
 from tests.test_transport_faults import ANTHROPIC, Reply, ScriptedServer, served
 
 
 def _asking(tool: str = "sdk__ask") -> Reply:
     """An Anthropic answer calling the MCP tool `tool` (carryall's name for it)."""
-    return Reply(
-        body={
-            "id": "msg_01A",
-            "type": "message",
-            "role": "assistant",
-            "model": "claude-sonnet-4-6",
-            "content": [{"type": "tool_use", "id": "toolu_01", "name": tool, "input": {}}],
-            "stop_reason": "tool_use",
-            "stop_sequence": None,
-            "usage": {"input_tokens": 40, "output_tokens": 12},
-        }
-    )
+    return _tool_use(tool)
 
 
 def _config(tmp_path: Path, entries: dict[str, dict[str, object]] | None = None) -> Path:
@@ -75,6 +65,20 @@ def _command(server: ScriptedServer, config: Path, *rest: str) -> list[str]:
     ]
 
 
+def _run(
+    server: ScriptedServer, config: Path, tmp_path: Path, prompt: str
+) -> subprocess.CompletedProcess[str]:
+    """`carryall run PROMPT` with no terminal on standard input: no person to ask."""
+    return subprocess.run(
+        _command(server, config, "run", prompt),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(tmp_path),
+    )
+
+
 def _answer_sent(server: ScriptedServer) -> str:
     """The result of the `ask` call as the second request sent it to the model."""
     (result,) = server.requests[1]["body"]["messages"][2]["content"]
@@ -85,14 +89,7 @@ def _answer_sent(server: ScriptedServer) -> str:
 
 def test_a_non_interactive_run_declines_the_question(tmp_path: Path) -> None:
     with served([_asking(), Reply(sse=ANTHROPIC.ok)]) as server:
-        done = subprocess.run(
-            _command(server, _config(tmp_path), "run", "Ask me who I am."),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=_env(tmp_path),
-        )
+        done = _run(server, _config(tmp_path), tmp_path, "Ask me who I am.")
     assert done.returncode == 0, done.stderr
     assert _answer_sent(server) == "decline"
     assert "asks:" not in done.stderr
@@ -105,14 +102,7 @@ def test_a_non_interactive_run_tells_the_reference_server_why_it_declines(
     entries = {"everything": {"command": reference.command, "args": reference.args}}
     tool = "everything__trigger-elicitation-request"
     with served([_asking(tool), Reply(sse=ANTHROPIC.ok)]) as server:
-        done = subprocess.run(
-            _command(server, _config(tmp_path, entries), "run", "Ask me who I am."),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=_env(tmp_path),
-        )
+        done = _run(server, _config(tmp_path, entries), tmp_path, "Ask me who I am.")
     assert done.returncode == 0, done.stderr
     sent = _answer_sent(server)
     assert "User declined to provide the requested information" in sent
@@ -121,14 +111,7 @@ def test_a_non_interactive_run_tells_the_reference_server_why_it_declines(
 
 def test_a_servers_progress_is_shown_on_stderr(tmp_path: Path) -> None:
     with served([_asking("sdk__slow"), Reply(sse=ANTHROPIC.ok)]) as server:
-        done = subprocess.run(
-            _command(server, _config(tmp_path), "run", "Go slowly."),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=_env(tmp_path),
-        )
+        done = _run(server, _config(tmp_path), tmp_path, "Go slowly.")
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     for step in (1, 2, 3):

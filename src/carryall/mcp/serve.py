@@ -77,6 +77,15 @@ _INSTRUCTIONS: Final = (
     "use the continue_session and summarise_session prompts to carry one on."
 )
 
+_CONTINUE: Final = (
+    "\n\nAbove is a recorded conversation. Continue it from where it stopped: pick up the "
+    "last open request and carry on with it."
+)
+_SUMMARISE: Final = (
+    "\n\nSummarise the conversation above: what was asked, what was done (tools called "
+    "and what they found), and what is still open."
+)
+
 ASGIApp = Callable[
     [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
     Awaitable[None],
@@ -208,20 +217,12 @@ def build_server(store: AnyStore) -> MCPServer:
     @server.prompt(title="Continue this session")
     def continue_session(session_id: str) -> str:
         """A recorded session's transcript, and the request to carry on where it stopped."""
-        transcript = _prompt_transcript(store, session_id)
-        return (
-            f"{transcript}\n\nAbove is a recorded conversation. Continue it from where it "
-            "stopped: pick up the last open request and carry on with it."
-        )
+        return _prompt_transcript(store, session_id) + _CONTINUE
 
     @server.prompt(title="Summarise this session")
     def summarise_session(session_id: str) -> str:
         """A recorded session's transcript, and the request to summarise it."""
-        transcript = _prompt_transcript(store, session_id)
-        return (
-            f"{transcript}\n\nSummarise the conversation above: what was asked, what was "
-            "done (tools called and what they found), and what is still open."
-        )
+        return _prompt_transcript(store, session_id) + _SUMMARISE
 
     return server
 
