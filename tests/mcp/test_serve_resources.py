@@ -314,4 +314,7 @@ def test_carryalls_own_http_client_sends_the_entrys_headers(
     refused = McpServer(url=http_server, headers={"Authorization": "Bearer wrong"})
     with McpToolbox({"served": refused}, start_timeout=20) as box:
         (failed,) = box.start()
-    assert failed.tools == () and failed.error == "Server returned an error response"
+    assert failed.tools == ()
+    assert failed.error == (
+        "unauthorized: this server needs its bearer token (Authorization: Bearer TOKEN)"
+    )

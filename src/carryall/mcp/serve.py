@@ -86,6 +86,11 @@ _SUMMARISE: Final = (
     "and what they found), and what is still open."
 )
 
+_UNAUTHORIZED: Final = (
+    b'{"jsonrpc": "2.0", "id": null, "error": {"code": -32001, "message": '
+    b'"unauthorized: this server needs its bearer token (Authorization: Bearer TOKEN)"}}'
+)
+
 ASGIApp = Callable[
     [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
     Awaitable[None],
@@ -323,7 +328,8 @@ def _bearer(app: ASGIApp, token: str) -> ASGIApp:
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
             # A comparison whose time does not tell how much of the token matched.
             if not hmac.compare_digest(given, expected):
-                body = b'{"error": "a bearer token is required (Authorization: Bearer ...)"}'
+                # A JSON-RPC error, so an MCP client shows the reason, not just the status.
+                body = _UNAUTHORIZED
                 await send(
                     {
                         "type": "http.response.start",
