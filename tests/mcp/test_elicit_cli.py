@@ -8,6 +8,7 @@ then answers, so what the model was sent back is what is checked.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shlex
@@ -22,6 +23,10 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP tests need the mcp extra: pip install 'carryall[mcp]'")
 
+from rich.console import Console
+
+from carryall._commands.mcp import ask_person
+from carryall.mcp import ElicitAnswer, Elicitation
 from tests.mcp.test_client_sdk import SERVER_FILE
 from tests.mcp_peer import everything_server
 from tests.test_mcp_hostile import _tool_use
@@ -214,3 +219,44 @@ def test_a_question_is_answered_in_chat_under_tmux(
     sent = _answer_sent(scripted)
     for part in answered:
         assert part in sent, sent
+
+
+def _typed(*lines: str) -> Callable[[], str]:
+    """A reader giving `lines` one at a time, then end of input."""
+    queue = [f"{line}\n" for line in lines]
+    return lambda: queue.pop(0) if queue else ""
+
+
+_QUESTION = Elicitation(
+    "sdk",
+    "Who are you?",
+    {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
+        "required": ["name"],
+    },
+)
+
+
+@pytest.mark.parametrize(
+    ("lines", "answer"),
+    [
+        (["y", "Ada", "-1", ""], ElicitAnswer("accept", {"name": "Ada"})),
+        (["", "Ada", "7"], ElicitAnswer("accept", {"name": "Ada", "age": 7})),
+        (["n"], ElicitAnswer("decline", reason="declined by the person")),
+        (["c"], ElicitAnswer("cancel", reason="cancelled by the person")),
+        (["y", "Ada"], ElicitAnswer("cancel", reason="cancelled by the person")),
+    ],
+)
+def test_the_person_is_asked_field_by_field_until_each_fits(
+    lines: list[str], answer: ElicitAnswer
+) -> None:
+    err = Console(file=io.StringIO(), width=100)
+    stopped: list[bool] = []
+    ask = ask_person(err, read=_typed(*lines), before=lambda: stopped.append(True))
+    assert ask(_QUESTION) == answer
+    assert stopped == [True]
+    shown = err.file.getvalue()  # type: ignore[attr-defined]
+    assert "MCP server sdk asks: Who are you?" in shown
+    if "-1" in lines:
+        assert "age must be at least 0" in shown

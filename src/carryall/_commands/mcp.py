@@ -228,14 +228,14 @@ def attach_host(
 
 def ask_person(
     err: Console,
-    read: Callable[[], str] = sys.stdin.readline,
+    read: Callable[[], str] | None = None,
     before: Callable[[], None] | None = None,
 ) -> Callable[[Elicitation], ElicitAnswer]:
     """An asker that puts a server's question to the person at the terminal, field by field.
 
     Each answer is checked against the field's type, range and choices and
     asked again until it fits; an empty answer takes the default. End of
-    input cancels.
+    input cancels. `read` gives one typed line (default: standard input's).
     """
     from carryall.mcp._host import ElicitAnswer, field_value
 
@@ -249,7 +249,8 @@ def ask_person(
                 f"[bold]MCP server {shown(question.server)} asks:[/] {shown(question.message)}",
                 soft_wrap=True,
             )
-            choice = _line(err, read, "answer it? [y]es, [n]o (decline), [c]ancel: ")
+            typed = read or sys.stdin.readline
+            choice = _line(err, typed, "answer it? [y]es, [n]o (decline), [c]ancel: ")
             if choice is None or choice.strip().lower() in ("c", "cancel"):
                 return ElicitAnswer("cancel", reason="cancelled by the person")
             if choice.strip().lower() not in ("y", "yes", ""):
@@ -260,7 +261,7 @@ def ask_person(
             for name, spec in (schema.get("properties") or {}).items():
                 while True:
                     label = _field_label(name, spec, name in required)
-                    raw = _line(err, read, f"  {label}: ")
+                    raw = _line(err, typed, f"  {label}: ")
                     if raw is None:
                         return ElicitAnswer("cancel", reason="cancelled by the person")
                     try:

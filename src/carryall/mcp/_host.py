@@ -105,8 +105,12 @@ def field_value(name: str, spec: Mapping[str, Any], raw: str, required: bool) ->
             whole = "a whole number" if kind == "integer" else "a number"
             raise ValueError(f"{name} takes {whole}") from None
         low, high = spec.get("minimum"), spec.get("maximum")
-        if (low is not None and number < low) or (high is not None and number > high):
+        if low is not None and high is not None and not low <= number <= high:
             raise ValueError(f"{name} must be between {low} and {high}")
+        if low is not None and number < low:
+            raise ValueError(f"{name} must be at least {low}")
+        if high is not None and number > high:
+            raise ValueError(f"{name} must be at most {high}")
         return number
     if kind == "array":
         items = [part.strip() for part in text.split(",") if part.strip()]
