@@ -712,7 +712,7 @@ class Agent:
                 first_of[key] = call.id
                 kept.append(output)
                 images.extend(output.images)
-            results.append(ToolResult(call.id, text, output.is_error))
+            results.append(ToolResult(call.id, text, output.is_error, structured=output.structured))
         images.extend(d for output in kept for d in output.documents)
         self.messages.append(Message.tool_results(results, images))
 
@@ -720,7 +720,9 @@ class Agent:
         if output is None:
             return
         event = ToolCallFinished(
-            call, ToolResult(call.id, output.text, output.is_error), output.images
+            call,
+            ToolResult(call.id, output.text, output.is_error, structured=output.structured),
+            output.images,
         )
         if quiet:
             # While unwinding from Ctrl-C a display error must not mask it.

@@ -171,12 +171,19 @@ class ToolResult(
     this result (audio, video, documents): no wire carries them, but writing
     the history out again must give them back at the carrier's fixed
     position rather than lose them. Empty for almost every result.
+
+    `structured` is the result as a JSON value when the tool gave one (an
+    MCP server's structured content): `content` stays its text for the
+    wires that take text, and a wire that takes JSON (Gemini's
+    `functionResponse.response`, Bedrock's `toolResult` `json`) is given
+    the value itself.
     """
 
     tool_use_id: str
     content: str
     is_error: bool = False
     attachments: tuple[Marker, ...] = ()
+    structured: Any = None
 
 
 class Image(

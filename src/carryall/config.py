@@ -129,7 +129,7 @@ class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     command: str | None = None
     args: list[str] = msgspec.field(default_factory=list)
     env: dict[str, str] = msgspec.field(default_factory=dict)
-    """Set for the server process on top of a minimal inherited environment (the SDK's)."""
+    """Set for the server process over the SDK's minimal environment and carryall's `CARRYALL_*`."""
     cwd: str | None = None
     url: str | None = None
     """A streamable HTTP endpoint."""
@@ -138,6 +138,10 @@ class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """`stdio` or `http` (`streamable-http` and `streamableHttp` are the same); else inferred."""
     timeout: float | None = None
     disabled: bool = False
+    sampling: bool = False
+    """Whether this server may ask the agent's model for completions (MCP sampling)."""
+    sampling_tokens: int = msgspec.field(default=2000, name="samplingTokens")
+    """The output tokens this server's completions may use in one run, all together."""
 
     def problem(self) -> str | None:
         """What is wrong with this entry, or None when it can be started."""
@@ -154,6 +158,8 @@ class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             return f"url {self.url!r} is not an http:// or https:// URL"
         if self.timeout is not None and not self.timeout > 0:
             return f"timeout must be a positive number of seconds, got {self.timeout}"
+        if self.sampling_tokens < 1:
+            return f"samplingTokens must be a positive number, got {self.sampling_tokens}"
         return None
 
     @property

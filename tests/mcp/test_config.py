@@ -124,7 +124,10 @@ def test_mcp_list_shows_each_servers_tools_and_one_line_per_failure(tmp_path: Pa
     )
     done = _carryall(tmp_path, "mcp", "list", "--mcp", str(path))
     assert done.returncode == 1
-    assert "everything (13 tools)" in done.stdout
+    # carryall declares elicitation, sampling and roots, so the server adds the tools that use them.
+    assert "everything (16 tools)" in done.stdout
+    assert "  everything__trigger-sampling-request  " in done.stdout
+    assert "  mcp_read_resource  Read a resource an MCP tool result linked to" in done.stdout
     assert "  everything__get-tiny-image  Returns a tiny MCP logo image." in done.stdout
     assert "  hostile__read_file  Named like carryall's built-in read_file." in done.stdout
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]

@@ -75,14 +75,14 @@ def test_recall_finds_a_message_a_real_run_recorded(recorded: tuple[Path, dict[s
         ("session_show", {"session_id": "", "message": 0, "images": True}),
     )
     assert names == ["recall", "session_show", "sessions_list"]
-    assert not found.isError
+    assert not found.is_error
     (hit,) = found.content
     assert isinstance(hit, types.TextContent)
     session_id = hit.text.split(" ", 1)[0]
     assert " #0 user " in hit.text and "pineapple" in hit.text
     assert listed.content[0].text.startswith(session_id)
     # An empty id is no session: the error comes back as a result, not a crash.
-    assert shown.isError and one.isError
+    assert shown.is_error and one.is_error
 
 
 def test_session_show_gives_text_with_placeholders_and_the_images_on_request(
@@ -102,7 +102,7 @@ def test_session_show_gives_text_with_placeholders_and_the_images_on_request(
     assert base64.b64encode(PNG_1X1).decode() not in text.text
     heading, image = with_images.content
     assert "Name a fruit like a pineapple." in heading.text
-    assert isinstance(image, types.ImageContent) and image.mimeType == "image/png"
+    assert isinstance(image, types.ImageContent) and image.mime_type == "image/png"
     assert base64.b64decode(image.data) == PNG_1X1
 
 
@@ -118,7 +118,7 @@ def test_a_path_traversal_session_id_is_refused(
         ("recall", {"query": "pineapple", "session": evil}),
     )
     for result in (shown, searched):
-        assert result.isError
+        assert result.is_error
         assert (
             "is not a session id" in result.content[0].text
             or "no session" in result.content[0].text

@@ -23,7 +23,7 @@ from rich.status import Status
 
 from carryall._commands._images import fetched_history, named_image, sendable
 from carryall._commands._output import fail, masked, shown, warn_damage
-from carryall._commands.mcp import McpOption, open_toolbox, start_toolbox
+from carryall._commands.mcp import McpOption, attach_host, open_toolbox, start_toolbox
 from carryall._commands.sessions import StoreOption, keep_interrupted_prompt, recorded_in
 from carryall._text import printable, shorten
 from carryall.agent import (
@@ -464,7 +464,7 @@ def _opened(
                 setup = _resumed(setup, session)
                 system = system if setup.system is not None else session.meta.system
             tools = _choose_tools(setup.tools or _DEFAULT_TOOLS, setup.workspace, setup.allow_write)
-            toolbox = open_toolbox(setup.mcp, [t.name for t in tools])
+            toolbox = open_toolbox(setup.mcp, [t.name for t in tools], setup.workspace)
             try:
                 with err.status("[dim]starting the backend…[/]"):
                     backend = _open_backend(setup)
@@ -508,6 +508,7 @@ def _opened(
             on_event=display.on_event,
         )
         if toolbox is not None:
+            attach_host(toolbox, agent, err, before_asking=display._stop_spinner)
             agent.on_event = _serving(toolbox, agent, display.on_event, err)
         yield agent, display
     finally:

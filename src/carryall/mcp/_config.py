@@ -19,7 +19,7 @@ from carryall.errors import McpError
 
 __all__ = ["mcp_servers_from", "read_mcp_file"]
 
-_FIELDS = frozenset(McpServer.__struct_fields__)
+_FIELDS = frozenset(McpServer.__struct_encode_fields__)
 """The keys carryall reads; the other tools' own keys (`autoApprove`, ...) are left alone."""
 
 

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from mcp import types
 
-from carryall.attachments import DEFAULT_MAX_IMAGES, AttachmentPolicy, load_image
+from carryall.attachments import DEFAULT_MAX_IMAGES, AttachmentPolicy, load_document, load_image
 from carryall.blocks import (
     IMAGE_MEDIA_TYPES,
     Document,
@@ -33,7 +33,14 @@ from carryall.errors import AttachmentError
 from carryall.imagefit import IMAGE_FIT_INPUT_BYTES
 from carryall.tools import ToolOutput
 
-__all__ = ["MAX_CONTENT_ITEMS", "MAX_DOCUMENT_BYTES", "MAX_RESULT_CHARS", "result_output"]
+__all__ = [
+    "MAX_CONTENT_ITEMS",
+    "MAX_DOCUMENT_BYTES",
+    "MAX_RESULT_CHARS",
+    "in_schema_order",
+    "resource_output",
+    "result_output",
+]
 
 MAX_DOCUMENT_BYTES: Final = 32 * 1024 * 1024
 """The largest PDF taken from a server (Anthropic's request limit for one)."""
@@ -47,16 +54,31 @@ MAX_RESULT_CHARS: Final = 100_000
 _POLICY: Final = AttachmentPolicy(roots=[], max_image_bytes=IMAGE_FIT_INPUT_BYTES)
 """No path, no host: only the `data:` form of what the server sent is loaded."""
 
+_RESOURCE_POLICY: Final = AttachmentPolicy(roots=[])
+"""A linked resource's text or PDF is held to what `-i` holds a file to: no path, no host."""
 
-def result_output(result: types.CallToolResult, label: str) -> ToolOutput:
+_TEXT_TYPES: Final = ("text/", "application/json", "application/xml", "application/yaml")
+"""Media types read as text: checked as the `text/plain` document they are to a model."""
+
+_READER: Final = "mcp_read_resource"
+"""The reading tool's name, as a link line gives it (`carryall.mcp.READ_RESOURCE_TOOL`)."""
+
+
+def result_output(
+    result: types.CallToolResult, label: str, output_schema: dict[str, Any] | None = None
+) -> ToolOutput:
     """The `ToolOutput` of one MCP tool result; `label` names the tool in image sources.
 
     Text content is the result text, in order; an image is a placeholder
     line at its place in that text and an `Image` after the results; an
     embedded text resource is its text, an image blob an image, a PDF blob
     a `Document` after the results (placeholder line in its place), anything
-    else a line naming it; `isError` is `is_error`; structured content is
-    added as JSON to a result with no text.
+    else a line naming it; the result's `is_error` is the output's.
+
+    Structured content is kept as the value (`ToolOutput.structured`, for
+    the wires that take JSON) and, for the wires that take text, written as
+    JSON with its fields in the order of the tool's `output_schema`, in
+    place of text that says the same or where there is no text.
     """
     parts: list[str] = []
     images: list[Image] = []
@@ -66,26 +88,62 @@ def result_output(result: types.CallToolResult, label: str) -> ToolOutput:
         parts.append(_item_text(item, label, images, documents))
     if len(content) > MAX_CONTENT_ITEMS:
         parts.append(f"[{len(content) - MAX_CONTENT_ITEMS} more content items not shown]")
-    structured = result.structuredContent
-    if structured is not None and not _said_as_text(content):
-        parts.append("structured content: " + json.dumps(structured, ensure_ascii=False))
+    structured = result.structured_content
+    if structured is not None:
+        structured = in_schema_order(structured, output_schema)
+        if not _said_as_text(content) or _same_json(content, structured):
+            parts = [json.dumps(structured, ensure_ascii=False)]
     text = "\n".join(part for part in parts if part)
     if len(text) > MAX_RESULT_CHARS:
+        # Too long to give whole: the wires that take JSON get the cut text as well.
+        structured = None
         cut = len(text) - MAX_RESULT_CHARS
         text = text[:MAX_RESULT_CHARS] + f"\n[{cut} more characters not shown]"
-    return ToolOutput(text, tuple(images), bool(result.isError), tuple(documents))
+    return ToolOutput(text, tuple(images), bool(result.is_error), tuple(documents), structured)
+
+
+def in_schema_order(value: Any, schema: dict[str, Any] | None) -> Any:
+    """`value` with an object's fields in the order `schema`'s `properties` name them, nested.
+
+    JSON objects have no order, but a model reads text in order, and the
+    schema's order is the one the tool's author chose (`city` before
+    `temperature`); fields the schema does not name keep theirs, after.
+    """
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, dict):
+        properties = schema.get("properties")
+        if not isinstance(properties, dict):
+            return value
+        named = [key for key in properties if key in value]
+        rest = [key for key in value if key not in properties]
+        return {key: in_schema_order(value[key], properties.get(key)) for key in (*named, *rest)}
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [in_schema_order(item, schema["items"]) for item in value]
+    return value
+
+
+def _same_json(content: list[Any], structured: Any) -> bool:
+    """Whether the result's text is the structured content written as JSON (what SDKs send)."""
+    texts = [item.text for item in content if isinstance(item, types.TextContent)]
+    if len(texts) != 1 or len(content) != 1:
+        return False
+    try:
+        return bool(json.loads(texts[0]) == structured)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _item_text(item: Any, label: str, images: list[Image], documents: list[Document]) -> str:
     if isinstance(item, types.TextContent):
         return item.text
     if isinstance(item, types.ImageContent):
-        return _image(item.mimeType, item.data, label, images)
+        return _image(item.mime_type, item.data, label, images)
     if isinstance(item, types.EmbeddedResource):
         resource = item.resource
         if isinstance(resource, types.TextResourceContents):
             return f"[resource {resource.uri}]\n{resource.text}"
-        media_type = resource.mimeType or "application/octet-stream"
+        media_type = resource.mime_type or "application/octet-stream"
         if media_type in IMAGE_MEDIA_TYPES:
             return _image(media_type, resource.blob, label, images)
         if media_type == "application/pdf":
@@ -95,11 +153,76 @@ def _item_text(item: Any, label: str, images: list[Image], documents: list[Docum
             f"{_blob_size(resource.blob)}): not shown to the model]"
         )
     if isinstance(item, types.ResourceLink):
-        kind = f" ({item.mimeType})" if item.mimeType else ""
-        return f"[resource link {item.name}: {item.uri}{kind}]"
+        kind = f" ({item.mime_type})" if item.mime_type else ""
+        server = label.split("/", 1)[0]
+        return (
+            f"[resource link {item.name}: {item.uri}{kind}; "
+            f"{_READER} reads it with server {server!r}]"
+        )
     if isinstance(item, types.AudioContent):
-        return f"[audio ({item.mimeType}): not shown to the model]"
+        return f"[audio ({item.mime_type}): not shown to the model]"
     return f"[{type(item).__name__} content: not shown to the model]"
+
+
+def resource_output(result: types.ReadResourceResult, label: str) -> ToolOutput:
+    """What `resources/read` gave, as the model is given it: text as text, images and PDFs after.
+
+    Each item passes the checks an attachment passes (`-i`): text must be
+    UTF-8 under the size cap, an image canonical base64 whose bytes match
+    its type, a PDF a PDF; another type is named and not read. A read
+    that gives nothing readable is an error result, with why.
+    """
+    parts: list[str] = []
+    images: list[Image] = []
+    documents: list[Document] = []
+    readable = False
+    for item in result.contents[:MAX_CONTENT_ITEMS]:
+        media_type = item.mime_type or (
+            "text/plain" if isinstance(item, types.TextResourceContents) else "unknown"
+        )
+        uri = str(item.uri)
+        if isinstance(item, types.TextResourceContents):
+            data = base64.b64encode(item.text.encode("utf-8", errors="replace")).decode()
+        else:
+            data = item.blob
+        shown, took = _resource_item(uri, media_type, data, label, images, documents)
+        parts.append(shown)
+        readable = readable or took
+    text = "\n".join(parts) or f"{label}: the server sent no contents"
+    if len(text) > MAX_RESULT_CHARS:
+        cut = len(text) - MAX_RESULT_CHARS
+        text = text[:MAX_RESULT_CHARS] + f"\n[{cut} more characters not shown]"
+    return ToolOutput(text, tuple(images), not readable, tuple(documents))
+
+
+def _resource_item(
+    uri: str,
+    media_type: str,
+    data: str,
+    label: str,
+    images: list[Image],
+    documents: list[Document],
+) -> tuple[str, bool]:
+    """One read item's line (or text) and whether the model was given it."""
+    if media_type in IMAGE_MEDIA_TYPES:
+        line = _image(media_type, data, label, images)
+        return f"[resource {uri}] {line}", line.endswith("(shown after the results)")
+    checked_as = "text/plain" if media_type.startswith(_TEXT_TYPES) else media_type
+    if checked_as not in ("text/plain", "application/pdf"):
+        return (
+            f"[resource {uri} ({media_type}): not read: carryall reads text, images "
+            "and PDFs, as it takes them as attachments]",
+            False,
+        )
+    try:
+        document = load_document(f"data:{checked_as};base64,{data}", _RESOURCE_POLICY)
+    except AttachmentError as exc:
+        return f"[resource {uri} ({media_type}): not read: {exc.reason}]", False
+    if checked_as == "text/plain":
+        return f"[resource {uri} ({media_type})]\n{document.to_bytes().decode('utf-8')}", True
+    shown = Document(document.media_type, document.data, source=f"{label}", title=uri)
+    documents.append(shown)
+    return f"[resource {uri}] {shown.placeholder()} (shown after the results)", True
 
 
 def _image(media_type: str, data: str, label: str, images: list[Image]) -> str:

@@ -1,41 +1,146 @@
-"""`carryall mcp serve`: the session store, read-only, as an MCP server over stdio.
+"""`carryall mcp serve`: the session store, read-only, as an MCP server over stdio or HTTP.
 
-Any MCP client (Claude Code, Cursor, the SDK's own) can then search what
-carryall recorded: `recall` (ranked hits with snippets), `sessions_list`
-and `session_show` (a session as text, images as placeholders, or one
-message's images as MCP image content). Nothing here writes, and a session
-is reached only by an id the store's own check accepts, so no path outside
-the store can be named through it.
+Any MCP client (Claude Code, Cursor, the SDK's own) can then read what
+carryall recorded:
+
+- tools: `recall` (ranked hits with snippets), `sessions_list` and
+  `session_show` (a session as text, images as placeholders, or one
+  message's images as MCP image content);
+- resources: every session as `carryall://sessions/ID`, read as its
+  Markdown transcript, its JSON export and each image as image content;
+  the template `carryall://search/{query}` for a search as Markdown;
+- prompts: `continue_session` and `summarise_session`, a session's
+  transcript with the request to go on from it or to summarise it.
+
+Nothing here writes, and a session is reached only by an id the store's
+own check accepts, so no path outside the store can be named through it.
+Over HTTP (streamable HTTP) a bearer token is required when the server is
+bound beyond loopback, since anyone who can reach the port could otherwise
+read every session.
 """
 
 from __future__ import annotations
 
-from typing import Final
+import base64
+import contextlib
+import hmac
+import ipaddress
+from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
+from datetime import datetime
+from typing import Any, Final
+from urllib.parse import unquote
 
 from mcp import types
-from mcp.server.fastmcp import FastMCP
+from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.shared.exceptions import MCPError
 
-from carryall.blocks import Image
+from carryall import __version__
+from carryall.blocks import Downgrade, Image, Message
 from carryall.errors import CarryallError
-from carryall.sessions import AnyStore, render_message_text, render_text
+from carryall.sessions import (
+    AnySession,
+    AnyStore,
+    SessionMeta,
+    render,
+    render_message_text,
+    render_text,
+)
 
-__all__ = ["SERVER_NAME", "build_server", "serve"]
+__all__ = [
+    "SEARCH_URI",
+    "SERVER_NAME",
+    "SESSION_URI",
+    "bind_problem",
+    "build_server",
+    "http_app",
+    "is_loopback",
+    "serve",
+    "serve_http",
+]
 
 SERVER_NAME: Final = "carryall-sessions"
 
+SESSION_URI: Final = "carryall://sessions/"
+"""A session's resource is this followed by its id."""
+
+SEARCH_URI: Final = "carryall://search/"
+"""The search template's prefix: `carryall://search/{query}`."""
+
 _MAX_LIMIT: Final = 200
 
+_INSTRUCTIONS: Final = (
+    "Read-only access to the sessions carryall recorded: search them with recall or the "
+    "carryall://search/{query} resource, list them with sessions_list or as resources, read "
+    "one with session_show or as carryall://sessions/ID (Markdown, JSON and its images), and "
+    "use the continue_session and summarise_session prompts to carry one on."
+)
 
-def build_server(store: AnyStore) -> FastMCP:
-    """The MCP server over `store`, its three tools registered."""
-    server = FastMCP(
-        SERVER_NAME,
-        instructions=(
-            "Read-only access to the sessions carryall recorded: search them with recall, "
-            "list them with sessions_list, read one with session_show."
-        ),
-        log_level="WARNING",
-    )
+_CONTINUE: Final = (
+    "\n\nAbove is a recorded conversation. Continue it from where it stopped: pick up the "
+    "last open request and carry on with it."
+)
+_SUMMARISE: Final = (
+    "\n\nSummarise the conversation above: what was asked, what was done (tools called "
+    "and what they found), and what is still open."
+)
+
+_UNAUTHORIZED: Final = (
+    b'{"jsonrpc": "2.0", "id": null, "error": {"code": -32001, "message": '
+    b'"unauthorized: this server needs its bearer token (Authorization: Bearer TOKEN)"}}'
+)
+
+ASGIApp = Callable[
+    [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
+    Awaitable[None],
+]
+
+
+class _SessionServer(MCPServer):
+    """`MCPServer` whose resources are the store's sessions, listed and read from the store.
+
+    The SDK's resources are fixed at registration; a store's sessions come
+    and go, so the two methods that list and read them ask the store each time.
+    """
+
+    def __init__(self, store: AnyStore) -> None:
+        super().__init__(
+            SERVER_NAME, version=__version__, instructions=_INSTRUCTIONS, log_level="WARNING"
+        )
+        self.store = store
+
+    async def list_resources(self) -> list[types.Resource]:
+        infos = self.store.list(on_error=lambda exc: None)[:_MAX_LIMIT]
+        return [
+            types.Resource(
+                uri=SESSION_URI + info.meta.id,
+                name=info.meta.id,
+                title=info.meta.title or None,
+                description=(
+                    f"{info.meta.backend}/{info.meta.model}, {info.turns} turns, "
+                    f"created {info.meta.created.isoformat()}"
+                ),
+                mime_type="text/markdown",
+            )
+            for info in infos
+        ]
+
+    async def read_resource(
+        self, uri: Any, context: Context[Any, Any] | None = None
+    ) -> Iterable[ReadResourceContents] | types.InputRequiredResult:
+        text = str(uri)
+        if text.startswith(SESSION_URI):
+            return session_contents(_opened(self.store, unquote(text[len(SESSION_URI) :])))
+        if text.startswith(SEARCH_URI):
+            query = unquote(text[len(SEARCH_URI) :])
+            return [ReadResourceContents(search_markdown(self.store, query), "text/markdown")]
+        raise ResourceNotFoundError(f"no resource {text}: carryall serves {SESSION_URI}ID")
+
+
+def build_server(store: AnyStore) -> MCPServer:
+    """The MCP server over `store`: its tools, resources and prompts registered."""
+    server = _SessionServer(store)
 
     @server.tool()
     def recall(query: str, limit: int = 10, session: str | None = None) -> str:
@@ -46,13 +151,14 @@ def build_server(store: AnyStore) -> FastMCP:
             limit: How many hits at most (1-200).
             session: Only this session (its id or a unique prefix).
         """
-        chosen = store.resolve(session) if session else None
-        hits = store.recall.search(query, limit=_bounded(limit), session=chosen)
+        with _answered():
+            chosen = store.resolve(session) if session else None
+            hits = store.recall.search(query, limit=_bounded(limit), session=chosen)
         if not hits:
             return f"no message matches {query!r}"
         return "\n".join(
             f"{hit.session} #{hit.message} {hit.role} {hit.time.isoformat()}: "
-            + hit.snippet.replace("\x02", "").replace("\x03", "")
+            + _plain(hit.snippet)
             for hit in hits
         )
 
@@ -83,12 +189,13 @@ def build_server(store: AnyStore) -> FastMCP:
             message: Only this message (its index, from recall's `#N`).
             images: With `message`, also return that message's images as image content.
         """
-        opened = store.open(session_id)
-        history = opened.messages()
+        with _answered():
+            opened = store.open(session_id)
+            history = opened.messages()
         if message is None:
             return [types.TextContent(type="text", text=render_text(opened.meta, history))]
         if not 0 <= message < len(history):
-            raise CarryallError(
+            raise ToolError(
                 f"session {opened.id} has messages 0 to {len(history) - 1}, not {message}"
             )
         chosen = history[message]
@@ -96,10 +203,103 @@ def build_server(store: AnyStore) -> FastMCP:
             types.TextContent(type="text", text=render_message_text(message, chosen))
         ]
         if images:
-            out.extend(_image_content(image) for image in chosen.images())
+            out.extend(_image_content(image) for image in chosen.images() if image.data)
         return out
 
+    # Registered for the templates list a client shows; `_SessionServer.read_resource`
+    # answers the reads, with every content a session has.
+    @server.resource(SESSION_URI + "{session_id}", mime_type="text/markdown")
+    def session_resource(session_id: str) -> str:
+        """A recorded session: its Markdown transcript, its JSON export and its images."""
+        meta, history, times, downgrades = _transcript(_opened(store, session_id))
+        return render("markdown", meta, history, times, downgrades=downgrades)
+
+    @server.resource(SEARCH_URI + "{query}", mime_type="text/markdown")
+    def search_resource(query: str) -> str:
+        """The messages of every session that match `query`, best first, as Markdown."""
+        return search_markdown(store, query)
+
+    @server.prompt(title="Continue this session")
+    def continue_session(session_id: str) -> str:
+        """A recorded session's transcript, and the request to carry on where it stopped."""
+        return _prompt_transcript(store, session_id) + _CONTINUE
+
+    @server.prompt(title="Summarise this session")
+    def summarise_session(session_id: str) -> str:
+        """A recorded session's transcript, and the request to summarise it."""
+        return _prompt_transcript(store, session_id) + _SUMMARISE
+
     return server
+
+
+def session_contents(session: AnySession) -> list[ReadResourceContents]:
+    """A session as resource contents: Markdown, then JSON, then each image as its bytes."""
+    meta, history, times, downgrades = _transcript(session)
+    contents = [
+        ReadResourceContents(
+            render("markdown", meta, history, times, downgrades=downgrades), "text/markdown"
+        ),
+        ReadResourceContents(render("json", meta, history, times), "application/json"),
+    ]
+    for message in history:
+        contents.extend(
+            ReadResourceContents(base64.b64decode(image.data), image.media_type)
+            for image in message.images()
+            if image.data
+        )
+    return contents
+
+
+def search_markdown(store: AnyStore, query: str) -> str:
+    """The hits for `query` across every session as a Markdown list, linked to their sessions."""
+    try:
+        hits = store.recall.search(query, limit=_MAX_LIMIT)
+    except CarryallError as exc:
+        raise ResourceError(str(exc)) from None
+    lines = [f"# Sessions matching {query!r}", ""]
+    if not hits:
+        lines.append("No message matches.")
+    lines.extend(
+        f"- [{hit.session} #{hit.message}]({SESSION_URI}{hit.session}) {hit.role} "
+        f"{hit.time.isoformat()}: {_plain(hit.snippet)}"
+        for hit in hits
+    )
+    return "\n".join(lines) + "\n"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is reachable only from this machine (`localhost`, 127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def bind_problem(host: str, token: str | None) -> str | None:
+    """Why serving on `host` with `token` is refused, or None: beyond loopback needs a token."""
+    if token is None and not is_loopback(host):
+        return (
+            f"serving sessions on {host} reaches beyond this machine: give a bearer token "
+            "(--token, or the CARRYALL_MCP_TOKEN variable) that clients must send"
+        )
+    if token is not None and not token.strip():
+        return "the bearer token is empty"
+    return None
+
+
+def http_app(store: AnyStore, host: str, token: str | None) -> ASGIApp:
+    """The streamable HTTP app at `/mcp`, behind the bearer check when a token is given.
+
+    Bound beyond loopback, a token is required: without one this is a
+    `CarryallError` before anything listens.
+    """
+    problem = bind_problem(host, token)
+    if problem is not None:
+        raise CarryallError(problem)
+    app: ASGIApp = build_server(store).streamable_http_app(host=host)
+    return app if token is None else _bearer(app, token)
 
 
 def serve(store: AnyStore) -> None:
@@ -107,8 +307,86 @@ def serve(store: AnyStore) -> None:
     build_server(store).run("stdio")
 
 
+def serve_http(store: AnyStore, host: str, port: int, token: str | None = None) -> None:
+    """Serve `store` over streamable HTTP at `http://HOST:PORT/mcp` until interrupted."""
+    import uvicorn
+
+    app = http_app(store, host, token)
+    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
+
+
+def _bearer(app: ASGIApp, token: str) -> ASGIApp:
+    """`app` answering 401 to every HTTP request without `Authorization: Bearer TOKEN`."""
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[Any]],
+        send: Callable[[Any], Awaitable[None]],
+    ) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            # A comparison whose time does not tell how much of the token matched.
+            if not hmac.compare_digest(given, expected):
+                # A JSON-RPC error, so an MCP client shows the reason, not just the status.
+                body = _UNAUTHORIZED
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b"Bearer"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def _opened(store: AnyStore, session_id: str) -> AnySession:
+    try:
+        return store.open(session_id)
+    except CarryallError as exc:
+        raise ResourceNotFoundError(str(exc)) from None
+
+
+def _transcript(
+    session: AnySession,
+) -> tuple[SessionMeta, list[Message], list[datetime], list[Downgrade]]:
+    """What every reader of a session is given: its meta, messages, times and downgrades."""
+    return session.meta, session.messages(), session.times(), list(session.downgrades())
+
+
+def _prompt_transcript(store: AnyStore, session_id: str) -> str:
+    try:
+        session = store.open(session_id)
+    except CarryallError as exc:
+        raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+    meta, history, times, downgrades = _transcript(session)
+    return render("markdown", meta, history, times, downgrades=downgrades)
+
+
+@contextlib.contextmanager
+def _answered() -> Iterator[None]:
+    """A carryall error as the tool error the client reads; anything else stays a crash."""
+    try:
+        yield
+    except CarryallError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def _plain(snippet: str) -> str:
+    """A recall snippet without its match markers."""
+    return snippet.replace("\x02", "").replace("\x03", "")
+
+
 def _image_content(image: Image) -> types.ImageContent:
-    return types.ImageContent(type="image", data=image.data, mimeType=image.media_type)
+    return types.ImageContent(type="image", data=image.data, mime_type=image.media_type)
 
 
 def _bounded(limit: int) -> int:

@@ -284,6 +284,9 @@ def _user_content(
                 # An empty text block is refused; an empty result is no block.
                 "content": [{"text": block.content}] if block.content else [],
             }
+            if isinstance(block.structured, dict) and not block.is_error:
+                # Converse takes a result as a JSON document: the value, not its text.
+                wire["content"] = [{"json": block.structured}]
             if block.is_error:
                 wire["status"] = "error"
             append({"toolResult": wire})

@@ -271,10 +271,14 @@ class _Error(msgspec.Struct, gc=False):
     error: str
 
 
+class _Structured(msgspec.Struct, gc=False):
+    output: Any
+
+
 class _FunctionResponse(msgspec.Struct, gc=False):
     id: str
     name: str
-    response: _Output | _Error
+    response: _Output | _Error | _Structured
 
 
 class _ResponsePart(msgspec.Struct, gc=False):
@@ -326,7 +330,13 @@ def _results_first(message: Message) -> Sequence[Block]:
 
 
 def _result_part(block: ToolResult, name: str) -> _ResponsePart:
-    response = _Error(block.content) if block.is_error else _Output(block.content)
+    response: _Output | _Error | _Structured
+    if block.is_error:
+        response = _Error(block.content)
+    elif block.structured is not None:
+        response = _Structured(block.structured)  # the value itself: Gemini takes JSON here
+    else:
+        response = _Output(block.content)
     return _ResponsePart(_FunctionResponse(block.tool_use_id, name, response))
 
 
@@ -725,7 +735,9 @@ def _import_response(raw: Any, where: str, calls: list[ToolUse], answered: set[s
     if set(response) == {"error"}:
         return ToolResult(call_id, _as_text(response["error"]), is_error=True)
     if set(response) == {"output"}:
-        return ToolResult(call_id, _as_text(response["output"]))
+        output = response["output"]
+        structured = None if isinstance(output, str) else output
+        return ToolResult(call_id, _as_text(output), structured=structured)
     return ToolResult(call_id, _as_text(dict(response)))
 
 

@@ -30,6 +30,8 @@ class ToolOutput(msgspec.Struct, frozen=True):
     is_error: bool = False
     documents: tuple[Document, ...] = ()
     """Documents the tool made (an MCP server's PDF); they ride after the images."""
+    structured: Any = None
+    """The result as a JSON value (an MCP server's structured content), kept on the `ToolResult`."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.images, tuple):
