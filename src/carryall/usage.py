@@ -21,7 +21,7 @@ from typing import Final
 
 import msgspec
 
-from carryall.providers import Usage
+from carryall.providers import Response, Usage
 
 __all__ = [
     "FREE_BACKENDS",
@@ -31,6 +31,7 @@ __all__ = [
     "format_cost",
     "missing_extra",
     "price",
+    "responses_total",
     "total",
 ]
 
@@ -162,6 +163,15 @@ class Totals(msgspec.Struct):
             parts.append(f"{self.reasoning_tokens:,} reasoning")
         requests = f"{self.requests} request" + ("" if self.requests == 1 else "s")
         return f"usage: {requests}, " + ", ".join(parts) + f"; cost {format_cost(self.cost)}"
+
+
+def responses_total(responses: Iterable[Response], backend: str, model: str) -> Totals:
+    """`Totals` of a run's answers, each priced now as the model that answered (else `model`)."""
+    totals = Totals()
+    for response in responses:
+        answered = response.model or model
+        totals.add(response.usage, price(response.usage, answered, backend))
+    return totals
 
 
 def total(items: Iterable[tuple[Usage, str, str, datetime | None]]) -> Totals:

@@ -72,7 +72,14 @@ def test_run_json_is_one_object_with_answer_calls_usage_and_session(
                 "is_error": False,
             }
         ],
-        "usage": {"input_tokens": 0, "output_tokens": 0},
+        "usage": {
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+            "reasoning_tokens": 0,
+        },
+        "cost": "—",
         "model": "scripted-1",
         "session": info.meta.id,
         "downgrades": [],

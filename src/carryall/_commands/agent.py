@@ -48,6 +48,7 @@ from carryall.errors import AttachmentError, CarryallError
 from carryall.providers import Response
 from carryall.tools import Tool
 from carryall.tools.builtin import BUILTIN_TOOL_NAMES, DEFAULT_TOOL_NAMES, builtin_tools
+from carryall.usage import format_cost, responses_total
 
 if TYPE_CHECKING:
     from carryall.backends import Backend
@@ -287,8 +288,16 @@ def run(
             "--json",
             help=(
                 "Print one JSON object when the turn ends (answer, stop_reason, tool_calls, "
-                "usage, session, downgrades) instead of streaming the answer."
+                "usage, cost, session, downgrades) instead of streaming the answer."
             ),
+        ),
+    ] = False,
+    show_usage: Annotated[
+        bool,
+        typer.Option(
+            "--usage",
+            "-u",
+            help="When the turn ends, print the tokens it used and what they cost on stderr.",
         ),
     ] = False,
 ) -> None:
@@ -334,6 +343,15 @@ def run(
         downgrades = [msgspec.to_builtins(d) for d in agent.turn_downgrades]
         for downgrade in agent.turn_downgrades:
             err.print(f"[yellow]note:[/] {shown(_downgrade_line(downgrade))}", soft_wrap=True)
+        if show_usage:
+            err.print(
+                shown(
+                    responses_total(
+                        display.responses, agent.backend.name, agent.backend.model
+                    ).line()
+                ),
+                soft_wrap=True,
+            )
         if as_json:
             typer.echo(
                 json.dumps(
@@ -838,9 +856,13 @@ def _turn_json(
                     "is_error": None if result is None else result.is_error,
                 }
             )
+    totals = responses_total(responses, agent.backend.name, agent.backend.model)
     usage = {
-        field: sum(getattr(r.usage, field) for r in responses)
-        for field in ("input_tokens", "output_tokens")
+        "input_tokens": totals.input_tokens,
+        "output_tokens": totals.output_tokens,
+        "cache_read_input_tokens": totals.cache_read_input_tokens,
+        "cache_creation_input_tokens": totals.cache_creation_input_tokens,
+        "reasoning_tokens": totals.reasoning_tokens,
     }
     session = recorded_in(agent)
     return {
@@ -848,6 +870,7 @@ def _turn_json(
         "stop_reason": response.stop_reason,
         "tool_calls": calls,
         "usage": usage,
+        "cost": format_cost(totals.cost),
         "model": agent.backend.model,
         "session": None if session is None else session.id,
         "downgrades": downgrades,

@@ -46,6 +46,7 @@ COMMANDS: Final = {
     "/model NAME": "ask for another model of the same backend from the next turn on",
     "/tools": "list the tools the model may call",
     "/save PATH": "write the conversation so far to PATH as Markdown",
+    "/usage": "the tokens this chat has used and what they cost",
     "/exit, /quit": "leave (so does Ctrl-D)",
 }
 """Every slash command and what it does, as `/help` prints it."""
@@ -58,6 +59,7 @@ _HANDLERS: Final = {
     "/model": "_model",
     "/tools": "_tools",
     "/save": "_save",
+    "/usage": "_usage",
     "/exit": "_exit",
     "/quit": "_exit",
 }
@@ -159,6 +161,13 @@ class _Chat:
             return
         handler: Callable[[str], None] = getattr(self, method)
         handler(argument)
+
+    def _usage(self, argument: str) -> None:
+        from carryall.usage import responses_total
+
+        backend = self.agent.backend
+        totals = responses_total(self.display.responses, backend.name, backend.model)
+        self.err.print(f"[dim]{shown(totals.line())}[/]")
 
     def _help(self, argument: str) -> None:
         _print_columns(self.err, list(COMMANDS.items()))
