@@ -146,12 +146,19 @@ class AgentTracer:
         self.capture_content = capture_content
         self.redactor = redactor if redactor is not None else Redactor()
         self.agent_name = agent_name
+        self._provider = tracer_provider
         self._tracer: Tracer = trace.get_tracer(
             INSTRUMENTATION_NAME, tracer_provider=tracer_provider
         )
         self._turn: Span | None = None
         self._tools: dict[str, Span] = {}
         self._lock = threading.Lock()
+
+    def shutdown(self) -> None:
+        """Flush and stop the tracer provider this tracer was given (the global one is left be)."""
+        shutdown = getattr(self._provider, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
 
     # -- the agent's hooks ------------------------------------------------------
 

@@ -10,9 +10,8 @@ loopback receiver that decodes them with `opentelemetry-proto`.
 from __future__ import annotations
 
 import contextlib
-import http.server
-import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +23,7 @@ from carryall.sessions.redact import REDACTED, Redactor, compile_pattern
 from carryall.tools import tool
 from carryall.transport import Backend
 from tests.support import bedrock_peer
+from tests.support.otlp import exported_spans, otlp_receiver
 from tests.support.scripted import Reply, served
 
 pytest.importorskip("opentelemetry.sdk.trace", reason="tracing needs carryall[otel]")
@@ -384,61 +384,49 @@ def test_without_a_tracer_the_agent_loads_no_opentelemetry() -> None:
     assert done.stdout.strip() == "False"
 
 
-class _Receiver(http.server.BaseHTTPRequestHandler):
-    bodies: list[bytes]
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length", "0"))
-        self.server.bodies.append(self.rfile.read(length))  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 def test_spans_export_over_otlp_http_to_a_loopback_receiver(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-    )
-
     from carryall.tracing import configure_from_environment
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
-    server.bodies = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+    with otlp_receiver() as (url, bodies):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
         monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
         provider = configure_from_environment()
         assert provider is not None
         _turn(WIRES["openai"][0], AgentTracer(session_id="s-9", tracer_provider=provider))
         provider.shutdown()  # flushes the batch
-    finally:
-        server.shutdown()
-    names: list[str] = []
-    attributes: dict[str, Any] = {}
-    for body in server.bodies:  # type: ignore[attr-defined]
-        request = ExportTraceServiceRequest.FromString(body)
-        for resource in request.resource_spans:
-            for scope in resource.scope_spans:
-                assert scope.scope.name == "carryall"
-                for span in scope.spans:
-                    names.append(span.name)
-                    for kv in span.attributes:
-                        attributes.setdefault(kv.key, kv.value)
-    assert sorted(n.split(" ")[0] for n in names) == [
+    spans = exported_spans(bodies)
+    assert sorted(span.name.split(" ")[0] for span in spans) == [
         "chat",
         "chat",
         "execute_tool",
         "invoke_agent",
     ]
+    attributes = {kv.key: kv.value for span in spans for kv in span.attributes}
     assert attributes["gen_ai.conversation.id"].string_value == "s-9"
     assert attributes["gen_ai.usage.cache_read.input_tokens"].int_value == 100
+
+
+def test_carryall_run_exports_its_spans_with_the_session_id(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from carryall.sessions import Store
+    from tests.support.cli import invoke
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    with otlp_receiver() as (url, bodies), served([Reply(body=_chat(False))]) as server:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
+        result = invoke("run", "hi", "-b", "openai", "--base-url", f"{server.url}/v1")
+    assert result.exit_code == 0, result.stderr
+    [info] = Store(home / "sessions").list()
+    spans = exported_spans(bodies)
+    assert sorted(span.name.split(" ")[0] for span in spans) == ["chat", "invoke_agent"]
+    for span in spans:
+        ids = [
+            kv.value.string_value for kv in span.attributes if kv.key == "gen_ai.conversation.id"
+        ]
+        assert ids == [info.meta.id]
 
 
 def test_no_endpoint_means_no_tracing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from carryall.backends import Backend
     from carryall.mcp import McpToolbox
     from carryall.sessions import AnySession
+    from carryall.tracing import AgentTracer
 
 __all__ = ["register"]
 
@@ -471,6 +472,7 @@ def _opened(
     backend: Backend | None = None
     session: AnySession | None = None
     toolbox: McpToolbox | None = None
+    tracer: AgentTracer | None = None
     try:
         try:
             system = _read_system(setup.system)
@@ -512,6 +514,7 @@ def _opened(
             raise typer.Exit(130) from None
         assert backend is not None  # fail raised otherwise
         display = _Display(out, err)
+        tracer = _tracer(session, err)
         agent = Agent(
             backend,
             tools=tools,
@@ -524,12 +527,15 @@ def _opened(
             messages=history,
             on_text=display.on_text,
             on_event=display.on_event,
+            tracer=tracer,
         )
         if toolbox is not None:
             attach_host(toolbox, agent, err, before_asking=display._stop_spinner)
             agent.on_event = _serving(toolbox, agent, display.on_event, err)
         yield agent, display
     finally:
+        if tracer is not None:
+            tracer.shutdown()
         if toolbox is not None:
             toolbox.close()
         if backend is not None:
@@ -613,6 +619,29 @@ def _open_backend(setup: _Setup) -> Backend:
         base_url=setup.base_url,
         no_vision=setup.no_vision,
     )
+
+
+def _tracer(session: AnySession | None, err: Console) -> AgentTracer | None:
+    """Spans of this run over OTLP/HTTP when the `OTEL_EXPORTER_OTLP_*` variables ask for them.
+
+    Off, and nothing of OpenTelemetry loaded, when they are not set.
+    """
+    import os
+
+    if not (
+        os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    ):
+        return None
+    from carryall.tracing import AgentTracer, configure_from_environment
+
+    try:
+        provider = configure_from_environment()
+    except CarryallError as exc:
+        fail(str(exc), console=err)
+    if provider is None:
+        return None
+    return AgentTracer(session_id=None if session is None else session.id, tracer_provider=provider)
 
 
 def _configured_context(backend: Backend) -> int | None:
