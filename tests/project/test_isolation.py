@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.environment import PROVIDER_VARIABLES
+from tests.support.environment import PROVIDER_VARIABLES, TEST_INPUTS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,8 @@ def test_home_clears_every_carryall_and_key_variable(developer: Path, home: Path
     left = sorted(
         name
         for name in os.environ
-        if (name.startswith("CARRYALL_") and name != "CARRYALL_HOME") or name in PROVIDER_VARIABLES
+        if (name.startswith("CARRYALL_") and name not in ("CARRYALL_HOME", *TEST_INPUTS))
+        or name in PROVIDER_VARIABLES
     )
     assert left == []
     assert os.environ["CARRYALL_HOME"] == str(home) and home.is_dir()
@@ -49,7 +50,7 @@ def test_cli_tests_with_a_developer_store_set_pass_and_leave_it_empty(tmp_path: 
     picked = "json_is_one_object or continues_the_latest or keeps_the_prompt or rm_failed"
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", picked]
-        + [str(ROOT / "tests" / "test_cli_run.py")],
+        + [str(ROOT / "tests" / "cli" / "test_run.py")],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -25,7 +25,7 @@ _DEFAULT = (
 )
 
 
-_CI_RUN = Path(__file__).resolve().parent.parent / ".ci/run"
+_CI_RUN = Path(__file__).resolve().parents[2] / ".ci/run"
 
 
 def pinned_version() -> str:

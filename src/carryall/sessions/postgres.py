@@ -948,7 +948,7 @@ class PostgresSession(ReplayedSession):
                 title=title,
                 messages=clean,
                 failed=failed,
-                downgrades=downgrades,
+                downgrades=self.store.redactor.walk(downgrades),
             )
         )[:-1]
         try:

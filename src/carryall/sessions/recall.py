@@ -24,7 +24,6 @@ import atexit
 import contextlib
 import errno
 import os
-import secrets
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -544,7 +543,7 @@ def _create_private(path: Path) -> bool:
     one descriptor closed here is of a file no connection can have open.
     False on a file system without hard links, where SQLite creates it.
     """
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    temp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
     os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     try:
         os.link(temp, path)
