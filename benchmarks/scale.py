@@ -710,10 +710,18 @@ def bench_local(args: argparse.Namespace) -> None:
         mine: list[Run] = []
         peer: list[Run] = []
         schema_held: list[Run] = []
+        failures: list[str] = []
         for _ in range(args.runs):
             mine.append(ours())
             peer.append(theirs(direct))
-            schema_held.append(theirs(held))
+            try:
+                schema_held.append(theirs(held))
+            except httpx2.HTTPError as exc:
+                # Noted, and the server started again for the next round.
+                failures.append(f"{type(exc).__name__}: {exc}")
+                client.close()
+                server.ensure_running()
+                client = httpx2.Client(base_url=server.base_url, timeout=600)
         client.close()
 
     print(
@@ -725,7 +733,11 @@ def bench_local(args: argparse.Namespace) -> None:
         ("direct, no schema", peer),
         ("direct, schema held", schema_held),
     )
+    for failure in dict.fromkeys(failures):
+        print(f"  direct, schema held: {failures.count(failure)} request(s) failed: {failure}")
     for label, runs in contenders:
+        if not runs:
+            continue
         streamed = [r.streaming for r in runs]
         whole = statistics.median(r.tokens / r.took for r in runs)
         first = statistics.median(r.first for r in runs) * 1000
