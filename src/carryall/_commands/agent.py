@@ -320,6 +320,8 @@ def run(
             response = agent.send(prompt, images)
         except KeyboardInterrupt:
             display.finish()
+            from carryall._commands.chat import keep_interrupted_prompt
+
             keep_interrupted_prompt(agent, start, Message.user(prompt, images))
             err.print(
                 "[yellow]interrupted[/]: the turn was stopped; your prompt is kept in the session"
@@ -700,17 +702,6 @@ def _read_system(system: str | None) -> str | None:
             f"cannot read the system prompt file {str(path)!r}: {exc.strerror}"
         ) from None
     return _utf8(data, f"the system prompt file {str(path)!r}")
-
-
-def keep_interrupted_prompt(agent: Agent, start: int, prompt: Message) -> None:
-    """Keep a prompt whose turn Ctrl-C stopped before its first answer, in history and session.
-
-    The loop takes such a prompt back (the history is as it was before the
-    turn); a person who typed it wants it kept, in `run` as in `chat`.
-    """
-    if len(agent.messages) == start:
-        agent.messages.append(prompt)
-        agent.record()
 
 
 def _keep_failed_prompt(agent: Agent, start: int, prompt: Message, error: str) -> None:

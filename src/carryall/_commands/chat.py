@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from carryall._commands.agent import _Display
     from carryall.agent import Agent
 
-__all__ = ["COMMANDS", "converse"]
+__all__ = ["COMMANDS", "converse", "keep_interrupted_prompt"]
 
 _PROMPT: Final = "you> "
 
@@ -225,8 +225,6 @@ class _Chat:
         try:
             self.agent.send(text, images)
         except KeyboardInterrupt as exc:
-            from carryall._commands.agent import keep_interrupted_prompt
-
             self.display.finish()
             keep_interrupted_prompt(self.agent, start, Message.user(text, images))
             if isinstance(exc, Terminated):
@@ -241,6 +239,17 @@ class _Chat:
             print_error(str(exc), self.err)
             return
         self.display.finish()
+
+
+def keep_interrupted_prompt(agent: Agent, start: int, prompt: Message) -> None:
+    """Keep a prompt whose turn Ctrl-C stopped before its first answer, in history and session.
+
+    The loop takes such a prompt back (the history is as it was before the
+    turn); a person who typed it wants it kept, in `run` as in `chat`.
+    """
+    if len(agent.messages) == start:
+        agent.messages.append(prompt)
+        agent.record()
 
 
 def _print_columns(console: Console, rows: list[tuple[str, str]]) -> None:
