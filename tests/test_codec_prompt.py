@@ -316,15 +316,14 @@ def test_tool_choice_narrows_the_constrained_schema() -> None:
     assert entry["properties"]["name"] == {"const": "read_file"}
 
 
-def test_constrained_with_tool_choice_none_says_so_and_asks_for_prose() -> None:
+def test_constrained_with_tool_choice_none_says_so_and_allows_only_a_response() -> None:
     body = encode_request(
         request([Message.user("Hi.")], tool_choice="none"), BLIND, constrained=True
     )
     check_sdk(body)
-    system = body["messages"][0]["content"]
-    assert "Do not call any tool" in system and "plain words" in system
-    # No JSON envelope to answer in: a small model writes better prose outside one.
-    assert "response_format" not in body and '"response"' not in system
+    assert "Do not call any tool" in body["messages"][0]["content"]
+    schema = body["response_format"]["json_schema"]["schema"]
+    assert set(schema["properties"]) == {"response"}
 
 
 def test_a_tool_schemas_local_refs_are_rebased_into_the_combined_schema() -> None:

@@ -159,14 +159,7 @@ def describe_tools(
     if not tools:
         return ""
     lines = ["# Tools", ""]
-    if constrained and tool_choice == "none":
-        # Sent with no answer format (`carryall.providers.prompt`): the
-        # answer is prose, and only the past calls' JSON needs explaining.
-        lines += [
-            "You called the tools listed below earlier in this conversation, each call "
-            'written as a JSON object {"tool_calls": [...]}.',
-        ]
-    elif constrained:
+    if constrained:
         lines += [
             "You can call the tools listed below. Answer with exactly one JSON object.",
             "To call tools, answer:",
@@ -202,7 +195,7 @@ def describe_tools(
         "Pictures a tool made follow the results, each named by an [IMAGE:name] line.",
     ]
     if tool_choice == "none":
-        lines += ["", "Do not call any tool in this turn: answer the user in plain words."]
+        lines += ["", "Do not call any tool in this turn."]
     elif tool_choice == "required":
         lines += ["", "You must call at least one tool in this turn."]
     lines += ["", "## Available tools"]

@@ -32,11 +32,8 @@ Constrained mode (`constrained=True`, for llama-server without native tool
 support) adds a `response_format` whose JSON schema admits exactly
 `{"tool_calls": [{"name": <a tool>, "arguments": <its schema>}, ...]}` or
 `{"response": "<text>"}`, so the server's grammar lets a call name only a
-real tool with arguments that match its schema; `required` leaves only the
-`tool_calls` branch. A request that may call no tool (`tool_choice` `none`,
-or no tools) gets no format at all: its answer is prose, which a small
-model writes far better than the same words inside a JSON string, and the
-decoder reads prose as the unconstrained mode does. Past
+real tool with arguments that match its schema. `tool_choice` `none` leaves
+only the `response` branch, `required` only the `tool_calls` one. Past
 assistant turns are written in that same JSON form (a turn with calls as
 its calls alone: the shape has no room for prose beside them) so the model
 sees consistent examples. A tool schema's local `$ref`s are rebased onto
@@ -146,7 +143,7 @@ def encode(
         request, caps, openai_codec.wire_of(dialect), constrained=constrained
     )
     body = openai_codec.encode_prepared(inner, inner.messages, caps, dialect)
-    if constrained and request.tools and request.tool_choice != "none":
+    if constrained:
         body["response_format"] = response_format(request.tools, request.tool_choice)
     return Encoded(body, downgrades)
 
