@@ -331,8 +331,6 @@ def run(
             response = agent.send(prompt, images)
         except KeyboardInterrupt:
             display.finish()
-            from carryall._commands.chat import keep_interrupted_prompt
-
             keep_interrupted_prompt(agent, start, Message.user(prompt, images))
             err.print(
                 "[yellow]interrupted[/]: the turn was stopped; your prompt is kept in the session"

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from carryall._commands.agent import _Display
     from carryall.agent import Agent
 
-__all__ = ["COMMANDS", "converse", "keep_interrupted_prompt"]
+__all__ = ["COMMANDS", "converse"]
 
 _PROMPT: Final = "you> "
 
@@ -273,17 +273,6 @@ class _Chat:
             print_error(str(exc), self.err)
             return
         self.display.finish()
-
-
-def keep_interrupted_prompt(agent: Agent, start: int, prompt: Message) -> None:
-    """Keep a prompt whose turn Ctrl-C stopped before its first answer, in history and session.
-
-    The loop takes such a prompt back (the history is as it was before the
-    turn); a person who typed it wants it kept, in `run` as in `chat`.
-    """
-    if len(agent.messages) == start:
-        agent.messages.append(prompt)
-        agent.record()
 
 
 def _print_columns(console: Console, rows: list[tuple[str, str]]) -> None:
