@@ -61,7 +61,11 @@ class Wire(NamedTuple):
     signed: bool = False
     """Signed thinking and redacted thinking, from its own origin (Anthropic)."""
     thinking: bool = False
-    """Thinking text with no signature at all (llama-server's `reasoning_content`)."""
+    """Thinking text with no signature, from any maker (llama-server's `reasoning_content`)."""
+    own_thinking: bool = False
+    """Unsigned thinking back to the model that made it (its origin), as the wire takes it:
+    DeepSeek's and Kimi's `reasoning_content`, Bedrock's unsigned `reasoningText`, a
+    Responses reasoning item with no encrypted content."""
     image_urls: bool = False
     """Images by URL (`Image.url`)."""
     pdf: bool = False
@@ -123,8 +127,8 @@ _FOLDED = "this wire takes no system message inside the history: folded into a u
 
 
 def target_origin(request: Request, dialect: str) -> Origin:
-    """The origin a request goes to: the codec's dialect, the request's endpoint and model."""
-    return Origin(dialect, request.endpoint, request.model)
+    """The origin a request goes to: the codec's dialect; the request's endpoint, model, account."""
+    return Origin(dialect, request.endpoint, request.model, account=request.account)
 
 
 def system_note(text: str) -> str:
@@ -231,14 +235,20 @@ def _matches(origin: Origin | None, wire: Wire, target: Origin, every_origin: bo
         return wire.dialect == "anthropic"
     if every_origin or (not origin.endpoint and not origin.model):
         return origin.dialect == wire.dialect
-    return origin == target
+    return origin.same_maker(target)
 
 
 def _named(origin: Origin | None) -> str:
     if origin is None:
         return "an unknown origin"
     where = f" at {origin.endpoint}" if origin.endpoint else ""
-    return f"{origin.dialect} model {origin.model or '(unnamed)'}{where}"
+    asked = (
+        f" (asked for as {origin.requested})"
+        if origin.requested and origin.requested != origin.model
+        else ""
+    )
+    account = f" for key {origin.account}" if origin.account else ""
+    return f"{origin.dialect} model {origin.model or '(unnamed)'}{asked}{where}{account}"
 
 
 def _fit(
@@ -313,6 +323,9 @@ def _fit_thinking(
 ) -> Thinking | None:
     if wire.thinking:
         return block  # a wire that checks nothing takes the text, signed or not
+    own = block.origin is not None and _matches(block.origin, wire, target, every_origin)
+    if block.signature is None and own and wire.own_thinking:
+        return block  # its own model's reasoning, which that model wants back
     if not wire.signed:
         downgrades.append(Downgrade(index, "thinking", _NO_REASONING))
         return None

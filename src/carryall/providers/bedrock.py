@@ -121,7 +121,7 @@ __all__ = [
 DIALECT: Final = "bedrock"
 """The name this wire goes by in an origin, a backend and the switch matrix."""
 
-WIRE: Final = Wire(DIALECT, signed=True, pdf=True, text_documents=True)
+WIRE: Final = Wire(DIALECT, signed=True, own_thinking=True, pdf=True, text_documents=True)
 """What Converse takes natively: its own signed and redacted reasoning, PDFs and text files.
 
 A `reasoningText.signature` (and `redactedContent`) means something to the
@@ -340,10 +340,11 @@ def _assistant_content(message: Message, index: int) -> list[dict[str, Any]]:
             call = {"toolUseId": _wire_id(block.id), "name": block.name, "input": value}
             append({"toolUse": call})
         elif type(block) is Thinking:
+            # `prepare` kept it: this origin's own reasoning, signed or not.
+            reasoning: dict[str, Any] = {"text": block.text}
             if block.signature:
-                # `prepare` kept it: this origin's own signed reasoning.
-                signed = {"text": block.text, "signature": block.signature}
-                append({"reasoningContent": {"reasoningText": signed}})
+                reasoning["signature"] = block.signature
+            append({"reasoningContent": {"reasoningText": reasoning}})
         elif type(block) is RedactedThinking:
             append({"reasoningContent": {"redactedContent": block.data}})
         elif type(block) is Opaque:
@@ -441,7 +442,11 @@ def _answer_blocks(
             raise error(f"{at}.reasoningText.signature must be a string, got {_shown(signature)}")
         if signature:
             return [Thinking(text, signature, origin)], 0
-        return ([Thinking(text)] if text else []), 0
+        # Unsigned (gpt-oss and the other open models): stamped when a live
+        # answer made it, so it goes back to that model alone; a file's names
+        # no model, and no Claude model takes unsigned reasoning.
+        live = origin if origin.model or origin.endpoint else None
+        return ([Thinking(text, origin=live)] if text else []), 0
     call = block.get("toolUse")
     if isinstance(call, Mapping) and call.get("type") in (None, "tool_use"):
         at = f"{where}.toolUse"

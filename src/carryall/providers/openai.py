@@ -223,8 +223,10 @@ _INPUT: Final = msgspec.json.Encoder()
 
 _WIRES: dict[str, Wire] = {
     # OpenAI takes images by URL, PDFs as `file` parts, system messages
-    # anywhere; plain-text documents go as their text.
-    "openai": Wire("openai", image_urls=True, pdf=True, system_inside=True),
+    # anywhere; plain-text documents go as their text. A model's own
+    # reasoning goes back to it as `reasoning_content` (DeepSeek and Kimi
+    # want it on a tool round).
+    "openai": Wire("openai", image_urls=True, pdf=True, system_inside=True, own_thinking=True),
     # llama-server takes reasoning back and images as data: URLs only;
     # its chat templates want the system message first, if at all.
     "llama-server": Wire("llama-server", thinking=True),
@@ -545,7 +547,9 @@ def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -
             # entry, the only native thing an answer on this wire holds.
             details.append(json.loads(block.raw))
     out = _AssistantMessage()
-    reasoning = "".join(thinking) if llama and thinking else ""
+    # `prepare` kept only thinking this wire takes: any on llama-server, a
+    # model's own elsewhere.
+    reasoning = "".join(thinking)
     if reasoning:
         out.reasoning_content = reasoning
     if details:
@@ -658,7 +662,7 @@ def decode_response(
         )
     return Response(
         message=answer_message(
-            _assistant_blocks(reasoning, texts, refusal, calls, signed), "OpenAI response"
+            _assistant_blocks(reasoning, texts, refusal, calls, signed, origin), "OpenAI response"
         ),
         stop_reason=_stop_reason(finish, bool(calls), bool(refusal)),
         usage=_usage(body.get("usage"), "response.usage"),
@@ -687,12 +691,14 @@ def _assistant_blocks(
     refusal: str | None,
     calls: Sequence[ToolUse],
     signed: Sequence[Opaque] = (),
+    origin: Origin | None = None,
 ) -> tuple[Block, ...]:
     """One order for every reader: thinking (its signed entries after it), text, tool calls;
-    never an empty message."""
+    never an empty message. The thinking is stamped with `origin`: unsigned, it still goes
+    back to the model that made it (`Wire.own_thinking`)."""
     blocks: list[Block] = []
     if reasoning:
-        blocks.append(Thinking(reasoning))
+        blocks.append(Thinking(reasoning, origin=origin))
     blocks.extend(signed)
     blocks.extend(Text(text) for text in texts if text)
     if refusal and not any(texts):
@@ -999,7 +1005,9 @@ class StreamDecoder:
         signed = [msgspec.structs.replace(entry, origin=origin) for entry in self._signed]
         return Response(
             message=answer_message(
-                _assistant_blocks("".join(self._reasoning), [text], refusal or None, calls, signed),
+                _assistant_blocks(
+                    "".join(self._reasoning), [text], refusal or None, calls, signed, origin
+                ),
                 "OpenAI stream",
             ),
             stop_reason=_stop_reason(self._finish or "stop", bool(calls), bool(refusal)),

@@ -405,6 +405,17 @@ def _encode_assistant(message: Message, index: int, append: Callable[[Any], None
             # `prepare` kept it: this origin's own reasoning item, as it came.
             append(json.loads(block.raw))  # type: ignore[union-attr]
             written = True
+        elif kind is Thinking and block.signature:  # type: ignore[union-attr]
+            # `prepare` kept it: this origin's own plain reasoning, under its item id.
+            thought: Thinking = block  # type: ignore[assignment]
+            append(
+                {
+                    "type": "reasoning",
+                    "id": thought.signature,
+                    "summary": [],
+                    "content": [{"type": "reasoning_text", "text": thought.text}],
+                }
+            )
     if not written:
         # A turn with nothing this wire carries still took its turn: an
         # empty message keeps the user turns around it apart.
@@ -497,7 +508,10 @@ def _reasoning(
     An encrypted item goes back whole, its `id` with it (the SDK's item type
     requires one), to its origin only; its summary or raw text is the line
     every other reader gets. Plain reasoning text (llama-server, gpt-oss) is
-    unsigned thinking.
+    thinking stamped with its origin and holding the item's `id` as its
+    signature: it goes back to the model that made it as a reasoning item
+    (the id is the item's, meaningless to any other server), and as
+    thinking to the wires that take anyone's.
     """
     texts: list[str] = []
     for key, kinds in (("content", ("reasoning_text",)), ("summary", ("summary_text",))):
@@ -522,7 +536,12 @@ def _reasoning(
     if encrypted:
         kept = {k: item[k] for k in _REASONING_KEYS if k in item}
         return Opaque(REASONING, json.dumps(kept, ensure_ascii=False), origin, text)
-    return Thinking(text) if text else None
+    if not text:
+        return None
+    item_id = item.get("id")
+    if isinstance(item_id, str) and item_id:
+        return Thinking(text, item_id, origin)
+    return Thinking(text)
 
 
 def _stop_reason(status: Any, incomplete: Any, calls: bool, refused: bool) -> StopReason:

@@ -21,7 +21,7 @@ from carryall.providers import gemini as gemini_wire
 from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import Broken, placed, send_whole
 from carryall.transport._images import WIRE_IMAGE_LIMITS
-from carryall.transport._sdk import WireBackend, endpoint_of, reported
+from carryall.transport._sdk import WireBackend, answered, endpoint_of, reported
 
 __all__ = ["GEMINI_CAPABILITIES", "MISSING_EXTRA", "GeminiBackend"]
 
@@ -114,7 +114,7 @@ class GeminiBackend(WireBackend):
             max_retries=self.max_retries,
             retry_delay=self.retry_delay,
         )
-        return reported(response, encoded.downgrades)
+        return reported(answered(response, request), encoded.downgrades)
 
     def _attempt(
         self,
