@@ -175,7 +175,7 @@ def _expected(history: list[Message], target: Origin) -> Counter[tuple[int, str]
     openai = target.dialect == "openai"
     out: Counter[tuple[int, str]] = Counter()
     for index, message in enumerate(history):
-        if message.role == "system" and not openai:
+        if message.role == "system" and target.dialect == "llama-server":
             out[index, "system"] += 1
         for block in message.content:
             if isinstance(block, Thinking):

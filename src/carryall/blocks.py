@@ -430,19 +430,24 @@ def image_media_type(path: str | os.PathLike[str]) -> str | None:
     return _EXTENSION_MEDIA_TYPES.get(ext.lower())
 
 
-class Downgrade(msgspec.Struct, frozen=True, gc=False):
+class Downgrade(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     """One thing of a history that a wire did not get as it is held.
 
-    `index` is the message's position in `Request.messages`, `kind` the
-    block's tag (`thinking`, `redacted_thinking`, `image`, `document`,
-    `opaque`, `system`, ...), `reason` why: a foreign signature, no vision,
-    a wire that takes no documents, a URL this wire cannot send. Left off or
-    rendered as text, it is named here, so a loss is never silent.
+    `index` is the message's position in `Request.messages` (in an imported
+    history, in that history; in a decoded answer, 0, the answer itself),
+    `block` the block's position in that message when one block is meant,
+    `kind` the block's tag (`thinking`, `redacted_thinking`, `image`,
+    `document`, `opaque`, `system`, ...) or `field` for a wire field no
+    block holds, `reason` why: a foreign signature, no vision, a wire that
+    takes no documents, a URL this wire cannot send, a field carryall does
+    not model (named by its path). Left off or rendered as text, it is
+    named here, so a loss is never silent.
     """
 
     index: int
     kind: str
     reason: str
+    block: int | None = None
 
 
 class Message(msgspec.Struct, frozen=True, gc=False):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterable
 from typing import Any, Literal, TypeAlias
 
 import msgspec
@@ -15,6 +16,7 @@ __all__ = [
     "Downgrade",
     "Effort",
     "Encoded",
+    "Imported",
     "Request",
     "Response",
     "StopReason",
@@ -121,11 +123,13 @@ class Response(msgspec.Struct, frozen=True, kw_only=True):
     refusal: str | None = None
     malformed_tool_args: int = 0
     downgrades: tuple[Downgrade, ...] = ()
-    """What the request that got this answer could not send as held (`Encoded.downgrades`).
+    """What the request that got this answer could not send as held (`Encoded.downgrades`),
+    then what the decoder read of the answer and could not keep.
 
-    Filled by the backend that encoded that request, from the one encode it
-    sent, so a caller learns what was lost without encoding it again; a
-    decoder leaves it empty.
+    The first are filled by the backend that encoded that request, from the
+    one encode it sent, so a caller learns what was lost without encoding
+    it again; the decoder's own (message index 0, the answer) name each
+    wire field no block holds (`kind` `field`, its path in the reason).
     """
 
     def as_requested(self, model: str, account: str = "") -> Response:
@@ -142,6 +146,19 @@ class Response(msgspec.Struct, frozen=True, kw_only=True):
             return self
         message = Message(self.message.role, stamped)
         return msgspec.structs.replace(self, message=message)
+
+
+class Imported(list[Message]):
+    """A history read from another program's file: its messages, and what no block keeps.
+
+    A list of the messages, so every caller of an importer reads it as
+    before; `downgrades` names each field of the file that no block holds
+    (by message index and path), so an import is never silently lossy.
+    """
+
+    def __init__(self, messages: Iterable[Message] = (), downgrades: Iterable[Downgrade] = ()):
+        super().__init__(messages)
+        self.downgrades: tuple[Downgrade, ...] = tuple(downgrades)
 
 
 class Encoded(msgspec.Struct, frozen=True):

@@ -99,8 +99,23 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
-from carryall.providers._common import Wire, _shown, answer_message, payload_messages, prepare
-from carryall.providers._types import Capabilities, Encoded, Request, Response, StopReason, Usage
+from carryall.providers._common import (
+    Wire,
+    _shown,
+    answer_message,
+    payload_messages,
+    prepare,
+    unmodelled,
+)
+from carryall.providers._types import (
+    Capabilities,
+    Encoded,
+    Imported,
+    Request,
+    Response,
+    StopReason,
+    Usage,
+)
 from carryall.providers.anthropic import INVALID_JSON_KEY, _thinking_budget
 from carryall.providers.gemini import _results_first
 from carryall.providers.openai import _count, _mapping
@@ -490,7 +505,13 @@ def _usage(raw: Any, where: str) -> Usage:
 
 
 def _response(
-    content: Sequence[Any], stop: Any, usage: Usage, model: str, origin: Origin, where: str
+    content: Sequence[Any],
+    stop: Any,
+    usage: Usage,
+    model: str,
+    origin: Origin,
+    where: str,
+    lost: Sequence[Downgrade] = (),
 ) -> Response:
     blocks: list[Block] = []
     malformed = 0
@@ -511,7 +532,23 @@ def _response(
         model=model or None,
         refusal=refusal,
         malformed_tool_args=malformed,
+        downgrades=tuple(lost),
     )
+
+
+# The fields of an answer, its message and a stream event this codec reads or
+# counts as bookkeeping (metrics, the SDK's response metadata); any other is
+# named in the loss report.
+_ANSWER_FIELDS: Final = frozenset(
+    {"output", "stopReason", "usage", "metrics", "additionalModelResponseFields", "trace"}
+    | {"performanceConfig", "ResponseMetadata", "serviceTier"}
+)
+_MESSAGE_FIELDS: Final = frozenset({"role", "content"})
+_OUTPUT_FIELDS: Final = frozenset({"message"})
+_EVENTS: Final = frozenset(
+    {"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop"}
+    | {"messageStop", "metadata"}
+)
 
 
 def _raise_wire_error(body: Mapping[str, Any], where: str, status: int | None = None) -> None:
@@ -547,6 +584,10 @@ def decode_response(
     _raise_wire_error(body, where, status)
     output = _mapping(body.get("output"), f"{where}.output")
     message = _mapping(output.get("message"), f"{where}.output.message")
+    lost: list[Downgrade] = []
+    unmodelled(body, _ANSWER_FIELDS, where, lost)
+    unmodelled(output, _OUTPUT_FIELDS, f"{where}.output", lost)
+    unmodelled(message, _MESSAGE_FIELDS, f"{where}.output.message", lost)
     content = message.get("content")
     if not isinstance(content, list):
         raise ProviderError(f"{where}.output.message.content must be an array")
@@ -558,6 +599,7 @@ def decode_response(
         model,
         origin,
         f"{where}.output.message.content",
+        lost,
     )
 
 
@@ -645,6 +687,7 @@ class StreamDecoder:
         self._stopped = False
         self._usage = Usage()
         self._events = 0
+        self._lost: list[Downgrade] = []
 
     def feed(self, event: Mapping[str, Any] | str) -> str:
         """Take one event; return the text it made newly visible."""
@@ -667,6 +710,9 @@ class StreamDecoder:
                 self._start(_mapping(payload, at), at)
             elif kind == "contentBlockDelta":
                 shown.append(self._delta(_mapping(payload, at), at))
+            elif kind not in _EVENTS and payload is not None:
+                reason = f"{at}: an event carryall does not model; not kept"
+                self._lost.append(Downgrade(0, "event", reason))
         return "".join(shown)
 
     def _partial(self, payload: Mapping[str, Any], at: str) -> _Partial:
@@ -757,7 +803,9 @@ class StreamDecoder:
             if (block := partial.block()) is not None
         ]
         origin = Origin(DIALECT, self._endpoint, self._model)
-        return _response(content, self._stop, self._usage, self._model, origin, "stream content")
+        return _response(
+            content, self._stop, self._usage, self._model, origin, "stream content", self._lost
+        )
 
 
 def decode_stream(
@@ -775,7 +823,7 @@ def decode_stream(
 
 def decode_messages(
     messages: Sequence[Mapping[str, Any]], *, system: Any = None
-) -> tuple[str | None, list[Message]]:
+) -> tuple[str | None, Imported]:
     """A Converse `messages` array (and its `system` blocks) read into a system prompt and blocks.
 
     A user turn's `toolResult` blocks come first in its message as
@@ -792,9 +840,11 @@ def decode_messages(
     if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
         raise BlockError(f"messages must be an array, got {_shown(messages)}")
     out: list[Message] = []
+    lost: list[Downgrade] = []
     for index, raw in enumerate(messages):
         where = f"messages[{index}]"
         message = _object(raw, where, BlockError)
+        unmodelled(message, _MESSAGE_FIELDS, where, lost, index=len(out))
         role = message.get("role")
         content = message.get("content")
         if not isinstance(content, list):
@@ -809,7 +859,7 @@ def decode_messages(
             out.append(_import_user(content, f"{where}.content"))
         else:
             raise BlockError(f"{where}: role {_shown(role)} has no block form (user or assistant)")
-    return prompt, out
+    return prompt, Imported(out, lost)
 
 
 def _unwrapped(block: Block) -> Block:

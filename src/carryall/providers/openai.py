@@ -170,11 +170,14 @@ from carryall.providers._common import (
     openai_tool_choice,
     payload_messages,
     prepare,
+    unmodelled,
 )
 from carryall.providers._types import (
     Capabilities,
     Dialect,
+    Downgrade,
     Encoded,
+    Imported,
     Request,
     Response,
     Sent,
@@ -611,8 +614,6 @@ def _encode_tool(spec: ToolSpec) -> dict[str, Any]:
 
 # -- decoding responses -----------------------------------------------------
 
-_UNSTAMPED: Final = Origin("", "", "")
-
 
 def decode_response(
     data: Mapping[str, Any], *, dialect: Dialect = "openai", endpoint: str = ""
@@ -629,14 +630,18 @@ def decode_response(
     where = "response"
     body = _mapping(data, where)
     _raise_wire_error(body, where)
+    lost: list[Downgrade] = []
+    unmodelled(body, _COMPLETION_FIELDS, where, lost)
     model = _optional_str(body, "model", "response")
     origin = Origin(dialect, endpoint, model or "")
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices:
         raise ProviderError(f"{where}: 'choices' must be a non-empty array, got {_shown(choices)}")
     choice = _mapping(choices[0], f"{where}.choices[0]")
+    unmodelled(choice, _CHOICE_FIELDS, f"{where}.choices[0]", lost)
     where = f"{where}.choices[0].message"
     message = _mapping(choice.get("message"), where)
+    unmodelled(message, _MESSAGE_FIELDS, where, lost)
     texts = _content_texts(message.get("content"), f"{where}.content", ProviderError)
     reasoning = _reasoning(message, where)
     signed = _signed_details(message.get("reasoning_details"), origin, where)
@@ -669,7 +674,29 @@ def decode_response(
         model=model,
         refusal=refusal or None,
         malformed_tool_args=malformed,
+        downgrades=tuple(lost),
     )
+
+
+# The fields of a completion, a choice and a message this codec reads or
+# counts as bookkeeping (ids, timings, the serving provider); any other is
+# named in the loss report by its path.
+_COMPLETION_FIELDS: Final = frozenset(
+    {"id", "object", "created", "model", "choices", "usage", "system_fingerprint"}
+    | {"service_tier", "metadata", "provider", "timings", "x_groq", "prompt_logprobs"}
+    # OpenAI pads stream chunks with random characters against length side channels.
+    | {"obfuscation"}
+)
+_CHOICE_FIELDS: Final = frozenset(
+    {"index", "message", "finish_reason", "logprobs", "native_finish_reason", "stop_reason"}
+)
+_STREAM_CHOICE_FIELDS: Final = (_CHOICE_FIELDS - {"message"}) | {"delta"}
+_MESSAGE_FIELDS: Final = frozenset(
+    {"role", "content", "refusal", "tool_calls", "reasoning_content", "reasoning"}
+    | {"reasoning_details"}
+)
+_JOINED: Final = frozenset({"text", "summary", "data", "signature"})
+"""The `reasoning_details` fields a stream sends in pieces, joined in the order they came."""
 
 
 def _response_tool_call(raw: Any, index: int, where: str) -> tuple[ToolUse, int]:
@@ -864,7 +891,10 @@ class StreamDecoder:
         self._endpoint = endpoint
         self._text: list[str] = []
         self._reasoning: list[str] = []
-        self._signed: list[Opaque] = []
+        # `reasoning_details` entries as their pieces arrive, merged by `index`:
+        # a signature streamed apart from its text goes back with it.
+        self._details: dict[tuple[str, int], dict[str, Any]] = {}
+        self._lost: list[Downgrade] = []
         self._refusal: list[str] = []
         self._calls: dict[int, _CallParts] = {}
         self._finish: str | None = None
@@ -888,6 +918,7 @@ class StreamDecoder:
             raise ProviderError(f"{where}: a chunk after [DONE]")
         body = _mapping(chunk, where)
         _raise_wire_error(body, where)
+        unmodelled(body, _COMPLETION_FIELDS, where, self._lost)
         model = _optional_str(body, "model", where)
         if model and self._model is None:
             self._model = model
@@ -904,18 +935,43 @@ class StreamDecoder:
             visible.append(self._choice(raw, f"{where}.choices[{i}]"))
         return "".join(visible)
 
+    def _detail_pieces(self, details: Any, where: str) -> None:
+        """Merge one delta's `reasoning_details` pieces into the entries they belong to."""
+        if details is None:
+            return
+        if not isinstance(details, list):
+            raise ProviderError(
+                f"{where}.reasoning_details must be an array, got {_shown(details)}"
+            )
+        for i, raw in enumerate(details):
+            entry = _mapping(raw, f"{where}.reasoning_details[{i}]")
+            at = entry.get("index")
+            key = (
+                ("index", at)
+                if isinstance(at, int) and not isinstance(at, bool)
+                else ("piece", len(self._details))
+            )
+            held = self._details.setdefault(key, {})
+            for name, value in entry.items():
+                before = held.get(name)
+                if name in _JOINED and isinstance(value, str) and isinstance(before, str):
+                    held[name] = before + value
+                elif before is None:
+                    held[name] = value
+
     def _choice(self, raw: Any, where: str) -> str:
         choice = _mapping(raw, where)
+        unmodelled(choice, _STREAM_CHOICE_FIELDS, where, self._lost)
         index = choice.get("index")
         if index is not None and (index != 0 or isinstance(index, bool)):
             raise ProviderError(f"{where}: choice index {_shown(index)}; carryall asks for one")
         delta_raw = choice.get("delta")
         delta = {} if delta_raw is None else _mapping(delta_raw, f"{where}.delta")
         where_delta = f"{where}.delta"
+        unmodelled(delta, _MESSAGE_FIELDS, where_delta, self._lost)
         content = _optional_str(delta, "content", where_delta)
         reasoning = _reasoning(delta, where_delta)
-        # Stamped with the origin once the stream has named its model (`response`).
-        signed = _signed_details(delta.get("reasoning_details"), _UNSTAMPED, where_delta)
+        self._detail_pieces(delta.get("reasoning_details"), where_delta)
         refusal = _optional_str(delta, "refusal", where_delta)
         calls = delta.get("tool_calls")
         if calls is not None and not isinstance(calls, list):
@@ -924,7 +980,6 @@ class StreamDecoder:
             raise ProviderError(f"{where}: a delta after the finish_reason {self._finish!r}")
         if reasoning:
             self._reasoning.append(reasoning)
-        self._signed += signed
         if refusal:
             self._refusal.append(refusal)
         for i, fragment in enumerate(calls or ()):
@@ -1002,7 +1057,7 @@ class StreamDecoder:
         text = "".join(self._text)
         refusal = "".join(self._refusal)
         origin = Origin(self._dialect, self._endpoint, self._model or "")
-        signed = [msgspec.structs.replace(entry, origin=origin) for entry in self._signed]
+        signed = _signed_details(list(self._details.values()), origin, "stream")
         return Response(
             message=answer_message(
                 _assistant_blocks(
@@ -1015,6 +1070,7 @@ class StreamDecoder:
             model=self._model,
             refusal=refusal or None,
             malformed_tool_args=malformed,
+            downgrades=tuple(self._lost),
         )
 
 
@@ -1044,7 +1100,7 @@ def decode_stream(
 
 def decode_messages(
     messages: Sequence[Mapping[str, Any]], *, system: Any = None
-) -> tuple[str | None, list[Message]]:
+) -> tuple[str | None, Imported]:
     """An OpenAI-style `messages` array read into a system prompt and block messages.
 
     `system`, when given (a string, or a list of `{"type": "text"}` parts),
@@ -1061,11 +1117,13 @@ def decode_messages(
     if system is not None:
         systems.append(_joined_text(system, "system"))
     out: list[Message] = []
+    lost: list[Downgrade] = []
     results: list[ToolResult] = []
     for index, raw in enumerate(messages):
         where = f"messages[{index}]"
         if not isinstance(raw, Mapping):
             raise BlockError(f"{where}: a message must be an object, got {_shown(raw)}")
+        unmodelled(raw, _HISTORY_FIELDS, where, lost, index=len(out))
         role = raw.get("role")
         if role in ("system", "developer"):
             systems.append(_joined_text(raw.get("content"), f"{where}.content"))
@@ -1089,7 +1147,10 @@ def decode_messages(
             )
     if results:
         out.append(Message("user", tuple(results)))
-    return ("\n\n".join(systems) if systems else None), out
+    return ("\n\n".join(systems) if systems else None), Imported(out, lost)
+
+
+_HISTORY_FIELDS: Final = _MESSAGE_FIELDS | {"name", "tool_call_id"}
 
 
 def _import_tool_result(message: Mapping[str, Any], where: str) -> ToolResult:

@@ -125,7 +125,10 @@ def render(
 
 def downgrade_line(downgrade: Downgrade) -> str:
     """One downgrade as a reader shows it: where, what, why."""
-    return f"message {downgrade.index}: {downgrade.kind}: {downgrade.reason}"
+    where = f"message {downgrade.index}"
+    if downgrade.block is not None:
+        where += f", block {downgrade.block}"
+    return f"{where}: {downgrade.kind}: {downgrade.reason}"
 
 
 def _downgrade_section(downgrades: Sequence[Downgrade], bullet: str) -> str:

@@ -111,10 +111,13 @@ def answered(response: Response, request: Request) -> Response:
 
 
 def reported(response: Response, downgrades: tuple[Downgrade, ...]) -> Response:
-    """The answer with the downgrades of the one encode that was sent: no caller encodes again."""
+    """The answer with the downgrades of the one encode that was sent: no caller encodes again.
+
+    They go ahead of what the decoder could not keep of the answer (its own report).
+    """
     if not downgrades:
         return response
-    return msgspec.structs.replace(response, downgrades=downgrades)
+    return msgspec.structs.replace(response, downgrades=(*downgrades, *response.downgrades))
 
 
 class WireBackend:
