@@ -531,6 +531,108 @@ def _raise_wire_error(body: Mapping[str, Any], where: str) -> None:
 
 # The fields of an answer and of its candidate that this codec reads (or
 # counts as bookkeeping); any other is reported, by its path.
+_PATH_STEP: Final = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]")
+_PARTIAL_VALUES: Final = ("stringValue", "numberValue", "boolValue", "nullValue")
+
+
+class _StreamedCall:
+    """A function call whose arguments arrive as `partialArgs` over several chunks.
+
+    Each piece names where its value goes (`jsonPath`, `$.a.b[0]`) and a
+    string value may come in several pieces (`willContinue`); the call is
+    whole when a chunk's call no longer says it continues.
+    """
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self.call_id: str | None = None
+        self.signature: str | None = None
+        self.args: dict[str, Any] = {}
+        self.strings: dict[str, list[str]] = {}
+
+    def take(
+        self, part: Mapping[str, Any], call: Mapping[str, Any], where: str
+    ) -> Mapping[str, Any] | None:
+        """Add one chunk's piece; the whole part once the call is complete, else None."""
+        for key, attr in (("name", "name"), ("id", "call_id")):
+            value = call.get(key)
+            if isinstance(value, str) and value:
+                setattr(self, attr, value)
+        signature = part.get("thoughtSignature")
+        if isinstance(signature, str) and signature:
+            self.signature = signature
+        args = call.get("args")
+        if isinstance(args, Mapping):
+            self.args.update(args)
+        pieces = call.get("partialArgs") or []
+        if not isinstance(pieces, list):
+            raise ProviderError(f"{where}.functionCall.partialArgs must be an array")
+        for i, piece in enumerate(pieces):
+            at = f"{where}.functionCall.partialArgs[{i}]"
+            if not isinstance(piece, Mapping) or not isinstance(piece.get("jsonPath"), str):
+                raise ProviderError(f"{at} needs a jsonPath string, got {_shown(piece)}")
+            path = piece["jsonPath"]
+            if "stringValue" in piece:
+                self.strings.setdefault(path, []).append(str(piece["stringValue"]))
+                continue
+            kind = next((k for k in _PARTIAL_VALUES if k in piece), None)
+            if kind is not None:
+                _set_path(self.args, path, None if kind == "nullValue" else piece[kind], at)
+        if call.get("willContinue"):
+            return None
+        for path, parts in self.strings.items():
+            _set_path(self.args, path, "".join(parts), where)
+        whole: dict[str, Any] = {"name": self.name, "args": self.args}
+        if self.call_id is not None:
+            whole["id"] = self.call_id
+        out: dict[str, Any] = {"functionCall": whole}
+        if self.signature is not None:
+            out["thoughtSignature"] = self.signature
+        return out
+
+
+def _set_path(target: dict[str, Any], path: str, value: Any, where: str) -> None:
+    """Put `value` at a `$.a.b[0]` path in `target`, making the objects and arrays on the way.
+
+    A path that runs through a value of another shape, or an index past
+    4096, is a `ProviderError`: a hostile stream cannot make a huge array.
+    """
+    steps = [
+        m.group(1) if m.group(1) is not None else int(m.group(2)) for m in _PATH_STEP.finditer(path)
+    ]
+    if not path.startswith("$") or not steps:
+        raise ProviderError(f"{where}: jsonPath {shorten(path, 60)!r} names no argument")
+    if any(isinstance(step, int) and step > 4096 for step in steps):
+        raise ProviderError(f"{where}: jsonPath {shorten(path, 60)!r} indexes past 4096")
+    try:
+        _put(target, steps, value)
+    except (TypeError, AttributeError, KeyError, IndexError):
+        raise ProviderError(
+            f"{where}: jsonPath {shorten(path, 60)!r} runs through a value of another shape"
+        ) from None
+
+
+def _put(target: dict[str, Any], steps: list[Any], value: Any) -> None:
+    holder: Any = target
+    for step, after in zip(steps, [*steps[1:], None], strict=True):
+        if after is None:
+            break
+        empty: Any = [] if isinstance(after, int) else {}
+        if isinstance(step, int):
+            while len(holder) <= step:
+                holder.append(None)
+            if holder[step] is None:
+                holder[step] = empty
+            holder = holder[step]
+        else:
+            holder = holder.setdefault(step, empty)
+    last = steps[-1]
+    if isinstance(last, int):
+        while len(holder) <= last:
+            holder.append(None)
+    holder[last] = value
+
+
 _ANSWER_FIELDS: Final = frozenset(
     {"candidates", "usageMetadata", "modelVersion", "promptFeedback", "responseId"}
     | {"createTime", "modelStatus", "sdkHttpResponse", "automaticFunctionCallingHistory"}
@@ -550,6 +652,7 @@ class _Answer:
         self.endpoint = endpoint
         self.lost: list[Downgrade] = []
         self.blocks: list[Block] = []
+        self.streamed: _StreamedCall | None = None
         self.minted = [0]
         self.finish: Any = None
         self.usage = Usage()
@@ -594,8 +697,18 @@ class _Answer:
         shown: list[str] = []
         for i, raw in enumerate(parts):
             origin = Origin(DIALECT, self.endpoint, self.model or "")
+            at = f"{where}.content.parts[{i}]"
+            call = raw.get("functionCall") if isinstance(raw, Mapping) else None
+            if isinstance(call, Mapping) and (
+                self.streamed is not None or "partialArgs" in call or call.get("willContinue")
+            ):
+                # A call whose arguments stream in pieces: whole once it stops continuing.
+                self.streamed = self.streamed or _StreamedCall()
+                raw = self.streamed.take(raw, call, at)
+                if raw is None:
+                    continue
+                self.streamed = None
             if isinstance(raw, Mapping) and ("text" in raw or "functionCall" in raw):
-                at = f"{where}.content.parts[{i}]"
                 unmodelled(raw, _PART_FIELDS, at, self.lost, block=len(self.blocks))
             for block in _part_blocks(
                 raw, f"{where}.content.parts[{i}]", self.minted, ProviderError, origin

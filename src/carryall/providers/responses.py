@@ -908,11 +908,19 @@ def decode_messages(
             turn("assistant").append(_import_call(raw, where))
         elif kind == "function_call_output":
             results = turn("user")
-            if any(not isinstance(b, ToolResult) for b in results):
+            if all(type(b) is Text and not b.text.strip() for b in results):
+                # An empty user message between a call and its output says nothing:
+                # the output still answers the call in the next user message.
+                results.clear()
+            if any(not isinstance(b, ToolResult | Image | Document) for b in results):
                 # Results after user text start a new message: results come first in one.
                 close()
                 results = turn("user")
-            results.append(_import_output(raw, where))
+            result, riders = _import_output(raw, where)
+            # Results first, the images they carried after the round's results.
+            at = sum(isinstance(b, ToolResult) for b in results)
+            results.insert(at, result)
+            results.extend(riders)
         elif isinstance(kind, str):
             # A hosted tool's call or result, compaction: the model's, kept whole.
             turn("assistant").append(native_item(kind, raw, _IMPORTED))
@@ -997,12 +1005,19 @@ def _import_call(item: Mapping[str, Any], where: str) -> ToolUse:
     )
 
 
-def _import_output(item: Mapping[str, Any], where: str) -> ToolResult:
+def _import_output(item: Mapping[str, Any], where: str) -> tuple[ToolResult, list[Block]]:
+    """A call's output as its result, and the images and files it carried, to ride after."""
     call_id = item.get("call_id")
     if not isinstance(call_id, str) or not call_id:
         raise BlockError(f"{where}: a call output needs a call_id string, got {_shown(call_id)}")
     output = item.get("output")
-    text = "".join(_texts(output, f"{where}.output"))
+    riders: list[Block] = []
+    if isinstance(output, list):
+        parts = _user_parts(output, f"{where}.output")
+        riders = [b for b in parts if not isinstance(b, Text)]
+        text = "".join(b.text for b in parts if isinstance(b, Text))
+    else:
+        text = "".join(_texts(output, f"{where}.output"))
     if text.startswith(ERROR_PREFIX):
-        return ToolResult(call_id, text[len(ERROR_PREFIX) :], is_error=True)
-    return ToolResult(call_id, text)
+        return ToolResult(call_id, text[len(ERROR_PREFIX) :], is_error=True), riders
+    return ToolResult(call_id, text), riders
