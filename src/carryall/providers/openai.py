@@ -50,7 +50,9 @@ dialects), so the last chunk carries the token counts.
 
 Decoding: the reasoning (`reasoning_content`, or `reasoning`, or the text
 of `reasoning_details`: whichever the server uses) becomes `Thinking(text,
-signature=None)`, first in the message; each `reasoning_details` entry with
+signature=None)` stamped with its origin, first in the message (the openai
+dialect sends it back as `reasoning_content` to that origin alone: DeepSeek
+and Kimi want their reasoning back on a tool round); each `reasoning_details` entry with
 encrypted `data` or a `signature` (OpenRouter passing through an OpenAI or
 Claude model's own) follows as an `Opaque` stamped with its origin (the
 dialect, the transport's endpoint, the response's model), sent back on the
@@ -75,7 +77,7 @@ What the wire cannot hold. `decode_messages(encode_request(r, caps,
 d)["messages"])` gives back `r.system` and `r.messages` except for exactly
 this list (the property tests apply exactly this normalization):
 
-1. Thinking: the openai dialect drops it. On llama-server a message's
+1. Thinking: the openai dialect drops it unless it is the target's own. On llama-server a message's
    thinking blocks come back as one block, their texts joined, first in the
    message, or none when the joined text is empty.
 2. Thinking signatures are dropped.

@@ -468,7 +468,7 @@ class _Answer:
         else:
             # Hosted tools' calls and results, compaction, and whatever comes
             # next: kept whole for this origin, one line for everyone else.
-            self.blocks.append(native_item(kind, item, self.origin))
+            self.blocks.append(_native_item(kind, item, self.origin))
 
     def _message(self, item: Mapping[str, Any], where: str) -> None:
         unmodelled(item, _MESSAGE_FIELDS, where, self.lost, block=len(self.blocks))
@@ -536,7 +536,7 @@ _RESPONSE_FIELDS: Final = frozenset(
 )
 
 
-def native_item(kind: str, item: Mapping[str, Any], origin: Origin | None) -> Opaque:
+def _native_item(kind: str, item: Mapping[str, Any], origin: Origin | None) -> Opaque:
     """An item this codec does not model, whole, with the one line a reader of any wire gets.
 
     A hosted tool's call names what it did (a search's query, the code it
@@ -923,7 +923,7 @@ def decode_messages(
             results.extend(riders)
         elif isinstance(kind, str):
             # A hosted tool's call or result, compaction: the model's, kept whole.
-            turn("assistant").append(native_item(kind, raw, _IMPORTED))
+            turn("assistant").append(_native_item(kind, raw, _IMPORTED))
         else:
             raise BlockError(f"{where}: item type {_shown(kind)} has no block form")
     close()
