@@ -38,6 +38,40 @@ def look(at: str) -> str:
     return f"{at} looks fine"
 
 
+def _unsigned_round(call_id: str) -> tuple[Message, ...]:
+    """A tool round whose call lost its thinking and signature, as a careless client sends it."""
+    return (
+        Message.user("Is the sky fine?"),
+        Message.assistant([ToolUse(call_id, "look", {"at": "the sky"})]),
+        Message.tool_results([ToolResult(call_id, "the sky looks fine")]),
+    )
+
+
+def _refusal(answer: Any, open_backend: Any, model: str, call_id: str) -> ProviderError:
+    """What the judged server answers the unsigned round with, through the real backend."""
+    with JudgedServer(answer) as server:
+        backend = open_backend(server.url)
+        try:
+            with pytest.raises(ProviderError) as refused:
+                backend.complete(Request(model=model, messages=_unsigned_round(call_id)))
+        finally:
+            backend.close()
+    return refused.value
+
+
+def _agent_turn(answer: Any, open_backend: Any) -> tuple[Agent, Any, list[dict[str, Any]]]:
+    """One turn of the agent loop against the judged server: the agent, its answer, the bodies."""
+    with JudgedServer(answer) as server:
+        backend = open_backend(server.url)
+        try:
+            agent = Agent(backend, tools=[look], max_steps=4)
+            reply = agent.send("Is the sky fine?")
+        finally:
+            backend.close()
+        sent = [request["body"] for request in server.requests]
+    return agent, reply, sent
+
+
 def _anthropic_refusal(index: int, found: str) -> dict[str, Any]:
     return {
         "type": "error",
@@ -95,31 +129,13 @@ def _anthropic_backend(url: str) -> Any:
 
 
 def test_the_scripted_anthropic_server_refuses_a_tool_round_without_its_thinking() -> None:
-    history = (
-        Message.user("Is the sky fine?"),
-        Message.assistant([ToolUse("toolu_01", "look", {"at": "the sky"})]),
-        Message.tool_results([ToolResult("toolu_01", "the sky looks fine")]),
-    )
-    with JudgedServer(anthropic_api) as server:
-        backend = _anthropic_backend(server.url)
-        try:
-            with pytest.raises(ProviderError) as refused:
-                backend.complete(Request(model=ALIAS, messages=history))
-        finally:
-            backend.close()
-    assert refused.value.status == 400
-    assert "must start with a thinking block" in str(refused.value)
+    refused = _refusal(anthropic_api, _anthropic_backend, ALIAS, "toolu_01")
+    assert refused.status == 400
+    assert "must start with a thinking block" in str(refused)
 
 
 def test_the_agent_loop_completes_a_thinking_tool_round_asked_for_by_its_alias() -> None:
-    with JudgedServer(anthropic_api) as server:
-        backend = _anthropic_backend(server.url)
-        try:
-            agent = Agent(backend, tools=[look], max_steps=4)
-            answer = agent.send("Is the sky fine?")
-        finally:
-            backend.close()
-        sent = [request["body"] for request in server.requests]
+    agent, answer, sent = _agent_turn(anthropic_api, _anthropic_backend)
     assert answer.message.text() == "It looks fine."
     assert [body["model"] for body in sent] == [ALIAS, ALIAS]
     echoed = sent[1]["messages"][1]["content"][0]
@@ -187,31 +203,13 @@ def _gemini_backend(url: str) -> Any:
 
 
 def test_the_scripted_gemini_server_refuses_a_function_call_without_its_signature() -> None:
-    history = (
-        Message.user("Is the sky fine?"),
-        Message.assistant([ToolUse("call_1", "look", {"at": "the sky"})]),
-        Message.tool_results([ToolResult("call_1", "the sky looks fine")]),
-    )
-    with JudgedServer(gemini_api) as server:
-        backend = _gemini_backend(server.url)
-        try:
-            with pytest.raises(ProviderError) as refused:
-                backend.complete(Request(model=GEMINI_ALIAS, messages=history))
-        finally:
-            backend.close()
-    assert refused.value.status == 400
-    assert "thought_signature" in str(refused.value)
+    refused = _refusal(gemini_api, _gemini_backend, GEMINI_ALIAS, "call_1")
+    assert refused.status == 400
+    assert "thought_signature" in str(refused)
 
 
 def test_the_agent_loop_completes_a_signed_gemini_call_asked_for_by_its_alias() -> None:
-    with JudgedServer(gemini_api) as server:
-        backend = _gemini_backend(server.url)
-        try:
-            agent = Agent(backend, tools=[look], max_steps=4)
-            answer = agent.send("Is the sky fine?")
-        finally:
-            backend.close()
-        sent = [request["body"] for request in server.requests]
+    agent, answer, sent = _agent_turn(gemini_api, _gemini_backend)
     assert answer.message.text() == "It looks fine."
     assert len(sent) == 2
     call = sent[1]["contents"][1]["parts"][0]
