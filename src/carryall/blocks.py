@@ -82,20 +82,44 @@ _EXTENSION_MEDIA_TYPES = {
 }
 
 
-class Origin(msgspec.Struct, frozen=True, gc=False):
-    """Where something only its maker may read back was made: a wire, a server, a model.
+class Origin(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """Where something only its maker may read back was made: a wire, a server, a model, a key.
 
-    Stamped by every decoder on signatures, redacted thinking and
+    Stamped by every decoder on signatures, reasoning (signed or not) and
     provider-native blocks. `dialect` is the codec's wire (`anthropic`,
     `openai`, `llama-server`), `endpoint` the host of the base URL the
     answer came from (the transport supplies it: the same dialect on two
-    servers must not share signatures), `model` the model the response
-    names. An encoder sends a signed or opaque thing only to an equal origin.
+    servers must not share signatures), `model` the model the answer names
+    (`claude-sonnet-4-5-20250929`), `requested` the name the request asked
+    for (`claude-sonnet-4-5`: people and configs name aliases, answers name
+    dated models, and a continuation asks by the alias again), `account` a
+    short fingerprint of the credential on wires whose encrypted content is
+    bound to it (never the key itself). An encoder sends a signed or opaque
+    thing back only to its own origin (`same_maker`).
     """
 
     dialect: str
     endpoint: str
     model: str
+    requested: str = ""
+    account: str = ""
+
+    def same_maker(self, target: Origin) -> bool:
+        """Whether `target` (where a request goes) may read back what this origin made.
+
+        The dialect and endpoint must be the same, the request's model
+        either name this origin answered to (the one asked for or the one
+        that answered), and the account the same when both name one: an
+        origin written before accounts were recorded, or a request that
+        names none, is judged by the rest.
+        """
+        model = target.model
+        return (
+            self.dialect == target.dialect
+            and self.endpoint == target.endpoint
+            and (model == self.model or (bool(self.requested) and model == self.requested))
+            and (not self.account or not target.account or self.account == target.account)
+        )
 
 
 class Text(msgspec.Struct, frozen=True, gc=False, tag="text", tag_field="type", omit_defaults=True):
@@ -113,7 +137,11 @@ class Thinking(
     thinking with no valid signature for a wire (another backend's, another
     model's) stays in the transcript but never goes back on a wire that
     checks signatures. A signature with no origin was written before origins
-    existed and counts as its dialect's (Anthropic's) alone.
+    existed and counts as its dialect's (Anthropic's) alone. Unsigned
+    reasoning carries its origin too (DeepSeek's and Kimi's
+    `reasoning_content`, gpt-oss on Bedrock), so the wires that want it back
+    from their own model get it (`Wire.own_thinking`); on the Responses wire
+    `signature` holds the reasoning item's id, which only its maker knows.
     """
 
     text: str
@@ -409,19 +437,24 @@ def image_media_type(path: str | os.PathLike[str]) -> str | None:
     return _EXTENSION_MEDIA_TYPES.get(ext.lower())
 
 
-class Downgrade(msgspec.Struct, frozen=True, gc=False):
+class Downgrade(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     """One thing of a history that a wire did not get as it is held.
 
-    `index` is the message's position in `Request.messages`, `kind` the
-    block's tag (`thinking`, `redacted_thinking`, `image`, `document`,
-    `opaque`, `system`, ...), `reason` why: a foreign signature, no vision,
-    a wire that takes no documents, a URL this wire cannot send. Left off or
-    rendered as text, it is named here, so a loss is never silent.
+    `index` is the message's position in `Request.messages` (in an imported
+    history, in that history; in a decoded answer, 0, the answer itself),
+    `block` the block's position in that message when one block is meant,
+    `kind` the block's tag (`thinking`, `redacted_thinking`, `image`,
+    `document`, `opaque`, `system`, ...) or `field` for a wire field no
+    block holds, `reason` why: a foreign signature, no vision, a wire that
+    takes no documents, a URL this wire cannot send, a field carryall does
+    not model (named by its path). Left off or rendered as text, it is
+    named here, so a loss is never silent.
     """
 
     index: int
     kind: str
     reason: str
+    block: int | None = None
 
 
 class Message(msgspec.Struct, frozen=True, gc=False):

@@ -26,6 +26,7 @@ import msgspec
 from carryall._beneath import read_regular
 from carryall._json import repair_surrogates
 from carryall.blocks import (
+    Downgrade,
     Image,
     Message,
     image_placeholder,
@@ -63,7 +64,11 @@ _ANTHROPIC_PARTS = frozenset(
 
 
 class Imported(msgspec.Struct, frozen=True):
-    """What a messages file held: its format, system prompt and history (and any meta)."""
+    """What a messages file held: its format, system prompt and history (and any meta).
+
+    `downgrades` names what the file held that no block keeps (by message
+    index and path), so an import is never silently lossy.
+    """
 
     format: HistoryFormat
     system: str | None
@@ -71,6 +76,7 @@ class Imported(msgspec.Struct, frozen=True):
     title: str | None = None
     backend: str = ""
     model: str = ""
+    downgrades: tuple[Downgrade, ...] = ()
 
 
 # -- reading ----------------------------------------------------------------------
@@ -79,12 +85,13 @@ class Imported(msgspec.Struct, frozen=True):
 def detect_format(data: Any) -> HistoryFormat:
     """Which shape a parsed messages file has.
 
-    carryall's export names itself. A `tool` or `system` role, a
+    carryall's export names itself. A `tool` or `developer` role, a
     `tool_calls` key or an `image_url` part is OpenAI; a `tool_use`,
-    `tool_result`, `image` or `thinking` block is Anthropic. A file of
-    plain text turns reads the same either way: with a top-level `system`
-    it is taken as Anthropic (where the system prompt lives beside the
-    messages), else as OpenAI.
+    `tool_result`, `image` or `thinking` block is Anthropic. A `system`
+    message decides nothing alone (both APIs take one in the history). A
+    file of plain text turns reads the same either way: with a top-level
+    `system` it is taken as Anthropic (where the system prompt lives beside
+    the messages), else as OpenAI.
     """
     if isinstance(data, Mapping) and data.get("carryall") == EXPORT_KIND:
         return "carryall"
@@ -92,7 +99,7 @@ def detect_format(data: Any) -> HistoryFormat:
     for message in messages:
         if not isinstance(message, Mapping):
             continue
-        if message.get("role") in ("tool", "system", "developer") or "tool_calls" in message:
+        if message.get("role") in ("tool", "developer") or "tool_calls" in message:
             return "openai"
         content = message.get("content")
         if isinstance(content, list):
@@ -176,6 +183,7 @@ def _read_file(
         system=found_system,
         messages=list(history),
         model=model if isinstance(model, str) else "",
+        downgrades=history.downgrades,
     )
 
 

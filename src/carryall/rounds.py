@@ -20,7 +20,12 @@ writes):
 - user `attachments`: images and documents a person handed over in a plain
   user turn, in the native attachments-array shape;
 - user `round_text: true`: the text blocks of a tool-results message, written
-  right after that round's carriers, and folded back into it on reading.
+  right after that round's carriers, and folded back into it on reading;
+- system `in_history: true`: a system message given mid-conversation (one
+  without it joins the system prompt);
+- assistant and plain user `blocks`: the message's blocks whole, in their
+  JSON form, when its strings cannot say them (an origin, a signed call,
+  redacted thinking, an opaque block); read back in place of the rest.
 
 Images are lifted back by the one lifting every carrier reader uses
 (`carryall.carrier.load_declared_images`: declared markers only, each target
@@ -63,11 +68,14 @@ from carryall.blocks import (
     Document,
     Image,
     Message,
+    Opaque,
+    RedactedThinking,
     Text,
     Thinking,
     ToolResult,
     ToolUse,
     document_media_type,
+    messages_to_dicts,
 )
 from carryall.carrier import (
     CarrierKind,
@@ -83,7 +91,7 @@ from carryall.carrier import (
     render_native_tool_carrier,
     render_prompt_tool_carrier,
 )
-from carryall.errors import CarrierError, CarryallError
+from carryall.errors import BlockError, CarrierError, CarryallError
 from carryall.providers.calling_convention import render_assistant, render_tool_calls
 from carryall.providers.results_body import parse_results_body, render_results_body
 
@@ -121,8 +129,11 @@ def image_target(image: Image) -> str:
     """The declared-attachment target that carries an image's bytes through a flat history.
 
     A `data:` URI, with the image's `source` as a `name` parameter (RFC 2397
-    allows parameters) so the name survives the round trip too.
+    allows parameters) so the name survives the round trip too; an image
+    held by its URL is that URL (read back as one, never fetched).
     """
+    if image.url is not None and not image.data:
+        return image.url
     if image.source:
         name = urllib.parse.quote(image.source, safe="")
         return f"data:{image.media_type};name={name};base64,{image.data}"
@@ -312,12 +323,17 @@ def to_flat(
     if system:
         flat.append({"role": "system", "content": system})
     for index, message in enumerate(messages):
+        if message.role == "system":
+            # An instruction given mid-conversation, marked so it does not read
+            # back as part of the system prompt.
+            flat.append({"role": "system", "content": message.text(), "in_history": True})
+            continue
         if message.role == "assistant":
-            flat.append(_assistant_to_flat(message, native))
+            flat.append(_with_blocks(_assistant_to_flat(message, native), message))
             continue
         results = message.tool_results_in()
         if not results:
-            flat.append(_user_to_flat(message))
+            flat.append(_with_blocks(_user_to_flat(message), message))
             continue
         previous = messages[index - 1] if index > 0 else None
         calls = (
@@ -389,6 +405,41 @@ def _assistant_to_flat(message: Message, native: bool) -> FlatMessage:
     return out
 
 
+def _with_blocks(out: FlatMessage, message: Message) -> FlatMessage:
+    """`out` with the message's blocks whole under `blocks`, when its strings cannot say them.
+
+    An origin (on thinking, a signed call), redacted thinking and opaque
+    blocks have no string form: the message's own JSON form rides at this
+    fixed position, which only carryall writes and reads, so the history
+    comes back as it was. The other keys are written as ever, for any other
+    reader of the file.
+    """
+    if any(_unsayable(block) for block in message.content):
+        out["blocks"] = messages_to_dicts([message])[0]["content"]
+    return out
+
+
+def _unsayable(block: Block) -> bool:
+    kind = type(block)
+    if kind is Opaque or kind is RedactedThinking:
+        return True
+    if kind is Thinking or kind is ToolUse:
+        return block.origin is not None or (kind is ToolUse and block.signature is not None)  # type: ignore[union-attr]
+    return False
+
+
+def _blocks_of(entry: Mapping[str, Any], index: int) -> Message | None:
+    """The message a flat entry's `blocks` key holds whole, or None when it has none."""
+    blocks = entry.get("blocks")
+    if blocks is None:
+        return None
+    role = entry.get("role")
+    try:
+        return Message.from_dict({"role": role, "content": blocks})
+    except BlockError as exc:
+        raise CarrierError(f"flat message {index}: its blocks: {exc}") from None
+
+
 def _user_to_flat(message: Message) -> FlatMessage:
     out: FlatMessage = {"role": "user", "content": message.text()}
     riders = [b for b in message.content if isinstance(b, Image | Document)]
@@ -419,6 +470,10 @@ class _Lifter:
         return load_declared_images(markers, self._named, self._limit)
 
     def _named(self, target: str) -> Image:
+        # An image held by its URL comes back held by it: carryall fetches
+        # nothing on its own.
+        if target.startswith(("https://", "http://")):
+            return Image.from_url(target)
         # The loader sees the target without the name parameter, so a loader
         # that knows only plain data: URIs still loads it; the name is put back.
         plain, name = _split_name(target)
@@ -452,8 +507,17 @@ def from_flat(
         content = entry.get("content")
         if not isinstance(content, str):
             content = "" if content is None else str(content)
+        if role == "system" and entry.get("in_history") is True:
+            messages.append(Message("system", (Text(content),)))
+            index += 1
+            continue
         if role in ("system", "developer"):
             system_parts.append(content)
+            index += 1
+            continue
+        held = _blocks_of(entry, index) if role in ("assistant", "user") else None
+        if held is not None:
+            messages.append(held)
             index += 1
             continue
         if role == "assistant":

@@ -194,3 +194,17 @@ def test_sessions_list_without_a_width_cuts_nothing(home: Path) -> None:
     _session(LONG_TITLE, backend="anthropic-with-a-long-backend-name")
     _, out, _ = invoke("sessions", "list")
     assert LONG_TITLE in out and "anthropic-with-a-long-backend-name/tiny" in out
+
+
+def test_import_names_what_the_file_held_that_no_block_keeps(home: Path, tmp_path: Path) -> None:
+    path = tmp_path / "in.json"
+    document = [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"role": "assistant", "content": "hello", "zz_annotations": [{"url": "https://a.example"}]},
+    ]
+    path.write_text(json.dumps(document))
+    code, out, err = invoke("sessions", "import", str(path))
+    assert code == 0
+    assert "not kept: message 1: field: messages[1].zz_annotations" in err
+    session_id = out.strip()
+    assert [d.kind for d in Store().open(session_id).downgrades()] == ["field"]

@@ -203,12 +203,15 @@ def test_error_event_is_raised_with_its_kind() -> None:
     assert info.value.retryable
 
 
-def test_pings_and_unknown_event_types_are_skipped_anywhere() -> None:
+def test_pings_are_skipped_and_unknown_event_types_named_anywhere() -> None:
     events = stream_of(TOOL_BODY)
     noisy: list[dict[str, Any]] = [{"type": "ping"}]
     for event in events:
         noisy += [event, {"type": "ping"}, {"type": "future_event", "x": [1]}]
-    assert decode_stream(noisy) == decode_stream(events)
+    decoded, plain = decode_stream(noisy), decode_stream(events)
+    assert decoded.message == plain.message and plain.downgrades == ()
+    assert len(decoded.downgrades) == len(events)
+    assert all("future_event" in d.reason and d.kind == "event" for d in decoded.downgrades)
 
 
 @pytest.mark.parametrize("keep", range(len(stream_of(TOOL_BODY)) - 1))
@@ -259,7 +262,7 @@ SIMPLE = stream_of(
             "text_delta for a server_tool_use block",
         ),
         (_edit(SIMPLE, 2, ["content_block", "type"], None), "content_block.type"),
-        (_edit(SIMPLE, 3, ["delta", "type"], "compaction_delta"), "unknown delta type"),
+        (_edit(SIMPLE, 3, ["delta", "type"], "future_delta"), "unknown delta type"),
         (_edit(SIMPLE, 3, ["index"], "0"), "index: expected a block index"),
         (_edit(SIMPLE, 3, ["index"], True), "index: expected a block index"),
         (_edit(SIMPLE, 3, ["index"], -1), "index: expected a block index"),

@@ -52,15 +52,16 @@ def _expected(history: list[Message], target: Origin) -> Counter[tuple[int, str]
     openai = target.dialect == "openai"
     out: Counter[tuple[int, str]] = Counter()
     for index, message in enumerate(history):
-        if message.role == "system" and not openai:
+        if message.role == "system" and target.dialect == "llama-server":
             out[index, "system"] += 1
         for block in message.content:
             if isinstance(block, Thinking):
-                # Anthropic checks signatures; llama-server takes any reasoning; OpenAI none.
+                # Anthropic checks signatures; llama-server takes any reasoning; the
+                # OpenAI dialect a model's own (DeepSeek and Kimi want it back).
                 if anthropic:
                     kept = block.signature is not None and block.origin == target
                 else:
-                    kept = target.dialect == "llama-server"
+                    kept = target.dialect == "llama-server" or block.origin == target
                 if not kept:
                     out[index, "thinking"] += 1
             elif isinstance(block, RedactedThinking):

@@ -420,7 +420,7 @@ def test_a_function_response_without_id_answers_the_call_of_its_name() -> None:
         [{"role": "user", "parts": "x"}],
         [{"role": "user", "parts": [{"functionResponse": {"name": "nobody"}}]}],
         [{"role": "user", "parts": [{"inlineData": {"mimeType": "image/png", "data": "%%"}}]}],
-        [{"role": "user", "parts": [{"executableCode": {}}]}],
+        [{"role": "user", "parts": [{}]}],
     ],
 )
 def test_hostile_imports_are_block_errors(contents: Any) -> None:

@@ -284,7 +284,9 @@ def test_thinking_continues_on_llama_server_then_moves_to_openai() -> None:
             ],
         }
     )
-    assert reply.message == Message.assistant([Thinking("3+3 is 6."), Text("6.")])
+    # Stamped with its origin (this wire, no endpoint named, the answer's model).
+    made = Origin("openai", "", "smollm2")
+    assert reply.message == Message.assistant([Thinking("3+3 is 6.", origin=made), Text("6.")])
     history = [*SIGNED_THINKING, reply.message, Message.user("And 4+4?")]
     caps = Capabilities(thinking=True)
     same = encode_request(request(history, thinking=True), caps, "llama-server")
@@ -562,7 +564,8 @@ def test_empty_arguments_read_as_an_empty_object() -> None:
 def test_reasoning_content_decodes_to_unsigned_thinking_first() -> None:
     message = {"role": "assistant", "content": "4", "reasoning_content": "2+2"}
     response = decode_response(completion(message))
-    assert response.message.content == (Thinking("2+2", None), Text("4"))
+    made = Origin("openai", "", response.model or "")
+    assert response.message.content == (Thinking("2+2", None, made), Text("4"))
 
 
 def test_a_refusal_is_the_response_refusal_and_the_message_text() -> None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from carryall.blocks import Message, Text, Thinking, ToolUse
+from carryall.blocks import Message, Origin, Text, Thinking, ToolUse
 from carryall.errors import ProviderError
 from carryall.providers import Usage
 from carryall.providers.openai import StreamDecoder, decode_response, decode_stream
@@ -53,7 +53,7 @@ def test_a_llama_server_stream_decodes_to_thinking_text_and_a_tool_call() -> Non
     response = decode_stream(LLAMA_STREAM)
     assert response.message == Message.assistant(
         [
-            Thinking("The user wants a file."),
+            Thinking("The user wants a file.", origin=Origin("openai", "", "smollm2")),
             Text("Let me look."),
             ToolUse(LLAMA_ID, "read_file", {"path": "notes.txt"}),
         ]
@@ -184,10 +184,13 @@ def test_streamed_refusal_is_shown_and_reported_as_a_refusal() -> None:
 )
 def test_reasoning_under_every_servers_name_is_read_once(delta: dict[str, Any]) -> None:
     response = decode_stream([chunk(delta), chunk({"content": "Yes."}, "stop"), "[DONE]"])
-    assert response.message == Message.assistant([Thinking("Weighing it."), Text("Yes.")])
+    made = Origin("openai", "", response.model or "")
+    assert response.message == Message.assistant(
+        [Thinking("Weighing it.", origin=made), Text("Yes.")]
+    )
     whole = decode_response(
         {
-            "model": "m",
+            "model": response.model,
             "choices": [{"message": {"content": "Yes.", **delta}, "finish_reason": "stop"}],
         }
     )

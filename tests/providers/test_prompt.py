@@ -438,7 +438,9 @@ def test_decode_without_calls_is_the_end_of_the_turn() -> None:
 def test_decode_keeps_llama_server_reasoning_as_thinking_first() -> None:
     content = '<tool_call>{"name": "a", "arguments": {}}</tool_call>'
     response = decode_response(completion(content, reasoning_content="Need a."))
-    assert response.message.content[0] == Thinking("Need a.")
+    thinking = response.message.content[0]
+    assert isinstance(thinking, Thinking)
+    assert (thinking.text, thinking.signature) == ("Need a.", None)
     assert calls_of(response) == [("a", {})]
 
 
@@ -622,7 +624,9 @@ def test_stream_and_whole_decode_agree_on_ids_usage_and_thinking() -> None:
     for chunk in chunks(content, 5, reasoning="Think."):
         decoder.feed(chunk)
     response = decoder.response()
-    assert response.message.content[0] == Thinking("Think.")
+    thinking = response.message.content[0]
+    assert isinstance(thinking, Thinking)
+    assert (thinking.text, thinking.signature) == ("Think.", None)
     assert response.usage.input_tokens == 9
     whole = completion(content)
     whole["id"] = "chatcmpl-s"

@@ -467,7 +467,7 @@ def test_import_groups_a_turn_as_the_block_model_does() -> None:
     [
         b"x",
         [3],
-        [{"type": "web_search_call"}],
+        [{"type": 7}],
         [{"type": "function_call", "name": "f", "arguments": "{}"}],
         [{"type": "function_call_output", "call_id": "c", "output": 3}],
         [{"role": "tool", "content": "x"}],

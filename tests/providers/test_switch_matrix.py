@@ -10,6 +10,13 @@ every target, three things must hold: the body validates against that
 wire's SDK types; no signature, encrypted content or provider-native block
 made elsewhere appears in it; and `Encoded.downgrades` names each such
 block left off, at its message and by its kind.
+
+Each wire's turns are asked for by an alias and answered by a dated model
+(as people and configs name models), and each target is asked for by the
+alias, by the dated name, or by another model of the same wire: the first
+two are home to what that wire made, the third is not. Turns also carry the
+provider-native blocks decoders keep as `Opaque` (a Responses hosted-tool
+call, Gemini's executed code), which only their origin may get.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from carryall.blocks import (
     ToolResult,
     ToolUse,
 )
-from carryall.providers import Capabilities, Encoded, Request
+from carryall.providers import Capabilities, Encoded, Request, Response
 from carryall.providers import anthropic as anthropic_wire
 from carryall.providers import bedrock as bedrock_wire
 from carryall.providers import gemini as gemini_wire
@@ -70,6 +77,16 @@ def _responses_turn(origin: Origin, n: int, thinking: bool, call: bool) -> Messa
             "content": [{"type": "output_text", "text": f"answer {n}"}],
         }
     )
+    if thinking:
+        # A hosted tool's call: kept whole as an `Opaque`, for this origin alone.
+        output.append(
+            {
+                "type": "web_search_call",
+                "id": f"ws_{n}",
+                "status": "completed",
+                "action": {"type": "search", "query": f"WSQ-{origin.model}-{n}"},
+            }
+        )
     if call:
         output.append(
             {"type": "function_call", "call_id": f"call_{n}", "name": "look", "arguments": "{}"}
@@ -88,6 +105,14 @@ def _gemini_turn(origin: Origin, n: int, thinking: bool, call: bool) -> Message:
             {"text": f"pondering {n}", "thought": True, "thoughtSignature": signature("T")}
         )
     parts.append({"text": f"answer {n}", "thoughtSignature": signature("X")})
+    if thinking:
+        # Code the model ran: an `Opaque` part, its signature with it.
+        parts.append(
+            {
+                "executableCode": {"language": "PYTHON", "code": f"print({n})"},
+                "thoughtSignature": signature("E"),
+            }
+        )
     if call:
         parts.append(
             {
@@ -138,52 +163,60 @@ class WireCase(NamedTuple):
     """One wire of the matrix, everything the matrix needs of it."""
 
     origin: Origin
+    """What answers: the dated model the wire's answers name."""
     turn: Callable[[Origin, int, bool, bool], Message]
     encode: Callable[[Request], Encoded]
     check: Callable[[dict[str, Any]], None]
     imported: Callable[[dict[str, Any]], tuple[str | None, list[Message]]]
     takes_thinking_text: bool = False
     """Takes any thinking's text (no signature) where others take only their own."""
+    alias: str = ""
+    """The name a request asks for (empty: the dated name itself, as on Bedrock)."""
 
 
 WIRES: dict[str, WireCase] = {
     "anthropic": WireCase(
-        Origin("anthropic", "api.anthropic.com", "claude-sonnet-4-5"),
+        Origin("anthropic", "api.anthropic.com", "claude-sonnet-4-5-20250929"),
         _anthropic,
         lambda r: anthropic_wire.encode(r, CAPS),
         sdk_check,
         lambda b: anthropic_wire.decode_messages(b["messages"], system=b.get("system")),
+        alias="claude-sonnet-4-5",
     ),
     "openai": WireCase(
-        Origin("openai", "api.openai.com", "gpt-4o"),
+        Origin("openai", "api.openai.com", "gpt-4o-2024-08-06"),
         openai_turn,
         lambda r: openai_wire.encode(r, CAPS, "openai"),
         check_openai_request,
         lambda b: openai_wire.decode_messages(b["messages"]),
+        alias="gpt-4o",
     ),
     "llama-server": WireCase(
-        Origin("llama-server", "127.0.0.1", "qwen2.5-0.5b"),
+        Origin("llama-server", "127.0.0.1", "qwen2.5-0.5b-instruct-q8_0.gguf"),
         openai_turn,
         lambda r: openai_wire.encode(r, CAPS, "llama-server"),
         check_openai_request,
         lambda b: openai_wire.decode_messages(b["messages"]),
         takes_thinking_text=True,
+        alias="qwen2.5-0.5b",
     ),
     "responses": WireCase(
-        Origin("responses", "api.openai.com", "gpt-5"),
+        Origin("responses", "api.openai.com", "gpt-5-2025-08-07"),
         _responses_turn,
         lambda r: responses_wire.encode(r, CAPS),
         check_responses_request,
         lambda b: responses_wire.decode_messages(b["input"], instructions=b.get("instructions")),
+        alias="gpt-5",
     ),
     "gemini": WireCase(
-        Origin("gemini", "generativelanguage.googleapis.com", "gemini-2.5-flash"),
+        Origin("gemini", "generativelanguage.googleapis.com", "gemini-3-pro-preview"),
         _gemini_turn,
         lambda r: gemini_wire.encode(r, CAPS),
         check_gemini_request,
         lambda b: gemini_wire.decode_messages(
             b["contents"], system_instruction=b.get("systemInstruction")
         ),
+        alias="gemini-pro-latest",
     ),
     "bedrock": WireCase(
         Origin("bedrock", "bedrock-runtime.us-east-1.amazonaws.com", _BEDROCK_MODEL),
@@ -218,16 +251,43 @@ def _at_home(origin: Origin | None, target: Origin) -> bool:
         return target.dialect == "anthropic"
     if not origin.endpoint and not origin.model:
         return origin.dialect == target.dialect
-    return origin == target
+    # Its dialect and endpoint, and either name the model answered to.
+    return (origin.dialect, origin.endpoint) == (
+        target.dialect,
+        target.endpoint,
+    ) and target.model in (origin.model, origin.requested or origin.model)
+
+
+NAMINGS = ("alias", "dated", "another")
+"""How a request names its model: as the turns were asked for, as they were answered, or not."""
+
+
+def _named(case: WireCase, naming: str) -> Origin:
+    model = {
+        "alias": case.alias or case.origin.model,
+        "dated": case.origin.model,
+        "another": "another-model-entirely",
+    }[naming]
+    return Origin(case.origin.dialect, case.origin.endpoint, model)
+
+
+def _asked(case: WireCase, message: Message) -> Message:
+    """A turn as the transport stamps it: asked for by the wire's alias."""
+    answer = Response(message=message, stop_reason="end_turn")
+    return answer.as_requested(case.alias or case.origin.model).message
 
 
 _KIND = {Thinking: "thinking", ToolUse: "tool_use", RedactedThinking: "redacted_thinking"}
 
 
-def check_switch(history: list[Message], target: WireCase) -> None:
-    """Encode `history` for one wire of the table and hold it to the matrix's three rules."""
+def check_switch(history: list[Message], target: WireCase, naming: str = "dated") -> None:
+    """Encode `history` for one wire of the table and hold it to the matrix's three rules.
+
+    `naming` says how the request names the target's model (`NAMINGS`).
+    """
     target_name = target.origin.dialect
-    encoded = target.encode(_request(history, target.origin))
+    asked = _named(target, naming)
+    encoded = target.encode(_request(history, asked))
     target.check(encoded.body)
     sent = json.dumps(encoded.body)
     reported = {(d.index, d.kind) for d in encoded.downgrades}
@@ -235,7 +295,7 @@ def check_switch(history: list[Message], target: WireCase) -> None:
         for block in message.content:
             origin = getattr(block, "origin", None)
             tokens = _signed(block)
-            if not tokens or _at_home(origin, target.origin):
+            if not tokens or _at_home(origin, asked):
                 continue
             for token in tokens:
                 # An Opaque's raw JSON may quote its own text line; the secret parts must not go.
@@ -268,7 +328,7 @@ def histories(draw: st.DrawFn) -> list[Message]:
     for n in range(draw(st.integers(1, 4))):
         wire = WIRES[draw(st.sampled_from(sorted(WIRES)))]
         call = draw(st.booleans())
-        history.append(wire.turn(wire.origin, n, draw(st.booleans()), call))
+        history.append(_asked(wire, wire.turn(wire.origin, n, draw(st.booleans()), call)))
         riders = draw(st.lists(st.sampled_from(RIDERS), max_size=2))
         if call:
             answered = tuple(ToolResult(c.id, f"looked {n}") for c in history[-1].tool_uses())
@@ -283,10 +343,26 @@ def histories(draw: st.DrawFn) -> list[Message]:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(histories())
-def test_any_history_made_across_the_wires_continues_on_each(history: list[Message]) -> None:
+@given(histories(), st.sampled_from(NAMINGS))
+def test_any_history_made_across_the_wires_continues_on_each(
+    history: list[Message], naming: str
+) -> None:
     for target in WIRES.values():
-        check_switch(history, target)
+        check_switch(history, target, naming)
+
+
+def test_a_wire_asked_by_its_alias_gets_back_everything_it_made() -> None:
+    """Home is either name: nothing a wire made is left off when asked by alias or dated name."""
+    for case in WIRES.values():
+        turn = _asked(case, case.turn(case.origin, 0, True, True))
+        history = [Message.user("start"), turn]
+        history.append(Message("user", tuple(ToolResult(c.id, "ok") for c in turn.tool_uses())))
+        for naming in ("alias", "dated"):
+            encoded = case.encode(_request(history, _named(case, naming)))
+            assert [d for d in encoded.downgrades if d.index == 1] == [], (case.origin, naming)
+        moved = case.encode(_request(history, _named(case, "another")))
+        if any(_signed(b) for b in turn.content):
+            assert any(d.index == 1 for d in moved.downgrades), case.origin
 
 
 def test_the_matrix_catches_a_signature_sent_abroad_and_a_silent_loss() -> None:

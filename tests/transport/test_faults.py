@@ -473,11 +473,11 @@ def test_a_foreign_signature_stays_off_the_wire_and_the_session_records_the_down
         assert "SIG-OTHER" not in json.dumps(sent["body"])
     # Recorded once, though both requests left it off.
     [downgrade] = store.open(session.id).downgrades()
-    assert (downgrade.index, downgrade.kind) == (1, "thinking")
+    assert (downgrade.index, downgrade.block, downgrade.kind) == (1, 0, "thinking")
     assert "claude-opus-4-1 at api.anthropic.com" in downgrade.reason
     _, shown = _render(str(tmp_path), session.id, ShowFormat.text, False)
     assert "Not sent as held (downgrades):" in shown
-    assert f"message 1: thinking: {downgrade.reason}" in shown
+    assert f"message 1, block 0: thinking: {downgrade.reason}" in shown
 
 
 def test_each_request_is_encoded_once_and_its_answer_carries_the_downgrades() -> None:

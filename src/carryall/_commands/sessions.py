@@ -426,6 +426,8 @@ def import_file(
 
     A file with no messages, or with a history no request could carry (a
     tool result that answers no call), is refused before anything is written.
+    Whatever the file held that no block keeps is named, one line each, and
+    recorded with the session.
 
     Example: carryall sessions import chat.json -f openai
     """
@@ -451,8 +453,13 @@ def import_file(
         system=imported.system,
         origin=f"{imported.format} messages from {file}",
     )
-    session.record([], imported.messages)
+    session.record([], imported.messages, imported.downgrades)
     echo(session.id)
+    if imported.downgrades:
+        from carryall.sessions.render import downgrade_line
+
+        for downgrade in imported.downgrades:
+            echo(f"not kept: {downgrade_line(downgrade)}", err=True)
     echo(
         f"imported {len(imported.messages)} messages ({imported.format}) "
         f"from {file} as session {session.id}",

@@ -11,7 +11,8 @@ every dialect, and every answer "no" is reported.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any, Final, NamedTuple, TypeVar
 
 import msgspec
@@ -37,16 +38,19 @@ from carryall.providers._types import Capabilities, Downgrade, Request
 
 __all__ = [
     "SYSTEM_NOTE",
+    "UNMODELLED",
     "Prepared",
     "Wire",
     "answer_message",
     "answered_call",
+    "camel_keys",
     "imported_call",
     "openai_tool_choice",
     "payload_messages",
     "prepare",
     "system_note",
     "target_origin",
+    "unmodelled",
 ]
 
 SYSTEM_NOTE: Final = "[system message]"
@@ -61,7 +65,11 @@ class Wire(NamedTuple):
     signed: bool = False
     """Signed thinking and redacted thinking, from its own origin (Anthropic)."""
     thinking: bool = False
-    """Thinking text with no signature at all (llama-server's `reasoning_content`)."""
+    """Thinking text with no signature, from any maker (llama-server's `reasoning_content`)."""
+    own_thinking: bool = False
+    """Unsigned thinking back to the model that made it (its origin), as the wire takes it:
+    DeepSeek's and Kimi's `reasoning_content`, Bedrock's unsigned `reasoningText`, a
+    Responses reasoning item with no encrypted content."""
     image_urls: bool = False
     """Images by URL (`Image.url`)."""
     pdf: bool = False
@@ -123,8 +131,8 @@ _FOLDED = "this wire takes no system message inside the history: folded into a u
 
 
 def target_origin(request: Request, dialect: str) -> Origin:
-    """The origin a request goes to: the codec's dialect, the request's endpoint and model."""
-    return Origin(dialect, request.endpoint, request.model)
+    """The origin a request goes to: the codec's dialect; the request's endpoint, model, account."""
+    return Origin(dialect, request.endpoint, request.model, account=request.account)
 
 
 def system_note(text: str) -> str:
@@ -163,7 +171,9 @@ def prepare(
                 blind = (Text(b.placeholder()) if type(b) is Image else b for b in message.content)
                 messages[index] = Message(message.role, tuple(blind))
                 downgrades += [
-                    Downgrade(index, "image", _BLIND) for b in message.content if type(b) is Image
+                    Downgrade(index, "image", _BLIND, at)
+                    for at, b in enumerate(message.content)
+                    if type(b) is Image
                 ]
     if wire is None or not irregular:
         return Prepared(messages, irregular, tuple(downgrades))
@@ -215,8 +225,8 @@ _PAYLOADS: Final = (Image, Document)
 
 def _replaced_images(index: int, before: Message, after: Message, reason: str) -> list[Downgrade]:
     return [
-        Downgrade(index, "image", reason)
-        for old, new in zip(before.content, after.content, strict=True)
+        Downgrade(index, "image", reason, at)
+        for at, (old, new) in enumerate(zip(before.content, after.content, strict=True))
         if type(old) is Image and type(new) is not Image
     ]
 
@@ -231,14 +241,20 @@ def _matches(origin: Origin | None, wire: Wire, target: Origin, every_origin: bo
         return wire.dialect == "anthropic"
     if every_origin or (not origin.endpoint and not origin.model):
         return origin.dialect == wire.dialect
-    return origin == target
+    return origin.same_maker(target)
 
 
 def _named(origin: Origin | None) -> str:
     if origin is None:
         return "an unknown origin"
     where = f" at {origin.endpoint}" if origin.endpoint else ""
-    return f"{origin.dialect} model {origin.model or '(unnamed)'}{where}"
+    asked = (
+        f" (asked for as {origin.requested})"
+        if origin.requested and origin.requested != origin.model
+        else ""
+    )
+    account = f" for key {origin.account}" if origin.account else ""
+    return f"{origin.dialect} model {origin.model or '(unnamed)'}{asked}{where}{account}"
 
 
 def _fit(
@@ -252,8 +268,9 @@ def _fit(
     """The message with what `wire` cannot take left off or as text; None when unchanged."""
     out: list[Block] = []
     changed = False
-    for block in message.content:
+    for at, block in enumerate(message.content):
         fitted: Block | None = block
+        made = len(downgrades)
         if isinstance(block, Thinking):
             fitted = _fit_thinking(block, index, wire, target, every_origin, downgrades)
         elif isinstance(block, RedactedThinking):
@@ -294,6 +311,9 @@ def _fit(
                 reason = wording.format(kind=block.kind, origin=_named(origin))
                 fitted = Text(block.text) if block.text else None
                 downgrades.append(Downgrade(index, "opaque", reason))
+        if len(downgrades) > made:
+            # Each names the block it was made for, by its place in the message as held.
+            downgrades[made:] = [msgspec.structs.replace(d, block=at) for d in downgrades[made:]]
         if fitted is not block:
             changed = True
         if fitted is not None:
@@ -313,6 +333,9 @@ def _fit_thinking(
 ) -> Thinking | None:
     if wire.thinking:
         return block  # a wire that checks nothing takes the text, signed or not
+    own = block.origin is not None and _matches(block.origin, wire, target, every_origin)
+    if block.signature is None and own and wire.own_thinking:
+        return block  # its own model's reasoning, which that model wants back
     if not wire.signed:
         downgrades.append(Downgrade(index, "thinking", _NO_REASONING))
         return None
@@ -444,6 +467,60 @@ def answer_message(blocks: Iterable[Block], where: str) -> Message:
             seen.add(block.id)
         out.append(block)
     return Message("assistant", tuple(out) or (Text(""),))
+
+
+# -- what a decoder or importer read and could not keep -----------------------
+
+UNMODELLED: Final = "{path}: a field carryall does not model; not kept"
+"""How a decoder or importer names a wire field that no block holds (a `field` downgrade)."""
+
+
+def unmodelled(
+    obj: Mapping[str, Any],
+    known: frozenset[str],
+    where: str,
+    lost: list[Downgrade],
+    *,
+    index: int = 0,
+    block: int | None = None,
+) -> None:
+    """Name in `lost` every field of `obj` outside `known`, by its path: nothing goes unsaid.
+
+    The one reader every decoder and importer asks of each object it takes
+    apart, so a field a wire adds tomorrow reaches the loss report rather
+    than nowhere. `index` is the message (0 for a decoded answer), `block`
+    the block the object became, when there is one.
+    """
+    for key, value in obj.items():
+        # A field that carries nothing (null, empty) loses nothing.
+        if key not in known and value is not None and value != [] and value != {}:
+            path = f"{where}.{shorten(str(key), 60)}"
+            lost.append(Downgrade(index, "field", UNMODELLED.format(path=path), block))
+
+
+_SNAKE: Final = re.compile(r"_([a-z0-9])")
+
+
+def camel_keys(part: Any) -> Any:
+    """A wire object written in snake_case (`function_call`, `mime_type`) in camelCase.
+
+    The keys of the object and of the objects directly inside it, and no
+    deeper: a call's arguments and a result's response are the tool's own
+    values, not the wire's, and keep their names. Anything but an object is
+    given back as it is.
+    """
+    if not isinstance(part, Mapping):
+        return part
+    out: dict[str, Any] = {}
+    for key, value in part.items():
+        if isinstance(value, Mapping):
+            value = {_camel(k): v for k, v in value.items()}
+        out[_camel(key)] = value
+    return out
+
+
+def _camel(key: Any) -> Any:
+    return _SNAKE.sub(lambda m: m.group(1).upper(), key) if isinstance(key, str) else key
 
 
 # -- tool calls, read the one way the OpenAI-family wires agree on -----------

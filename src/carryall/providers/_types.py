@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Iterable
 from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from carryall.blocks import Downgrade, Message
+from carryall.blocks import Block, Downgrade, Message, Origin
 
 __all__ = [
     "Capabilities",
@@ -14,6 +16,7 @@ __all__ = [
     "Downgrade",
     "Effort",
     "Encoded",
+    "Imported",
     "Request",
     "Response",
     "StopReason",
@@ -67,13 +70,17 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
     The backend fills it from its transport's base URL before encoding
     (`SdkBackend.complete`), so that with the codec's dialect and `model` it
     names the target origin: a signature or provider-native block goes out
-    only when its `Origin` is that one. Empty means "no particular server",
-    which no stamped origin matches.
+    only when its `Origin` is that one's maker (`Origin.same_maker`). Empty
+    means "no particular server", which no stamped origin matches.
+    `account` is the fingerprint of the credential the request is sent with,
+    on the wires whose encrypted content is bound to it (the backend fills
+    it too); empty means unknown, which does not tell accounts apart.
     """
 
     model: str
     messages: tuple[Message, ...]
     endpoint: str = ""
+    account: str = ""
     system: str | None = None
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int = 4096
@@ -125,12 +132,42 @@ class Response(msgspec.Struct, frozen=True, kw_only=True):
     refusal: str | None = None
     malformed_tool_args: int = 0
     downgrades: tuple[Downgrade, ...] = ()
-    """What the request that got this answer could not send as held (`Encoded.downgrades`).
+    """What the request that got this answer could not send as held (`Encoded.downgrades`),
+    then what the decoder read of the answer and could not keep.
 
-    Filled by the backend that encoded that request, from the one encode it
-    sent, so a caller learns what was lost without encoding it again; a
-    decoder leaves it empty.
+    The first are filled by the backend that encoded that request, from the
+    one encode it sent, so a caller learns what was lost without encoding
+    it again; the decoder's own (message index 0, the answer) name each
+    wire field no block holds (`kind` `field`, its path in the reason).
     """
+
+    def as_requested(self, model: str, account: str = "") -> Response:
+        """This answer with every origin it stamped also naming the model asked for and the account.
+
+        A decoder knows the model the answer names; the transport knows the
+        name the request used and the key it was sent with, and stamps them
+        here, so a continuation that asks by the same name (an alias) finds
+        its own signed and opaque blocks again (`Origin.same_maker`).
+        """
+        content = self.message.content
+        stamped = tuple(_requested_block(b, model, account) for b in content)
+        if all(map(operator.is_, stamped, content)):
+            return self
+        message = Message(self.message.role, stamped)
+        return msgspec.structs.replace(self, message=message)
+
+
+class Imported(list[Message]):
+    """A history read from another program's file: its messages, and what no block keeps.
+
+    A list of the messages, so every caller of an importer reads it as
+    before; `downgrades` names each field of the file that no block holds
+    (by message index and path), so an import is never silently lossy.
+    """
+
+    def __init__(self, messages: Iterable[Message] = (), downgrades: Iterable[Downgrade] = ()):
+        super().__init__(messages)
+        self.downgrades: tuple[Downgrade, ...] = tuple(downgrades)
 
 
 class Encoded(msgspec.Struct, frozen=True):
@@ -149,3 +186,17 @@ class Sent(msgspec.Struct, frozen=True, gc=False):
 
     data: bytes
     downgrades: tuple[Downgrade, ...] = ()
+
+
+def _requested_block(block: Block, model: str, account: str) -> Block:
+    origin: Origin | None = getattr(block, "origin", None)
+    if origin is None or not origin.dialect or origin.requested:
+        return block
+    # The asked-for name is written only where it differs from the answered
+    # one: a transcript of a model asked for by its own name reads as before.
+    requested = model if model != origin.model else ""
+    account = account or origin.account
+    if not requested and account == origin.account:
+        return block
+    stamped = msgspec.structs.replace(origin, requested=requested, account=account)
+    return msgspec.structs.replace(block, origin=stamped)

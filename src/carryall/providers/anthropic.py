@@ -98,10 +98,18 @@ from carryall.blocks import (
     ToolUse,
 )
 from carryall.errors import BlockError, CarryallError, ProviderError
-from carryall.providers._common import Prepared, Wire, answer_message, payload_messages, prepare
+from carryall.providers._common import (
+    Prepared,
+    Wire,
+    answer_message,
+    payload_messages,
+    prepare,
+    unmodelled,
+)
 from carryall.providers._types import (
     Capabilities,
     Encoded,
+    Imported,
     Request,
     Response,
     Sent,
@@ -135,6 +143,8 @@ WIRE: Final = Wire(
     pdf=True,
     pdf_urls=True,
     text_documents=True,
+    # The Messages API takes `role: "system"` inside the history (`SystemMessageParam`).
+    system_inside=True,
 )
 """What the Messages API takes natively."""
 
@@ -585,17 +595,41 @@ def _tool_input(raw: str) -> tuple[Any, bool]:
     return value, False
 
 
+# The fields each modelled block holds; any other is named in the loss report.
+# A native block is kept whole, so nothing of it needs naming.
+_BLOCK_FIELDS: Final = {
+    "text": frozenset({"type", "text", "citations"}),
+    "thinking": frozenset({"type", "thinking", "signature"}),
+    "redacted_thinking": frozenset({"type", "data"}),
+    "tool_use": frozenset({"type", "id", "name", "input"}),
+}
+_MESSAGE_FIELDS: Final = frozenset(
+    {"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"}
+    | {"stop_details"}
+)
+_HISTORY_FIELDS: Final = frozenset({"role", "content"})
+
+
 def _response_blocks(
-    raw: Any, where: str, origin: Origin | None, native: Origin | None = None
+    raw: Any,
+    where: str,
+    origin: Origin | None,
+    native: Origin | None = None,
+    lost: list[Downgrade] | None = None,
+    place: tuple[int, int] = (0, 0),
 ) -> list[Block]:
     """One block of an assistant message as the API returns it (a cited text is two).
 
     `origin` is stamped on signed blocks, `native` (by default the same) on
-    provider-native ones.
+    provider-native ones. A modelled block's fields beyond those it holds
+    are named in `lost`, at `place` (message index, block index).
     """
     native = native or origin
     block = _object(raw, where)
     kind = block.get("type")
+    if lost is not None and isinstance(kind, str) and kind in _BLOCK_FIELDS:
+        index, at = place
+        unmodelled(block, _BLOCK_FIELDS[kind], where, lost, index=index, block=at)
     if kind == "text":
         text = Text(_str(block, "text", where))
         citations = block.get("citations")
@@ -674,9 +708,13 @@ def decode_response(data: Mapping[str, Any], *, endpoint: str = "") -> Response:
     content = _array(body.get("content", _MISSING), "response.content")
     model = _opt_str(body, "model", "response")
     origin = Origin(DIALECT, endpoint, model or "")
+    lost: list[Downgrade] = []
+    unmodelled(body, _MESSAGE_FIELDS, "response", lost)
     blocks: list[Block] = []
     for i, b in enumerate(content):
-        blocks += _response_blocks(b, f"response.content[{i}]", origin)
+        blocks += _response_blocks(
+            b, f"response.content[{i}]", origin, None, lost, (0, len(blocks))
+        )
     usage = _usage(body.get("usage"), "response.usage", {})
     return Response(
         message=answer_message(blocks, "Anthropic response.content"),
@@ -684,6 +722,7 @@ def decode_response(data: Mapping[str, Any], *, endpoint: str = "") -> Response:
         usage=Usage(**usage),
         model=model,
         refusal=_refusal(body.get("stop_details"), "response.stop_details"),
+        downgrades=tuple(lost),
     )
 
 
@@ -704,7 +743,7 @@ def _usage(value: Any, where: str, into: dict[str, int]) -> dict[str, int]:
 
 def decode_messages(
     messages: Sequence[Mapping[str, Any]], *, system: Any = None
-) -> tuple[str | None, list[Message]]:
+) -> tuple[str | None, Imported]:
     """Read an Anthropic-style history (and its system prompt) into blocks.
 
     So a conversation held in this format can be continued on any backend.
@@ -724,9 +763,11 @@ def decode_messages(
         parts.extend(_system_parts(system, "system"))
     history = _array(messages, "messages")
     out: list[Message] = []
+    lost: list[Downgrade] = []
     for index, raw in enumerate(history):
         where = f"messages[{index}]"
         message = _object(raw, where)
+        unmodelled(message, _HISTORY_FIELDS, where, lost, index=len(out))
         role = message.get("role")
         if role == "system":
             texts = _system_parts(message.get("content", _MISSING), f"{where}.content")
@@ -746,13 +787,14 @@ def decode_messages(
         else:
             items = _array(content, f"{where}.content")
             if role == "user":
-                blocks = _user_blocks(items, f"{where}.content")
+                blocks = _user_blocks(items, f"{where}.content", lost, len(out))
             else:
                 blocks = []
                 for i, b in enumerate(items):
-                    blocks += _history_blocks(b, f"{where}.content[{i}]")
+                    place = (len(out), len(blocks))
+                    blocks += _history_blocks(b, f"{where}.content[{i}]", lost, place)
         out.append(Message(role, tuple(blocks)))
-    return ("\n\n".join(parts) if parts else None), out
+    return ("\n\n".join(parts) if parts else None), Imported(out, lost)
 
 
 def _kind_or(value: Any) -> str:
@@ -776,11 +818,13 @@ _IMPORTED: Final = Origin(DIALECT, "", "")
 """The origin of what an imported file holds: this wire, no endpoint or model known."""
 
 
-def _history_blocks(raw: Any, where: str) -> list[Block]:
+def _history_blocks(
+    raw: Any, where: str, lost: list[Downgrade], place: tuple[int, int]
+) -> list[Block]:
     """An assistant block of an imported history; a wrapped non-object input is unwrapped."""
     # A signature read from a file has no origin to name, like one written
     # before origins existed; a native block is this wire's.
-    blocks = _response_blocks(raw, where, None, _IMPORTED)
+    blocks = _response_blocks(raw, where, None, _IMPORTED, lost, place)
     block = blocks[0]
     if isinstance(block, ToolUse) and len(block.input) == 1:
         wrapped = block.input.get(INVALID_JSON_KEY)
@@ -789,7 +833,17 @@ def _history_blocks(raw: Any, where: str) -> list[Block]:
     return blocks
 
 
-def _user_blocks(items: Sequence[Any], where: str) -> list[Block]:
+_USER_FIELDS: Final = {
+    "text": frozenset({"type", "text", "cache_control"}),
+    "image": frozenset({"type", "source", "cache_control"}),
+    "document": frozenset({"type", "source", "title", "cache_control"}),
+    "tool_result": frozenset({"type", "tool_use_id", "content", "is_error", "cache_control"}),
+}
+
+
+def _user_blocks(
+    items: Sequence[Any], where: str, lost: list[Downgrade] | None = None, index: int = 0
+) -> list[Block]:
     blocks: list[Block] = []
     lifted: list[Block] = []
     after = 0
@@ -797,6 +851,8 @@ def _user_blocks(items: Sequence[Any], where: str) -> list[Block]:
         at = f"{where}[{i}]"
         block = _object(raw, at)
         kind = block.get("type")
+        if lost is not None and isinstance(kind, str) and kind in _USER_FIELDS:
+            unmodelled(block, _USER_FIELDS[kind], at, lost, index=index, block=len(blocks))
         if kind == "text":
             blocks.append(Text(_str(block, "text", at)))
         elif kind == "image":
@@ -909,7 +965,7 @@ def _document_block(block: Mapping[str, Any], where: str) -> Document:
 class _Open:
     """A content block whose deltas are still arriving: parts joined once, at its stop."""
 
-    __slots__ = ("base", "citations", "kind", "native", "parts", "signature")
+    __slots__ = ("base", "citations", "compacted", "kind", "native", "parts", "signature")
 
     def __init__(self, kind: str, base: Mapping[str, Any], first: str, native: bool) -> None:
         self.kind = kind
@@ -918,6 +974,7 @@ class _Open:
         self.parts: list[str] = [first] if first else []
         self.signature: list[str] = []
         self.citations: list[Any] = []
+        self.compacted: list[str] = []
 
 
 class StreamDecoder:
@@ -943,6 +1000,7 @@ class StreamDecoder:
         self._open: dict[int, _Open] = {}
         self._started_blocks = 0
         self._malformed = 0
+        self._lost: list[Downgrade] = []
 
     def feed(self, event: Mapping[str, Any]) -> str:
         """Take one event; the text it made visible, or "" when it made none.
@@ -963,6 +1021,9 @@ class StreamDecoder:
             raise _error(data, "stream error")
         handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
         if handler is None:
+            # An event this decoder does not know carries nothing it holds: named, not kept.
+            reason = f"{where}: an event type carryall does not model; not kept"
+            self._lost.append(Downgrade(0, "event", reason))
             return ""
         if self._stopped:
             raise ProviderError(f"Anthropic {where}: event after message_stop")
@@ -986,6 +1047,7 @@ class StreamDecoder:
             model=self._model,
             refusal=self._refusal,
             malformed_tool_args=self._malformed,
+            downgrades=tuple(self._lost),
         )
 
     # -- one method per event type --------------------------------------------
@@ -996,12 +1058,15 @@ class StreamDecoder:
         self._started = True
         message = _object(data.get("message", _MISSING), f"{where}.message")
         self._model = _opt_str(message, "model", f"{where}.message")
+        unmodelled(message, _MESSAGE_FIELDS, f"{where}.message", self._lost)
         content = message.get("content")
         if content is not None:
             items = _array(content, f"{where}.message.content")
             origin = self._origin()
             self._blocks = [
-                _response_blocks(b, f"{where}.message.content[{i}]", origin)
+                _response_blocks(
+                    b, f"{where}.message.content[{i}]", origin, None, self._lost, (0, i)
+                )
                 for i, b in enumerate(items)
             ]
             self._started_blocks = len(self._blocks)
@@ -1036,6 +1101,8 @@ class StreamDecoder:
             native = True
         else:
             raise _unknown_block(kind, at)
+        if not native:
+            unmodelled(block, _BLOCK_FIELDS[kind], at, self._lost, block=index)
         opened = _Open(kind, block, first, native)
         if kind == "thinking":
             signature = _opt_str(block, "signature", at)
@@ -1056,7 +1123,9 @@ class StreamDecoder:
         expected = _DELTA_BLOCKS.get(kind) if isinstance(kind, str) else None
         if expected is None:
             raise ProviderError(f"Anthropic {where}: unknown delta type {_kind_or(kind)}")
-        if opened.kind != expected and not (opened.native and kind == "input_json_delta"):
+        if opened.kind != expected and not (
+            opened.native and kind in ("input_json_delta", "compaction_delta")
+        ):
             raise ProviderError(f"Anthropic {where}: a {kind} for a {opened.kind} block")
         if kind == "text_delta":
             text = _str(delta, "text", f"{where}.delta")
@@ -1068,6 +1137,11 @@ class StreamDecoder:
             opened.signature.append(_str(delta, "signature", f"{where}.delta"))
         elif kind == "input_json_delta":
             opened.parts.append(_str(delta, "partial_json", f"{where}.delta"))
+        elif kind == "compaction_delta":
+            # The summary of a compacted conversation, in pieces: the block's `content`.
+            piece = delta.get("content")
+            if piece is not None:
+                opened.compacted.append(_str(delta, "content", f"{where}.delta"))
         else:
             # citations_delta: where the text came from, kept beside it (`CITATIONS`).
             opened.citations.append(
@@ -1084,10 +1158,15 @@ class StreamDecoder:
         blocks: list[Block]
         if opened.native:
             whole = dict(base)
-            if opened.parts:
-                value, malformed = _tool_input("".join(opened.parts))
+            # A server tool's input given whole at its start and streamed as
+            # one empty piece is the input it started with (`{}`), as unstreamed.
+            raw = "".join(opened.parts)
+            if raw:
+                value, malformed = _tool_input(raw)
                 self._malformed += malformed
                 whole["input"] = value
+            if opened.compacted:
+                whole["content"] = (whole.get("content") or "") + "".join(opened.compacted)
             blocks = [_opaque(opened.kind, whole, origin)]
         elif opened.kind == "text":
             blocks = [Text("".join(opened.parts))]
@@ -1166,6 +1245,7 @@ _DELTA_BLOCKS: Final = {
     "thinking_delta": "thinking",
     "signature_delta": "thinking",
     "input_json_delta": "tool_use",
+    "compaction_delta": "compaction",
 }
 
 

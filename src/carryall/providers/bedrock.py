@@ -99,8 +99,23 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
-from carryall.providers._common import Wire, _shown, answer_message, payload_messages, prepare
-from carryall.providers._types import Capabilities, Encoded, Request, Response, StopReason, Usage
+from carryall.providers._common import (
+    Wire,
+    _shown,
+    answer_message,
+    payload_messages,
+    prepare,
+    unmodelled,
+)
+from carryall.providers._types import (
+    Capabilities,
+    Encoded,
+    Imported,
+    Request,
+    Response,
+    StopReason,
+    Usage,
+)
 from carryall.providers.anthropic import INVALID_JSON_KEY, _thinking_budget
 from carryall.providers.gemini import _results_first
 from carryall.providers.openai import _count, _mapping
@@ -121,7 +136,7 @@ __all__ = [
 DIALECT: Final = "bedrock"
 """The name this wire goes by in an origin, a backend and the switch matrix."""
 
-WIRE: Final = Wire(DIALECT, signed=True, pdf=True, text_documents=True)
+WIRE: Final = Wire(DIALECT, signed=True, own_thinking=True, pdf=True, text_documents=True)
 """What Converse takes natively: its own signed and redacted reasoning, PDFs and text files.
 
 A `reasoningText.signature` (and `redactedContent`) means something to the
@@ -343,10 +358,11 @@ def _assistant_content(message: Message, index: int) -> list[dict[str, Any]]:
             call = {"toolUseId": _wire_id(block.id), "name": block.name, "input": value}
             append({"toolUse": call})
         elif type(block) is Thinking:
+            # `prepare` kept it: this origin's own reasoning, signed or not.
+            reasoning: dict[str, Any] = {"text": block.text}
             if block.signature:
-                # `prepare` kept it: this origin's own signed reasoning.
-                signed = {"text": block.text, "signature": block.signature}
-                append({"reasoningContent": {"reasoningText": signed}})
+                reasoning["signature"] = block.signature
+            append({"reasoningContent": {"reasoningText": reasoning}})
         elif type(block) is RedactedThinking:
             append({"reasoningContent": {"redactedContent": block.data}})
         elif type(block) is Opaque:
@@ -444,7 +460,11 @@ def _answer_blocks(
             raise error(f"{at}.reasoningText.signature must be a string, got {_shown(signature)}")
         if signature:
             return [Thinking(text, signature, origin)], 0
-        return ([Thinking(text)] if text else []), 0
+        # Unsigned (gpt-oss and the other open models): stamped when a live
+        # answer made it, so it goes back to that model alone; a file's names
+        # no model, and no Claude model takes unsigned reasoning.
+        live = origin if origin.model or origin.endpoint else None
+        return ([Thinking(text, origin=live)] if text else []), 0
     call = block.get("toolUse")
     if isinstance(call, Mapping) and call.get("type") in (None, "tool_use"):
         at = f"{where}.toolUse"
@@ -488,7 +508,13 @@ def _usage(raw: Any, where: str) -> Usage:
 
 
 def _response(
-    content: Sequence[Any], stop: Any, usage: Usage, model: str, origin: Origin, where: str
+    content: Sequence[Any],
+    stop: Any,
+    usage: Usage,
+    model: str,
+    origin: Origin,
+    where: str,
+    lost: Sequence[Downgrade] = (),
 ) -> Response:
     blocks: list[Block] = []
     malformed = 0
@@ -509,7 +535,23 @@ def _response(
         model=model or None,
         refusal=refusal,
         malformed_tool_args=malformed,
+        downgrades=tuple(lost),
     )
+
+
+# The fields of an answer, its message and a stream event this codec reads or
+# counts as bookkeeping (metrics, the SDK's response metadata); any other is
+# named in the loss report.
+_ANSWER_FIELDS: Final = frozenset(
+    {"output", "stopReason", "usage", "metrics", "additionalModelResponseFields", "trace"}
+    | {"performanceConfig", "ResponseMetadata", "serviceTier"}
+)
+_MESSAGE_FIELDS: Final = frozenset({"role", "content"})
+_OUTPUT_FIELDS: Final = frozenset({"message"})
+_EVENTS: Final = frozenset(
+    {"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop"}
+    | {"messageStop", "metadata"}
+)
 
 
 def _raise_wire_error(body: Mapping[str, Any], where: str, status: int | None = None) -> None:
@@ -545,6 +587,10 @@ def decode_response(
     _raise_wire_error(body, where, status)
     output = _mapping(body.get("output"), f"{where}.output")
     message = _mapping(output.get("message"), f"{where}.output.message")
+    lost: list[Downgrade] = []
+    unmodelled(body, _ANSWER_FIELDS, where, lost)
+    unmodelled(output, _OUTPUT_FIELDS, f"{where}.output", lost)
+    unmodelled(message, _MESSAGE_FIELDS, f"{where}.output.message", lost)
     content = message.get("content")
     if not isinstance(content, list):
         raise ProviderError(f"{where}.output.message.content must be an array")
@@ -556,6 +602,7 @@ def decode_response(
         model,
         origin,
         f"{where}.output.message.content",
+        lost,
     )
 
 
@@ -643,6 +690,7 @@ class StreamDecoder:
         self._stopped = False
         self._usage = Usage()
         self._events = 0
+        self._lost: list[Downgrade] = []
 
     def feed(self, event: Mapping[str, Any] | str) -> str:
         """Take one event; return the text it made newly visible."""
@@ -665,6 +713,9 @@ class StreamDecoder:
                 self._start(_mapping(payload, at), at)
             elif kind == "contentBlockDelta":
                 shown.append(self._delta(_mapping(payload, at), at))
+            elif kind not in _EVENTS and payload is not None:
+                reason = f"{at}: an event carryall does not model; not kept"
+                self._lost.append(Downgrade(0, "event", reason))
         return "".join(shown)
 
     def _partial(self, payload: Mapping[str, Any], at: str) -> _Partial:
@@ -755,7 +806,9 @@ class StreamDecoder:
             if (block := partial.block()) is not None
         ]
         origin = Origin(DIALECT, self._endpoint, self._model)
-        return _response(content, self._stop, self._usage, self._model, origin, "stream content")
+        return _response(
+            content, self._stop, self._usage, self._model, origin, "stream content", self._lost
+        )
 
 
 def decode_stream(
@@ -773,7 +826,7 @@ def decode_stream(
 
 def decode_messages(
     messages: Sequence[Mapping[str, Any]], *, system: Any = None
-) -> tuple[str | None, list[Message]]:
+) -> tuple[str | None, Imported]:
     """A Converse `messages` array (and its `system` blocks) read into a system prompt and blocks.
 
     A user turn's `toolResult` blocks come first in its message as
@@ -790,9 +843,11 @@ def decode_messages(
     if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
         raise BlockError(f"messages must be an array, got {_shown(messages)}")
     out: list[Message] = []
+    lost: list[Downgrade] = []
     for index, raw in enumerate(messages):
         where = f"messages[{index}]"
         message = _object(raw, where, BlockError)
+        unmodelled(message, _MESSAGE_FIELDS, where, lost, index=len(out))
         role = message.get("role")
         content = message.get("content")
         if not isinstance(content, list):
@@ -807,7 +862,7 @@ def decode_messages(
             out.append(_import_user(content, f"{where}.content"))
         else:
             raise BlockError(f"{where}: role {_shown(role)} has no block form (user or assistant)")
-    return prompt, out
+    return prompt, Imported(out, lost)
 
 
 def _unwrapped(block: Block) -> Block:

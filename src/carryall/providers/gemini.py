@@ -82,10 +82,20 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
-from carryall.providers._common import Wire, _shown, answer_message, payload_messages, prepare
+from carryall.providers._common import (
+    Wire,
+    _shown,
+    answer_message,
+    camel_keys,
+    payload_messages,
+    prepare,
+    unmodelled,
+)
 from carryall.providers._types import (
     Capabilities,
+    Downgrade,
     Encoded,
+    Imported,
     Request,
     Response,
     StopReason,
@@ -117,6 +127,8 @@ _MODES: Final = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
 _BASE64: Final = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _REFUSALS: Final = frozenset(
     {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
+    # Model Armor (Vertex) screening the prompt or the answer is a refusal too.
+    | {"MODEL_ARMOR"}
 )
 
 
@@ -458,7 +470,27 @@ def _part_blocks(
         if signature:
             return [ToolUse(call_id, name, value, signature, origin)]
         return [ToolUse(call_id, name, value)]
-    return []
+    # Code the model ran and its result, a server-side tool's call and
+    # response, a file or a blob in an answer: kept whole, signature and all,
+    # for this origin; one line for every other reader.
+    kind = next((key for key in raw if key not in _PART_META), None)
+    if kind is None:
+        return []
+    return [Opaque(kind, json.dumps(raw, ensure_ascii=False), origin, _part_line(kind, raw[kind]))]
+
+
+_PART_META: Final = frozenset({"thoughtSignature", "thought", "partMetadata", "videoMetadata"})
+"""Fields beside a part's one content field: they ride with it, never a part alone."""
+
+
+def _part_line(kind: str, value: Any) -> str:
+    """A native part's one honest line: the code and its output, or its kind."""
+    if isinstance(value, Mapping):
+        for key in ("code", "output", "name", "fileUri"):
+            detail = value.get(key)
+            if isinstance(detail, str) and detail:
+                return f"[{kind}]\n{detail}"
+    return f"[{kind}]"
 
 
 def _stop_reason(finish: Any, calls: bool) -> StopReason:
@@ -508,12 +540,130 @@ def _raise_wire_error(body: Mapping[str, Any], where: str) -> None:
     )
 
 
+# The fields of an answer and of its candidate that this codec reads (or
+# counts as bookkeeping); any other is reported, by its path.
+_PATH_STEP: Final = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]")
+_PARTIAL_VALUES: Final = ("stringValue", "numberValue", "boolValue", "nullValue")
+
+
+class _StreamedCall:
+    """A function call whose arguments arrive as `partialArgs` over several chunks.
+
+    Each piece names where its value goes (`jsonPath`, `$.a.b[0]`) and a
+    string value may come in several pieces (`willContinue`); the call is
+    whole when a chunk's call no longer says it continues.
+    """
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self.call_id: str | None = None
+        self.signature: str | None = None
+        self.args: dict[str, Any] = {}
+        self.strings: dict[str, list[str]] = {}
+
+    def take(
+        self, part: Mapping[str, Any], call: Mapping[str, Any], where: str
+    ) -> Mapping[str, Any] | None:
+        """Add one chunk's piece; the whole part once the call is complete, else None."""
+        for key, attr in (("name", "name"), ("id", "call_id")):
+            value = call.get(key)
+            if isinstance(value, str) and value:
+                setattr(self, attr, value)
+        signature = part.get("thoughtSignature")
+        if isinstance(signature, str) and signature:
+            self.signature = signature
+        args = call.get("args")
+        if isinstance(args, Mapping):
+            self.args.update(args)
+        pieces = call.get("partialArgs") or []
+        if not isinstance(pieces, list):
+            raise ProviderError(f"{where}.functionCall.partialArgs must be an array")
+        for i, piece in enumerate(pieces):
+            at = f"{where}.functionCall.partialArgs[{i}]"
+            if not isinstance(piece, Mapping) or not isinstance(piece.get("jsonPath"), str):
+                raise ProviderError(f"{at} needs a jsonPath string, got {_shown(piece)}")
+            path = piece["jsonPath"]
+            if "stringValue" in piece:
+                self.strings.setdefault(path, []).append(str(piece["stringValue"]))
+                continue
+            kind = next((k for k in _PARTIAL_VALUES if k in piece), None)
+            if kind is not None:
+                _set_path(self.args, path, None if kind == "nullValue" else piece[kind], at)
+        if call.get("willContinue"):
+            return None
+        for path, parts in self.strings.items():
+            _set_path(self.args, path, "".join(parts), where)
+        whole: dict[str, Any] = {"name": self.name, "args": self.args}
+        if self.call_id is not None:
+            whole["id"] = self.call_id
+        out: dict[str, Any] = {"functionCall": whole}
+        if self.signature is not None:
+            out["thoughtSignature"] = self.signature
+        return out
+
+
+def _set_path(target: dict[str, Any], path: str, value: Any, where: str) -> None:
+    """Put `value` at a `$.a.b[0]` path in `target`, making the objects and arrays on the way.
+
+    A path that runs through a value of another shape, or an index past
+    4096, is a `ProviderError`: a hostile stream cannot make a huge array.
+    """
+    steps = [
+        m.group(1) if m.group(1) is not None else int(m.group(2)) for m in _PATH_STEP.finditer(path)
+    ]
+    if not path.startswith("$") or not steps:
+        raise ProviderError(f"{where}: jsonPath {shorten(path, 60)!r} names no argument")
+    if any(isinstance(step, int) and step > 4096 for step in steps):
+        raise ProviderError(f"{where}: jsonPath {shorten(path, 60)!r} indexes past 4096")
+    try:
+        _put(target, steps, value)
+    except (TypeError, AttributeError, KeyError, IndexError):
+        raise ProviderError(
+            f"{where}: jsonPath {shorten(path, 60)!r} runs through a value of another shape"
+        ) from None
+
+
+def _put(target: dict[str, Any], steps: list[Any], value: Any) -> None:
+    holder: Any = target
+    for step, after in zip(steps, [*steps[1:], None], strict=True):
+        if after is None:
+            break
+        empty: Any = [] if isinstance(after, int) else {}
+        if isinstance(step, int):
+            while len(holder) <= step:
+                holder.append(None)
+            if holder[step] is None:
+                holder[step] = empty
+            holder = holder[step]
+        else:
+            holder = holder.setdefault(step, empty)
+    last = steps[-1]
+    if isinstance(last, int):
+        while len(holder) <= last:
+            holder.append(None)
+    holder[last] = value
+
+
+_ANSWER_FIELDS: Final = frozenset(
+    {"candidates", "usageMetadata", "modelVersion", "promptFeedback", "responseId"}
+    | {"createTime", "modelStatus", "sdkHttpResponse", "automaticFunctionCallingHistory"}
+)
+_CANDIDATE_FIELDS: Final = frozenset(
+    {"content", "finishReason", "index", "safetyRatings", "avgLogprobs", "tokenCount"}
+    | {"logprobsResult", "finishMessage"}
+)
+_CONTENT_FIELDS: Final = frozenset({"role", "parts"})
+_PART_FIELDS: Final = frozenset({"text", "thought", "thoughtSignature", "functionCall"})
+
+
 class _Answer:
     """An answer's blocks as parts arrive, whole or chunk by chunk: adjacent texts join."""
 
     def __init__(self, endpoint: str = "") -> None:
         self.endpoint = endpoint
+        self.lost: list[Downgrade] = []
         self.blocks: list[Block] = []
+        self.streamed: _StreamedCall | None = None
         self.minted = [0]
         self.finish: Any = None
         self.usage = Usage()
@@ -523,6 +673,7 @@ class _Answer:
     def chunk(self, data: Any, where: str) -> str:
         body = _mapping(data, where)
         _raise_wire_error(body, where)
+        unmodelled(body, _ANSWER_FIELDS, where, self.lost)
         model = body.get("modelVersion")
         if isinstance(model, str) and model:
             self.model = model
@@ -540,6 +691,7 @@ class _Answer:
             return ""
         where = f"{where}.candidates[0]"
         candidate = _mapping(candidates[0], where)
+        unmodelled(candidate, _CANDIDATE_FIELDS, where, self.lost)
         finish = candidate.get("finishReason")
         if finish is not None:
             if not isinstance(finish, str):
@@ -548,12 +700,27 @@ class _Answer:
         content = candidate.get("content")
         if content is None:
             return ""
-        parts = _mapping(content, f"{where}.content").get("parts") or []
+        held = _mapping(content, f"{where}.content")
+        unmodelled(held, _CONTENT_FIELDS, f"{where}.content", self.lost)
+        parts = held.get("parts") or []
         if not isinstance(parts, list):
             raise ProviderError(f"{where}.content.parts must be an array, got {_shown(parts)}")
         shown: list[str] = []
         for i, raw in enumerate(parts):
             origin = Origin(DIALECT, self.endpoint, self.model or "")
+            at = f"{where}.content.parts[{i}]"
+            call = raw.get("functionCall") if isinstance(raw, Mapping) else None
+            if isinstance(call, Mapping) and (
+                self.streamed is not None or "partialArgs" in call or call.get("willContinue")
+            ):
+                # A call whose arguments stream in pieces: whole once it stops continuing.
+                self.streamed = self.streamed or _StreamedCall()
+                raw = self.streamed.take(raw, call, at)
+                if raw is None:
+                    continue
+                self.streamed = None
+            if isinstance(raw, Mapping) and ("text" in raw or "functionCall" in raw):
+                unmodelled(raw, _PART_FIELDS, at, self.lost, block=len(self.blocks))
             for block in _part_blocks(
                 raw, f"{where}.content.parts[{i}]", self.minted, ProviderError, origin
             ):
@@ -590,6 +757,7 @@ class _Answer:
             usage=self.usage,
             model=self.model,
             refusal=refusal,
+            downgrades=tuple(self.lost),
         )
 
 
@@ -655,7 +823,7 @@ def decode_stream(chunks: Iterable[Mapping[str, Any] | str], *, endpoint: str = 
 
 def decode_messages(
     contents: Sequence[Mapping[str, Any]], *, system_instruction: Any = None
-) -> tuple[str | None, list[Message]]:
+) -> tuple[str | None, Imported]:
     """A Gemini `contents` array read into a system prompt and block messages.
 
     A `functionResponse` answers the call of the same id in the model turn
@@ -673,6 +841,7 @@ def decode_messages(
     if isinstance(contents, str | bytes) or not isinstance(contents, Sequence):
         raise BlockError(f"contents must be an array, got {_shown(contents)}")
     out: list[Message] = []
+    lost: list[Downgrade] = []
     minted = [0]
     for index, raw in enumerate(contents):
         where = f"contents[{index}]"
@@ -682,6 +851,9 @@ def decode_messages(
         parts = raw.get("parts")
         if not isinstance(parts, list):
             raise BlockError(f"{where}.parts must be an array, got {_shown(parts)}")
+        unmodelled(raw, _CONTENT_FIELDS, where, lost, index=len(out))
+        # The REST API and Vertex take snake_case as well as camelCase.
+        parts = [camel_keys(part) for part in parts]
         if role == "model":
             blocks: list[Block] = []
             for i, part in enumerate(parts):
@@ -694,7 +866,7 @@ def decode_messages(
             out.append(_import_user(parts, where, calls))
         else:
             raise BlockError(f"{where}: role {_shown(role)} has no block form (user or model)")
-    return system, out
+    return system, Imported(out, lost)
 
 
 def _import_user(parts: list[Any], where: str, calls: list[ToolUse]) -> Message:
@@ -706,7 +878,10 @@ def _import_user(parts: list[Any], where: str, calls: list[ToolUse]) -> Message:
         if not isinstance(raw, Mapping):
             raise BlockError(f"{part_where} must be an object, got {_shown(raw)}")
         if "functionResponse" in raw:
-            results.append(_import_response(raw["functionResponse"], part_where, calls, answered))
+            result, riders = _import_response(raw["functionResponse"], part_where, calls, answered)
+            results.append(result)
+            # A result's images ride after the round's results, as every tool's do.
+            rest.extend(riders)
         elif "inlineData" in raw:
             rest.append(_import_inline(raw["inlineData"], f"{part_where}.inlineData"))
         elif "fileData" in raw:
@@ -714,13 +889,42 @@ def _import_user(parts: list[Any], where: str, calls: list[ToolUse]) -> Message:
         elif isinstance(raw.get("text"), str):
             rest.append(Text(raw["text"]))
         else:
-            raise BlockError(f"{part_where}: this part has no block form")
+            kind = next((key for key in raw if key not in _PART_META), None)
+            if kind is None:
+                raise BlockError(f"{part_where}: this part has no block form")
+            line = _part_line(kind, raw[kind])
+            rest.append(Opaque(kind, json.dumps(raw, ensure_ascii=False), _IMPORTED, line))
     return Message("user", (*results, *rest) or (Text(""),))
 
 
-def _import_response(raw: Any, where: str, calls: list[ToolUse], answered: set[str]) -> ToolResult:
+def _import_response(
+    raw: Any, where: str, calls: list[ToolUse], answered: set[str]
+) -> tuple[ToolResult, list[Block]]:
+    """A function response as a result, and the images and documents its `parts` carried."""
     if not isinstance(raw, Mapping):
         raise BlockError(f"{where}.functionResponse must be an object, got {_shown(raw)}")
+    riders: list[Block] = []
+    inner = raw.get("parts")
+    if inner is not None:
+        if not isinstance(inner, list):
+            raise BlockError(f"{where}.functionResponse.parts must be an array")
+        for i, part in enumerate(inner):
+            at = f"{where}.functionResponse.parts[{i}]"
+            part = camel_keys(part)
+            if not isinstance(part, Mapping):
+                raise BlockError(f"{at} must be an object, got {_shown(part)}")
+            if "inlineData" in part:
+                riders.append(_import_inline(part["inlineData"], f"{at}.inlineData"))
+            elif "fileData" in part:
+                riders.append(_import_file(part["fileData"], f"{at}.fileData"))
+            else:
+                raise BlockError(f"{at}: this part has no block form")
+    return _import_result(raw, where, calls, answered), riders
+
+
+def _import_result(
+    raw: Mapping[str, Any], where: str, calls: list[ToolUse], answered: set[str]
+) -> ToolResult:
     call_id = raw.get("id")
     name = raw.get("name")
     if not isinstance(call_id, str) or not call_id:

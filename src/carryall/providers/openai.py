@@ -50,7 +50,9 @@ dialects), so the last chunk carries the token counts.
 
 Decoding: the reasoning (`reasoning_content`, or `reasoning`, or the text
 of `reasoning_details`: whichever the server uses) becomes `Thinking(text,
-signature=None)`, first in the message; each `reasoning_details` entry with
+signature=None)` stamped with its origin, first in the message (the openai
+dialect sends it back as `reasoning_content` to that origin alone: DeepSeek
+and Kimi want their reasoning back on a tool round); each `reasoning_details` entry with
 encrypted `data` or a `signature` (OpenRouter passing through an OpenAI or
 Claude model's own) follows as an `Opaque` stamped with its origin (the
 dialect, the transport's endpoint, the response's model), sent back on the
@@ -75,7 +77,7 @@ What the wire cannot hold. `decode_messages(encode_request(r, caps,
 d)["messages"])` gives back `r.system` and `r.messages` except for exactly
 this list (the property tests apply exactly this normalization):
 
-1. Thinking: the openai dialect drops it. On llama-server a message's
+1. Thinking: the openai dialect drops it unless it is the target's own. On llama-server a message's
    thinking blocks come back as one block, their texts joined, first in the
    message, or none when the joined text is empty.
 2. Thinking signatures are dropped.
@@ -170,11 +172,14 @@ from carryall.providers._common import (
     openai_tool_choice,
     payload_messages,
     prepare,
+    unmodelled,
 )
 from carryall.providers._types import (
     Capabilities,
     Dialect,
+    Downgrade,
     Encoded,
+    Imported,
     Request,
     Response,
     Sent,
@@ -223,8 +228,10 @@ _INPUT: Final = msgspec.json.Encoder()
 
 _WIRES: dict[str, Wire] = {
     # OpenAI takes images by URL, PDFs as `file` parts, system messages
-    # anywhere; plain-text documents go as their text.
-    "openai": Wire("openai", image_urls=True, pdf=True, system_inside=True),
+    # anywhere; plain-text documents go as their text. A model's own
+    # reasoning goes back to it as `reasoning_content` (DeepSeek and Kimi
+    # want it on a tool round).
+    "openai": Wire("openai", image_urls=True, pdf=True, system_inside=True, own_thinking=True),
     # llama-server takes reasoning back and images as data: URLs only;
     # its chat templates want the system message first, if at all.
     "llama-server": Wire("llama-server", thinking=True),
@@ -545,7 +552,9 @@ def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -
             # entry, the only native thing an answer on this wire holds.
             details.append(json.loads(block.raw))
     out = _AssistantMessage()
-    reasoning = "".join(thinking) if llama and thinking else ""
+    # `prepare` kept only thinking this wire takes: any on llama-server, a
+    # model's own elsewhere.
+    reasoning = "".join(thinking)
     if reasoning:
         out.reasoning_content = reasoning
     if details:
@@ -607,8 +616,6 @@ def _encode_tool(spec: ToolSpec) -> dict[str, Any]:
 
 # -- decoding responses -----------------------------------------------------
 
-_UNSTAMPED: Final = Origin("", "", "")
-
 
 def decode_response(
     data: Mapping[str, Any], *, dialect: Dialect = "openai", endpoint: str = ""
@@ -625,14 +632,18 @@ def decode_response(
     where = "response"
     body = _mapping(data, where)
     _raise_wire_error(body, where)
+    lost: list[Downgrade] = []
+    unmodelled(body, _COMPLETION_FIELDS, where, lost)
     model = _optional_str(body, "model", "response")
     origin = Origin(dialect, endpoint, model or "")
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices:
         raise ProviderError(f"{where}: 'choices' must be a non-empty array, got {_shown(choices)}")
     choice = _mapping(choices[0], f"{where}.choices[0]")
+    unmodelled(choice, _CHOICE_FIELDS, f"{where}.choices[0]", lost)
     where = f"{where}.choices[0].message"
     message = _mapping(choice.get("message"), where)
+    unmodelled(message, _MESSAGE_FIELDS, where, lost)
     texts = _content_texts(message.get("content"), f"{where}.content", ProviderError)
     reasoning = _reasoning(message, where)
     signed = _signed_details(message.get("reasoning_details"), origin, where)
@@ -658,14 +669,36 @@ def decode_response(
         )
     return Response(
         message=answer_message(
-            _assistant_blocks(reasoning, texts, refusal, calls, signed), "OpenAI response"
+            _assistant_blocks(reasoning, texts, refusal, calls, signed, origin), "OpenAI response"
         ),
         stop_reason=_stop_reason(finish, bool(calls), bool(refusal)),
         usage=_usage(body.get("usage"), "response.usage"),
         model=model,
         refusal=refusal or None,
         malformed_tool_args=malformed,
+        downgrades=tuple(lost),
     )
+
+
+# The fields of a completion, a choice and a message this codec reads or
+# counts as bookkeeping (ids, timings, the serving provider); any other is
+# named in the loss report by its path.
+_COMPLETION_FIELDS: Final = frozenset(
+    {"id", "object", "created", "model", "choices", "usage", "system_fingerprint"}
+    | {"service_tier", "metadata", "provider", "timings", "x_groq", "prompt_logprobs"}
+    # OpenAI pads stream chunks with random characters against length side channels.
+    | {"obfuscation"}
+)
+_CHOICE_FIELDS: Final = frozenset(
+    {"index", "message", "finish_reason", "logprobs", "native_finish_reason", "stop_reason"}
+)
+_STREAM_CHOICE_FIELDS: Final = (_CHOICE_FIELDS - {"message"}) | {"delta"}
+_MESSAGE_FIELDS: Final = frozenset(
+    {"role", "content", "refusal", "tool_calls", "reasoning_content", "reasoning"}
+    | {"reasoning_details"}
+)
+_JOINED: Final = frozenset({"text", "summary", "data", "signature"})
+"""The `reasoning_details` fields a stream sends in pieces, joined in the order they came."""
 
 
 def _response_tool_call(raw: Any, index: int, where: str) -> tuple[ToolUse, int]:
@@ -687,12 +720,14 @@ def _assistant_blocks(
     refusal: str | None,
     calls: Sequence[ToolUse],
     signed: Sequence[Opaque] = (),
+    origin: Origin | None = None,
 ) -> tuple[Block, ...]:
     """One order for every reader: thinking (its signed entries after it), text, tool calls;
-    never an empty message."""
+    never an empty message. The thinking is stamped with `origin`: unsigned, it still goes
+    back to the model that made it (`Wire.own_thinking`)."""
     blocks: list[Block] = []
     if reasoning:
-        blocks.append(Thinking(reasoning))
+        blocks.append(Thinking(reasoning, origin=origin))
     blocks.extend(signed)
     blocks.extend(Text(text) for text in texts if text)
     if refusal and not any(texts):
@@ -863,7 +898,10 @@ class StreamDecoder:
         self._endpoint = endpoint
         self._text: list[str] = []
         self._reasoning: list[str] = []
-        self._signed: list[Opaque] = []
+        # `reasoning_details` entries as their pieces arrive, merged by `index`:
+        # a signature streamed apart from its text goes back with it.
+        self._details: dict[tuple[str, int], dict[str, Any]] = {}
+        self._lost: list[Downgrade] = []
         self._refusal: list[str] = []
         self._calls: dict[int, _CallParts] = {}
         self._finish: str | None = None
@@ -887,6 +925,7 @@ class StreamDecoder:
             raise ProviderError(f"{where}: a chunk after [DONE]")
         body = _mapping(chunk, where)
         _raise_wire_error(body, where)
+        unmodelled(body, _COMPLETION_FIELDS, where, self._lost)
         model = _optional_str(body, "model", where)
         if model and self._model is None:
             self._model = model
@@ -903,18 +942,43 @@ class StreamDecoder:
             visible.append(self._choice(raw, f"{where}.choices[{i}]"))
         return "".join(visible)
 
+    def _detail_pieces(self, details: Any, where: str) -> None:
+        """Merge one delta's `reasoning_details` pieces into the entries they belong to."""
+        if details is None:
+            return
+        if not isinstance(details, list):
+            raise ProviderError(
+                f"{where}.reasoning_details must be an array, got {_shown(details)}"
+            )
+        for i, raw in enumerate(details):
+            entry = _mapping(raw, f"{where}.reasoning_details[{i}]")
+            at = entry.get("index")
+            key = (
+                ("index", at)
+                if isinstance(at, int) and not isinstance(at, bool)
+                else ("piece", len(self._details))
+            )
+            held = self._details.setdefault(key, {})
+            for name, value in entry.items():
+                before = held.get(name)
+                if name in _JOINED and isinstance(value, str) and isinstance(before, str):
+                    held[name] = before + value
+                elif before is None:
+                    held[name] = value
+
     def _choice(self, raw: Any, where: str) -> str:
         choice = _mapping(raw, where)
+        unmodelled(choice, _STREAM_CHOICE_FIELDS, where, self._lost)
         index = choice.get("index")
         if index is not None and (index != 0 or isinstance(index, bool)):
             raise ProviderError(f"{where}: choice index {_shown(index)}; carryall asks for one")
         delta_raw = choice.get("delta")
         delta = {} if delta_raw is None else _mapping(delta_raw, f"{where}.delta")
         where_delta = f"{where}.delta"
+        unmodelled(delta, _MESSAGE_FIELDS, where_delta, self._lost)
         content = _optional_str(delta, "content", where_delta)
         reasoning = _reasoning(delta, where_delta)
-        # Stamped with the origin once the stream has named its model (`response`).
-        signed = _signed_details(delta.get("reasoning_details"), _UNSTAMPED, where_delta)
+        self._detail_pieces(delta.get("reasoning_details"), where_delta)
         refusal = _optional_str(delta, "refusal", where_delta)
         calls = delta.get("tool_calls")
         if calls is not None and not isinstance(calls, list):
@@ -923,7 +987,6 @@ class StreamDecoder:
             raise ProviderError(f"{where}: a delta after the finish_reason {self._finish!r}")
         if reasoning:
             self._reasoning.append(reasoning)
-        self._signed += signed
         if refusal:
             self._refusal.append(refusal)
         for i, fragment in enumerate(calls or ()):
@@ -1001,10 +1064,12 @@ class StreamDecoder:
         text = "".join(self._text)
         refusal = "".join(self._refusal)
         origin = Origin(self._dialect, self._endpoint, self._model or "")
-        signed = [msgspec.structs.replace(entry, origin=origin) for entry in self._signed]
+        signed = _signed_details(list(self._details.values()), origin, "stream")
         return Response(
             message=answer_message(
-                _assistant_blocks("".join(self._reasoning), [text], refusal or None, calls, signed),
+                _assistant_blocks(
+                    "".join(self._reasoning), [text], refusal or None, calls, signed, origin
+                ),
                 "OpenAI stream",
             ),
             stop_reason=_stop_reason(self._finish or "stop", bool(calls), bool(refusal)),
@@ -1012,6 +1077,7 @@ class StreamDecoder:
             model=self._model,
             refusal=refusal or None,
             malformed_tool_args=malformed,
+            downgrades=tuple(self._lost),
         )
 
 
@@ -1041,7 +1107,7 @@ def decode_stream(
 
 def decode_messages(
     messages: Sequence[Mapping[str, Any]], *, system: Any = None
-) -> tuple[str | None, list[Message]]:
+) -> tuple[str | None, Imported]:
     """An OpenAI-style `messages` array read into a system prompt and block messages.
 
     `system`, when given (a string, or a list of `{"type": "text"}` parts),
@@ -1058,11 +1124,13 @@ def decode_messages(
     if system is not None:
         systems.append(_joined_text(system, "system"))
     out: list[Message] = []
+    lost: list[Downgrade] = []
     results: list[ToolResult] = []
     for index, raw in enumerate(messages):
         where = f"messages[{index}]"
         if not isinstance(raw, Mapping):
             raise BlockError(f"{where}: a message must be an object, got {_shown(raw)}")
+        unmodelled(raw, _HISTORY_FIELDS, where, lost, index=len(out))
         role = raw.get("role")
         if role in ("system", "developer"):
             systems.append(_joined_text(raw.get("content"), f"{where}.content"))
@@ -1086,7 +1154,10 @@ def decode_messages(
             )
     if results:
         out.append(Message("user", tuple(results)))
-    return ("\n\n".join(systems) if systems else None), out
+    return ("\n\n".join(systems) if systems else None), Imported(out, lost)
+
+
+_HISTORY_FIELDS: Final = _MESSAGE_FIELDS | {"name", "tool_call_id"}
 
 
 def _import_tool_result(message: Mapping[str, Any], where: str) -> ToolResult:

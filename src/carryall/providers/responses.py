@@ -91,10 +91,13 @@ from carryall.providers._common import (
     openai_tool_choice,
     payload_messages,
     prepare,
+    unmodelled,
 )
 from carryall.providers._types import (
     Capabilities,
+    Downgrade,
     Encoded,
+    Imported,
     Request,
     Response,
     Sent,
@@ -401,10 +404,22 @@ def _encode_assistant(message: Message, index: int, append: Callable[[Any], None
             call: ToolUse = block  # type: ignore[assignment]
             append(_FunctionCall(call.id, call.name, _arguments(call, index)))
             written = True
-        elif kind is Opaque and block.kind == REASONING:  # type: ignore[union-attr]
-            # `prepare` kept it: this origin's own reasoning item, as it came.
+        elif kind is Opaque:
+            # `prepare` kept it: this origin's own item (reasoning, a hosted
+            # tool's call, compaction), as it came.
             append(json.loads(block.raw))  # type: ignore[union-attr]
             written = True
+        elif kind is Thinking and block.signature:  # type: ignore[union-attr]
+            # `prepare` kept it: this origin's own plain reasoning, under its item id.
+            thought: Thinking = block  # type: ignore[assignment]
+            append(
+                {
+                    "type": "reasoning",
+                    "id": thought.signature,
+                    "summary": [],
+                    "content": [{"type": "reasoning_text", "text": thought.text}],
+                }
+            )
     if not written:
         # A turn with nothing this wire carries still took its turn: an
         # empty message keeps the user turns around it apart.
@@ -417,10 +432,11 @@ def _encode_assistant(message: Message, index: int, append: Callable[[Any], None
 class _Answer:
     """The blocks of one answer as its output items are read, in their order."""
 
-    __slots__ = ("blocks", "malformed", "origin", "refusal", "seen", "texts")
+    __slots__ = ("blocks", "lost", "malformed", "origin", "refusal", "seen", "texts")
 
     def __init__(self, origin: Origin | None = None) -> None:
         self.origin = origin
+        self.lost: list[Downgrade] = []
         self.blocks: list[Block] = []
         self.texts = 0
         self.refusal: list[str] = []
@@ -437,6 +453,7 @@ class _Answer:
             if thinking is not None:
                 self.blocks.append(thinking)
         elif kind == "function_call":
+            unmodelled(item, _CALL_FIELDS, where, self.lost, block=len(self.blocks))
             call_id = _optional_str(item, "call_id", where) or f"call_{len(self.seen)}"
             if call_id in self.seen:
                 raise ProviderError(f"{where}: call_id {call_id!r} is used twice")
@@ -448,9 +465,13 @@ class _Answer:
             self.blocks.append(call)
         elif not isinstance(kind, str):
             raise ProviderError(f"{where}: an output item needs a type string, got {_shown(kind)}")
-        # Other item types (hosted tools' calls and results) have no block form.
+        else:
+            # Hosted tools' calls and results, compaction, and whatever comes
+            # next: kept whole for this origin, one line for everyone else.
+            self.blocks.append(_native_item(kind, item, self.origin))
 
     def _message(self, item: Mapping[str, Any], where: str) -> None:
+        unmodelled(item, _MESSAGE_FIELDS, where, self.lost, block=len(self.blocks))
         content = item.get("content")
         if content is None:
             return
@@ -462,6 +483,10 @@ class _Answer:
             kind = part.get("type")
             if kind == "output_text":
                 text = _optional_str(part, "text", part_where) or ""
+                unmodelled(part, _TEXT_FIELDS, part_where, self.lost, block=len(self.blocks))
+                if part.get("annotations"):
+                    reason = f"{part_where}.annotations: sources carryall does not hold; not kept"
+                    self.lost.append(Downgrade(0, "field", reason, len(self.blocks)))
                 if text:
                     self.blocks.append(Text(text))
                     self.texts += 1
@@ -470,6 +495,9 @@ class _Answer:
                 self.refusal.append(refusal)
             elif not isinstance(kind, str):
                 raise ProviderError(f"{part_where}: a part needs a type string")
+            else:
+                reason = f"{part_where}: a {shorten(kind, 40)} part carryall does not model"
+                self.lost.append(Downgrade(0, "part", reason, len(self.blocks)))
 
     def response(self, status: Any, incomplete: Any, usage: Usage, model: str | None) -> Response:
         refusal = "".join(self.refusal) or None
@@ -486,7 +514,46 @@ class _Answer:
             model=model,
             refusal=refusal,
             malformed_tool_args=self.malformed,
+            downgrades=tuple(self.lost),
         )
+
+
+# The fields of the items and parts this codec takes apart; any other is reported.
+_MESSAGE_FIELDS: Final = frozenset({"type", "id", "role", "status", "content"})
+_TEXT_FIELDS: Final = frozenset({"type", "text", "annotations", "logprobs"})
+_CALL_FIELDS: Final = frozenset({"type", "id", "call_id", "name", "arguments", "status"})
+# A response object's own fields: the answer, its status and usage, and the
+# request's settings echoed back (bookkeeping, nothing of the conversation).
+_RESPONSE_FIELDS: Final = frozenset(
+    {"access_programs", "background", "completed_at", "conversation", "created_at", "error"}
+    | {"id", "image", "incomplete_details", "input_transformations", "instructions"}
+    | {"max_output_tokens", "max_tool_calls", "metadata", "model", "moderation", "object"}
+    | {"output", "parallel_tool_calls", "previous_response_id", "prompt"}
+    | {"prompt_cache_diagnostics", "prompt_cache_key", "prompt_cache_options"}
+    | {"prompt_cache_retention", "reasoning", "safety_identifier", "service_tier", "status"}
+    | {"temperature", "text", "tool_choice", "tool_usage", "tools", "top_logprobs", "top_p"}
+    | {"truncation", "usage", "user", "store", "output_text"}
+)
+
+
+def _native_item(kind: str, item: Mapping[str, Any], origin: Origin | None) -> Opaque:
+    """An item this codec does not model, whole, with the one line a reader of any wire gets.
+
+    A hosted tool's call names what it did (a search's query, the code it
+    ran); anything else names its type.
+    """
+    detail = ""
+    action = item.get("action")
+    for source in (action if isinstance(action, Mapping) else {}, item):
+        for key in ("query", "code", "url", "name", "server_label"):
+            value = source.get(key)
+            if isinstance(value, str) and value:
+                detail = value
+                break
+        if detail:
+            break
+    line = f"[{kind}: {shorten(detail, 200)}]" if detail else f"[{kind}]"
+    return Opaque(kind, json.dumps(item, ensure_ascii=False), origin, line)
 
 
 def _reasoning(
@@ -497,7 +564,10 @@ def _reasoning(
     An encrypted item goes back whole, its `id` with it (the SDK's item type
     requires one), to its origin only; its summary or raw text is the line
     every other reader gets. Plain reasoning text (llama-server, gpt-oss) is
-    unsigned thinking.
+    thinking stamped with its origin and holding the item's `id` as its
+    signature: it goes back to the model that made it as a reasoning item
+    (the id is the item's, meaningless to any other server), and as
+    thinking to the wires that take anyone's.
     """
     texts: list[str] = []
     for key, kinds in (("content", ("reasoning_text",)), ("summary", ("summary_text",))):
@@ -522,7 +592,12 @@ def _reasoning(
     if encrypted:
         kept = {k: item[k] for k in _REASONING_KEYS if k in item}
         return Opaque(REASONING, json.dumps(kept, ensure_ascii=False), origin, text)
-    return Thinking(text) if text else None
+    if not text:
+        return None
+    item_id = item.get("id")
+    if isinstance(item_id, str) and item_id:
+        return Thinking(text, item_id, origin)
+    return Thinking(text)
 
 
 def _stop_reason(status: Any, incomplete: Any, calls: bool, refused: bool) -> StopReason:
@@ -581,6 +656,7 @@ def decode_response(data: Mapping[str, Any], *, endpoint: str = "") -> Response:
         raise ProviderError(f"{where}.output must be an array, got {_shown(output)}")
     model = _optional_str(body, "model", where)
     answer = _Answer(Origin(DIALECT, endpoint, model or ""))
+    unmodelled(body, _RESPONSE_FIELDS, where, answer.lost)
     for i, raw in enumerate(output):
         answer.item(raw, f"{where}.output[{i}]")
     return answer.response(
@@ -771,7 +847,7 @@ def decode_stream(events: Iterable[Mapping[str, Any] | str], *, endpoint: str = 
 
 def decode_messages(
     items: Sequence[Mapping[str, Any]] | str, *, instructions: Any = None
-) -> tuple[str | None, list[Message]]:
+) -> tuple[str | None, Imported]:
     """A Responses `input` (a string or an item list) read into a system prompt and messages.
 
     Grouped as the block model does: a turn's reasoning, messages and
@@ -789,10 +865,11 @@ def decode_messages(
         if instructions:
             systems.append(instructions)
     if isinstance(items, str):
-        return ("\n\n".join(systems) or None), [Message.user(items)]
+        return ("\n\n".join(systems) or None), Imported([Message.user(items)])
     if isinstance(items, bytes) or not isinstance(items, Sequence):
         raise BlockError(f"input must be a string or an array of items, got {_shown(items)}")
     out: list[Message] = []
+    lost: list[Downgrade] = []
     role: Literal["user", "assistant"] | None = None
     blocks: list[Block] = []
 
@@ -815,6 +892,7 @@ def decode_messages(
             raise BlockError(f"{where}: an item must be an object, got {_shown(raw)}")
         kind = raw.get("type", "message" if "role" in raw else None)
         if kind == "message":
+            unmodelled(raw, _MESSAGE_FIELDS, where, lost, index=len(out))
             item_role = raw.get("role")
             if item_role in ("system", "developer"):
                 systems.append("".join(_texts(raw.get("content"), f"{where}.content")))
@@ -831,18 +909,30 @@ def decode_messages(
             if thinking is not None:
                 turn("assistant").append(thinking)
         elif kind == "function_call":
+            unmodelled(raw, _CALL_FIELDS, where, lost, index=len(out))
             turn("assistant").append(_import_call(raw, where))
         elif kind == "function_call_output":
             results = turn("user")
-            if any(not isinstance(b, ToolResult) for b in results):
+            if all(type(b) is Text and not b.text.strip() for b in results):
+                # An empty user message between a call and its output says nothing:
+                # the output still answers the call in the next user message.
+                results.clear()
+            if any(not isinstance(b, ToolResult | Image | Document) for b in results):
                 # Results after user text start a new message: results come first in one.
                 close()
                 results = turn("user")
-            results.append(_import_output(raw, where))
+            result, riders = _import_output(raw, where)
+            # Results first, the images they carried after the round's results.
+            at = sum(isinstance(b, ToolResult) for b in results)
+            results.insert(at, result)
+            results.extend(riders)
+        elif isinstance(kind, str):
+            # A hosted tool's call or result, compaction: the model's, kept whole.
+            turn("assistant").append(_native_item(kind, raw, _IMPORTED))
         else:
             raise BlockError(f"{where}: item type {_shown(kind)} has no block form")
     close()
-    return ("\n\n".join(systems) or None), out
+    return ("\n\n".join(systems) or None), Imported(out, lost)
 
 
 def _texts(content: Any, where: str) -> list[str]:
@@ -920,12 +1010,19 @@ def _import_call(item: Mapping[str, Any], where: str) -> ToolUse:
     )
 
 
-def _import_output(item: Mapping[str, Any], where: str) -> ToolResult:
+def _import_output(item: Mapping[str, Any], where: str) -> tuple[ToolResult, list[Block]]:
+    """A call's output as its result, and the images and files it carried, to ride after."""
     call_id = item.get("call_id")
     if not isinstance(call_id, str) or not call_id:
         raise BlockError(f"{where}: a call output needs a call_id string, got {_shown(call_id)}")
     output = item.get("output")
-    text = "".join(_texts(output, f"{where}.output"))
+    riders: list[Block] = []
+    if isinstance(output, list):
+        parts = _user_parts(output, f"{where}.output")
+        riders = [b for b in parts if not isinstance(b, Text)]
+        text = "".join(b.text for b in parts if isinstance(b, Text))
+    else:
+        text = "".join(_texts(output, f"{where}.output"))
     if text.startswith(ERROR_PREFIX):
-        return ToolResult(call_id, text[len(ERROR_PREFIX) :], is_error=True)
-    return ToolResult(call_id, text)
+        return ToolResult(call_id, text[len(ERROR_PREFIX) :], is_error=True), riders
+    return ToolResult(call_id, text), riders

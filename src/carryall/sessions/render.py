@@ -128,7 +128,10 @@ def render(
 
 def downgrade_line(downgrade: Downgrade) -> str:
     """One downgrade as a reader shows it: where, what, why."""
-    return f"message {downgrade.index}: {downgrade.kind}: {downgrade.reason}"
+    where = f"message {downgrade.index}"
+    if downgrade.block is not None:
+        where += f", block {downgrade.block}"
+    return f"{where}: {downgrade.kind}: {downgrade.reason}"
 
 
 DOWNGRADES_HEADING = "Not sent as held (downgrades):"

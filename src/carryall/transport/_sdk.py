@@ -18,6 +18,7 @@ made, which is the subclass's constructor.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
@@ -46,7 +47,16 @@ from carryall.transport._http import Poster
 from carryall.transport._images import ImageLimits, fit_request_images
 from carryall.transport.sse import iter_sse
 
-__all__ = ["SdkBackend", "WireBackend", "addressed", "endpoint_of", "reported", "with_fitting"]
+__all__ = [
+    "SdkBackend",
+    "WireBackend",
+    "addressed",
+    "answered",
+    "endpoint_of",
+    "key_fingerprint",
+    "reported",
+    "with_fitting",
+]
 
 _END: Final = object()
 
@@ -60,16 +70,31 @@ def endpoint_of(base_url: str) -> str:
     return (urlsplit(base_url).hostname or "").lower()
 
 
-def addressed(request: Request, model: str, endpoint: str) -> Request:
-    """`request` with a backend's model and endpoint where it names none.
+def key_fingerprint(key: str | None) -> str:
+    """A short fingerprint of an API key, for an origin's `account`: never the key itself.
+
+    Twelve hex digits of its SHA-256: enough to tell one account's
+    encrypted content from another's, too few to say anything of the key.
+    Empty for no key.
+    """
+    if not key:
+        return ""
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def addressed(request: Request, model: str, endpoint: str, account: str = "") -> Request:
+    """`request` with a backend's model, endpoint and account where it names none.
 
     Every SDK backend fills them in before encoding, so the encoder knows
     which origin it writes for.
     """
-    if request.model and request.endpoint:
+    if request.model and request.endpoint and (request.account or not account):
         return request
     return msgspec.structs.replace(
-        request, model=request.model or model, endpoint=request.endpoint or endpoint
+        request,
+        model=request.model or model,
+        endpoint=request.endpoint or endpoint,
+        account=request.account or account,
     )
 
 
@@ -80,11 +105,19 @@ def with_fitting(encoded: Encoded, downgrades: Sequence[Downgrade]) -> Encoded:
     return Encoded(encoded.body, (*encoded.downgrades, *downgrades))
 
 
+def answered(response: Response, request: Request) -> Response:
+    """The decoded answer with its origins naming the model `request` asked for, and its account."""
+    return response.as_requested(request.model, request.account)
+
+
 def reported(response: Response, downgrades: tuple[Downgrade, ...]) -> Response:
-    """The answer with the downgrades of the one encode that was sent: no caller encodes again."""
+    """The answer with the downgrades of the one encode that was sent: no caller encodes again.
+
+    They go ahead of what the decoder could not keep of the answer (its own report).
+    """
     if not downgrades:
         return response
-    return msgspec.structs.replace(response, downgrades=downgrades)
+    return msgspec.structs.replace(response, downgrades=(*downgrades, *response.downgrades))
 
 
 class WireBackend:
@@ -100,6 +133,8 @@ class WireBackend:
     """
 
     endpoint: str
+    account: str = ""
+    """The fingerprint of the key, on wires whose encrypted content it binds (`key_fingerprint`)."""
     _client: Any
     _base_url: str
 
@@ -136,8 +171,8 @@ class WireBackend:
         return self._base_url
 
     def addressed(self, request: Request) -> Request:
-        """`request` with this backend's model and endpoint where it names none."""
-        return addressed(request, self.model, self.endpoint)
+        """`request` with this backend's model, endpoint and account where it names none."""
+        return addressed(request, self.model, self.endpoint, self.account)
 
     def encode(self, request: Request) -> Encoded:
         """The body `complete` would send for `request`, and the downgrades made to write it."""
@@ -180,6 +215,7 @@ class SdkBackend(WireBackend):
         retry_delay: float,
         stream: bool,
         image_limits: ImageLimits,
+        binds_key: bool = False,
     ) -> None:
         super().__init__(
             name=name,
@@ -200,6 +236,8 @@ class SdkBackend(WireBackend):
         self._connect(base_url)
         self.endpoint = endpoint_of(self.base_url)
         """The base URL's host: what this backend's origins name (`carryall.blocks.Origin`)."""
+        if binds_key:
+            self.account = key_fingerprint(getattr(self._client, "api_key", None))
         self._codec = codec(self.endpoint)
 
     @property
@@ -251,7 +289,7 @@ class SdkBackend(WireBackend):
             ),
             (getattr(self._client, "api_key", None),),
         )
-        return reported(response, downgrades)
+        return reported(answered(response, fitted), downgrades)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} {self.model!r} at {mask(self.base_url)}>"

@@ -29,7 +29,7 @@ from carryall.providers import bedrock as bedrock_wire
 from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import Broken, placed, send_whole, sending, shown
 from carryall.transport._images import WIRE_IMAGE_LIMITS
-from carryall.transport._sdk import WireBackend, endpoint_of, reported
+from carryall.transport._sdk import WireBackend, answered, endpoint_of, reported
 
 __all__ = [
     "BEDROCK_CAPABILITIES",
@@ -153,7 +153,7 @@ class BedrockBackend(WireBackend):
             ),
             (),
         )
-        return reported(response, encoded.downgrades)
+        return reported(answered(response, request), encoded.downgrades)
 
     def _attempt(
         self, params: dict[str, Any], model: str, on_text: Callable[[str], None] | None

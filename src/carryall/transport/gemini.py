@@ -22,7 +22,7 @@ from carryall.providers import gemini as gemini_wire
 from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import Broken, placed, send_whole, sending
 from carryall.transport._images import WIRE_IMAGE_LIMITS
-from carryall.transport._sdk import WireBackend, endpoint_of, reported
+from carryall.transport._sdk import WireBackend, answered, endpoint_of, reported
 
 __all__ = ["GEMINI_CAPABILITIES", "MISSING_EXTRA", "GeminiBackend"]
 
@@ -120,7 +120,7 @@ class GeminiBackend(WireBackend):
             ),
             (self._key,),
         )
-        return reported(response, encoded.downgrades)
+        return reported(answered(response, request), encoded.downgrades)
 
     def _attempt(
         self,

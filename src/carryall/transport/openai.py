@@ -93,6 +93,8 @@ class OpenAIBackend(SdkBackend):
             max_retries=max_retries,
             retry_delay=retry_delay,
             stream=stream,
+            # Encrypted reasoning (Responses items, OpenRouter's details) is bound to the account.
+            binds_key=True,
             image_limits=WIRE_IMAGE_LIMITS[dialect],
         )
 

@@ -59,5 +59,7 @@ class ResponsesBackend(SdkBackend):
             max_retries=max_retries,
             retry_delay=retry_delay,
             stream=stream,
+            # Encrypted reasoning (Responses items, OpenRouter's details) is bound to the account.
+            binds_key=True,
             image_limits=WIRE_IMAGE_LIMITS["llama-server" if llama else "responses"],
         )
