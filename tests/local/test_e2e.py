@@ -324,4 +324,6 @@ def test_a_history_larger_than_the_context_is_fitted_and_answered(tmp_path: Path
     assert len(session.versions()) == 1
     kept = session.messages()
     assert kept[: len(history)] == history and kept[-1].role == "assistant"
-    assert FIT_MARK not in json.dumps([m.to_dict() for m in kept])
+    # The model's own answer may quote the mark it was shown; what was recorded
+    # of the history and the prompt holds none.
+    assert FIT_MARK not in json.dumps([m.to_dict() for m in kept[:-1]])
