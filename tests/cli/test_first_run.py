@@ -22,9 +22,8 @@ def _local(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
 
 
 def test_the_first_local_run_names_the_135m_model_and_how_to_use_a_real_one_once(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, home: Path
 ) -> None:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path / "home"))
     _local(monkeypatch, "local")
     first = invoke("run", "hi", "-w", str(tmp_path), "--tools", "none")
     assert first.exit_code == 0, first.stderr
@@ -35,18 +34,16 @@ def test_the_first_local_run_names_the_135m_model_and_how_to_use_a_real_one_once
 
 
 def test_another_backend_hears_no_such_note(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, home: Path
 ) -> None:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path / "home"))
     _local(monkeypatch, "openai")
     result = invoke("run", "hi", "-w", str(tmp_path), "--tools", "none")
     assert result.exit_code == 0 and "135M" not in result.stderr
 
 
 def test_a_model_that_cannot_see_is_not_offered_view_image_by_default(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, home: Path
 ) -> None:
-    monkeypatch.setenv("CARRYALL_HOME", str(tmp_path / "home"))
     opened: list[ScriptedBackend] = []
 
     def fake_open(setup: Any) -> ScriptedBackend:
