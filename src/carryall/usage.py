@@ -32,7 +32,6 @@ __all__ = [
     "missing_extra",
     "price",
     "responses_total",
-    "total",
 ]
 
 FREE_BACKENDS: Final = frozenset({"local", "llama-server"})
@@ -171,12 +170,4 @@ def responses_total(responses: Iterable[Response], backend: str, model: str) -> 
     for response in responses:
         answered = response.model or model
         totals.add(response.usage, price(response.usage, answered, backend))
-    return totals
-
-
-def total(items: Iterable[tuple[Usage, str, str, datetime | None]]) -> Totals:
-    """`Totals` over (usage, model, backend, when) of each request, each priced at its time."""
-    totals = Totals()
-    for usage, model, backend, at in items:
-        totals.add(usage, price(usage, model, backend, at))
     return totals

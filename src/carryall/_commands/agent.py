@@ -624,15 +624,10 @@ def _open_backend(setup: _Setup) -> Backend:
 def _tracer(session: AnySession | None, err: Console) -> AgentTracer | None:
     """Spans of this run over OTLP/HTTP when the `OTEL_EXPORTER_OTLP_*` variables ask for them.
 
-    Off, and nothing of OpenTelemetry loaded, when they are not set.
+    Off, and nothing of OpenTelemetry loaded, when they are not set
+    (`configure_from_environment` reads them; `carryall.tracing` itself
+    imports no OpenTelemetry).
     """
-    import os
-
-    if not (
-        os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    ):
-        return None
     from carryall.tracing import AgentTracer, configure_from_environment
 
     try:
