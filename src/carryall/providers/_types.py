@@ -16,7 +16,11 @@ __all__ = [
     "Downgrade",
     "Effort",
     "Encoded",
+    "HostedTool",
+    "HostedToolKind",
     "Imported",
+    "ModelOptions",
+    "OutputSchema",
     "Request",
     "Response",
     "StopReason",
@@ -48,6 +52,63 @@ class ToolSpec(msgspec.Struct, frozen=True):
     description: str
     input_schema: dict[str, Any]
     choices: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
+    strict: bool = False
+    """Ask the wire to hold the model's arguments to `input_schema` exactly, where it can."""
+
+
+class ModelOptions(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
+    """How a model samples and stops, and the wire settings carryall does not model.
+
+    Every field left at its default is not sent. A field a wire cannot take
+    is left off that request and named in its `Encoded.downgrades` (kind
+    `option`, the field's name in the reason), never dropped silently.
+    `extra` maps a wire's name (`anthropic`, `openai`, `responses`,
+    `gemini`, `bedrock`, `llama-server`) to body fields passed through to
+    that wire only, as given; on every other wire they are named as left off.
+    """
+
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    parallel_tool_calls: bool | None = None
+    service_tier: str | None = None
+    store: bool | None = None
+    extra: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+
+
+class OutputSchema(msgspec.Struct, frozen=True):
+    """Ask for an answer that is JSON matching `schema` (a JSON Schema object).
+
+    `name` is what the wires that want one call it; `strict` asks the wire
+    to enforce the schema while generating, where it can.
+    """
+
+    schema: dict[str, Any]
+    name: str = "answer"
+    strict: bool = True
+
+
+HostedToolKind: TypeAlias = Literal[
+    "web_search", "web_fetch", "code_execution", "file_search", "url_context", "mcp"
+]
+
+
+class HostedTool(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A tool the provider runs itself (web search, code execution, ...), declared by kind.
+
+    `config` holds the kind's settings as carryall names them (for `mcp`:
+    `server_url`, `server_label`; for `file_search`: `vector_store_ids`;
+    for `web_search`: `max_uses`, `allowed_domains`); each wire maps them
+    to its own tool definition, and a wire without the kind refuses it
+    with a named reason.
+    """
+
+    kind: HostedToolKind
+    config: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class Capabilities(msgspec.Struct, frozen=True):
@@ -90,12 +151,17 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
     effort: Effort | None = None
     cache_prompt: bool = False
     max_images: int = 20
+    options: ModelOptions = ModelOptions()
+    output_schema: OutputSchema | None = None
+    hosted_tools: tuple[HostedTool, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.messages, tuple):
             msgspec.structs.force_setattr(self, "messages", tuple(self.messages))
         if not isinstance(self.tools, tuple):
             msgspec.structs.force_setattr(self, "tools", tuple(self.tools))
+        if not isinstance(self.hosted_tools, tuple):
+            msgspec.structs.force_setattr(self, "hosted_tools", tuple(self.hosted_tools))
 
 
 class Usage(msgspec.Struct, frozen=True):
@@ -131,6 +197,10 @@ class Response(msgspec.Struct, frozen=True, kw_only=True):
     model: str | None = None
     refusal: str | None = None
     malformed_tool_args: int = 0
+    stop_sequence: str | None = None
+    """The stop sequence (`ModelOptions.stop`) that ended the answer, where the wire says which."""
+    raw_usage: dict[str, Any] | None = None
+    """The usage figures as the wire sent them, before `usage` put them in one meaning."""
     downgrades: tuple[Downgrade, ...] = ()
     """What the request that got this answer could not send as held (`Encoded.downgrades`),
     then what the decoder read of the answer and could not keep.
