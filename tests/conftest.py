@@ -16,6 +16,27 @@ from tests.support.postgres_server import Server, binaries
 _databases = itertools.count()
 
 
+# The longest file first: the fresh-clone test runs the whole suite a second
+# time inside a clone, so started first it overlaps the rest instead of
+# running alone at the end. Then the other files with a real server, then
+# the quick ones, each file's tests in their own order (`--dist loadfile`
+# hands a worker whole files in this order).
+_FIRST = "tests/project/test_fresh_clone.py"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order the files longest first, keeping each file's tests in their order."""
+
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        if path == _FIRST:
+            return 0
+        return 1 if path in slow_files else 2
+
+    slow_files = {i.nodeid.split("::", 1)[0] for i in items if i.get_closest_marker("slow")}
+    items.sort(key=rank)
+
+
 @pytest.fixture(autouse=True)
 def _no_inherited_width(monkeypatch: pytest.MonkeyPatch) -> None:
     """No `COLUMNS`/`LINES` from the runner: an xdist worker has them set to 80x24.
