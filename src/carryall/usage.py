@@ -38,7 +38,10 @@ __all__ = [
     "format_cost",
     "missing_extra",
     "price",
+    "records_total",
+    "request_line",
     "responses_total",
+    "tokens_text",
 ]
 
 FREE_BACKENDS: Final = frozenset({"local", "llama-server"})
@@ -235,17 +238,76 @@ class Totals(msgspec.Struct):
         return self.cache_read_input_tokens / total if total else None
 
     def line(self) -> str:
-        """One line for the end of a run: tokens, cache share, cost."""
-        parts = [f"{self.input_tokens:,} in", f"{self.output_tokens:,} out"]
-        if self.cache_read_input_tokens or self.cache_creation_input_tokens:
-            parts.append(
-                f"{self.cache_read_input_tokens:,} cache read, "
-                f"{self.cache_creation_input_tokens:,} cache write"
-            )
-        if self.reasoning_tokens:
-            parts.append(f"{self.reasoning_tokens:,} reasoning")
+        """One line for the end of a run: `usage: ` and the `summary`."""
+        return f"usage: {self.summary()}"
+
+    def summary(self) -> str:
+        """Requests, tokens, the cache-read share of input (where any was read) and the cost."""
         requests = f"{self.requests} request" + ("" if self.requests == 1 else "s")
-        return f"usage: {requests}, " + ", ".join(parts) + f"; cost {format_cost(self.cost)}"
+        share = self.cache_read_share
+        cached = f"; {share:.0%} of input read from the cache" if share else ""
+        return f"{requests}, {tokens_text(self)}{cached}; cost {format_cost(self.cost)}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The figures as JSON values: every count, the cache-read share, and the cost.
+
+        `cost_usd` is the exact dollar figure as a string (None when some
+        request had no price), `cost` the shown wording (`format_cost`).
+        """
+        cost = self.cost
+        share = self.cache_read_share
+        return {
+            "requests": self.requests,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "seconds": round(self.seconds, 3),
+            "cache_read_share": None if share is None else round(share, 4),
+            "cost_usd": None if cost is None or cost.free else str(cost.usd),
+            "free": cost is not None and cost.free,
+            "cost": format_cost(cost),
+        }
+
+
+def tokens_text(figures: Usage | Totals) -> str:
+    """`1,200 in, 80 out, 3,000 cache read, 0 cache write, 20 reasoning`: the one wording.
+
+    The cache and reasoning figures are named only where there are some.
+    """
+    parts = [f"{figures.input_tokens:,} in", f"{figures.output_tokens:,} out"]
+    if figures.cache_read_input_tokens or figures.cache_creation_input_tokens:
+        parts.append(
+            f"{figures.cache_read_input_tokens:,} cache read, "
+            f"{figures.cache_creation_input_tokens:,} cache write"
+        )
+    if figures.reasoning_tokens:
+        parts.append(f"{figures.reasoning_tokens:,} reasoning")
+    return ", ".join(parts)
+
+
+def request_line(record: RequestUsage, cost: Cost | None) -> str:
+    """One recorded request as every reader shows it: when, where, which model, tokens, cost."""
+    model = record.model
+    if record.answered and record.answered != record.model:
+        model += f" (answered {record.answered})"
+    when = record.time.astimezone().strftime("%Y-%m-%d %H:%M:%S")  # local, as readers show times
+    return (
+        f"{when} {record.backend} {model}: {tokens_text(record.usage)}; "
+        f"{record.duration:.1f}s; {format_cost(cost)}"
+    )
+
+
+def records_total(records: Iterable[RequestUsage]) -> tuple[Totals, list[Cost | None]]:
+    """`Totals` of recorded requests, each priced when it was sent, and each one's cost."""
+    totals = Totals()
+    costs: list[Cost | None] = []
+    for record in records:
+        cost = record.cost()
+        costs.append(cost)
+        totals.add(record.usage, cost, record.duration)
+    return totals, costs
 
 
 def responses_total(responses: Iterable[Response], backend: str, model: str) -> Totals:
