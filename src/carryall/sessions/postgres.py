@@ -958,7 +958,7 @@ class PostgresSession(ReplayedSession):
                 messages=clean,
                 failed=failed,
                 downgrades=self.store.redactor.walk(downgrades),
-                usage=self.store.redactor.walk(usage),
+                usage=self.store.redactor.walk(usage) if usage else [],
             )
         )[:-1]
         try:
@@ -1018,7 +1018,7 @@ class PostgresSession(ReplayedSession):
             failed=failed,
             downgrades=self.store.redactor.walk(downgrades or []),
             changes=[self.store.redactor.text(c) for c in changes or ()],
-            usage=self.store.redactor.walk(usage or []),
+            usage=self.store.redactor.walk(usage) if usage else [],
         )
         line = encode_event(event)[:-1]
         pg = self.store._pg

@@ -1,8 +1,7 @@
 """What sessions used and cost, added up: per session, per model, per backend, over a window.
 
 `usage_stats` reads every session a store holds that may have a request in
-the window (a session last written before it starts, or created after it
-ends, cannot) and adds up the `RequestUsage` records whose time falls in
+the window (a session last written before it starts cannot) and adds up the `RequestUsage` records whose time falls in
 it, each priced when it was sent (`carryall.usage`). Prices are looked up
 only for the records counted, so a store with no usage loads no price data.
 """
@@ -92,10 +91,8 @@ def usage_stats(
     """
     stats = UsageStats(since, until)
     for info in store.list(on_error=on_error):
-        if (since is not None and info.updated < since) or (
-            until is not None and info.meta.created > until
-        ):
-            continue
+        if since is not None and info.updated < since:
+            continue  # every request it records was sent before its last write
         try:
             records = store.open(info.meta.id).usage()
         except TranscriptError as exc:

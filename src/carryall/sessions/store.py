@@ -983,7 +983,7 @@ class Session(ReplayedSession):
                 messages=stored,
                 downgrades=self.store.redactor.walk(downgrades or []),
                 failed=failed,
-                usage=self.store.redactor.walk(usage or []),
+                usage=self.store.redactor.walk(usage) if usage else [],
             )
         )
         before = self._end
@@ -1016,7 +1016,7 @@ class Session(ReplayedSession):
             downgrades=self.store.redactor.walk(downgrades or []),
             failed=failed,
             changes=[self.store.redactor.text(c) for c in changes or ()],
-            usage=self.store.redactor.walk(usage or []),
+            usage=self.store.redactor.walk(usage) if usage else [],
         )
         line = encode_event(event)
         before = self._end
