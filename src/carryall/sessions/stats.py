@@ -1,9 +1,10 @@
 """What sessions used and cost, added up: per session, per model, per backend, over a window.
 
 `usage_stats` reads every session a store holds that may have a request in
-the window (a session last written before it starts cannot) and adds up the `RequestUsage` records whose time falls in
-it, each priced when it was sent (`carryall.usage`). Prices are looked up
-only for the records counted, so a store with no usage loads no price data.
+the window (a session last written before it starts cannot) and adds up
+the `RequestUsage` records whose time falls in it, each priced when it was
+sent (`carryall.usage`). Prices are looked up only for the records
+counted, so a store with no usage loads no price data.
 """
 
 from __future__ import annotations
