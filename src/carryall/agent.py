@@ -29,6 +29,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
 
 import msgspec
@@ -55,6 +56,7 @@ from carryall.errors import CarryallError, HistoryError, ProviderError, ToolErro
 from carryall.providers import Downgrade, Request, Response, ToolChoice
 from carryall.tools import Tool, ToolFunction, ToolOutput
 from carryall.transport import Backend
+from carryall.usage import RequestUsage
 
 if TYPE_CHECKING:
     from carryall.tracing import AgentTracer
@@ -130,8 +132,14 @@ class Recorder(Protocol):
         started_from: Sequence[Message],
         left_behind: Sequence[Message],
         downgrades: Sequence[Downgrade] = (),
+        *,
+        usage: Sequence[RequestUsage] = (),
     ) -> str:
-        """Record a run; `downgrades` is passed only when there are some (see `Agent`)."""
+        """Record a run; `downgrades` and `usage` are passed only when there are some.
+
+        `usage` (each request's `RequestUsage`) goes only to a recorder that
+        reads it back, one with a `usage()` method, as a session has.
+        """
         ...
 
 
@@ -345,6 +353,12 @@ class Agent:
         """
         recorded = getattr(session, "downgrades", None)
         self._downgrades_seen: set[Downgrade] = set(recorded() if recorded is not None else ())
+        # Each answered request's usage since the last record, for a session
+        # that keeps it (one with a `usage()` reader): a bill is never lost
+        # with the process, and a resumed run adds to the same record.
+        self._usage: list[RequestUsage] | None = (
+            [] if callable(getattr(session, "usage", None)) else None
+        )
 
     # -- public ---------------------------------------------------------------
 
@@ -492,13 +506,19 @@ class Agent:
     def _send(self, step: int, tool_choice: ToolChoice | None) -> Response:
         """Fit, send and answer one request; fitted again once if the server counts more."""
         request = self._fitted_request(step, tool_choice)
+        sent, clock = datetime.now(UTC), time.monotonic()
         try:
             response = self._complete(request)
         except ProviderError as exc:
             if not self._learn_context(request, exc):
                 raise
             request = self._fitted_request(step, tool_choice)
+            sent, clock = datetime.now(UTC), time.monotonic()
             response = self._complete(request)
+        if self._usage is not None:
+            model = request.model or self.backend.model
+            elapsed = time.monotonic() - clock
+            self._usage.append(RequestUsage.of(response, self.backend.name, model, sent, elapsed))
         self._note_downgrades(response)
         return response
 
@@ -765,14 +785,22 @@ class Agent:
                 self._downgrades.append(downgrade)
 
     def _record(self) -> None:
-        if self.session is None or self.messages == self._recorded:
+        # A paid request whose answer was not kept (it failed its check)
+        # still has its usage recorded, on an event of no messages.
+        if self.session is None or (self.messages == self._recorded and not self._usage):
             return
         left_behind = list(self.messages)
-        if self._downgrades:
+        if self._usage:
+            # Only a session keeps usage (see `__init__`), and it takes downgrades too.
+            kind = self.session.record(
+                self._recorded, left_behind, self._downgrades, usage=self._usage
+            )
+            self._usage = []
+        elif self._downgrades:
             kind = self.session.record(self._recorded, left_behind, self._downgrades)
-            self._downgrades = []
         else:
             kind = self.session.record(self._recorded, left_behind)
+        self._downgrades = []
         added = len(left_behind) - len(self._recorded)
         self._recorded = left_behind
         if kind == "merge":

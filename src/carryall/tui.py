@@ -26,6 +26,7 @@ from carryall._commands._output import listed_title, snippet_text
 from carryall._text import age, printable, shorten
 from carryall.errors import CarryallError
 from carryall.sessions import AnyStore, Hit, SessionInfo, render_message_text, render_text
+from carryall.sessions.render import usage_lines
 
 __all__ = ["MessageView", "SessionsApp"]
 
@@ -195,7 +196,12 @@ class SessionsApp(App[None]):
         else:
             first = max(0, min(message - WINDOW // 2, len(messages) - WINDOW))
         last = min(len(messages), first + WINDOW)
-        views = [MessageView(render_text(session.meta, []).rstrip("\n"), classes="note")]
+        head = render_text(session.meta, []).rstrip("\n")
+        usage = session.usage()
+        if usage:
+            # The total alone: a long session's request lines are for `sessions show`.
+            head += "\n" + printable(usage_lines(usage)[1], keep="")
+        views = [MessageView(head, classes="note")]
         if first > 0:
             views.append(
                 MessageView(

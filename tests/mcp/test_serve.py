@@ -74,7 +74,7 @@ def test_recall_finds_a_message_a_real_run_recorded(recorded: tuple[Path, dict[s
         ("session_show", {"session_id": "", "message": 0}),
         ("session_show", {"session_id": "", "message": 0, "images": True}),
     )
-    assert names == ["recall", "session_show", "sessions_list"]
+    assert names == ["recall", "session_show", "session_usage", "sessions_list"]
     assert not found.is_error
     (hit,) = found.content
     assert isinstance(hit, types.TextContent)

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,16 +36,28 @@ from carryall.blocks import Image, Message, Text
 from carryall.config import McpServer
 from carryall.mcp import McpToolbox
 from carryall.sessions import open_store
+from carryall.sessions.render import USAGE_HEADING
+from carryall.usage import RequestUsage, Usage
 
 PNG_1X1 = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )
 T = TypeVar("T")
 
+USED = RequestUsage(
+    time=datetime(2026, 3, 1, 9, 30, tzinfo=UTC),
+    backend="local",
+    wire="llama-server",
+    model="m1",
+    usage=Usage(input_tokens=321, output_tokens=12),
+    raw={"prompt_tokens": 321, "completion_tokens": 12, "total_tokens": 333},
+    duration=0.75,
+)
+
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A CARRYALL_HOME whose store holds one session with text, a tool call and an image."""
+    """A CARRYALL_HOME whose store holds one session with text, an image and its usage."""
     root = tmp_path_factory.mktemp("served")
     store = open_store(root / "sessions")
     session = store.create(backend="fake", model="m1", cwd=str(root))
@@ -55,6 +68,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
             Message.user("Which fruit looks like a pineapple?", [shot]),
             Message.assistant([Text("A pinecone, from a distance.")]),
         ],
+        usage=[USED],
     )
     return root, session.id
 
@@ -91,6 +105,8 @@ async def _everything(session: ClientSession, session_id: str) -> dict[str, Any]
     prompts = await session.list_prompts()
     cont = await session.get_prompt("continue_session", {"session_id": session_id})
     summary = await session.get_prompt("summarise_session", {"session_id": session_id})
+    usage = await session.call_tool("session_usage", {"session_id": session_id[:10]})
+    no_usage = await session.call_tool("session_usage", {"session_id": "no-such-session"})
     try:
         await session.read_resource("carryall://sessions/..%2F..%2Fetc%2Fpasswd")
     except MCPError as exc:
@@ -106,6 +122,8 @@ async def _everything(session: ClientSession, session_id: str) -> dict[str, Any]
         "prompts": prompts,
         "continue": cont,
         "summary": summary,
+        "usage": usage,
+        "no usage": no_usage,
         "refused": refused,
     }
 
@@ -169,6 +187,25 @@ def test_the_prompts_carry_the_transcript_and_the_request(over_stdio: dict[str, 
         assert message.role == "user"
         assert "Which fruit looks like a pineapple?" in message.content.text
         assert asks in message.content.text
+
+
+def test_session_usage_gives_each_request_and_the_total_and_the_resource_shows_them(
+    over_stdio: dict[str, Any], home: tuple[Path, str]
+) -> None:
+    _, session_id = home
+    (content,) = over_stdio["usage"].content
+    data = json.loads(content.text)
+    assert data["session"] == session_id
+    (request,) = data["requests"]
+    assert request["raw"] == USED.raw and request["usage"]["input_tokens"] == 321
+    assert request["cost"] == "free (local model)"
+    assert data["total"]["requests"] == 1 and data["total"]["output_tokens"] == 12
+    assert over_stdio["no usage"].is_error
+    markdown, exported, _ = over_stdio["read"].contents
+    assert USAGE_HEADING in markdown.text and "321 in, 12 out" in markdown.text
+    assert json.loads(exported.text)["usage"]["total"]["input_tokens"] == 321
+    # The prompts ask a model about the conversation: its bill stays out.
+    assert USAGE_HEADING not in over_stdio["continue"].messages[0].content.text
 
 
 def test_a_path_in_a_session_uri_is_refused(over_stdio: dict[str, Any]) -> None:
@@ -282,7 +319,7 @@ def test_beyond_loopback_a_request_without_the_token_is_refused(http_server: str
             listed = await session.list_tools()
             return sorted(t.name for t in listed.tools)
 
-    assert anyio.run(talk) == ["recall", "session_show", "sessions_list"]
+    assert anyio.run(talk) == ["recall", "session_show", "session_usage", "sessions_list"]
 
 
 def test_binding_beyond_loopback_without_a_token_does_not_start(

@@ -17,7 +17,7 @@ import random
 import signal
 import time
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,7 @@ from carryall.blocks import Document, Downgrade, Image, Message, Text, Thinking
 from carryall.errors import SessionConflict, TranscriptError
 from carryall.sessions import AnyStore, Store, open_store
 from carryall.sessions.redact import BUILTIN_PATTERNS, REDACTED
+from carryall.usage import RequestUsage, Usage
 from tests.support.sessions import ANTHROPIC_KEY, PNG, SECRET, rich_history, secret_history
 from tests.support.stores import finish, spawn_writer
 
@@ -199,6 +200,60 @@ def test_downgrades_are_listed_by_the_writer_and_by_a_reader(
     session.record(first, [*first, _user("more")])
     assert session.downgrades() == [lost]
     assert open_any().open(session.id).downgrades() == [lost]
+
+
+def _request(n: int, backend: str = "anthropic") -> RequestUsage:
+    """A recorded request whose figures differ with `n`, its raw usage as a wire would send it."""
+    raw = {"input_tokens": n, "output_tokens": 2 * n, "cache_read_input_tokens": 10 * n}
+    return RequestUsage(
+        time=datetime(2026, 3, 1, 12, n, tzinfo=UTC),
+        backend=backend,
+        wire=backend,
+        model="claude-sonnet-4-5",
+        answered="claude-sonnet-4-5-20250929",
+        usage=Usage(input_tokens=n, output_tokens=2 * n, cache_read_input_tokens=10 * n),
+        raw=raw,
+        duration=0.25 * n,
+    )
+
+
+def test_usage_is_listed_by_the_writer_and_by_a_reader_in_the_order_recorded(
+    store: AnyStore, open_any: OpenAny
+) -> None:
+    session = store.create()
+    first = [_user("ask"), _assistant("answer")]
+    second = [*first, _user("again"), _assistant("again answered")]
+    session.record([], first, usage=[_request(1)])
+    session.record(first, second, usage=[_request(2), _request(3)])
+    # A rewrite carries its requests' usage too (a compaction after a request).
+    session.record(second, second[2:], usage=[_request(4)])
+    expected = [_request(1), _request(2), _request(3), _request(4)]
+    assert session.usage() == expected
+    reopened = open_any().open(session.id)
+    assert reopened.usage() == expected
+    assert reopened.messages() == second[2:]
+
+
+def test_usage_with_no_new_message_is_kept_on_an_empty_append(
+    store: AnyStore, open_any: OpenAny
+) -> None:
+    # A paid request whose answer was not kept still counts in the bill.
+    session = store.create()
+    history = [_user("ask"), _assistant("answer")]
+    session.record([], history)
+    assert session.record(history, history, usage=[_request(5)]) == "append"
+    assert session.record(history, history) == "append"  # and nothing at all writes nothing
+    reopened = open_any().open(session.id)
+    assert reopened.usage() == [_request(5)]
+    assert reopened.messages() == history
+    assert reopened.damage == []
+
+
+def test_a_session_without_usage_lists_none(store: AnyStore, open_any: OpenAny) -> None:
+    session = store.create()
+    session.record([], [_user("ask"), _assistant("answer")])
+    assert session.usage() == []
+    assert open_any().open(session.id).usage() == []
 
 
 def test_rewrite_keeps_times_of_unchanged_messages(store: AnyStore) -> None:

@@ -625,6 +625,7 @@ def _replay_state(replay: Any) -> tuple[Any, ...]:
         replay.damage,
         replay.unsettled,
         replay.downgrades,
+        replay.usage,
     )
 
 
@@ -647,6 +648,8 @@ _LINE_KINDS = (
     "document",
     "document by hash and url",
     "downgrade",
+    "usage",
+    "usage only",
 )
 _KINDS_OF_LINE = st.sampled_from(_LINE_KINDS)
 
@@ -718,8 +721,30 @@ def _lines_of(kinds: list[str]) -> list[bytes]:
         elif kind == "downgrade":
             drop = Downgrade(0, "image", "the model cannot see")
             lines.append(_line("append", held + 1, held, one, downgrades=[drop]))
+        elif kind == "usage":
+            lines.append(_line("append", held + 1, held, one, usage=[_recorded(held)]))
+        elif kind == "usage only":
+            lines.append(_line("append", held, held, [], usage=[_recorded(held)]))
+            continue
         held += 1
     return lines
+
+
+def _recorded(n: int) -> Any:
+    """A request's usage as a session records it, its figures told apart by `n`."""
+    from datetime import UTC, datetime
+
+    from carryall.usage import RequestUsage, Usage
+
+    return RequestUsage(
+        time=datetime(2025, 1, 1, 0, 0, n % 60, tzinfo=UTC),
+        backend="openai",
+        wire="openai",
+        model="gpt-4.1",
+        usage=Usage(input_tokens=n, output_tokens=1),
+        raw={"prompt_tokens": n, "completion_tokens": 1},
+        duration=0.5,
+    )
 
 
 @given(st.lists(_KINDS_OF_LINE, max_size=12))
@@ -772,6 +797,32 @@ def test_a_clean_run_takes_the_reading_at_once() -> None:
     events = _transcript._clean_run(lines)
     assert events is not None and len(events) == 20
     assert _transcript._clean_run([*lines[:4], lines[4].replace(b"hello", b"jello")]) is None
+
+
+def test_a_run_of_appends_carrying_usage_takes_the_reading_at_once() -> None:
+    # An agent's appends each carry the usage of the requests before them:
+    # the fast reading is the common case, so it must take them.
+    from carryall.sessions import _transcript
+
+    lines = [_line("append", i + 1, i, [_SAY[i % 2]], usage=[_recorded(i)]) for i in range(20)]
+    lines.append(_line("append", 20, 20, [], usage=[_recorded(20)]))
+    events = _transcript._clean_run(lines)
+    assert events is not None and len(events) == 21
+    replay = _transcript.Replay("t", _transcript.image_stand_in)
+    replay.apply_batch(2, lines)
+    assert replay.usage == [_recorded(i) for i in range(21)]
+    assert len(replay.messages) == 20
+
+
+def test_an_event_without_usage_is_written_as_it_was() -> None:
+    # Old transcripts and plain events stay byte-identical: no usage field
+    # unless there is usage, and a line without one still decodes.
+    from carryall.sessions import _transcript
+
+    line = _line("append", 1, 0, [_SAY[0]])
+    assert b"usage" not in line
+    event = _transcript.decode_event(line, "t", 2)
+    assert event.usage == []
 
 
 def test_a_run_of_lines_with_the_older_check_still_takes_the_reading_at_once() -> None:

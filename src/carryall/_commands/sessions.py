@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar, cast
 import typer
 
 from carryall._commands._output import echo, fail, listed_title, snippet_text, warn_damage
-from carryall._text import age, json_printable, printable
+from carryall._text import age, json_printable, printable, shorten
 from carryall.errors import CarryallError
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from carryall.blocks import Message
     from carryall.interchange import WireFormat
     from carryall.sessions import AnySession, AnyStore, SessionInfo
+    from carryall.usage import Totals
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -158,6 +159,7 @@ def _render(
         times,
         embed_images=embed_images,
         downgrades=session.downgrades(),
+        usage=session.usage(),
     )
     return session.id, out
 
@@ -652,6 +654,89 @@ def copy(
     )
 
 
+# -- stats ----------------------------------------------------------------------
+
+
+@_clear_errors
+@_reader
+def stats(
+    since: Annotated[
+        str | None,
+        typer.Option(help="Only requests since then: 2025-01-31, 2025-01-31T09:00, 7d, 12h."),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option(help="Only requests until then, in the same forms as --since."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print every figure as JSON instead of tables.")
+    ] = False,
+    location: StoreOption = None,
+) -> None:
+    """What the recorded requests used and cost: per session, per model, per backend.
+
+    Tokens follow one meaning on every wire: input excludes the cache (its
+    reads and writes are counted apart) and output includes reasoning. Each
+    request is priced when it was sent, from genai-prices (the cost extra);
+    a price nobody knows is a dash, a local model is free. CACHE% is the
+    share of input tokens read from the cache.
+
+    Example: carryall sessions stats --since 7d
+    """
+    from carryall.sessions.stats import usage_stats
+
+    start = _since(since) if since else None
+    end = _since(until, "--until") if until else None
+    if start is not None and end is not None and end < start:
+        fail("--until is before --since: the window holds no request", 2)
+    problems: list[str] = []
+    found = usage_stats(
+        _store(location), since=start, until=end, on_error=lambda e: problems.append(str(e))
+    )
+    for problem in problems:
+        echo(f"warning: {problem}", err=True)
+    if as_json:
+        text = json.dumps(found.as_dict(), indent=2, ensure_ascii=False)
+        typer.echo(json_printable(text))
+        return
+    if not found.total.requests:
+        echo("no recorded usage" + (" in that window" if since or until else ""), err=True)
+        return
+    from carryall.usage import format_cost
+
+    def table(heading: str, rows: list[tuple[str, Totals]]) -> list[str]:
+        out = [f"{heading:<32} {'REQ':>4} {'IN':>7} {'OUT':>7} {'CACHE%':>6} {'COST':>18}"]
+        for name, totals in rows:
+            share = totals.cache_read_share
+            out.append(
+                f"{printable(shorten(name, 32), keep=''):<32} {totals.requests:>4} "
+                f"{_count(totals.input_tokens):>7} {_count(totals.output_tokens):>7} "
+                f"{'' if share is None else f'{share:.0%}':>6} {format_cost(totals.cost):>18}"
+            )
+        return out
+
+    by_session = [(f"{row.id} {row.title or ''}".rstrip(), row.totals) for row in found.sessions]
+    models = sorted(found.models.items(), key=lambda item: -item[1].requests)
+    backends = sorted(found.backends.items(), key=lambda item: -item[1].requests)
+    lines = [
+        *table("SESSION", by_session),
+        "",
+        *table("MODEL", [(f"{b}/{m}", t) for (b, m), t in models]),
+        "",
+        *table("BACKEND", backends),
+        "",
+        "Total: " + found.total.summary(),
+    ]
+    _paged("\n".join(lines))
+
+
+def _count(tokens: int) -> str:
+    """A token count in at most 7 characters: 950, 12,345, 1.2M."""
+    if tokens < 1_000_000:
+        return f"{tokens:,}"
+    return f"{tokens / 1_000_000:.1f}M"
+
+
 # -- recall ---------------------------------------------------------------------
 
 
@@ -828,8 +913,8 @@ _RELATIVE = re.compile(r"(\d+)\s*([smhdw])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
-def _since(text: str) -> datetime:
-    """A --since value: a relative age (7d, 12h, 30m, 2w) or an ISO date or time."""
+def _since(text: str, option: str = "--since") -> datetime:
+    """A --since (or --until) value: a relative age (7d, 12h, 30m, 2w) or an ISO date or time."""
     text = printable(text, keep="")
     match = _RELATIVE.fullmatch(text.strip())
     if match:
@@ -842,7 +927,7 @@ def _since(text: str) -> datetime:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
         raise typer.BadParameter(
-            f"{text!r} is neither an age (7d, 12h, 30m) nor an ISO date/time", param_hint="--since"
+            f"{text!r} is neither an age (7d, 12h, 30m) nor an ISO date/time", param_hint=option
         ) from None
     if moment.tzinfo is None:
         try:
@@ -867,6 +952,7 @@ def register(app: typer.Typer) -> None:
     )
     sessions_app.command("list")(list_sessions)
     sessions_app.command("show")(show)
+    sessions_app.command("stats")(stats)
     sessions_app.command("export")(export)
     sessions_app.command("import")(import_file)
     sessions_app.command("rm")(remove)

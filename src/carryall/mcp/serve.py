@@ -3,11 +3,13 @@
 Any MCP client (Claude Code, Cursor, the SDK's own) can then read what
 carryall recorded:
 
-- tools: `recall` (ranked hits with snippets), `sessions_list` and
+- tools: `recall` (ranked hits with snippets), `sessions_list`,
   `session_show` (a session as text, images as placeholders, or one
-  message's images as MCP image content);
+  message's images as MCP image content) and `session_usage` (what each
+  request of a session used and cost, as JSON);
 - resources: every session as `carryall://sessions/ID`, read as its
-  Markdown transcript, its JSON export and each image as image content;
+  Markdown transcript and its JSON export (both with its usage) and each
+  image as image content;
   the template `carryall://search/{query}` for a search as Markdown;
 - prompts: `continue_session` and `summarise_session`, a session's
   transcript with the request to go on from it or to summarise it.
@@ -25,6 +27,7 @@ import base64
 import contextlib
 import hmac
 import ipaddress
+import json
 from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
 from datetime import datetime
 from typing import Any, Final
@@ -47,6 +50,8 @@ from carryall.sessions import (
     render_message_text,
     render_text,
 )
+from carryall.sessions.render import usage_dict
+from carryall.usage import RequestUsage
 
 __all__ = [
     "SEARCH_URI",
@@ -206,13 +211,30 @@ def build_server(store: AnyStore) -> MCPServer:
             out.extend(_image_content(image) for image in chosen.images() if image.data)
         return out
 
+    @server.tool()
+    def session_usage(session_id: str) -> str:
+        """What each request of a session used and cost, and the total, as JSON.
+
+        Tokens in one meaning on every wire (input without the cache, whose
+        reads and writes are counted apart; output with reasoning), the
+        wire's own figures beside them, and each request priced when sent
+        ("—" where no price is known, free for a local model).
+
+        Args:
+            session_id: The session's id or a unique prefix (see sessions_list).
+        """
+        with _answered():
+            opened = store.open(session_id)
+            usage = opened.usage()
+        return json.dumps({"session": opened.id, **usage_dict(usage)}, ensure_ascii=False)
+
     # Registered for the templates list a client shows; `_SessionServer.read_resource`
     # answers the reads, with every content a session has.
     @server.resource(SESSION_URI + "{session_id}", mime_type="text/markdown")
     def session_resource(session_id: str) -> str:
         """A recorded session: its Markdown transcript, its JSON export and its images."""
-        meta, history, times, downgrades = _transcript(_opened(store, session_id))
-        return render("markdown", meta, history, times, downgrades=downgrades)
+        meta, history, times, downgrades, usage = _transcript(_opened(store, session_id))
+        return render("markdown", meta, history, times, downgrades=downgrades, usage=usage)
 
     @server.resource(SEARCH_URI + "{query}", mime_type="text/markdown")
     def search_resource(query: str) -> str:
@@ -234,12 +256,13 @@ def build_server(store: AnyStore) -> MCPServer:
 
 def session_contents(session: AnySession) -> list[ReadResourceContents]:
     """A session as resource contents: Markdown, then JSON, then each image as its bytes."""
-    meta, history, times, downgrades = _transcript(session)
+    meta, history, times, downgrades, usage = _transcript(session)
     contents = [
         ReadResourceContents(
-            render("markdown", meta, history, times, downgrades=downgrades), "text/markdown"
+            render("markdown", meta, history, times, downgrades=downgrades, usage=usage),
+            "text/markdown",
         ),
-        ReadResourceContents(render("json", meta, history, times), "application/json"),
+        ReadResourceContents(render("json", meta, history, times, usage=usage), "application/json"),
     ]
     for message in history:
         contents.extend(
@@ -357,9 +380,15 @@ def _opened(store: AnyStore, session_id: str) -> AnySession:
 
 def _transcript(
     session: AnySession,
-) -> tuple[SessionMeta, list[Message], list[datetime], list[Downgrade]]:
-    """What every reader of a session is given: its meta, messages, times and downgrades."""
-    return session.meta, session.messages(), session.times(), list(session.downgrades())
+) -> tuple[SessionMeta, list[Message], list[datetime], list[Downgrade], list[RequestUsage]]:
+    """What every reader of a session is given: its meta, messages, times, downgrades, usage."""
+    return (
+        session.meta,
+        session.messages(),
+        session.times(),
+        list(session.downgrades()),
+        session.usage(),
+    )
 
 
 def _prompt_transcript(store: AnyStore, session_id: str) -> str:
@@ -367,7 +396,8 @@ def _prompt_transcript(store: AnyStore, session_id: str) -> str:
         session = store.open(session_id)
     except CarryallError as exc:
         raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
-    meta, history, times, downgrades = _transcript(session)
+    # The model is asked about the conversation, not its bill: no usage here.
+    meta, history, times, downgrades, _ = _transcript(session)
     return render("markdown", meta, history, times, downgrades=downgrades)
 
 

@@ -9,6 +9,7 @@ from typing import Any, Literal, TypeAlias
 import msgspec
 
 from carryall.blocks import Block, Downgrade, Message, Origin
+from carryall.usage import Usage
 
 __all__ = [
     "Capabilities",
@@ -162,24 +163,6 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
             msgspec.structs.force_setattr(self, "tools", tuple(self.tools))
         if not isinstance(self.hosted_tools, tuple):
             msgspec.structs.force_setattr(self, "hosted_tools", tuple(self.hosted_tools))
-
-
-class Usage(msgspec.Struct, frozen=True):
-    """Token counts of one response, in one meaning on every wire.
-
-    `input_tokens` excludes the cache: tokens read from it and written to it
-    are `cache_read_input_tokens` and `cache_creation_input_tokens` (wires
-    that count cached tokens inside their input figure have them taken
-    out). `output_tokens` includes reasoning, and `reasoning_tokens` says
-    how many of them it was where the wire tells (Gemini counts thoughts
-    apart, so they are added in). Figures a backend does not give are zero.
-    """
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-    reasoning_tokens: int = 0
 
 
 class Response(msgspec.Struct, frozen=True, kw_only=True):

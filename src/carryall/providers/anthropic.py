@@ -722,6 +722,7 @@ def decode_response(data: Mapping[str, Any], *, endpoint: str = "") -> Response:
         usage=Usage(**usage),
         model=model,
         refusal=_refusal(body.get("stop_details"), "response.stop_details"),
+        raw_usage=_raw_usage(body.get("usage"), {}) or None,
         downgrades=tuple(lost),
     )
 
@@ -735,6 +736,18 @@ def _usage(value: Any, where: str, into: dict[str, int]) -> dict[str, int]:
         count = usage.get(name)
         if count is not None:
             into[name] = _count(count, f"{where}.{name}")
+    return into
+
+
+def _raw_usage(value: Any, into: dict[str, Any]) -> dict[str, Any]:
+    """The wire's usage object (checked by `_usage`) over what `into` held: the raw figures.
+
+    A stream sends usage twice, in `message_start` and again, counted up, in
+    `message_delta`; a later field replaces the earlier one unless it is
+    null, so the result is the final usage as the wire reports it.
+    """
+    if isinstance(value, Mapping):
+        into.update((k, v) for k, v in value.items() if v is not None or k not in into)
     return into
 
 
@@ -996,6 +1009,7 @@ class StreamDecoder:
         self._stop_reason: Any = None
         self._refusal: str | None = None
         self._usage: dict[str, int] = {}
+        self._raw_usage: dict[str, Any] = {}
         self._blocks: list[list[Block]] = []
         self._open: dict[int, _Open] = {}
         self._started_blocks = 0
@@ -1046,6 +1060,7 @@ class StreamDecoder:
             usage=Usage(**self._usage),
             model=self._model,
             refusal=self._refusal,
+            raw_usage=self._raw_usage or None,
             malformed_tool_args=self._malformed,
             downgrades=tuple(self._lost),
         )
@@ -1072,6 +1087,7 @@ class StreamDecoder:
             self._started_blocks = len(self._blocks)
         self._stop_reason = message.get("stop_reason")
         _usage(message.get("usage"), f"{where}.message.usage", self._usage)
+        _raw_usage(message.get("usage"), self._raw_usage)
         return ""
 
     def _block_start(self, data: Mapping[str, Any], where: str) -> str:
@@ -1201,6 +1217,7 @@ class StreamDecoder:
         if refusal is not None:
             self._refusal = refusal
         _usage(data.get("usage"), f"{where}.usage", self._usage)
+        _raw_usage(data.get("usage"), self._raw_usage)
         return ""
 
     def _message_stop(self, data: Mapping[str, Any], where: str) -> str:

@@ -515,6 +515,7 @@ def _response(
     origin: Origin,
     where: str,
     lost: Sequence[Downgrade] = (),
+    raw_usage: Any = None,
 ) -> Response:
     blocks: list[Block] = []
     malformed = 0
@@ -535,6 +536,8 @@ def _response(
         model=model or None,
         refusal=refusal,
         malformed_tool_args=malformed,
+        # The wire's own figures, checked by `_usage` (a stream's from its metadata event).
+        raw_usage=dict(raw_usage) if isinstance(raw_usage, Mapping) else None,
         downgrades=tuple(lost),
     )
 
@@ -603,6 +606,7 @@ def decode_response(
         origin,
         f"{where}.output.message.content",
         lost,
+        body.get("usage"),
     )
 
 
@@ -689,6 +693,7 @@ class StreamDecoder:
         self._stop: Any = None
         self._stopped = False
         self._usage = Usage()
+        self._raw_usage: Any = None
         self._events = 0
         self._lost: list[Downgrade] = []
 
@@ -708,7 +713,8 @@ class StreamDecoder:
                 self._stopped = True
                 self._stop = _mapping(payload, at).get("stopReason")
             elif kind == "metadata":
-                self._usage = _usage(_mapping(payload, at).get("usage"), f"{at}.usage")
+                self._raw_usage = _mapping(payload, at).get("usage")
+                self._usage = _usage(self._raw_usage, f"{at}.usage")
             elif kind == "contentBlockStart":
                 self._start(_mapping(payload, at), at)
             elif kind == "contentBlockDelta":
@@ -807,7 +813,14 @@ class StreamDecoder:
         ]
         origin = Origin(DIALECT, self._endpoint, self._model)
         return _response(
-            content, self._stop, self._usage, self._model, origin, "stream content", self._lost
+            content,
+            self._stop,
+            self._usage,
+            self._model,
+            origin,
+            "stream content",
+            self._lost,
+            self._raw_usage,
         )
 
 

@@ -667,6 +667,8 @@ class _Answer:
         self.minted = [0]
         self.finish: Any = None
         self.usage = Usage()
+        self.raw_usage: dict[str, Any] | None = None
+        """The last `usageMetadata` as the wire sent it (a stream's last chunk has the totals)."""
         self.model: str | None = None
         self.blocked: str | None = None
 
@@ -679,6 +681,7 @@ class _Answer:
             self.model = model
         if body.get("usageMetadata") is not None:
             self.usage = _usage(body["usageMetadata"], f"{where}.usageMetadata")
+            self.raw_usage = dict(body["usageMetadata"])
         feedback = body.get("promptFeedback")
         if isinstance(feedback, Mapping) and isinstance(feedback.get("blockReason"), str):
             self.blocked = feedback["blockReason"]
@@ -757,6 +760,7 @@ class _Answer:
             usage=self.usage,
             model=self.model,
             refusal=refusal,
+            raw_usage=self.raw_usage,
             downgrades=tuple(self.lost),
         )
 

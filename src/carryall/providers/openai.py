@@ -676,6 +676,7 @@ def decode_response(
         model=model,
         refusal=refusal or None,
         malformed_tool_args=malformed,
+        raw_usage=_raw_usage(body.get("usage")),
         downgrades=tuple(lost),
     )
 
@@ -836,6 +837,11 @@ def _usage(raw: Any, where: str) -> Usage:
     )
 
 
+def _raw_usage(raw: Any) -> dict[str, Any] | None:
+    """The usage object as the wire sent it (checked by `_usage`), for `Response.raw_usage`."""
+    return dict(raw) if isinstance(raw, Mapping) else None
+
+
 def _count(obj: Mapping[str, Any], key: str, where: str) -> int:
     value = obj.get(key)
     if value is None:
@@ -906,6 +912,7 @@ class StreamDecoder:
         self._calls: dict[int, _CallParts] = {}
         self._finish: str | None = None
         self._usage = Usage()
+        self._raw_usage: dict[str, Any] | None = None
         self._model: str | None = None
         self._done = False
         self._chunks = 0
@@ -932,6 +939,7 @@ class StreamDecoder:
         usage = body.get("usage")
         if usage is not None:
             self._usage = _usage(usage, f"{where}.usage")
+            self._raw_usage = _raw_usage(usage)
         choices = body.get("choices")
         if choices is None:
             return ""
@@ -1077,6 +1085,7 @@ class StreamDecoder:
             model=self._model,
             refusal=refusal or None,
             malformed_tool_args=malformed,
+            raw_usage=self._raw_usage,
             downgrades=tuple(self._lost),
         )
 

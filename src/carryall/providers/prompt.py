@@ -403,6 +403,7 @@ def read_calls(inner: Response, salt: str, *, constrained: bool = False) -> Resp
         model=inner.model,
         refusal=inner.refusal,
         malformed_tool_args=inner.malformed_tool_args + malformed,
+        raw_usage=inner.raw_usage,
     )
 
 

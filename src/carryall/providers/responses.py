@@ -499,7 +499,14 @@ class _Answer:
                 reason = f"{part_where}: a {shorten(kind, 40)} part carryall does not model"
                 self.lost.append(Downgrade(0, "part", reason, len(self.blocks)))
 
-    def response(self, status: Any, incomplete: Any, usage: Usage, model: str | None) -> Response:
+    def response(
+        self,
+        status: Any,
+        incomplete: Any,
+        usage: Usage,
+        model: str | None,
+        raw_usage: dict[str, Any] | None = None,
+    ) -> Response:
         refusal = "".join(self.refusal) or None
         blocks = list(self.blocks)
         if refusal and not self.texts:
@@ -514,6 +521,7 @@ class _Answer:
             model=model,
             refusal=refusal,
             malformed_tool_args=self.malformed,
+            raw_usage=raw_usage,
             downgrades=tuple(self.lost),
         )
 
@@ -664,6 +672,8 @@ def decode_response(data: Mapping[str, Any], *, endpoint: str = "") -> Response:
         body.get("incomplete_details"),
         _usage(body.get("usage"), f"{where}.usage"),
         model,
+        # The wire's own figures, checked by `_usage` (a stream's come from its final response).
+        dict(body["usage"]) if isinstance(body.get("usage"), Mapping) else None,
     )
 
 

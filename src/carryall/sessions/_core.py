@@ -40,6 +40,7 @@ from carryall.sessions._transcript import (
 )
 from carryall.sessions.protocol import Base, Plan, plan_record
 from carryall.sessions.redact import Redactor
+from carryall.usage import RequestUsage
 
 __all__ = [
     "LAST",
@@ -141,6 +142,10 @@ class ReplayedSession:
     def downgrades(self) -> list[Downgrade]:
         """Every downgrade recorded in this session, in the order recorded."""
         return list(self._replay.downgrades)
+
+    def usage(self) -> list[RequestUsage]:
+        """Every request's usage recorded in this session, in the order recorded."""
+        return list(self._replay.usage)
 
     def continue_from(self, view: Sequence[Message]) -> None:
         """Take `view` as the writer's own form of the current history (its media fetched, say).

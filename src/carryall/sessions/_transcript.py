@@ -60,6 +60,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import TranscriptError
+from carryall.usage import RequestUsage
 
 if TYPE_CHECKING:
     import hashlib
@@ -197,6 +198,8 @@ class Event(msgspec.Struct, Generic[M], frozen=True, omit_defaults=True):
     """What the requests before this event could not send as held (`Encoded.downgrades`)."""
     changes: list[str] = []
     """What an explicit rewrite changed, one line each (`AnySession.rewrite`: a repair)."""
+    usage: list[RequestUsage] = []
+    """What each request answered since the event before used, one record a request, in order."""
 
 
 class EventHead(msgspec.Struct, frozen=True):
@@ -675,6 +678,8 @@ class Replay:
     """Damage since the last rewrite: the history is salvaged, not what was written, so the
     next writer records it whole (a rewrite) before appending to it."""
     downgrades: list[Downgrade] = field(default_factory=list)
+    usage: list[RequestUsage] = field(default_factory=list)
+    """Every request's usage the events recorded, in the order recorded."""
 
     def apply_line(self, line: bytes, line_no: int) -> AnyEvent | None:
         """Decode and apply one event line; a damaged one is noted in `damage` and skipped."""
@@ -725,6 +730,7 @@ class Replay:
             self.title = next(filter(None, map(_TITLE, events)), self.title)
         times = list(map(_TIME, events))
         self.times += times if sizes is None else chain.from_iterable(map(repeat, times, sizes))
+        self.usage += chain.from_iterable(map(_USAGE, events))
         self.updated = times[-1]
         self.events += len(events)
 
@@ -749,6 +755,8 @@ class Replay:
                 and (not messages or type(messages[0]) is Message)
             ):
                 self.append(messages, event.time)  # type: ignore[arg-type]
+                if event.usage:
+                    self.usage += event.usage
                 self.updated = event.time
                 self.events += 1
             else:
@@ -795,6 +803,7 @@ class Replay:
         if event.title and not self.title:
             self.title = event.title
         self.downgrades.extend(event.downgrades)
+        self.usage.extend(event.usage)
         self.updated = event.time
         self.events += 1
 
@@ -830,7 +839,8 @@ class _PlainEvent(msgspec.Struct, frozen=True, gc=False):
     Tuples and no collector tracking, so a run's events add nothing for the
     collector to scan while the session they build grows. Only a plain
     append with no downgrade is one (`event` and `downgrades` say so), so a
-    run holding any other event fails this decoding and is read by line.
+    run holding any other event fails this decoding and is read by line;
+    the usage an agent's appends carry is plain, and read here.
     """
 
     event: Literal["append"]
@@ -842,6 +852,7 @@ class _PlainEvent(msgspec.Struct, frozen=True, gc=False):
     failed: str | None = None
     downgrades: Annotated[tuple[Downgrade, ...], msgspec.Meta(max_length=0)] = ()
     changes: Annotated[tuple[str, ...], msgspec.Meta(max_length=0)] = ()
+    usage: tuple[RequestUsage, ...] = ()
 
 
 _batch_decoder = lazy_decoder(list[_PlainEvent])
@@ -855,6 +866,7 @@ _START = attrgetter("start")
 _N = attrgetter("n")
 _TITLE = attrgetter("title")
 _TIME = attrgetter("time")
+_USAGE = attrgetter("usage")
 _CONTENT = attrgetter("content")
 _HEXDIGEST = methodcaller("hexdigest")
 

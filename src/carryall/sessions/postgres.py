@@ -88,6 +88,7 @@ from carryall.sessions._transcript import (
 from carryall.sessions.protocol import Plan, RecordKind
 from carryall.sessions.recall import Hit, bounded_words, marked_hit, passage
 from carryall.sessions.redact import Redactor, compile_pattern, configured_redactor
+from carryall.usage import RequestUsage
 
 if TYPE_CHECKING:
     import psycopg
@@ -751,6 +752,8 @@ class PostgresSession(ReplayedSession):
         started_from: Sequence[Message],
         left_behind: Sequence[Message],
         downgrades: Sequence[Downgrade] = (),
+        *,
+        usage: Sequence[RequestUsage] = (),
     ) -> RecordKind:
         """Record what a run left behind, given the history it started from.
 
@@ -759,11 +762,14 @@ class PostgresSession(ReplayedSession):
         transaction that holds the session's row, after reading what other
         writers added: an append, a merge after another writer's turn, or a
         rewrite; a write that would hide another writer's messages raises
-        `SessionConflict` and writes nothing.
+        `SessionConflict` and writes nothing. `downgrades` and `usage` ride
+        on the event written (usage alone is written as an empty append).
         """
         seen = self._replay.rewrites
         return self._write(
-            lambda: self._plan(started_from, left_behind, seen), downgrades=list(downgrades)
+            lambda: self._plan(started_from, left_behind, seen),
+            downgrades=list(downgrades),
+            usage=list(usage),
         )
 
     def append(self, messages: Sequence[Message], *, failed: str | None = None) -> None:
@@ -832,6 +838,7 @@ class PostgresSession(ReplayedSession):
         failed: str | None = None,
         downgrades: list[Downgrade] | None = None,
         changes: list[str] | None = None,
+        usage: list[RequestUsage] | None = None,
     ) -> RecordKind:
         token = uuid.uuid4()
         planned: list[Any] = []  # the event the last try sent, should its commit be lost
@@ -846,7 +853,7 @@ class PostgresSession(ReplayedSession):
                     with conn.transaction():
                         self._catch_up(conn, below=row[0])
                     plan, stamp, title = planned
-                    self._applied(plan, stamp, title, row[0], downgrades)
+                    self._applied(plan, stamp, title, row[0], downgrades, usage)
                     return plan.kind  # type: ignore[no-any-return]
                 planned.clear()
             plan = None if changes else self._optimistic(decide)
@@ -858,11 +865,11 @@ class PostgresSession(ReplayedSession):
                 seq = self._seq + 1
                 planned[:] = [plan, stamp, None]
                 title = self._append_at_once(
-                    conn, plan.messages, stamp, seq, token, failed, downgrades or []
+                    conn, plan.messages, stamp, seq, token, failed, downgrades or [], usage or []
                 )
                 if title is not False:
                     planned[2] = title
-                    self._applied(plan, stamp, title, seq, downgrades)
+                    self._applied(plan, stamp, title, seq, downgrades, usage)
                     return plan.kind
                 planned.clear()  # another writer came first: decide again under the lock
             with conn.transaction():
@@ -876,7 +883,7 @@ class PostgresSession(ReplayedSession):
                 if row[0] != self._seq:
                     self._catch_up(conn)
                 plan = decide()
-                if plan.kind != "rewrite" and not plan.messages:
+                if plan.kind != "rewrite" and not plan.messages and not usage:
                     self._base = plan.base
                     return plan.kind
                 stamp = now()
@@ -892,8 +899,9 @@ class PostgresSession(ReplayedSession):
                     failed,
                     downgrades or [],
                     changes or [],
+                    usage or [],
                 )
-            self._applied(plan, stamp, title, seq, downgrades)
+            self._applied(plan, stamp, title, seq, downgrades, usage)
             return plan.kind
 
         return self.store._retrying(
@@ -929,6 +937,7 @@ class PostgresSession(ReplayedSession):
         token: uuid.UUID,
         failed: str | None,
         downgrades: list[Downgrade],
+        usage: list[RequestUsage],
     ) -> str | Literal[False] | None:
         """Append one event in one statement if the session is still at `seq - 1`.
 
@@ -949,6 +958,7 @@ class PostgresSession(ReplayedSession):
                 messages=clean,
                 failed=failed,
                 downgrades=self.store.redactor.walk(downgrades),
+                usage=self.store.redactor.walk(usage) if usage else [],
             )
         )[:-1]
         try:
@@ -989,6 +999,7 @@ class PostgresSession(ReplayedSession):
         failed: str | None = None,
         downgrades: list[Downgrade] | None = None,
         changes: list[str] | None = None,
+        usage: list[RequestUsage] | None = None,
     ) -> str | None:
         """Write one event and its index rows; returns the title it gave the session, if any."""
         start = len(self._replay.messages) if kind == "append" else 0
@@ -1007,6 +1018,7 @@ class PostgresSession(ReplayedSession):
             failed=failed,
             downgrades=self.store.redactor.walk(downgrades or []),
             changes=[self.store.redactor.text(c) for c in changes or ()],
+            usage=self.store.redactor.walk(usage) if usage else [],
         )
         line = encode_event(event)[:-1]
         pg = self.store._pg
@@ -1050,6 +1062,7 @@ class PostgresSession(ReplayedSession):
         title: str | None,
         seq: int,
         downgrades: list[Downgrade] | None,
+        usage: list[RequestUsage] | None = None,
     ) -> None:
         """The committed event, applied to the history in memory (unredacted, as the run has it)."""
         if plan.kind == "rewrite":
@@ -1062,6 +1075,7 @@ class PostgresSession(ReplayedSession):
         self._replay.updated = stamp
         self._replay.events += 1
         self._replay.downgrades.extend(downgrades or ())
+        self._replay.usage.extend(usage or ())
         self._seq = seq
         self._base = plan.base
 

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 from carryall.blocks import Downgrade, Message, ToolResult, validate_history
 from carryall.errors import HistoryError, SessionConflict, TranscriptError
 from carryall.sessions._transcript import SessionMeta, common_prefix
+from carryall.usage import RequestUsage
 
 if TYPE_CHECKING:
     from carryall.sessions._core import SessionInfo
@@ -196,6 +197,8 @@ class AnySession(Protocol):
         started_from: Sequence[Message],
         left_behind: Sequence[Message],
         downgrades: Sequence[Downgrade] = (),
+        *,
+        usage: Sequence[RequestUsage] = (),
     ) -> RecordKind:
         """Record what a run left behind, given the history it started from (`plan_record`).
 
@@ -207,7 +210,9 @@ class AnySession(Protocol):
         recoverable (`versions`); two writers never interleave.
 
         `downgrades` (what the run's requests could not send as held) ride
-        on the event written, and `downgrades()` lists them afterwards.
+        on the event written, and `downgrades()` lists them afterwards; so
+        does `usage` (what each request used), listed by `usage()`. With
+        usage to keep and no message new, an append of no messages carries it.
         """
 
     def append(self, messages: Sequence[Message], *, failed: str | None = None) -> None:
@@ -246,6 +251,9 @@ class AnySession(Protocol):
 
     def downgrades(self) -> list[Downgrade]:
         """Every downgrade recorded in this session, in the order recorded."""
+
+    def usage(self) -> list[RequestUsage]:
+        """Every request's usage recorded in this session, in the order recorded."""
 
     @property
     def damage(self) -> list[str]:

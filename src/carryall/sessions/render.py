@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from carryall._text import json_printable, printable
 from carryall.blocks import (
@@ -38,9 +38,13 @@ from carryall.carrier import Marker, marker_line
 from carryall.errors import CarrierError
 from carryall.sessions._transcript import SessionMeta, format_time
 
+if TYPE_CHECKING:
+    from carryall.usage import RequestUsage
+
 __all__ = [
     "EXPORT_KIND",
     "REDACTED_THINKING_LINE",
+    "USAGE_HEADING",
     "Format",
     "attachment_label",
     "block_line",
@@ -53,6 +57,8 @@ __all__ = [
     "render_message_text",
     "render_text",
     "searchable_text",
+    "usage_dict",
+    "usage_lines",
 ]
 
 Format = Literal["text", "markdown", "json", "html"]
@@ -107,22 +113,35 @@ def render(
     *,
     embed_images: bool = False,
     downgrades: Sequence[Downgrade] = (),
+    usage: Sequence[RequestUsage] = (),
 ) -> str:
     """A session in one of the reader formats (`embed_images` applies to JSON).
 
     `downgrades` (what the session's requests could not send as held) close
     every form, one line each in the words of `downgrade_line`, so a loss is
-    never silent whichever reader is used. Every form names each image by
-    its placeholder; HTML, being self-contained, also shows the picture.
+    never silent whichever reader is used; then `usage`, each request's
+    figures and cost in the words of `usage_lines` and their total. Every
+    form names each image by its placeholder; HTML, being self-contained,
+    also shows the picture.
     """
     if fmt == "text":
-        return render_text(meta, messages, times) + _downgrade_section(downgrades, "")
+        return (
+            render_text(meta, messages, times)
+            + _downgrade_section(downgrades, "")
+            + _usage_section(usage, "  ", str)
+        )
     if fmt == "markdown":
-        return render_markdown(meta, messages, times) + _downgrade_section(downgrades, "- ")
+        return (
+            render_markdown(meta, messages, times)
+            + _downgrade_section(downgrades, "- ")
+            + _usage_section(usage, "- ", _md_inline)
+        )
     if fmt == "json":
-        return render_json(meta, messages, times, embed_images=embed_images, downgrades=downgrades)
+        return render_json(
+            meta, messages, times, embed_images=embed_images, downgrades=downgrades, usage=usage
+        )
     if fmt == "html":
-        return render_html(meta, messages, times, downgrades=downgrades)
+        return render_html(meta, messages, times, downgrades=downgrades, usage=usage)
     raise ValueError(f"unknown session format {fmt!r}")
 
 
@@ -143,6 +162,49 @@ def _downgrade_section(downgrades: Sequence[Downgrade], bullet: str) -> str:
         return ""
     lines = [f"{bullet}{downgrade_line(d)}" for d in downgrades]
     return "\n".join(["", DOWNGRADES_HEADING, *lines]) + "\n"
+
+
+USAGE_HEADING = "Usage (each request, priced when it was sent):"
+"""The heading every reader puts over a session's usage."""
+
+
+def usage_lines(usage: Sequence[RequestUsage]) -> tuple[list[str], str]:
+    """Each recorded request's line (`carryall.usage.request_line`) and the total's line.
+
+    Prices are looked up here, when a reader shows them, so a reader of a
+    session without usage never loads the price data.
+    """
+    from carryall.usage import records_total, request_line
+
+    totals, costs = records_total(usage)
+    lines = [request_line(record, cost) for record, cost in zip(usage, costs, strict=True)]
+    return lines, "Total: " + totals.summary()
+
+
+def usage_dict(usage: Sequence[RequestUsage]) -> dict[str, Any]:
+    """A session's usage as JSON values: each request as recorded with its cost, and the total."""
+    import msgspec
+
+    from carryall.usage import format_cost, records_total
+
+    totals, costs = records_total(usage)
+    requests = []
+    for record, cost in zip(usage, costs, strict=True):
+        item = msgspec.to_builtins(record)
+        item["time"] = format_time(record.time)
+        item["cost_usd"] = None if cost is None or cost.free else str(cost.usd)
+        item["cost"] = format_cost(cost)
+        requests.append(item)
+    return {"requests": requests, "total": totals.as_dict()}
+
+
+def _usage_section(usage: Sequence[RequestUsage], bullet: str, shown: Callable[[str], str]) -> str:
+    """The usage lines, each made safe for the form (`shown`): a model name comes off the wire."""
+    if not usage:
+        return ""
+    lines, total = usage_lines(usage)
+    section = ["", USAGE_HEADING, *(bullet + shown(line) for line in lines), "", shown(total)]
+    return printable("\n".join(section) + "\n")
 
 
 def attachment_label(marker: Marker) -> str:
@@ -367,13 +429,15 @@ def export_dict(
     *,
     embed_images: bool = False,
     downgrades: Sequence[Downgrade] = (),
+    usage: Sequence[RequestUsage] = (),
 ) -> dict[str, Any]:
     """A session's portable JSON form, which `carryall sessions import` reads back.
 
     Blocks use carryall's JSON form. An image keeps its media type, source,
     content hash and placeholder; its base64 `data` is there only with
     `embed_images`, so the default export is readable and small. The
-    session's `downgrades` follow the messages, each with its reader line.
+    session's `downgrades` follow the messages, each with its reader line,
+    then its `usage` (`usage_dict`) when it recorded any.
     """
     session: dict[str, Any] = {
         "id": meta.id,
@@ -408,6 +472,8 @@ def export_dict(
             {"index": d.index, "kind": d.kind, "reason": d.reason, "line": downgrade_line(d)}
             for d in downgrades
         ]
+    if usage:
+        data["usage"] = usage_dict(usage)
     return data
 
 
@@ -418,9 +484,12 @@ def render_json(
     *,
     embed_images: bool = False,
     downgrades: Sequence[Downgrade] = (),
+    usage: Sequence[RequestUsage] = (),
 ) -> str:
     """`export_dict` as indented JSON text."""
-    data = export_dict(meta, messages, times, embed_images=embed_images, downgrades=downgrades)
+    data = export_dict(
+        meta, messages, times, embed_images=embed_images, downgrades=downgrades, usage=usage
+    )
     return json_printable(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"
 
 
@@ -464,6 +533,7 @@ def render_html(
     *,
     embed_images: bool = True,
     downgrades: Sequence[Downgrade] = (),
+    usage: Sequence[RequestUsage] = (),
 ) -> str:
     """A session as one self-contained HTML page (inline style, no scripts, no fetches).
 
@@ -499,6 +569,11 @@ def render_html(
         out.append(f'<section class="downgrades"><h2>{e(DOWNGRADES_HEADING)}</h2><ul>')
         out.extend(f"<li>{e(downgrade_line(d))}</li>" for d in downgrades)
         out.append("</ul></section>")
+    if usage:
+        lines, total = usage_lines(usage)
+        out.append(f'<section class="usage"><h2>{e(USAGE_HEADING)}</h2><ul>')
+        out.extend(f"<li>{e(line)}</li>" for line in lines)
+        out.append(f"</ul><p>{e(total)}</p></section>")
     out.append("</main></body></html>")
     return printable("\n".join(out) + "\n")
 

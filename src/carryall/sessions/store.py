@@ -89,6 +89,7 @@ from carryall.sessions._transcript import (
 )
 from carryall.sessions.protocol import RecordKind
 from carryall.sessions.redact import Redactor, compile_pattern, configured_redactor
+from carryall.usage import RequestUsage
 
 if TYPE_CHECKING:
     import hashlib
@@ -759,6 +760,8 @@ class Session(ReplayedSession):
         started_from: Sequence[Message],
         left_behind: Sequence[Message],
         downgrades: Sequence[Downgrade] = (),
+        *,
+        usage: Sequence[RequestUsage] = (),
     ) -> RecordKind:
         """Record what a run left behind, given the history it started from.
 
@@ -772,16 +775,17 @@ class Session(ReplayedSession):
         stays recoverable through `versions()`. A write that would hide
         another writer's messages raises `SessionConflict` and writes
         nothing (`carryall.sessions.protocol.plan_record` decides). Nothing
-        new to add is an "append" that writes nothing. `downgrades` (what
-        the run's requests could not send as held) ride on the event written.
+        new to add is an "append" that writes nothing, unless there is
+        `usage` to keep. `downgrades` (what the run's requests could not send
+        as held) and `usage` (what each of them used) ride on the event written.
         """
         seen = self._replay.rewrites
         with self._writing():
             plan = self._plan(started_from, left_behind, seen)
             if plan.kind == "rewrite":
-                self._write_rewrite(plan.messages, downgrades=list(downgrades))
-            elif plan.messages:
-                self._write_append(plan.messages, downgrades=list(downgrades))
+                self._write_rewrite(plan.messages, downgrades=list(downgrades), usage=list(usage))
+            elif plan.messages or usage:
+                self._write_append(plan.messages, downgrades=list(downgrades), usage=list(usage))
             self._base = plan.base
             return plan.kind
 
@@ -961,6 +965,7 @@ class Session(ReplayedSession):
         *,
         downgrades: list[Downgrade] | None = None,
         failed: str | None = None,
+        usage: list[RequestUsage] | None = None,
     ) -> None:
         start = len(self._replay.messages)
         clean = self._redacted(tail, start)
@@ -978,12 +983,14 @@ class Session(ReplayedSession):
                 messages=stored,
                 downgrades=self.store.redactor.walk(downgrades or []),
                 failed=failed,
+                usage=self.store.redactor.walk(usage) if usage else [],
             )
         )
         before = self._end
         self._write_line(line)
         self._replay.append(tail, stamp)
         self._replay.downgrades.extend(downgrades or ())
+        self._replay.usage.extend(usage or ())
         self._after_write(title, stamp)
         self._publish(before, start, clean, [stamp] * len(tail))
 
@@ -994,6 +1001,7 @@ class Session(ReplayedSession):
         downgrades: list[Downgrade] | None = None,
         failed: str | None = None,
         changes: list[str] | None = None,
+        usage: list[RequestUsage] | None = None,
     ) -> None:
         clean = self._redacted(history, 0)
         stored = [self._storable(m, i) for i, m in enumerate(clean)]
@@ -1008,6 +1016,7 @@ class Session(ReplayedSession):
             downgrades=self.store.redactor.walk(downgrades or []),
             failed=failed,
             changes=[self.store.redactor.text(c) for c in changes or ()],
+            usage=self.store.redactor.walk(usage) if usage else [],
         )
         line = encode_event(event)
         before = self._end
@@ -1015,6 +1024,7 @@ class Session(ReplayedSession):
         keep = self._replay.rewrite(list(history), stamp)
         self._replay.unsettled = False
         self._replay.downgrades.extend(downgrades or ())
+        self._replay.usage.extend(usage or ())
         self._after_write(title, stamp)
         self._publish(before, keep, clean[keep:], self._replay.times[keep:])
 
