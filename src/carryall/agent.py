@@ -53,7 +53,8 @@ from carryall.context import (
     known_context_window,
 )
 from carryall.errors import CarryallError, HistoryError, ProviderError, ToolError
-from carryall.providers import Downgrade, Request, Response, ToolChoice
+from carryall.providers import CachePolicy, Downgrade, Request, Response, ToolChoice
+from carryall.providers.caching import conversation_key
 from carryall.tools import Tool, ToolFunction, ToolOutput
 from carryall.transport import Backend
 from carryall.usage import RequestUsage
@@ -267,6 +268,10 @@ class Agent:
     `max_steps` and `max_tokens` default to `default_budget(backend.name)`.
     A `tracer` (`carryall.tracing.AgentTracer`) puts each turn, request and
     tool call on an OpenTelemetry span; without one nothing of it is loaded.
+    `cache` is the prompt-caching policy of every request (`auto`: each
+    wire's cache markers, `carryall.providers.caching`; `off`: none), and
+    `cache_key` the conversation's name where a wire routes by one (default:
+    a digest of the session's id, else of the system prompt and tools).
     With a `session`, the history is recorded after every tool round and every turn, and after a
     failed or interrupted one with whatever whole messages it left; when no
     `messages` are given, the session's own history is the starting point.
@@ -289,6 +294,8 @@ class Agent:
         max_repeats: int = DEFAULT_MAX_REPEATS,
         context_window: int | None = None,
         tracer: AgentTracer | None = None,
+        cache: CachePolicy = "auto",
+        cache_key: str | None = None,
     ) -> None:
         steps_default, tokens_default = default_budget(getattr(backend, "name", ""))
         max_steps = steps_default if max_steps is None else max_steps
@@ -301,6 +308,8 @@ class Agent:
             raise CarryallError(f"agent max_repeats must be at least 1, got {max_repeats}")
         if not tool_timeout > 0:
             raise CarryallError(f"agent tool_timeout must be positive, got {tool_timeout}")
+        if cache not in ("auto", "off"):
+            raise CarryallError(f"agent cache must be 'auto' or 'off', got {cache!r}")
         self.backend = backend
         self.tools: dict[str, Tool] = {}
         for item in tools:
@@ -338,6 +347,13 @@ class Agent:
         self.on_text = on_text
         self.on_event = on_event
         self.tracer = tracer
+        self.cache: CachePolicy = cache
+        # One name for every request of the conversation: the session's id
+        # (as a digest) when there is a session, so a resumed one keeps it.
+        if cache_key is None:
+            session_id = getattr(session, "id", None)
+            cache_key = conversation_key(session_id) if isinstance(session_id, str) else ""
+        self.cache_key = cache_key
         if messages is None and session is not None:
             messages = session.messages()
         self.messages: list[Message] = list(messages or ())
@@ -408,6 +424,8 @@ class Agent:
             tools=tuple(t.spec for t in self.tools.values()),
             max_tokens=max_tokens,
             tool_choice=tool_choice,
+            cache=self.cache,
+            cache_key=self.cache_key,
         )
 
     def _fitted_request(self, step: int, tool_choice: ToolChoice | None) -> Request:

@@ -7,6 +7,7 @@ The file is `$CARRYALL_HOME/config.toml` when `CARRYALL_HOME` is set, else
 backend = "llama-server"          # the default backend
 store = "/srv/carryall/sessions"  # where sessions live (a folder or a file: URL)
 model = "qwen3-4b"                # the default backend's model
+cache = "auto"                    # prompt caching: "auto" (the default) or "off"
 
 [backends.llama-server]
 base_url = "http://127.0.0.1:8080"
@@ -56,6 +57,7 @@ import msgspec
 from carryall import paths
 from carryall._beneath import read_regular
 from carryall.errors import CarryallError
+from carryall.providers import CachePolicy
 
 __all__ = [
     "BACKEND_NAMES",
@@ -189,6 +191,8 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     model: str | None = None
     store: str | None = None
     """The session store (`carryall.sessions.open_store`) unless `--store` or the variable says."""
+    cache: CachePolicy | None = None
+    """Prompt caching for `run` and `chat` unless `--cache` says: `auto` (unset) or `off`."""
     backends: dict[str, BackendSettings] = msgspec.field(default_factory=dict)
     redact: RedactSettings = msgspec.field(default_factory=RedactSettings)
     attachments: AttachmentSettings = msgspec.field(default_factory=AttachmentSettings)

@@ -491,7 +491,7 @@ def test_the_wire_gets_exactly_the_codec_body(name: str, golden: str) -> None:
         tools=TOOLS,
         tool_choice="auto",
         thinking=name != "openai",
-        cache_prompt=name == "anthropic",
+        cache="auto" if name == "anthropic" else "off",
     )
     reply = Reply(sse="anthropic_text.sse" if name == "anthropic" else OPENAI.ok)
     props = {"modalities": {"vision": True}, "chat_template_caps": {"supports_tools": True}}

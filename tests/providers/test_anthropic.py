@@ -33,7 +33,7 @@ from carryall.blocks import (
 )
 from carryall.carrier import Marker, MarkerKind
 from carryall.errors import HistoryError, ProviderError
-from carryall.providers import Capabilities, Request
+from carryall.providers import CachePolicy, Capabilities, Request
 from carryall.providers import anthropic as anthropic_codec
 from carryall.providers import openai as openai_codec
 from carryall.providers._common import prepare
@@ -471,7 +471,7 @@ def test_effort_goes_in_output_config() -> None:
 
 
 def test_prompt_caching_marks_the_system_block_and_the_last_tool() -> None:
-    wire = encode([Message.user("hi")], tools=TOOLS, system="Be brief.", cache_prompt=True)
+    wire = encode([Message.user("hi")], tools=TOOLS, system="Be brief.", cache="auto")
     assert wire["system"] == [
         {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}
     ]
@@ -808,12 +808,12 @@ def test_hostile_history_is_a_clear_provider_error(messages: Any, where: str) ->
 @given(
     history=histories(),
     system=st.none() | visible,
-    cache=st.booleans(),
+    cache=st.sampled_from(["off", "auto"]),
 )
 def test_decode_of_encode_gives_the_history_back(
-    history: list[Message], system: str | None, cache: bool
+    history: list[Message], system: str | None, cache: CachePolicy
 ) -> None:
-    wire = encode(history, system=system, cache_prompt=cache, tools=TOOLS)
+    wire = encode(history, system=system, cache=cache, tools=TOOLS)
     sent = json.loads(json.dumps(wire))
     assert decode_messages(sent["messages"], system=sent.get("system")) == (system, history)
 

@@ -145,7 +145,7 @@ def test_every_golden_request_validates_against_botocore(name: str) -> None:
                 tool_choice="auto",
                 thinking=True,
                 max_tokens=4096,
-                cache_prompt=True,
+                cache="auto",
             ),
             SEES,
         )
@@ -206,7 +206,7 @@ def test_options_have_their_converse_names() -> None:
             thinking=True,
             thinking_budget=2048,
             max_tokens=5000,
-            cache_prompt=True,
+            cache="auto",
         ),
         SEES,
     )

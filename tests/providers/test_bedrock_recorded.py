@@ -289,7 +289,7 @@ def reencoded(model: str, body: dict[str, Any]) -> tuple[Request, dict[str, Any]
         max_tokens=body.get("inferenceConfig", {}).get("maxTokens", 4096),
         thinking=thinking is not None,
         thinking_budget=thinking["budget_tokens"] if thinking else None,
-        cache_prompt=any("cachePoint" in b for b in body.get("system", [])),
+        cache="auto" if any("cachePoint" in b for b in body.get("system", [])) else "off",
     )
     return request, encode_request(request, CAPS)
 

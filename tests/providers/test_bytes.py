@@ -59,7 +59,7 @@ def request_for(history: list[Message]) -> Request:
         messages=tuple(history),
         tools=TOOLS,
         max_tokens=256,
-        cache_prompt=True,
+        cache="auto",
     )
 
 

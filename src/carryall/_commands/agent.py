@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -45,7 +46,7 @@ from carryall.agent import (
 )
 from carryall.blocks import Document, Downgrade, Image, Message, ToolUse
 from carryall.errors import AttachmentError, CarryallError
-from carryall.providers import Response
+from carryall.providers import CachePolicy, Response
 from carryall.tools import Tool
 from carryall.tools.builtin import BUILTIN_TOOL_NAMES, DEFAULT_TOOL_NAMES, builtin_tools
 from carryall.usage import format_cost, responses_total
@@ -222,6 +223,28 @@ ImageOption = Annotated[
 NoRecordOption = Annotated[
     bool, typer.Option("--no-record", help="Do not record this run as a session.")
 ]
+
+
+class CacheChoice(StrEnum):
+    """The `--cache` policy (`Agent(cache=...)`): each wire's cache markers, or none."""
+
+    auto = "auto"
+    off = "off"
+
+
+CacheOption = Annotated[
+    CacheChoice | None,
+    typer.Option(
+        "--cache",
+        metavar="auto|off",
+        help=(
+            "Prompt caching: auto marks what each backend caches (Anthropic and Bedrock "
+            "breakpoints, OpenAI's cache key); off marks nothing. Default: the config "
+            "file's `cache`, else auto."
+        ),
+        show_default=False,
+    ),
+]
 ContinueOption = Annotated[
     bool,
     typer.Option(
@@ -281,6 +304,7 @@ def run(
     store: StoreOption = None,
     image: ImageOption = None,
     mcp: McpOption = None,
+    cache: CacheOption = None,
     continue_: ContinueOption = False,
     session_id: SessionOption = None,
     as_json: Annotated[
@@ -377,6 +401,7 @@ def chat(
     no_record: NoRecordOption = False,
     store: StoreOption = None,
     mcp: McpOption = None,
+    cache: CacheOption = None,
     continue_: ContinueOption = False,
     session_id: SessionOption = None,
     image: ImageOption = None,
@@ -439,6 +464,7 @@ class _Setup:
     store: str | None = None
     resume: str | None = None
     mcp: Path | None = None
+    cache: CacheChoice | None = None
 
     @classmethod
     def of(cls, options: dict[str, Any]) -> _Setup:
@@ -523,6 +549,7 @@ def _opened(
             tool_timeout=setup.tool_timeout,
             max_tokens=setup.max_tokens,
             context_window=_configured_context(backend),
+            cache=_cache_policy(setup),
             session=None if setup.no_record else session,
             messages=history,
             on_text=display.on_text,
@@ -637,6 +664,20 @@ def _tracer(session: AnySession | None, err: Console) -> AgentTracer | None:
     if provider is None:
         return None
     return AgentTracer(session_id=None if session is None else session.id, tracer_provider=provider)
+
+
+def _cache_policy(setup: _Setup) -> CachePolicy:
+    """`--cache`, else the config file's `cache`, else `auto`.
+
+    Automatic by default: OpenAI, Gemini and llama-server cache for nothing
+    extra, and on Anthropic and Bedrock an agent's next step reads back at a
+    tenth of the price what the step before wrote at a quarter more.
+    """
+    if setup.cache is not None:
+        return "off" if setup.cache is CacheChoice.off else "auto"
+    from carryall.config import load_config
+
+    return load_config().cache or "auto"
 
 
 def _configured_context(backend: Backend) -> int | None:

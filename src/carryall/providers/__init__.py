@@ -9,6 +9,7 @@ No network and no files here: transport is a separate seam
 """
 
 from carryall.providers._types import (
+    CachePolicy,
     Capabilities,
     Dialect,
     Downgrade,
@@ -29,6 +30,7 @@ from carryall.providers._types import (
 )
 
 __all__ = [
+    "CachePolicy",
     "Capabilities",
     "Dialect",
     "Downgrade",

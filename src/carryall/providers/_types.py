@@ -12,6 +12,7 @@ from carryall.blocks import Block, Downgrade, Message, Origin
 from carryall.usage import Usage
 
 __all__ = [
+    "CachePolicy",
     "Capabilities",
     "Dialect",
     "Downgrade",
@@ -35,6 +36,8 @@ StopReason: TypeAlias = Literal[
 ]
 ToolChoice: TypeAlias = Literal["auto", "none", "required"]
 Effort: TypeAlias = Literal["low", "medium", "high"]
+CachePolicy: TypeAlias = Literal["off", "auto"]
+"""Prompt caching: `auto` places each wire's cache markers (`carryall.providers.caching`)."""
 Dialect: TypeAlias = Literal["openai", "llama-server"]
 """The two dialects of the OpenAI Chat Completions wire: OpenAI's own and llama-server's."""
 
@@ -150,7 +153,15 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
     thinking: bool = False
     thinking_budget: int | None = None
     effort: Effort | None = None
-    cache_prompt: bool = False
+    cache: CachePolicy = "off"
+    """Prompt caching: `auto` places each wire's cache markers (`carryall.providers.caching`).
+
+    `off` here, so a request built by hand sends only what it names; an
+    `Agent` (and `run` and `chat`) asks for `auto` unless told otherwise.
+    """
+    cache_key: str = ""
+    """The conversation's name on a wire that routes by one (OpenAI's `prompt_cache_key`),
+    sent as given; empty: a digest of the system prompt and the tools."""
     max_images: int = 20
     options: ModelOptions = ModelOptions()
     output_schema: OutputSchema | None = None

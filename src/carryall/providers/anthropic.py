@@ -53,10 +53,11 @@ Choices this dialect forces, each made once here:
 - **Request options**: `thinking` is sent only when the model can think
   (`Capabilities.thinking`), as manual extended thinking with
   `thinking_budget` or half of `max_tokens` (at least 1024, the API's
-  minimum); `effort` as `output_config.effort`; `cache_prompt` puts an
-  ephemeral `cache_control` on the last tool and on the system prompt (then
-  a one-block list); `tool_choice` is sent only with tools (`required` is
-  `any`).
+  minimum); `effort` as `output_config.effort`; `cache` `auto` puts an
+  ephemeral `cache_control` on the last tool, the system prompt (then a
+  one-block list) and the history's moving breakpoints, as
+  `carryall.providers.caching` places them; `tool_choice` is sent only
+  with tools (`required` is `any`).
 - **Streams**: event types this codec does not know are skipped, as the
   API's versioning policy asks; unknown block or delta types, events out of
   order and a stream without `message_stop` are a `ProviderError`. Tool
@@ -98,6 +99,7 @@ from carryall.blocks import (
     ToolUse,
 )
 from carryall.errors import BlockError, CarryallError, ProviderError
+from carryall.providers import caching
 from carryall.providers._common import (
     Prepared,
     Wire,
@@ -230,10 +232,10 @@ def encode_sent(
     copied in as the JSON written then (`KeptItems`): the same bytes.
     """
     if kept is None:
-        body, downgrades = _body(request, caps, False, _sent_messages)
+        body, downgrades = _body(request, caps, False, _sent_messages, Payload)
     else:
         try:
-            body, downgrades = _body(request, caps, False, _kept_messages(kept))
+            body, downgrades = _body(request, caps, False, _kept_messages(kept), Payload)
         except (TypeError, ValueError, RecursionError) as exc:
             if isinstance(exc, CarryallError):
                 raise
@@ -270,24 +272,33 @@ def _body(
     caps: Capabilities,
     every_origin: bool,
     write: Callable[[list[Message], list[int]], list[Any]],
+    payload: Callable[[str], Any] = str,
 ) -> tuple[dict[str, Any], tuple[Downgrade, ...]]:
-    """The body with its messages as `write` gives them, and the downgrades made."""
+    """The body with its messages as `write` gives them, and the downgrades made.
+
+    `payload` holds each base64 payload of the messages written past
+    `write`, the ones holding a cache breakpoint (`_marked`).
+    """
     messages, irregular, downgrades = prepare(request, caps, WIRE, every_origin=every_origin)
+    marks = caching.anthropic_breakpoints(request, messages, irregular)
     wire: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens}
     if request.system:
-        if request.cache_prompt:
+        if marks.system:
             wire["system"] = [
                 {"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}
             ]
         else:
             wire["system"] = request.system
-    wire["messages"] = write(messages, irregular)
+    if marks.messages:
+        wire["messages"] = _marked(messages, irregular, write, payload, marks.messages)
+    else:
+        wire["messages"] = write(messages, irregular)
     if request.tools:
         tools: list[dict[str, Any]] = [
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
             for t in request.tools
         ]
-        if request.cache_prompt:
+        if marks.tools:
             tools[-1]["cache_control"] = {"type": "ephemeral"}
         wire["tools"] = tools
         if request.tool_choice is not None:
@@ -302,6 +313,32 @@ def _body(
     if request.effort is not None:
         wire["output_config"] = {"effort": request.effort}
     return wire, downgrades
+
+
+def _marked(
+    messages: list[Message],
+    irregular: list[int],
+    write: Callable[[list[Message], list[int]], list[Any]],
+    payload: Callable[[str], Any],
+    marked: tuple[int, ...],
+) -> list[Any]:
+    """The messages with a breakpoint on each of `marked`: `write` up to the first, then dicts.
+
+    A breakpoint moves on at every step, so the messages from the first one
+    on are written block by block and never kept (`KeptItems`): the
+    message that holds a marker now is written without it once the history
+    has grown past it, and kept JSON would still hold the marker.
+    """
+    first = marked[0]
+    out = write(messages[:first], irregular[: bisect.bisect_left(irregular, first)])
+    for index in range(first, len(messages)):
+        item = _encode_message(messages[index], payload)
+        if item is None:
+            continue
+        if index in marked:
+            caching.mark_anthropic(item["content"])
+        out.append(item)
+    return out
 
 
 def _thinking_budget(request: Request) -> int:

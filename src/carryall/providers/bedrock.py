@@ -46,7 +46,9 @@ The wire:
   `tool_choice` `auto` is `{"auto": {}}`, `required` `{"any": {}}`. Converse
   has no "none": the tools still go (a history holding calls needs them)
   with no choice, and a call made anyway is answered by the loop as usual.
-  `cache_prompt` puts a `cachePoint` after the system prompt and the tools.
+  `cache` `auto` puts a `cachePoint` after the system prompt, the tools and
+  the history's moving breakpoints, on the models that cache (Claude; Nova,
+  tools aside), as `carryall.providers.caching` places them.
   Thinking asked for goes, on Anthropic models (`anthropic.` in the model
   id), as `additionalModelRequestFields.thinking` with a budget, as on the
   Messages API; other models take no such field.
@@ -99,6 +101,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
+from carryall.providers import caching
 from carryall.providers._common import (
     Wire,
     _shown,
@@ -208,11 +211,14 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
     downgrades = list(prepared.downgrades)
     messages: list[Any] = []
     ahead = WrittenAhead(payload_messages(prepared)) if sent else None
+    marks = caching.bedrock_breakpoints(request, prepared.messages, prepared.irregular)
     for index, message in enumerate(prepared.messages):
         if ahead is not None:
             ahead.step(messages, index)
         if message.role == "user":
             content = _user_content(message, index, downgrades, sent)
+            if index in marks.messages:
+                caching.mark_bedrock(content)
             if messages and messages[-1]["role"] == "user":
                 # The turn between was left off: one user turn, its results still first.
                 messages[-1]["content"].extend(content)
@@ -220,6 +226,8 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
                 messages.append({"role": "user", "content": content})
             continue
         content = _assistant_content(message, index)
+        if index in marks.messages:
+            caching.mark_bedrock(content)
         if content:
             messages.append({"role": "assistant", "content": content})
         else:
@@ -229,7 +237,7 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
     body: dict[str, Any] = {"messages": messages}
     if request.system:
         system: list[dict[str, Any]] = [{"text": request.system}]
-        if request.cache_prompt:
+        if marks.system:
             system.append({"cachePoint": {"type": "default"}})
         body["system"] = system
     body["inferenceConfig"] = {"maxTokens": request.max_tokens}
@@ -240,7 +248,7 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
             if spec.description:
                 tool["description"] = spec.description  # an empty one is refused
             tools.append({"toolSpec": tool})
-        if request.cache_prompt:
+        if marks.tools:
             tools.append({"cachePoint": {"type": "default"}})
         config: dict[str, Any] = {"tools": tools}
         if request.tool_choice is not None and request.tool_choice != "none":

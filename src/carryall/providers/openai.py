@@ -22,8 +22,9 @@ The wire, both dialects:
   only as one of the strings `auto`, `none`, `required`, and only when there
   are tools (a choice about no tools is an error on OpenAI).
 - `reasoning_effort` is sent when `Request.effort` is set (both dialects
-  read it). `thinking_budget` and `cache_prompt` have no field here: OpenAI
-  has no budget and caches by itself, llama-server caches by default.
+  read it). `thinking_budget` has no field here. Both servers cache a
+  prompt's prefix by themselves; `cache` `auto` adds OpenAI's
+  `prompt_cache_key` on OpenAI's own API (`caching.prompt_cache_key`).
 
 What the openai dialect does beyond that: the token limit goes as
 `max_completion_tokens` (OpenAI deprecated `max_tokens`, and its reasoning
@@ -162,6 +163,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
+from carryall.providers import caching
 from carryall.providers._common import (
     Wire,
     _parse_arguments,
@@ -378,6 +380,9 @@ def encode_prepared(
         body["reasoning_effort"] = request.effort
     if llama and (caps.thinking or request.thinking):
         body["chat_template_kwargs"] = {"enable_thinking": bool(request.thinking)}
+    key = None if llama else caching.prompt_cache_key(request)
+    if key is not None:
+        body["prompt_cache_key"] = key
     return body
 
 

@@ -81,6 +81,7 @@ from carryall.blocks import (
     document_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
+from carryall.providers import caching
 from carryall.providers import prompt as prompt_mode
 from carryall.providers._common import (
     Wire,
@@ -228,7 +229,7 @@ def _encoded(
             }
             if llama:
                 body["json_schema"] = schema
-        return Encoded(body, downgrades)
+        return Encoded(_keyed(body, request, llama), downgrades)
     prepared = prepare(request, caps, WIRE)
     messages = prepared.messages
     if kept is not None and sent:
@@ -237,7 +238,15 @@ def _encoded(
         )
     else:
         items = _items(messages, 0, len(messages))
-    return Encoded(_encode(request, items, sent), prepared.downgrades)
+    return Encoded(_keyed(_encode(request, items, sent), request, llama), prepared.downgrades)
+
+
+def _keyed(body: dict[str, Any], request: Request, llama: bool) -> dict[str, Any]:
+    """`body` with the conversation's `prompt_cache_key`, where one goes (never to llama-server)."""
+    key = None if llama else caching.prompt_cache_key(request)
+    if key is not None:
+        body["prompt_cache_key"] = key
+    return body
 
 
 def _items(messages: Sequence[Message], start: int, end: int) -> list[Any]:
