@@ -851,7 +851,8 @@ def _consoles(*, quiet: bool = False) -> tuple[Console, Console]:
 
 def _downgrade_line(downgrade: Downgrade) -> str:
     """One downgrade of the codec's report as a person reads it: where, what, and why."""
-    return f"message {downgrade.index} ({downgrade.kind}): {downgrade.reason}"
+    where = "request" if downgrade.index < 0 else f"message {downgrade.index}"
+    return f"{where} ({downgrade.kind}): {downgrade.reason}"
 
 
 def _turn_json(

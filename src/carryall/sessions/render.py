@@ -128,7 +128,8 @@ def render(
 
 def downgrade_line(downgrade: Downgrade) -> str:
     """One downgrade as a reader shows it: where, what, why."""
-    where = f"message {downgrade.index}"
+    # A request-wide downgrade (an option a wire has no field for) is at no message.
+    where = "request" if downgrade.index < 0 else f"message {downgrade.index}"
     if downgrade.block is not None:
         where += f", block {downgrade.block}"
     return f"{where}: {downgrade.kind}: {downgrade.reason}"
