@@ -52,7 +52,8 @@ from carryall.context import (
     known_context_window,
 )
 from carryall.errors import CarryallError, HistoryError, ProviderError, ToolError
-from carryall.providers import Downgrade, Request, Response, ToolChoice
+from carryall.providers import Downgrade, Effort, ModelOptions, Request, Response, ToolChoice
+from carryall.providers.options import NO_OPTIONS
 from carryall.tools import Tool, ToolFunction, ToolOutput
 from carryall.transport import Backend
 
@@ -257,6 +258,9 @@ class Agent:
     turn, the turn stops after that round with a `RepeatedCall` event; one
     that succeeded twice with the same result has the model answer next.
     `max_steps` and `max_tokens` default to `default_budget(backend.name)`.
+    `options` (temperature, stop sequences, ... and a per-wire `extra`), `effort`,
+    `thinking` and `thinking_budget` go on every request as given; what the
+    backend's wire cannot take is named in `turn_downgrades`.
     A `tracer` (`carryall.tracing.AgentTracer`) puts each turn, request and
     tool call on an OpenTelemetry span; without one nothing of it is loaded.
     With a `session`, the history is recorded after every tool round and every turn, and after a
@@ -281,6 +285,10 @@ class Agent:
         max_repeats: int = DEFAULT_MAX_REPEATS,
         context_window: int | None = None,
         tracer: AgentTracer | None = None,
+        options: ModelOptions = NO_OPTIONS,
+        effort: Effort | None = None,
+        thinking: bool = False,
+        thinking_budget: int | None = None,
     ) -> None:
         steps_default, tokens_default = default_budget(getattr(backend, "name", ""))
         max_steps = steps_default if max_steps is None else max_steps
@@ -301,6 +309,11 @@ class Agent:
                 raise ToolError(f"two tools are named {t.name!r}; tool names must be unique")
             self.tools[t.name] = t
         self.system = system
+        self.options = options
+        """How the model samples and stops (`ModelOptions`), sent with every request."""
+        self.effort = effort
+        self.thinking = thinking
+        self.thinking_budget = thinking_budget
         self.max_steps = max_steps
         self.wrap_up = wrap_up
         self.tool_timeout = tool_timeout
@@ -394,6 +407,10 @@ class Agent:
             tools=tuple(t.spec for t in self.tools.values()),
             max_tokens=max_tokens,
             tool_choice=tool_choice,
+            options=self.options,
+            effort=self.effort,
+            thinking=self.thinking,
+            thinking_budget=self.thinking_budget,
         )
 
     def _fitted_request(self, step: int, tool_choice: ToolChoice | None) -> Request:

@@ -36,6 +36,7 @@ from carryall.blocks import (
 )
 from carryall.carrier import Marker, marker_line
 from carryall.errors import CarrierError
+from carryall.request_options import as_pairs
 from carryall.sessions._transcript import SessionMeta, format_time
 
 __all__ = [
@@ -578,6 +579,10 @@ def _meta_rows(meta: SessionMeta) -> list[tuple[str, str]]:
         rows.append(("cwd", meta.cwd))
     if meta.origin:
         rows.append(("imported", meta.origin))
+    request = (meta.options or {}).get("request")
+    if isinstance(request, dict) and request:
+        # As `-o` takes them, so a person can give the same again.
+        rows.append(("options", " ".join(as_pairs(request))))
     return rows
 
 
