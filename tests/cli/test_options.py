@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,22 @@ def test_a_bad_options_table_in_the_config_file_names_the_file_and_table(
     said = " ".join(result.stderr.split())
     assert "[backends.openai.options]" in said and "top_q" in said
     assert "known options: temperature" in said
+
+
+# A scripted server in vLLM's manner: the choice's `stop_reason` names the stop string.
+STOPPED_SSE = (
+    'data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,'
+    '"delta":{"content":"one two"},"finish_reason":null}]}\n\n'
+    'data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,'
+    '"delta":{},"finish_reason":"stop","stop_reason":"END"}]}\n\n'
+    "data: [DONE]\n\n"
+)
+
+
+def test_run_json_says_which_stop_sequence_ended_the_answer(home: Path, workspace: Path) -> None:
+    with served([Reply(sse=STOPPED_SSE)]) as server:
+        result = _run(f"{server.url}/v1", workspace, "count", "-o", "stop=END", "--json")
+        assert result.exit_code == 0, result.stderr
+    printed = json.loads(result.stdout)
+    assert (printed["stop_reason"], printed["stop_sequence"]) == ("end_turn", "END")
+    assert server.requests[0]["body"]["stop"] == ["END"]

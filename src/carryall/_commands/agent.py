@@ -939,9 +939,11 @@ def _turn_json(
         "reasoning_tokens": totals.reasoning_tokens,
     }
     session = recorded_in(agent)
+    said: dict[str, Any] = {"answer": response.message.text(), "stop_reason": response.stop_reason}
+    if response.stop_sequence is not None:
+        said["stop_sequence"] = response.stop_sequence  # which of the request's ended it
     return {
-        "answer": response.message.text(),
-        "stop_reason": response.stop_reason,
+        **said,
         "tool_calls": calls,
         "usage": usage,
         "cost": format_cost(totals.cost),
