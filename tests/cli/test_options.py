@@ -62,6 +62,8 @@ def test_options_are_sent_named_when_left_off_recorded_and_continued(
         'options:  temperature=0.2 stop=["END", "STOP"] top_k=40 extra.openai.user=abc '
         "service_tier=flex" in shown.stdout
     )
+    # Recorded once for the session, however many requests left it off.
+    assert shown.stdout.count("request: option: top_k: the openai wire takes no top_k") == 1
 
 
 def test_the_command_line_goes_over_the_config_files_options_table(

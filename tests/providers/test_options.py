@@ -162,6 +162,12 @@ WIRES: dict[str, tuple[Callable[[], Encoded], Callable[[dict[str, Any]], None], 
         {"seed", "presence_penalty", "frequency_penalty", "store", "parallel_tool_calls"}
         | {"effort", "top_k", "thinking"},
     ),
+    "prompt_responses": (
+        lambda: responses_codec.encode(_request("gpt-5"), PROMPT),
+        check_responses_request,
+        {"top_k", "seed", "stop", "presence_penalty", "frequency_penalty", "thinking_budget"}
+        | {"strict", "parallel_tool_calls"},
+    ),
     "prompt_openai": (
         lambda: prompt_codec.encode(_request("gpt-5"), PROMPT, dialect="openai"),
         check_openai_request,
@@ -182,6 +188,7 @@ WIRE_LABELS = {
     "responses_llama": "llama-server",
     "bedrock_nova": "bedrock",
     "prompt_openai": "openai",
+    "prompt_responses": "responses",
     "prompt_llama_constrained": "llama-server",
 }
 """How each case's downgrades name its wire, where that is not the case's own name."""
