@@ -53,8 +53,17 @@ from carryall.context import (
     known_context_window,
 )
 from carryall.errors import CarryallError, HistoryError, ProviderError, ToolError
-from carryall.providers import CachePolicy, Downgrade, Request, Response, ToolChoice
+from carryall.providers import (
+    CachePolicy,
+    Downgrade,
+    Effort,
+    ModelOptions,
+    Request,
+    Response,
+    ToolChoice,
+)
 from carryall.providers.caching import conversation_key
+from carryall.providers.options import NO_OPTIONS
 from carryall.tools import Tool, ToolFunction, ToolOutput
 from carryall.transport import Backend
 from carryall.usage import RequestUsage
@@ -266,6 +275,9 @@ class Agent:
     turn, the turn stops after that round with a `RepeatedCall` event; one
     that succeeded twice with the same result has the model answer next.
     `max_steps` and `max_tokens` default to `default_budget(backend.name)`.
+    `options` (temperature, stop sequences, ... and a per-wire `extra`), `effort`,
+    `thinking` and `thinking_budget` go on every request as given; what the
+    backend's wire cannot take is named in `turn_downgrades`.
     A `tracer` (`carryall.tracing.AgentTracer`) puts each turn, request and
     tool call on an OpenTelemetry span; without one nothing of it is loaded.
     `cache` is the prompt-caching policy of every request (`auto`: each
@@ -296,6 +308,10 @@ class Agent:
         tracer: AgentTracer | None = None,
         cache: CachePolicy = "auto",
         cache_key: str | None = None,
+        options: ModelOptions = NO_OPTIONS,
+        effort: Effort | None = None,
+        thinking: bool = False,
+        thinking_budget: int | None = None,
     ) -> None:
         steps_default, tokens_default = default_budget(getattr(backend, "name", ""))
         max_steps = steps_default if max_steps is None else max_steps
@@ -318,6 +334,11 @@ class Agent:
                 raise ToolError(f"two tools are named {t.name!r}; tool names must be unique")
             self.tools[t.name] = t
         self.system = system
+        self.options = options
+        """How the model samples and stops (`ModelOptions`), sent with every request."""
+        self.effort = effort
+        self.thinking = thinking
+        self.thinking_budget = thinking_budget
         self.max_steps = max_steps
         self.wrap_up = wrap_up
         self.tool_timeout = tool_timeout
@@ -426,6 +447,10 @@ class Agent:
             tool_choice=tool_choice,
             cache=self.cache,
             cache_key=self.cache_key,
+            options=self.options,
+            effort=self.effort,
+            thinking=self.thinking,
+            thinking_budget=self.thinking_budget,
         )
 
     def _fitted_request(self, step: int, tool_choice: ToolChoice | None) -> Request:

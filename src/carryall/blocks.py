@@ -441,7 +441,8 @@ class Downgrade(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     """One thing of a history that a wire did not get as it is held.
 
     `index` is the message's position in `Request.messages` (in an imported
-    history, in that history; in a decoded answer, 0, the answer itself),
+    history, in that history; in a decoded answer, 0, the answer itself;
+    -1 for the request as a whole, such as an option its wire lacks),
     `block` the block's position in that message when one block is meant,
     `kind` the block's tag (`thinking`, `redacted_thinking`, `image`,
     `document`, `opaque`, `system`, ...) or `field` for a wire field no

@@ -18,6 +18,10 @@ model = "some/model"
 native_tools = false              # describe tools in the prompt instead
 vision = false                    # render images as text lines
 
+[backends.openai.options]         # request options, under the command line's -o
+temperature = 0.2
+stop = ["END"]
+
 [redact]
 patterns = ["corp-[0-9a-f]{32}"]  # cut out of every session as it is written
 builtin = true                    # also the built-in API key and token shapes
@@ -50,7 +54,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -99,6 +103,9 @@ class BackendSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     native_tools: bool | None = None
     context_window: int | None = None
     """The model's context in tokens, where neither the server nor carryall's table knows it."""
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
+    """Request options for this backend (`carryall.request_options`), under the command line's
+    `-o`: `temperature = 0.2`, `stop = ["END"]`, an `[...options.extra.WIRE]` table."""
 
 
 class RedactSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -285,11 +292,15 @@ def _read_config(path: Path) -> Config:
     known = ", ".join(BACKEND_NAMES)
     if config.backend is not None and config.backend not in BACKEND_NAMES:
         raise CarryallError(f"config file {path}: backend {config.backend!r} is not one of {known}")
-    for name in config.backends:
+    for name, settings in config.backends.items():
         if name not in BACKEND_NAMES:
             raise CarryallError(
                 f"config file {path}: [backends.{name}] names no backend; expected one of {known}"
             )
+        if settings.options:
+            from carryall.request_options import read_table
+
+            read_table(settings.options, f"config file {path}: [backends.{name}.options]")
     for name, server in config.mcp_servers.items():
         problem = server.problem()
         if problem is not None:

@@ -36,6 +36,7 @@ RESPONSES_LLAMA_EXTRA_KEYS = ("json_schema",)
 
 GEMINI_BODY_KEYS = frozenset(
     {"contents", "systemInstruction", "tools", "toolConfig", "generationConfig"}
+    | {"serviceTier", "store"}
 )
 
 
@@ -81,7 +82,11 @@ def check_gemini_request(body: dict[str, Any]) -> None:
         _same(types.Tool.model_validate(tool), tool)
     config = {
         **body.get("generationConfig", {}),
-        **{k: body[k] for k in ("systemInstruction", "tools", "toolConfig") if k in body},
+        **{
+            k: body[k]
+            for k in ("systemInstruction", "tools", "toolConfig", "serviceTier", "store")
+            if k in body
+        },
     }
     _same(types.GenerateContentConfig.model_validate(config), config)
 

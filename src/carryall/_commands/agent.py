@@ -47,6 +47,7 @@ from carryall.agent import (
 from carryall.blocks import Document, Downgrade, Image, Message, ToolUse
 from carryall.errors import AttachmentError, CarryallError
 from carryall.providers import CachePolicy, Response
+from carryall.request_options import layered, parse_pairs, read_table
 from carryall.tools import Tool
 from carryall.tools.builtin import BUILTIN_TOOL_NAMES, DEFAULT_TOOL_NAMES, builtin_tools
 from carryall.usage import format_cost, responses_total
@@ -115,6 +116,22 @@ BaseUrlOption = Annotated[
         "--base-url",
         metavar="URL",
         help="Server URL, for a self-hosted or proxied backend.",
+        show_default=False,
+    ),
+]
+OptionOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--option",
+        "-o",
+        metavar="KEY=VALUE",
+        help=(
+            "A request option, repeatable: temperature, top_p, top_k, seed, stop, "
+            "presence_penalty, frequency_penalty, parallel_tool_calls, service_tier, store, "
+            "effort, thinking, thinking_budget, or extra.WIRE.KEY. VALUE is JSON where it "
+            "parses (-o temperature=0.2 -o stop='[\"END\"]'). Goes over the config file's "
+            "\\[backends.NAME.options]."
+        ),
         show_default=False,
     ),
 ]
@@ -292,6 +309,7 @@ def run(
     backend: BackendOption = None,
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
+    option: OptionOption = None,
     system: SystemOption = None,
     tools: ToolsOption = None,
     allow_write: AllowWriteOption = False,
@@ -390,6 +408,7 @@ def chat(
     backend: BackendOption = None,
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
+    option: OptionOption = None,
     system: SystemOption = None,
     tools: ToolsOption = None,
     allow_write: AllowWriteOption = False,
@@ -465,6 +484,10 @@ class _Setup:
     resume: str | None = None
     mcp: Path | None = None
     cache: CacheChoice | None = None
+    option: list[str] | None = None
+    """The `-o KEY=VALUE` pairs, as given."""
+    request: dict[str, Any] | None = None
+    """The request options a continued session was sent with, under `option`."""
 
     @classmethod
     def of(cls, options: dict[str, Any]) -> _Setup:
@@ -501,6 +524,7 @@ def _opened(
     tracer: AgentTracer | None = None
     try:
         try:
+            given = parse_pairs(setup.option or ())
             system = _read_system(setup.system)
             history: list[Message] | None = None
             if setup.resume is not None:
@@ -529,9 +553,11 @@ def _opened(
                 history = _fetched_media(history, backend, err)
                 if session is not None:
                     session.continue_from(history)  # recorded onto the session as it is
+            table = layered(_configured_options(backend), setup.request, given)
+            chosen = read_table(table, "options")
             if session is None and not setup.no_record:
                 session = _create_session(
-                    setup, backend.name, backend.model, system, [t.name for t in tools]
+                    setup, backend.name, backend.model, system, [t.name for t in tools], table
                 )
         except CarryallError as exc:
             fail(str(exc), console=err)
@@ -550,6 +576,10 @@ def _opened(
             max_tokens=setup.max_tokens,
             context_window=_configured_context(backend),
             cache=_cache_policy(setup),
+            options=chosen.options,
+            effort=chosen.effort,
+            thinking=bool(chosen.thinking),
+            thinking_budget=chosen.thinking_budget,
             session=None if setup.no_record else session,
             messages=history,
             on_text=display.on_text,
@@ -687,14 +717,32 @@ def _configured_context(backend: Backend) -> int | None:
     return load_config().settings(backend.name).context_window
 
 
+def _configured_options(backend: Backend) -> dict[str, Any]:
+    """The config file's `[backends.NAME.options]` for this backend (checked when read)."""
+    from carryall.config import load_config
+
+    return load_config().settings(backend.name).options
+
+
 def _create_session(
-    setup: _Setup, backend: str, model: str, system: str | None, tools: list[str]
+    setup: _Setup,
+    backend: str,
+    model: str,
+    system: str | None,
+    tools: list[str],
+    request: dict[str, Any] | None = None,
 ) -> AnySession:
     """A new session holding what a continued run needs: backend, URL, model, options, system.
 
-    Never a key: the URL is masked, and keys live only in the environment.
+    `request` is the request options the run is sent with (the config
+    file's and the command line's), kept so `-c` sends the same. Never a
+    key: the URL is masked, and keys live only in the environment.
     """
     from carryall.sessions import open_store
+
+    options: dict[str, Any] = setup.options()
+    if request:
+        options["request"] = request
 
     return open_store(setup.store).create(
         backend=backend,
@@ -703,7 +751,7 @@ def _create_session(
         system=system,
         tools=tools,
         base_url=masked(setup.base_url) if setup.base_url else None,
-        options=setup.options(),
+        options=options,
     )
 
 
@@ -762,6 +810,7 @@ def _resumed(setup: _Setup, session: AnySession) -> _Setup:
             else setup.tool_timeout
         ),
         no_vision=setup.no_vision or bool(kept.get("no_vision", False)),
+        request=kept.get("request") if isinstance(kept.get("request"), dict) else None,
     )
     if setup.backend not in (None, meta.backend) or not meta.backend:
         # Another backend: the session's URL and model were that backend's.
@@ -771,7 +820,7 @@ def _resumed(setup: _Setup, session: AnySession) -> _Setup:
     return replace(setup, backend=meta.backend, model=model, base_url=base_url)
 
 
-def _int(options: dict[str, int | float | bool], name: str) -> int | None:
+def _int(options: dict[str, Any], name: str) -> int | None:
     value = options.get(name)
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -892,7 +941,8 @@ def _consoles(*, quiet: bool = False) -> tuple[Console, Console]:
 
 def _downgrade_line(downgrade: Downgrade) -> str:
     """One downgrade of the codec's report as a person reads it: where, what, and why."""
-    return f"message {downgrade.index} ({downgrade.kind}): {downgrade.reason}"
+    where = "request" if downgrade.index < 0 else f"message {downgrade.index}"
+    return f"{where} ({downgrade.kind}): {downgrade.reason}"
 
 
 def _turn_json(
@@ -930,9 +980,11 @@ def _turn_json(
         "reasoning_tokens": totals.reasoning_tokens,
     }
     session = recorded_in(agent)
+    said: dict[str, Any] = {"answer": response.message.text(), "stop_reason": response.stop_reason}
+    if response.stop_sequence is not None:
+        said["stop_sequence"] = response.stop_sequence  # which of the request's ended it
     return {
-        "answer": response.message.text(),
-        "stop_reason": response.stop_reason,
+        **said,
         "tool_calls": calls,
         "usage": usage,
         "cost": format_cost(totals.cost),

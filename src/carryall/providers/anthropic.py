@@ -118,6 +118,7 @@ from carryall.providers._types import (
     StopReason,
     Usage,
 )
+from carryall.providers.options import NO_OPTIONS, left_off, merge_extra, tier_left_off
 
 __all__ = [
     "DIALECT",
@@ -312,6 +313,9 @@ def _body(
         wire["thinking"] = {"type": "enabled", "budget_tokens": _thinking_budget(request)}
     if request.effort is not None:
         wire["output_config"] = {"effort": request.effort}
+    placed = _options(request, wire)
+    if placed:
+        downgrades = (*placed, *downgrades)
     return wire, downgrades
 
 
@@ -339,6 +343,44 @@ def _marked(
             caching.mark_anthropic(item["content"])
         out.append(item)
     return out
+_SERVICE_TIERS: Final = ("auto", "standard_only")
+
+
+def _options(request: Request, wire: dict[str, Any]) -> list[Downgrade]:
+    """Write `request.options` and strict tools as the Messages API names them; the rest named.
+
+    `temperature`, `top_p` and `top_k` are the API's own fields still, for
+    the models that sample with them (the SDK's typed parameters dropped
+    them; its migration guide sends them as body fields, as here); a model
+    that refuses them says so itself. Parallel calls are the tool choice's
+    `disable_parallel_tool_use`, written only with tools.
+    """
+    for spec, tool in zip(request.tools, wire.get("tools", ()), strict=False):
+        if spec.strict:
+            tool["strict"] = True
+    options = request.options
+    if options == NO_OPTIONS:
+        return []
+    lost: list[Downgrade] = []
+    for name in ("temperature", "top_p", "top_k"):
+        value = getattr(options, name)
+        if value is not None:
+            wire[name] = value
+    if options.stop:
+        wire["stop_sequences"] = list(options.stop)
+    for name in ("seed", "presence_penalty", "frequency_penalty", "store"):
+        if getattr(options, name) is not None:
+            lost.append(left_off(name, DIALECT))
+    if options.parallel_tool_calls is not None and request.tools:
+        choice = wire.setdefault("tool_choice", {"type": "auto"})
+        if choice["type"] != "none":
+            choice["disable_parallel_tool_use"] = not options.parallel_tool_calls
+    if options.service_tier is not None:
+        if options.service_tier in _SERVICE_TIERS:
+            wire["service_tier"] = options.service_tier
+        else:
+            lost.append(tier_left_off(options.service_tier, DIALECT, _SERVICE_TIERS))
+    return lost + merge_extra(wire, request, DIALECT, ("stream",))
 
 
 def _thinking_budget(request: Request) -> int:
@@ -760,8 +802,14 @@ def decode_response(data: Mapping[str, Any], *, endpoint: str = "") -> Response:
         model=model,
         refusal=_refusal(body.get("stop_details"), "response.stop_details"),
         raw_usage=_raw_usage(body.get("usage"), {}) or None,
+        stop_sequence=_stop_sequence(body, "response"),
         downgrades=tuple(lost),
     )
+
+
+def _stop_sequence(obj: Mapping[str, Any], where: str) -> str | None:
+    """The stop sequence that ended the answer (`stop_sequence`), where the wire names one."""
+    return _opt_str(obj, "stop_sequence", where) if obj.get("stop_sequence") else None
 
 
 def _usage(value: Any, where: str, into: dict[str, int]) -> dict[str, int]:
@@ -1045,6 +1093,7 @@ class StreamDecoder:
         self._model: str | None = None
         self._stop_reason: Any = None
         self._refusal: str | None = None
+        self._stop_sequence: str | None = None
         self._usage: dict[str, int] = {}
         self._raw_usage: dict[str, Any] = {}
         self._blocks: list[list[Block]] = []
@@ -1099,6 +1148,7 @@ class StreamDecoder:
             refusal=self._refusal,
             raw_usage=self._raw_usage or None,
             malformed_tool_args=self._malformed,
+            stop_sequence=self._stop_sequence,
             downgrades=tuple(self._lost),
         )
 
@@ -1250,6 +1300,7 @@ class StreamDecoder:
             _stop_reason(reason, f"{where}.delta.stop_reason")
             if reason is not None:
                 self._stop_reason = reason
+        self._stop_sequence = _stop_sequence(delta, f"{where}.delta") or self._stop_sequence
         refusal = _refusal(delta.get("stop_details"), f"{where}.delta.stop_details")
         if refusal is not None:
             self._refusal = refusal

@@ -122,6 +122,7 @@ from carryall.providers._types import (
 from carryall.providers.anthropic import INVALID_JSON_KEY, _thinking_budget
 from carryall.providers.gemini import _results_first
 from carryall.providers.openai import _count, _mapping
+from carryall.providers.options import NO_OPTIONS, left_off, merge_extra, tier_left_off
 
 __all__ = [
     "DIALECT",
@@ -265,7 +266,62 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
         }
     if len(downgrades) != len(prepared.downgrades):
         downgrades.sort(key=lambda d: d.index)
-    return Encoded(body, tuple(downgrades))
+    placed = _options(request, caps, body)
+    return Encoded(body, (*placed, *downgrades) if placed else tuple(downgrades))
+
+
+_SERVICE_TIERS: Final = ("default", "priority", "flex", "reserved")
+
+
+def _options(request: Request, caps: Capabilities, body: dict[str, Any]) -> list[Downgrade]:
+    """Write `request.options` and strict tools as Converse names them; the rest named.
+
+    `inferenceConfig` has `temperature`, `topP` and `stopSequences`;
+    `serviceTier` and each tool's `strict` are Converse's own. `top_k` goes
+    in `additionalModelRequestFields` to Anthropic models, which read it
+    there, and with stop sequences an Anthropic model is asked to say which
+    one ended the answer (`additionalModelResponseFieldPaths`). Converse and
+    the model families behind it have no seed, penalties, `store`, parallel
+    call switch or effort in common, so those are left off and named, as is
+    thinking on a model that is not Anthropic's.
+    """
+    anthropic = "anthropic." in request.model
+    lost: list[Downgrade] = []
+    for spec, tool in zip(request.tools, body.get("toolConfig", {}).get("tools", ()), strict=False):
+        if spec.strict:
+            tool["toolSpec"]["strict"] = True
+    if request.thinking and caps.thinking and not anthropic:
+        lost.append(left_off("thinking", DIALECT, "only Anthropic models take it here"))
+    if request.effort is not None:
+        lost.append(left_off("effort", DIALECT))
+    options = request.options
+    if options == NO_OPTIONS:
+        return lost
+    config = body["inferenceConfig"]
+    for name, key in (("temperature", "temperature"), ("top_p", "topP")):
+        value = getattr(options, name)
+        if value is not None:
+            config[key] = value
+    if options.stop:
+        config["stopSequences"] = list(options.stop)
+        if anthropic:
+            body["additionalModelResponseFieldPaths"] = ["/stop_sequence"]
+    if options.top_k is not None:
+        if anthropic:
+            body.setdefault("additionalModelRequestFields", {})["top_k"] = options.top_k
+        else:
+            lost.append(left_off("top_k", DIALECT, "only Anthropic models take it here"))
+    for name in ("seed", "presence_penalty", "frequency_penalty", "store"):
+        if getattr(options, name) is not None:
+            lost.append(left_off(name, DIALECT))
+    if options.parallel_tool_calls is not None and request.tools:
+        lost.append(left_off("parallel_tool_calls", DIALECT))
+    if options.service_tier is not None:
+        if options.service_tier in _SERVICE_TIERS:
+            body["serviceTier"] = {"type": options.service_tier}
+        else:
+            lost.append(tier_left_off(options.service_tier, DIALECT, _SERVICE_TIERS))
+    return lost + merge_extra(body, request, DIALECT)
 
 
 def encode_request_bytes(request: Request, caps: Capabilities, *, stream: bool = False) -> bytes:
@@ -524,6 +580,7 @@ def _response(
     where: str,
     lost: Sequence[Downgrade] = (),
     raw_usage: Any = None,
+    fields: Any = None,
 ) -> Response:
     blocks: list[Block] = []
     malformed = 0
@@ -546,8 +603,18 @@ def _response(
         malformed_tool_args=malformed,
         # The wire's own figures, checked by `_usage` (a stream's from its metadata event).
         raw_usage=dict(raw_usage) if isinstance(raw_usage, Mapping) else None,
+        stop_sequence=_stop_sequence(stop, fields),
         downgrades=tuple(lost),
     )
+
+
+def _stop_sequence(stop: Any, fields: Any) -> str | None:
+    """The stop sequence that ended the answer: an Anthropic model names it in the
+    `additionalModelResponseFields` it was asked for (`_options`)."""
+    if stop != "stop_sequence" or not isinstance(fields, Mapping):
+        return None
+    matched = fields.get("stop_sequence")
+    return matched if isinstance(matched, str) and matched else None
 
 
 # The fields of an answer, its message and a stream event this codec reads or
@@ -615,6 +682,7 @@ def decode_response(
         f"{where}.output.message.content",
         lost,
         body.get("usage"),
+        body.get("additionalModelResponseFields"),
     )
 
 
@@ -699,6 +767,7 @@ class StreamDecoder:
         self._model = model
         self._blocks: dict[int, _Partial] = {}
         self._stop: Any = None
+        self._fields: Any = None
         self._stopped = False
         self._usage = Usage()
         self._raw_usage: Any = None
@@ -719,7 +788,9 @@ class StreamDecoder:
                 self._raise(kind, payload, at)
             if kind == "messageStop":
                 self._stopped = True
-                self._stop = _mapping(payload, at).get("stopReason")
+                stopped = _mapping(payload, at)
+                self._stop = stopped.get("stopReason")
+                self._fields = stopped.get("additionalModelResponseFields")
             elif kind == "metadata":
                 self._raw_usage = _mapping(payload, at).get("usage")
                 self._usage = _usage(self._raw_usage, f"{at}.usage")
@@ -829,6 +900,7 @@ class StreamDecoder:
             "stream content",
             self._lost,
             self._raw_usage,
+            self._fields,
         )
 
 

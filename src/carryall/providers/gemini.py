@@ -102,6 +102,7 @@ from carryall.providers._types import (
     Usage,
 )
 from carryall.providers.openai import _count, _mapping
+from carryall.providers.options import NO_OPTIONS, left_off, merge_extra, tier_left_off
 
 __all__ = [
     "DIALECT",
@@ -240,7 +241,65 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
             thinking["thinkingBudget"] = request.thinking_budget
         config["thinkingConfig"] = thinking
     body["generationConfig"] = config
-    return Encoded(body, prepared.downgrades)
+    placed = _options(request, body, config)
+    return Encoded(body, (*placed, *prepared.downgrades) if placed else prepared.downgrades)
+
+
+_SERVICE_TIERS: Final = ("standard", "flex", "priority")
+_GENERATION: Final = (
+    ("temperature", "temperature"),
+    ("top_p", "topP"),
+    ("top_k", "topK"),
+    ("seed", "seed"),
+    ("presence_penalty", "presencePenalty"),
+    ("frequency_penalty", "frequencyPenalty"),
+)
+
+
+def _options(request: Request, body: dict[str, Any], config: dict[str, Any]) -> list[Downgrade]:
+    """Write `request.options`, `effort` and strict tools as `generateContent` names them.
+
+    Sampling and stop sequences go in `generationConfig`; `serviceTier` and
+    `store` beside it (the Gemini API's; Vertex AI refuses `store`).
+    `effort` is `thinkingConfig.thinkingLevel`, which the API takes instead
+    of a `thinkingBudget`, never with one: with a budget set, the effort is
+    left off. Strict tools make the calling mode `VALIDATED` (calls or text,
+    each call held to its declaration) where the choice is `auto`; `ANY`
+    holds calls to their declarations already. Gemini has no switch for
+    parallel calls. What is left off is named.
+    """
+    lost: list[Downgrade] = []
+    if request.effort is not None:
+        if request.thinking and request.thinking_budget is not None:
+            lost.append(
+                left_off("effort", DIALECT, "it takes a thinkingBudget or a level, not both")
+            )
+        else:
+            thinking = config.setdefault("thinkingConfig", {})
+            thinking["thinkingLevel"] = request.effort.upper()
+    if request.tools and any(spec.strict for spec in request.tools):
+        calling = body.setdefault("toolConfig", {}).setdefault("functionCallingConfig", {})
+        if calling.get("mode", "AUTO") == "AUTO":
+            calling["mode"] = "VALIDATED"
+    options = request.options
+    if options == NO_OPTIONS:
+        return lost
+    for name, key in _GENERATION:
+        value = getattr(options, name)
+        if value is not None:
+            config[key] = value
+    if options.stop:
+        config["stopSequences"] = list(options.stop)
+    if options.service_tier is not None:
+        if options.service_tier in _SERVICE_TIERS:
+            body["serviceTier"] = options.service_tier
+        else:
+            lost.append(tier_left_off(options.service_tier, DIALECT, _SERVICE_TIERS))
+    if options.store is not None:
+        body["store"] = options.store
+    if options.parallel_tool_calls is not None and request.tools:
+        lost.append(left_off("parallel_tool_calls", DIALECT))
+    return lost + merge_extra(body, request, DIALECT)
 
 
 def encode_request_bytes(request: Request, caps: Capabilities, *, stream: bool = False) -> bytes:

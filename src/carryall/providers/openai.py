@@ -189,6 +189,14 @@ from carryall.providers._types import (
     ToolSpec,
     Usage,
 )
+from carryall.providers.options import (
+    NO_OPTIONS,
+    PROMPT_NO_PARALLEL,
+    PROMPT_NOT_STRICT,
+    left_off,
+    merge_extra,
+    tier_left_off,
+)
 
 __all__ = [
     "ERROR_PREFIX",
@@ -202,6 +210,7 @@ __all__ = [
     "encode_request",
     "encode_request_bytes",
     "encode_sent",
+    "place_options",
     "sent_bytes",
     "stream_body",
     "wire_of",
@@ -274,7 +283,8 @@ def encode(
     # A history written to a file (`every_origin`) keeps the spaced argument
     # text exports have always had, so an old transcript exports as it did.
     body = encode_prepared(request, prepared.messages, caps, dialect, spaced=every_origin)
-    return Encoded(body, prepared.downgrades)
+    placed = place_options(request, body, dialect)
+    return Encoded(body, (*placed, *prepared.downgrades) if placed else prepared.downgrades)
 
 
 def encode_sent(
@@ -303,7 +313,9 @@ def encode_sent(
         kept=kept,
         payloads=payload_messages(prepared) if kept is not None else (),
     )
-    return Sent(sent_bytes(body, stream=stream), prepared.downgrades)
+    placed = place_options(request, body, dialect)
+    downgrades = (*placed, *prepared.downgrades) if placed else prepared.downgrades
+    return Sent(sent_bytes(body, stream=stream), downgrades)
 
 
 def encode_request_bytes(
@@ -384,6 +396,66 @@ def encode_prepared(
     if key is not None:
         body["prompt_cache_key"] = key
     return body
+
+
+_SERVICE_TIERS: Final = ("auto", "default", "flex", "scale", "priority", "fast")
+_LLAMA_ONLY: Final = ("top_k",)
+_OPENAI_ONLY: Final = ("service_tier", "store")
+
+
+def place_options(
+    request: Request, body: dict[str, Any], dialect: Dialect, *, prompt: str = ""
+) -> list[Downgrade]:
+    """Write `request.options`, strict tools and the thinking budget as `dialect` names them.
+
+    Both dialects take the OpenAI sampling fields under their own names;
+    llama-server also reads `top_k` and `thinking_budget_tokens` (when
+    thinking is asked for), and has no `service_tier` or `store`; OpenAI
+    has no `top_k` and no thinking budget. `prompt` says the request went
+    in prompt mode (`"constrained"` when a JSON schema holds the answer):
+    there are no native tools then, so `parallel_tool_calls` is left off,
+    and so is `strict` unless the schema holds every call to its tool's.
+    What is left off is named (`options.left_off`).
+    """
+    llama = dialect == "llama-server"
+    lost: list[Downgrade] = []
+    if request.tools and any(spec.strict for spec in request.tools):
+        if not prompt:
+            for spec, tool in zip(request.tools, body["tools"], strict=True):
+                if spec.strict:
+                    tool["function"] = {**tool["function"], "strict": True}
+        elif prompt != "constrained":
+            lost.append(left_off("strict", dialect, PROMPT_NOT_STRICT))
+    if request.thinking_budget is not None and request.thinking:
+        if llama:
+            body["thinking_budget_tokens"] = request.thinking_budget
+        else:
+            lost.append(left_off("thinking_budget", dialect))
+    options = request.options
+    if options == NO_OPTIONS:
+        return lost
+    for name in ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty"):
+        value = getattr(options, name)
+        if value is not None:
+            body[name] = value
+    if options.stop:
+        body["stop"] = list(options.stop)
+    for name in _LLAMA_ONLY + _OPENAI_ONLY:
+        value = getattr(options, name)
+        if value is None:
+            continue
+        if (name in _LLAMA_ONLY) != llama:
+            lost.append(left_off(name, dialect))
+        elif name == "service_tier" and value not in _SERVICE_TIERS:
+            lost.append(tier_left_off(value, dialect, _SERVICE_TIERS))
+        else:
+            body[name] = value
+    if options.parallel_tool_calls is not None and request.tools:
+        if prompt:
+            lost.append(left_off("parallel_tool_calls", dialect, PROMPT_NO_PARALLEL))
+        else:
+            body["parallel_tool_calls"] = options.parallel_tool_calls
+    return lost + merge_extra(body, request, dialect, ("stream", "stream_options"))
 
 
 def _messages(
@@ -682,8 +754,20 @@ def decode_response(
         refusal=refusal or None,
         malformed_tool_args=malformed,
         raw_usage=_raw_usage(body.get("usage")),
+        stop_sequence=_stop_string(choice, finish),
         downgrades=tuple(lost),
     )
+
+
+def _stop_string(choice: Mapping[str, Any], finish: Any) -> str | None:
+    """The stop sequence that ended a choice, where the server names it.
+
+    Chat Completions has no field for it; vLLM and its kin say it in the
+    choice's `stop_reason` (a string; a number is a stop token, not one of
+    the request's sequences).
+    """
+    matched = choice.get("stop_reason")
+    return matched if finish == "stop" and isinstance(matched, str) and matched else None
 
 
 # The fields of a completion, a choice and a message this codec reads or
@@ -916,6 +1000,7 @@ class StreamDecoder:
         self._refusal: list[str] = []
         self._calls: dict[int, _CallParts] = {}
         self._finish: str | None = None
+        self._stop_sequence: str | None = None
         self._usage = Usage()
         self._raw_usage: dict[str, Any] | None = None
         self._model: str | None = None
@@ -1011,6 +1096,7 @@ class StreamDecoder:
             if self._finish is not None and finish != self._finish:
                 raise ProviderError(f"{where}: finish_reason {finish!r} after {self._finish!r}")
             self._finish = finish
+            self._stop_sequence = _stop_string(choice, finish) or self._stop_sequence
         if content:
             self._text.append(content)
             return content
@@ -1091,6 +1177,7 @@ class StreamDecoder:
             refusal=refusal or None,
             malformed_tool_args=malformed,
             raw_usage=self._raw_usage,
+            stop_sequence=self._stop_sequence,
             downgrades=tuple(self._lost),
         )
 

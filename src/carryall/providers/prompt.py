@@ -145,7 +145,9 @@ def encode(
     body = openai_codec.encode_prepared(inner, inner.messages, caps, dialect)
     if constrained:
         body["response_format"] = response_format(request.tools, request.tool_choice)
-    return Encoded(body, downgrades)
+    mode = "constrained" if constrained else "plain"
+    placed = openai_codec.place_options(request, body, dialect, prompt=mode)
+    return Encoded(body, (*placed, *downgrades) if placed else downgrades)
 
 
 def plain_request(
@@ -404,6 +406,7 @@ def read_calls(inner: Response, salt: str, *, constrained: bool = False) -> Resp
         refusal=inner.refusal,
         malformed_tool_args=inner.malformed_tool_args + malformed,
         raw_usage=inner.raw_usage,
+        stop_sequence=inner.stop_sequence,
     )
 
 

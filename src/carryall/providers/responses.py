@@ -116,6 +116,14 @@ from carryall.providers.openai import (
     _optional_str,
     _raise_wire_error,
 )
+from carryall.providers.options import (
+    NO_OPTIONS,
+    PROMPT_NO_PARALLEL,
+    PROMPT_NOT_STRICT,
+    left_off,
+    merge_extra,
+    tier_left_off,
+)
 
 __all__ = [
     "DIALECT",
@@ -229,7 +237,11 @@ def _encoded(
             }
             if llama:
                 body["json_schema"] = schema
-        return Encoded(_keyed(body, request, llama), downgrades)
+        body = _keyed(body, request, llama)
+        placed = place_options(
+            request, body, llama=llama, prompt="constrained" if constrained else "plain"
+        )
+        return Encoded(body, (*placed, *downgrades) if placed else downgrades)
     prepared = prepare(request, caps, WIRE)
     messages = prepared.messages
     if kept is not None and sent:
@@ -238,7 +250,9 @@ def _encoded(
         )
     else:
         items = _items(messages, 0, len(messages))
-    return Encoded(_keyed(_encode(request, items, sent), request, llama), prepared.downgrades)
+    body = _keyed(_encode(request, items, sent), request, llama)
+    placed = place_options(request, body, llama=llama)
+    return Encoded(body, (*placed, *prepared.downgrades) if placed else prepared.downgrades)
 
 
 def _keyed(body: dict[str, Any], request: Request, llama: bool) -> dict[str, Any]:
@@ -247,6 +261,78 @@ def _keyed(body: dict[str, Any], request: Request, llama: bool) -> dict[str, Any
     if key is not None:
         body["prompt_cache_key"] = key
     return body
+
+
+_SERVICE_TIERS: Final = ("auto", "default", "flex", "scale", "priority", "fast", "ultrafast")
+_LLAMA_ONLY: Final = ("top_k", "seed", "presence_penalty", "frequency_penalty")
+
+
+def place_options(
+    request: Request, body: dict[str, Any], *, llama: bool = False, prompt: str = ""
+) -> list[Downgrade]:
+    """Write `request.options`, strict tools and the thinking budget as `/v1/responses` names them.
+
+    The Responses API has `temperature`, `top_p`, `parallel_tool_calls`,
+    `service_tier`, `store` (over the `false` this codec sends) and each
+    function tool's `strict`; no `top_k`, `seed`, stop sequences,
+    penalties or thinking budget. llama-server (`llama`) reads the body as
+    Chat Completions parameters, so those go under their Chat Completions
+    names there, and `service_tier` and `store` are left off. `prompt` is
+    prompt mode (`"constrained"` when a JSON schema holds the answer), as
+    `openai.place_options` reads it. What is left off is named.
+    """
+    wire = "llama-server" if llama else "responses"
+    lost: list[Downgrade] = []
+    if request.tools and any(spec.strict for spec in request.tools):
+        if not prompt:
+            for spec, tool in zip(request.tools, body["tools"], strict=True):
+                tool["strict"] = spec.strict
+        elif prompt != "constrained":
+            lost.append(left_off("strict", wire, PROMPT_NOT_STRICT))
+    if request.thinking_budget is not None and request.thinking:
+        if llama:
+            body["thinking_budget_tokens"] = request.thinking_budget
+        else:
+            lost.append(left_off("thinking_budget", wire))
+    options = request.options
+    if options == NO_OPTIONS:
+        return lost
+    for name in ("temperature", "top_p"):
+        value = getattr(options, name)
+        if value is not None:
+            body[name] = value
+    for name in _LLAMA_ONLY:
+        value = getattr(options, name)
+        if value is not None:
+            if llama:
+                body[name] = value
+            else:
+                lost.append(left_off(name, wire))
+    if options.stop:
+        if llama:
+            body["stop"] = list(options.stop)
+        else:
+            lost.append(left_off("stop", wire))
+    if options.service_tier is not None:
+        if llama:
+            lost.append(left_off("service_tier", wire))
+        elif options.service_tier not in _SERVICE_TIERS:
+            lost.append(tier_left_off(options.service_tier, wire, _SERVICE_TIERS))
+        else:
+            body["service_tier"] = options.service_tier
+    if options.store is not None:
+        if llama:
+            lost.append(left_off("store", wire))
+        else:
+            body["store"] = options.store
+    if options.parallel_tool_calls is not None and request.tools:
+        if prompt:
+            lost.append(left_off("parallel_tool_calls", wire, PROMPT_NO_PARALLEL))
+        else:
+            body["parallel_tool_calls"] = options.parallel_tool_calls
+    # The extra is the Responses wire's, whichever server reads it.
+    lost += merge_extra(body, request, "responses", ("stream",))
+    return lost
 
 
 def _items(messages: Sequence[Message], start: int, end: int) -> list[Any]:

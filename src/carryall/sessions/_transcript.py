@@ -96,8 +96,9 @@ class SessionMeta(msgspec.Struct, frozen=True, omit_defaults=True):
     """The tools a run offered, by name, so a resumed run offers them again; None if unknown."""
     base_url: str | None = None
     """The backend's base URL the run was given (never a key), so a resumed run goes there."""
-    options: dict[str, int | float | bool] | None = None
-    """The run's settings the command line gave (`max_tokens`, `no_vision`, ...), kept alike."""
+    options: dict[str, Any] | None = None
+    """The run's settings the command line gave (`max_tokens`, `no_vision`, ...), kept alike;
+    under `request` the request options it was sent with (`carryall.request_options`)."""
 
 
 class _HeaderProbe(msgspec.Struct):

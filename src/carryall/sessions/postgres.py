@@ -342,7 +342,7 @@ class PostgresStore:
         origin: str | None = None,
         tools: Sequence[str] | None = None,
         base_url: str | None = None,
-        options: Mapping[str, int | float | bool] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> PostgresSession:
         """Start a new, empty session and write its row (the same meta as the JSONL store)."""
         created = datetime.now(UTC)

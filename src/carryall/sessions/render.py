@@ -36,6 +36,7 @@ from carryall.blocks import (
 )
 from carryall.carrier import Marker, marker_line
 from carryall.errors import CarrierError
+from carryall.request_options import as_pairs
 from carryall.sessions._transcript import SessionMeta, format_time
 
 if TYPE_CHECKING:
@@ -147,7 +148,8 @@ def render(
 
 def downgrade_line(downgrade: Downgrade) -> str:
     """One downgrade as a reader shows it: where, what, why."""
-    where = f"message {downgrade.index}"
+    # A request-wide downgrade (an option a wire has no field for) is at no message.
+    where = "request" if downgrade.index < 0 else f"message {downgrade.index}"
     if downgrade.block is not None:
         where += f", block {downgrade.block}"
     return f"{where}: {downgrade.kind}: {downgrade.reason}"
@@ -652,6 +654,10 @@ def _meta_rows(meta: SessionMeta) -> list[tuple[str, str]]:
         rows.append(("cwd", meta.cwd))
     if meta.origin:
         rows.append(("imported", meta.origin))
+    request = (meta.options or {}).get("request")
+    if isinstance(request, dict) and request:
+        # As `-o` takes them, so a person can give the same again.
+        rows.append(("options", " ".join(as_pairs(request))))
     return rows
 
 

@@ -207,7 +207,7 @@ class SessionStore:
         origin: str | None = None,
         tools: Sequence[str] | None = None,
         base_url: str | None = None,
-        options: Mapping[str, int | float | bool] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> Session:
         """Start a new, empty session and write its header.
 
