@@ -343,6 +343,8 @@ def _marked(
             caching.mark_anthropic(item["content"])
         out.append(item)
     return out
+
+
 _SERVICE_TIERS: Final = ("auto", "standard_only")
 
 
