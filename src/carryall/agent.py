@@ -29,7 +29,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, TypeVar, overload
 
 import msgspec
 
@@ -52,12 +52,15 @@ from carryall.context import (
     known_context_window,
 )
 from carryall.errors import CarryallError, HistoryError, ProviderError, ToolError
-from carryall.providers import Downgrade, Request, Response, ToolChoice
+from carryall.providers import Downgrade, OutputSchema, Request, Response, ToolChoice
 from carryall.tools import Tool, ToolFunction, ToolOutput
 from carryall.transport import Backend
 
 if TYPE_CHECKING:
+    from carryall.schema import SchemaSpec
     from carryall.tracing import AgentTracer
+
+T = TypeVar("T")
 
 __all__ = [
     "DEFAULT_MAX_REPEATS",
@@ -259,6 +262,8 @@ class Agent:
     `max_steps` and `max_tokens` default to `default_budget(backend.name)`.
     A `tracer` (`carryall.tracing.AgentTracer`) puts each turn, request and
     tool call on an OpenTelemetry span; without one nothing of it is loaded.
+    A `schema` asks every turn for an answer of that shape (structured
+    output; see `send`), unless a turn names its own.
     With a `session`, the history is recorded after every tool round and every turn, and after a
     failed or interrupted one with whatever whole messages it left; when no
     `messages` are given, the session's own history is the starting point.
@@ -281,6 +286,7 @@ class Agent:
         max_repeats: int = DEFAULT_MAX_REPEATS,
         context_window: int | None = None,
         tracer: AgentTracer | None = None,
+        schema: SchemaSpec | None = None,
     ) -> None:
         steps_default, tokens_default = default_budget(getattr(backend, "name", ""))
         max_steps = steps_default if max_steps is None else max_steps
@@ -330,6 +336,8 @@ class Agent:
         self.on_text = on_text
         self.on_event = on_event
         self.tracer = tracer
+        self.schema = schema
+        """What every turn's answer must match (`send`'s `schema` when it names none)."""
         if messages is None and session is not None:
             messages = session.messages()
         self.messages: list[Message] = list(messages or ())
@@ -337,6 +345,8 @@ class Agent:
         # as a rewrite rather than mistaken for an unchanged prefix.
         self._recorded: list[Message] = list(self.messages)
         self._downgrades: list[Downgrade] = []  # noted since the last record
+        # The schema the turn under way asks for (`send`'s), None between turns.
+        self._output_schema: OutputSchema | None = None
         self.turn_downgrades: list[Downgrade] = []
         """What the last turn's requests could not send as held, each once (`Encoded.downgrades`).
 
@@ -348,7 +358,13 @@ class Agent:
 
     # -- public ---------------------------------------------------------------
 
-    def send(self, prompt: str, images: Sequence[Image | Document] = ()) -> Response:
+    def send(
+        self,
+        prompt: str,
+        images: Sequence[Image | Document] = (),
+        *,
+        schema: SchemaSpec | None = None,
+    ) -> Response:
         """Run one turn for `prompt` (and any images) and return the last response.
 
         Raises what the backend raised (a `ProviderError`), with the history
@@ -356,10 +372,56 @@ class Agent:
         request, the prompt is withdrawn too, so the history is exactly what
         it was before `send`. A `KeyboardInterrupt` stops the turn the same
         way, after answering any running tool call as interrupted.
+
+        With a `schema` (a JSON Schema dict, a msgspec Struct, a TypedDict,
+        a dataclass or a pydantic model: `carryall.schema`), every request of
+        the turn asks for an answer matching it, natively on each wire, and
+        the turn's answer is checked on receipt: one that does not match
+        raises `StructuredOutputError` naming the first mismatch, the answer
+        kept in the history (it was said). `ask` gives the parsed value.
         """
+        schema = self.schema if schema is None else schema
+        if schema is None:
+            start = len(self.messages)
+            self.messages.append(Message.user(prompt, images))
+            return self._turn(rollback_to=start)
+        from carryall.schema import output_schema, parse
+
+        # A schema no wire could send is refused before the prompt joins the history.
+        wanted = output_schema(schema)
         start = len(self.messages)
         self.messages.append(Message.user(prompt, images))
-        return self._turn(rollback_to=start)
+        self._output_schema = wanted
+        try:
+            response = self._turn(rollback_to=start)
+        finally:
+            self._output_schema = None
+        # Checked against what was asked for: the type by its own validator.
+        parse(response, schema)
+        return response
+
+    @overload
+    def ask(self, prompt: str, schema: type[T], images: Sequence[Image | Document] = ()) -> T: ...
+
+    @overload
+    def ask(
+        self,
+        prompt: str,
+        schema: dict[str, Any] | OutputSchema,
+        images: Sequence[Image | Document] = (),
+    ) -> Any: ...
+
+    def ask(self, prompt: str, schema: SchemaSpec, images: Sequence[Image | Document] = ()) -> Any:
+        """Run one turn asking for an answer matching `schema`; return the answer parsed.
+
+        `send(prompt, images, schema=schema)`, then the answer as the
+        caller's type: an instance of a Struct, dataclass or pydantic model,
+        the decoded JSON for a TypedDict or a schema dict. A mismatch raises
+        `StructuredOutputError` (see `send`).
+        """
+        from carryall.schema import parse
+
+        return parse(self.send(prompt, images, schema=schema), schema)
 
     def resume(self) -> Response:
         """Carry on a turn from the history as it stands, adding no prompt.
@@ -394,6 +456,7 @@ class Agent:
             tools=tuple(t.spec for t in self.tools.values()),
             max_tokens=max_tokens,
             tool_choice=tool_choice,
+            output_schema=self._output_schema,
         )
 
     def _fitted_request(self, step: int, tool_choice: ToolChoice | None) -> Request:

@@ -44,8 +44,8 @@ from carryall.agent import (
     ToolCallStarted,
 )
 from carryall.blocks import Document, Downgrade, Image, Message, ToolUse
-from carryall.errors import AttachmentError, CarryallError
-from carryall.providers import Response
+from carryall.errors import AttachmentError, CarryallError, StructuredOutputError
+from carryall.providers import OutputSchema, Response
 from carryall.tools import Tool
 from carryall.tools.builtin import BUILTIN_TOOL_NAMES, DEFAULT_TOOL_NAMES, builtin_tools
 from carryall.usage import format_cost, responses_total
@@ -301,6 +301,19 @@ def run(
             help="When the turn ends, print the tokens it used and what they cost on stderr.",
         ),
     ] = False,
+    schema: Annotated[
+        str | None,
+        typer.Option(
+            "--schema",
+            metavar="FILE|JSON",
+            help=(
+                "Ask for an answer matching this JSON Schema (a file, or inline JSON) "
+                "and print it as validated JSON; an answer that does not match fails. "
+                "A resumed session asks for its own again."
+            ),
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run one prompt to the end of its turn, tools included, and print the answer.
 
@@ -313,8 +326,15 @@ def run(
     Example: cat notes.txt | carryall run "Summarise this" --json
 
     Example: carryall run -c "And the second point?"
+
+    Example: carryall run "Name a city" --schema '{"type": "object", ...}'
     """
-    out, err = _consoles(quiet=as_json)
+    try:
+        output_schema = _read_schema(schema)
+    except CarryallError as exc:
+        fail(str(exc), console=Console(stderr=True, highlight=False))
+    # A structured answer is printed once checked, never streamed half-made.
+    out, err = _consoles(quiet=as_json or output_schema is not None)
     try:
         prompt = _read_prompt(prompt)
     except CarryallError as exc:
@@ -336,11 +356,17 @@ def run(
                 "[yellow]interrupted[/]: the turn was stopped; your prompt is kept in the session"
             )
             raise typer.Exit(130) from None
+        except StructuredOutputError as exc:
+            # The answer was said and is kept; it only is not what was asked for.
+            display.finish()
+            err.print(f"[dim]the answer: {shown(shorten(exc.answer, 400))}[/]", soft_wrap=True)
+            fail(str(exc), console=err)
         except CarryallError as exc:
             display.finish()
             _keep_failed_prompt(agent, start, Message.user(prompt, images), str(exc))
             fail(str(exc), console=err)
         display.finish()
+        parsed = _parsed(response, agent)
         downgrades = [msgspec.to_builtins(d) for d in agent.turn_downgrades]
         for downgrade in agent.turn_downgrades:
             err.print(f"[yellow]note:[/] {shown(_downgrade_line(downgrade))}", soft_wrap=True)
@@ -354,12 +380,12 @@ def run(
                 soft_wrap=True,
             )
         if as_json:
-            typer.echo(
-                json.dumps(
-                    _turn_json(agent, start, response, display.responses, downgrades),
-                    ensure_ascii=False,
-                )
-            )
+            turn = _turn_json(agent, start, response, display.responses, downgrades)
+            if agent.schema is not None:
+                turn["parsed"] = parsed
+            typer.echo(json.dumps(turn, ensure_ascii=False))
+        elif agent.schema is not None:
+            typer.echo(json.dumps(parsed, ensure_ascii=False, indent=2))
 
 
 def chat(
@@ -439,6 +465,8 @@ class _Setup:
     store: str | None = None
     resume: str | None = None
     mcp: Path | None = None
+    output_schema: OutputSchema | None = None
+    """`run --schema`'s, or a resumed session's own (`SessionMeta.output_schema`)."""
 
     @classmethod
     def of(cls, options: dict[str, Any]) -> _Setup:
@@ -528,6 +556,7 @@ def _opened(
             on_text=display.on_text,
             on_event=display.on_event,
             tracer=tracer,
+            schema=setup.output_schema,
         )
         if toolbox is not None:
             attach_host(toolbox, agent, err, before_asking=display._stop_spinner)
@@ -663,6 +692,9 @@ def _create_session(
         tools=tools,
         base_url=masked(setup.base_url) if setup.base_url else None,
         options=setup.options(),
+        output_schema=None
+        if setup.output_schema is None
+        else msgspec.to_builtins(setup.output_schema),
     )
 
 
@@ -721,6 +753,7 @@ def _resumed(setup: _Setup, session: AnySession) -> _Setup:
             else setup.tool_timeout
         ),
         no_vision=setup.no_vision or bool(kept.get("no_vision", False)),
+        output_schema=setup.output_schema or _stored_schema(meta.output_schema),
     )
     if setup.backend not in (None, meta.backend) or not meta.backend:
         # Another backend: the session's URL and model were that backend's.
@@ -728,6 +761,54 @@ def _resumed(setup: _Setup, session: AnySession) -> _Setup:
     model = setup.model if setup.model is not None else (meta.model or None)
     base_url = setup.base_url if setup.base_url is not None else meta.base_url
     return replace(setup, backend=meta.backend, model=model, base_url=base_url)
+
+
+def _read_schema(value: str | None) -> OutputSchema | None:
+    """`--schema`'s JSON Schema: inline JSON (it starts with `{`), else a file (`@` optional)."""
+    if value is None:
+        return None
+    from carryall.schema import output_schema
+
+    text = value.strip()
+    if text.startswith("{"):
+        where = "--schema"
+    else:
+        path = Path(value.removeprefix("@")).expanduser()
+        where = f"the schema file {str(path)!r}"
+        try:
+            text = _utf8(path.read_bytes(), where)
+        except OSError as exc:
+            raise CarryallError(f"cannot read {where}: {exc.strerror}") from None
+    try:
+        schema = json.loads(text)
+    except ValueError as exc:
+        raise CarryallError(f"{where} is not JSON: {exc}") from None
+    if not isinstance(schema, dict):
+        raise CarryallError(f"{where} must be a JSON object (a JSON Schema), not {_kind(schema)}")
+    return output_schema(schema)
+
+
+def _kind(value: Any) -> str:
+    return "an array" if isinstance(value, list) else f"a {type(value).__name__}"
+
+
+def _stored_schema(stored: dict[str, Any] | None) -> OutputSchema | None:
+    """A session's recorded output schema, or None when it has none or it is not one."""
+    if stored is None:
+        return None
+    try:
+        return msgspec.convert(stored, OutputSchema)
+    except msgspec.ValidationError:
+        return None
+
+
+def _parsed(response: Response, agent: Agent) -> Any:
+    """The turn's structured answer (already checked by the agent), or None when none was asked."""
+    if agent.schema is None:
+        return None
+    from carryall.schema import parse
+
+    return parse(response, agent.schema)
 
 
 def _int(options: dict[str, int | float | bool], name: str) -> int | None:

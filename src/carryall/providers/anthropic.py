@@ -98,6 +98,7 @@ from carryall.blocks import (
     ToolUse,
 )
 from carryall.errors import BlockError, CarryallError, ProviderError
+from carryall.providers import structured
 from carryall.providers._common import (
     Prepared,
     Wire,
@@ -301,6 +302,7 @@ def _body(
         wire["thinking"] = {"type": "enabled", "budget_tokens": _thinking_budget(request)}
     if request.effort is not None:
         wire["output_config"] = {"effort": request.effort}
+    structured.add_anthropic(wire, request)
     return wire, downgrades
 
 

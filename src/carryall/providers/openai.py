@@ -162,6 +162,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
+from carryall.providers import structured
 from carryall.providers._common import (
     Wire,
     _parse_arguments,
@@ -378,6 +379,7 @@ def encode_prepared(
         body["reasoning_effort"] = request.effort
     if llama and (caps.thinking or request.thinking):
         body["chat_template_kwargs"] = {"enable_thinking": bool(request.thinking)}
+    structured.add_openai(body, request)
     return body
 
 

@@ -63,12 +63,14 @@ from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, T
 from carryall.carrier import Marker, MarkerKind, marker_line, render_prompt_tool_carrier
 from carryall.errors import CarrierError, HistoryError, ProviderError
 from carryall.providers import openai as openai_codec
+from carryall.providers import structured
 from carryall.providers._common import Wire, answer_message, prepare
 from carryall.providers._types import (
     Capabilities,
     Dialect,
     Downgrade,
     Encoded,
+    OutputSchema,
     Request,
     Response,
     ToolSpec,
@@ -144,7 +146,9 @@ def encode(
     )
     body = openai_codec.encode_prepared(inner, inner.messages, caps, dialect)
     if constrained:
-        body["response_format"] = response_format(request.tools, request.tool_choice)
+        body["response_format"] = response_format(
+            request.tools, request.tool_choice, answer=structured.checked(request)
+        )
     return Encoded(body, downgrades)
 
 
@@ -222,6 +226,13 @@ def _constrained_content(text: str, calls: Sequence[ToolUse]) -> str:
     return json.dumps({"response": text}, ensure_ascii=False)
 
 
+def _json_text(value: Any) -> str:
+    """A JSON value as its text; nothing (`None`) as no text."""
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _markers(images: Sequence[Image]) -> list[Marker]:
     """The `[IMAGE:<name>]` declarations of a round's images, one per image part that follows."""
     markers: list[Marker] = []
@@ -248,21 +259,27 @@ def _nameable(source: str) -> bool:
 # -- the constrained response format ---------------------------------------------
 
 
-def response_format(tools: Sequence[ToolSpec], tool_choice: str | None = None) -> dict[str, Any]:
+def response_format(
+    tools: Sequence[ToolSpec], tool_choice: str | None = None, answer: OutputSchema | None = None
+) -> dict[str, Any]:
     """The OpenAI-form `response_format` for constrained prompt mode (`response_schema`)."""
     return {
         "type": "json_schema",
-        "json_schema": {"name": SCHEMA_NAME, "schema": response_schema(tools, tool_choice)},
+        "json_schema": {"name": SCHEMA_NAME, "schema": response_schema(tools, tool_choice, answer)},
     }
 
 
-def response_schema(tools: Sequence[ToolSpec], tool_choice: str | None = None) -> dict[str, Any]:
+def response_schema(
+    tools: Sequence[ToolSpec], tool_choice: str | None = None, answer: OutputSchema | None = None
+) -> dict[str, Any]:
     """The JSON schema of a constrained answer: real calls, or a plain response.
 
     `{"tool_calls": [...]}` with each entry's `name` a `const` of one tool and
     its `arguments` that tool's input schema, or `{"response": "..."}`.
     With no tools, or `tool_choice` `none`, only the response; with
-    `required`, only calls.
+    `required`, only calls. With an `answer` schema (structured output) the
+    response is a value matching it rather than a string, and is read back
+    as its JSON text.
     """
     defs: dict[str, Any] = {}
     entries: list[dict[str, Any]] = []
@@ -288,9 +305,15 @@ def response_schema(tools: Sequence[ToolSpec], tool_choice: str | None = None) -
                 "additionalProperties": False,
             }
         )
+    response: Any = {"type": "string"}
+    if answer is not None:
+        response = answer.schema
+        if _has_ref(response):
+            defs["answer"] = _rebase(response, "#/$defs/answer")
+            response = {"$ref": "#/$defs/answer"}
     response_branch: dict[str, Any] = {
         "type": "object",
-        "properties": {"response": {"type": "string"}},
+        "properties": {"response": response},
         "required": ["response"],
         "additionalProperties": False,
     }
@@ -418,7 +441,8 @@ def _read_constrained(content: str, salt: str, *, cut: bool) -> tuple[str, list[
     ok, value = load_json(stripped)
     if ok and isinstance(value, dict) and ("tool_calls" in value or "response" in value):
         response = value.get("response")
-        text = response if isinstance(response, str) else ""
+        # A structured answer (`response_schema`'s `answer`) is a JSON value: its text.
+        text = response if isinstance(response, str) else _json_text(response)
         raw_calls = value.get("tool_calls")
         if raw_calls is None or raw_calls == []:
             return text, [], 0

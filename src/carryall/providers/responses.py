@@ -82,6 +82,7 @@ from carryall.blocks import (
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
 from carryall.providers import prompt as prompt_mode
+from carryall.providers import structured
 from carryall.providers._common import (
     Wire,
     _shown,
@@ -215,9 +216,11 @@ def _encoded(
 ) -> Encoded:
     if not caps.native_tools and request.tools:
         inner, downgrades = prompt_mode.plain_request(request, caps, WIRE, constrained=constrained)
-        body = _encode(inner, _items(inner.messages, 0, len(inner.messages)), sent)
+        body = _encode(inner, _items(inner.messages, 0, len(inner.messages)), sent, llama)
         if constrained:
-            schema = prompt_mode.response_schema(request.tools, request.tool_choice)
+            schema = prompt_mode.response_schema(
+                request.tools, request.tool_choice, answer=structured.checked(request)
+            )
             body["text"] = {
                 "format": {
                     "type": "json_schema",
@@ -237,7 +240,7 @@ def _encoded(
         )
     else:
         items = _items(messages, 0, len(messages))
-    return Encoded(_encode(request, items, sent), prepared.downgrades)
+    return Encoded(_encode(request, items, sent, llama), prepared.downgrades)
 
 
 def _items(messages: Sequence[Message], start: int, end: int) -> list[Any]:
@@ -267,7 +270,7 @@ def _items(messages: Sequence[Message], start: int, end: int) -> list[Any]:
     return items
 
 
-def _encode(request: Request, items: list[Any], sent: bool) -> dict[str, Any]:
+def _encode(request: Request, items: list[Any], sent: bool, llama: bool = False) -> dict[str, Any]:
     """The body around the messages' `items`: the wire objects when `sent`, else their dicts."""
     if not items:
         raise HistoryError(0, "the request has no messages: nothing to answer")
@@ -297,6 +300,7 @@ def _encode(request: Request, items: list[Any], sent: bool) -> dict[str, Any]:
         body["reasoning"] = {"effort": request.effort}
     if request.thinking:
         body["include"] = [_ENCRYPTED]
+    structured.add_responses(body, request, llama=llama)
     return body
 
 

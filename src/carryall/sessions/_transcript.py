@@ -97,6 +97,9 @@ class SessionMeta(msgspec.Struct, frozen=True, omit_defaults=True):
     """The backend's base URL the run was given (never a key), so a resumed run goes there."""
     options: dict[str, int | float | bool] | None = None
     """The run's settings the command line gave (`max_tokens`, `no_vision`, ...), kept alike."""
+    output_schema: dict[str, Any] | None = None
+    """The structured output a run asked for (`run --schema`): a `carryall.providers.OutputSchema`
+    in its JSON form (`schema`, `name`, `strict`), so a continued run asks for it again."""
 
 
 class _HeaderProbe(msgspec.Struct):

@@ -43,7 +43,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from carryall.blocks import Downgrade, Message, ToolResult, validate_history
 from carryall.errors import HistoryError, SessionConflict, TranscriptError
@@ -299,6 +299,7 @@ class AnyStore(Protocol):
         tools: Sequence[str] | None = None,
         base_url: str | None = None,
         options: Mapping[str, int | float | bool] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> AnySession:
         """Start a new, empty session (`origin`: where an imported history came from)."""
 
