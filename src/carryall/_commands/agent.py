@@ -305,7 +305,7 @@ def run(
         str | None,
         typer.Option(
             "--schema",
-            metavar="FILE|JSON",
+            metavar="SCHEMA",
             help=(
                 "Ask for an answer matching this JSON Schema (a file, or inline JSON) "
                 "and print it as validated JSON; an answer that does not match fails. "
@@ -327,14 +327,13 @@ def run(
 
     Example: carryall run -c "And the second point?"
 
-    Example: carryall run "Name a city" --schema '{"type": "object", ...}'
+    Example: carryall run "Who wrote Dune?" --schema person.json
     """
     try:
         output_schema = _read_schema(schema)
     except CarryallError as exc:
         fail(str(exc), console=Console(stderr=True, highlight=False))
-    # A structured answer is printed once checked, never streamed half-made.
-    out, err = _consoles(quiet=as_json or output_schema is not None)
+    out, err = _consoles(quiet=as_json)
     try:
         prompt = _read_prompt(prompt)
     except CarryallError as exc:
@@ -345,6 +344,10 @@ def run(
     resume = _continued(continue_, session_id, err)
     setup = _Setup.of(locals())
     with _opened(setup, out, err, prompt=Message.user(prompt, images)) as (agent, display):
+        if agent.schema is not None:
+            # A structured answer (asked here or by the resumed session) is
+            # printed once checked, never streamed half-made.
+            display.out = _consoles(quiet=True)[0]
         images = _sendable(images, agent, err)
         start = len(agent.messages)
         try:
