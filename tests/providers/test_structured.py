@@ -346,3 +346,23 @@ def test_an_answer_without_the_forced_call_is_given_back_as_it_is() -> None:
     plain = _forced(Text('{"city": "Oslo", "sights": []}'), stop="end_turn")
     assert answered(plain, OUTPUT) is plain
     assert answered(plain, None) is plain
+
+
+def test_constrained_prompt_mode_writes_a_past_structured_answer_as_its_value() -> None:
+    # The history's examples agree with the schema's response branch: a value, not its text.
+    said = '{"city": "Rome", "sights": []}'
+    history = (
+        Message.user("Rome?"),
+        Message.assistant([Text(said)]),
+        Message.user("And Paris?"),
+    )
+    request = _request(tools=TOOLS, messages=history)
+    body = prompt_mode.encode_request(
+        request, PROMPT_CAPS, dialect="llama-server", constrained=True
+    )
+    [past] = [m for m in body["messages"] if m["role"] == "assistant"]
+    assert json.loads(past["content"]) == {"response": json.loads(said)}
+    plain = _request(tools=TOOLS, messages=history, output_schema=None)
+    body = prompt_mode.encode_request(plain, PROMPT_CAPS, dialect="llama-server", constrained=True)
+    [past] = [m for m in body["messages"] if m["role"] == "assistant"]
+    assert json.loads(past["content"]) == {"response": said}

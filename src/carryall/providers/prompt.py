@@ -170,7 +170,8 @@ def plain_request(
     prepared = prepare(request, caps, wire)
     messages = prepared.messages
     plain = [
-        _plain(message, index, messages, constrained) for index, message in enumerate(messages)
+        _plain(message, index, messages, constrained, structured=request.output_schema is not None)
+        for index, message in enumerate(messages)
     ]
     description = describe_tools(
         request.tools, constrained=constrained, tool_choice=request.tool_choice
@@ -195,7 +196,14 @@ def encode_request_bytes(
     return openai_codec.sent_bytes(body, stream=stream)
 
 
-def _plain(message: Message, index: int, messages: Sequence[Message], constrained: bool) -> Message:
+def _plain(
+    message: Message,
+    index: int,
+    messages: Sequence[Message],
+    constrained: bool,
+    *,
+    structured: bool = False,
+) -> Message:
     """One message as the plain text (and images) prompt mode sends."""
     if message.role == "assistant":
         thinking = [b for b in message.content if isinstance(b, Thinking)]
@@ -203,7 +211,9 @@ def _plain(message: Message, index: int, messages: Sequence[Message], constraine
         calls = message.tool_uses()
         try:
             content = (
-                _constrained_content(text, calls) if constrained else render_assistant(text, calls)
+                _constrained_content(text, calls, structured)
+                if constrained
+                else render_assistant(text, calls)
             )
         except (TypeError, ValueError, RecursionError) as exc:
             raise HistoryError(index, f"a tool call's input is not JSON: {exc}") from None
@@ -219,10 +229,15 @@ def _plain(message: Message, index: int, messages: Sequence[Message], constraine
     return Message("user", (Text(carrier), *rest))
 
 
-def _constrained_content(text: str, calls: Sequence[ToolUse]) -> str:
+def _constrained_content(text: str, calls: Sequence[ToolUse], structured: bool = False) -> str:
     if calls:
         entries = [{"name": call.name, "arguments": call.input} for call in calls]
         return json.dumps({"tool_calls": entries}, ensure_ascii=False, allow_nan=False)
+    if structured:
+        # A past structured answer is its JSON value, as the schema's response branch has it.
+        ok, value = load_json(text)
+        if ok:
+            return json.dumps({"response": value}, ensure_ascii=False)
     return json.dumps({"response": text}, ensure_ascii=False)
 
 
