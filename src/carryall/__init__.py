@@ -38,6 +38,7 @@ from carryall.errors import (
     HistoryError,
     ProviderError,
     SessionConflict,
+    StructuredOutputError,
     TranscriptError,
 )
 
@@ -82,6 +83,7 @@ __all__ = [
     "Session",
     "SessionConflict",
     "Store",
+    "StructuredOutputError",
     "Text",
     "Thinking",
     "Tool",

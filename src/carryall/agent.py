@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, TypeVar, overload
 
 import msgspec
 
@@ -58,6 +58,7 @@ from carryall.providers import (
     Downgrade,
     Effort,
     ModelOptions,
+    OutputSchema,
     Request,
     Response,
     ToolChoice,
@@ -69,7 +70,10 @@ from carryall.transport import Backend
 from carryall.usage import RequestUsage
 
 if TYPE_CHECKING:
+    from carryall.schema import SchemaSpec
     from carryall.tracing import AgentTracer
+
+T = TypeVar("T")
 
 __all__ = [
     "DEFAULT_MAX_REPEATS",
@@ -284,6 +288,8 @@ class Agent:
     wire's cache markers, `carryall.providers.caching`; `off`: none), and
     `cache_key` the conversation's name where a wire routes by one (default:
     a digest of the session's id, else of the system prompt and tools).
+    A `schema` asks every turn for an answer of that shape (structured
+    output; see `send`), unless a turn names its own.
     With a `session`, the history is recorded after every tool round and every turn, and after a
     failed or interrupted one with whatever whole messages it left; when no
     `messages` are given, the session's own history is the starting point.
@@ -312,6 +318,7 @@ class Agent:
         effort: Effort | None = None,
         thinking: bool = False,
         thinking_budget: int | None = None,
+        schema: SchemaSpec | None = None,
     ) -> None:
         steps_default, tokens_default = default_budget(getattr(backend, "name", ""))
         max_steps = steps_default if max_steps is None else max_steps
@@ -375,6 +382,8 @@ class Agent:
             session_id = getattr(session, "id", None)
             cache_key = conversation_key(session_id) if isinstance(session_id, str) else ""
         self.cache_key = cache_key
+        self.schema = schema
+        """What every turn's answer must match (`send`'s `schema` when it names none)."""
         if messages is None and session is not None:
             messages = session.messages()
         self.messages: list[Message] = list(messages or ())
@@ -382,6 +391,8 @@ class Agent:
         # as a rewrite rather than mistaken for an unchanged prefix.
         self._recorded: list[Message] = list(self.messages)
         self._downgrades: list[Downgrade] = []  # noted since the last record
+        # The schema the turn under way asks for (`send`'s), None between turns.
+        self._output_schema: OutputSchema | None = None
         self.turn_downgrades: list[Downgrade] = []
         """What the last turn's requests could not send as held, each once (`Encoded.downgrades`).
 
@@ -399,7 +410,13 @@ class Agent:
 
     # -- public ---------------------------------------------------------------
 
-    def send(self, prompt: str, images: Sequence[Image | Document] = ()) -> Response:
+    def send(
+        self,
+        prompt: str,
+        images: Sequence[Image | Document] = (),
+        *,
+        schema: SchemaSpec | None = None,
+    ) -> Response:
         """Run one turn for `prompt` (and any images) and return the last response.
 
         Raises what the backend raised (a `ProviderError`), with the history
@@ -407,10 +424,56 @@ class Agent:
         request, the prompt is withdrawn too, so the history is exactly what
         it was before `send`. A `KeyboardInterrupt` stops the turn the same
         way, after answering any running tool call as interrupted.
+
+        With a `schema` (a JSON Schema dict, a msgspec Struct, a TypedDict,
+        a dataclass or a pydantic model: `carryall.schema`), every request of
+        the turn asks for an answer matching it, natively on each wire, and
+        the turn's answer is checked on receipt: one that does not match
+        raises `StructuredOutputError` naming the first mismatch, the answer
+        kept in the history (it was said). `ask` gives the parsed value.
         """
+        schema = self.schema if schema is None else schema
+        if schema is None:
+            start = len(self.messages)
+            self.messages.append(Message.user(prompt, images))
+            return self._turn(rollback_to=start)
+        from carryall.schema import output_schema, parse
+
+        # A schema no wire could send is refused before the prompt joins the history.
+        wanted = output_schema(schema)
         start = len(self.messages)
         self.messages.append(Message.user(prompt, images))
-        return self._turn(rollback_to=start)
+        self._output_schema = wanted
+        try:
+            response = self._turn(rollback_to=start)
+        finally:
+            self._output_schema = None
+        # Checked against what was asked for: the type by its own validator.
+        parse(response, schema)
+        return response
+
+    @overload
+    def ask(self, prompt: str, schema: type[T], images: Sequence[Image | Document] = ()) -> T: ...
+
+    @overload
+    def ask(
+        self,
+        prompt: str,
+        schema: dict[str, Any] | OutputSchema,
+        images: Sequence[Image | Document] = (),
+    ) -> Any: ...
+
+    def ask(self, prompt: str, schema: SchemaSpec, images: Sequence[Image | Document] = ()) -> Any:
+        """Run one turn asking for an answer matching `schema`; return the answer parsed.
+
+        `send(prompt, images, schema=schema)`, then the answer as the
+        caller's type: an instance of a Struct, dataclass or pydantic model,
+        the decoded JSON for a TypedDict or a schema dict. A mismatch raises
+        `StructuredOutputError` (see `send`).
+        """
+        from carryall.schema import parse
+
+        return parse(self.send(prompt, images, schema=schema), schema)
 
     def resume(self) -> Response:
         """Carry on a turn from the history as it stands, adding no prompt.
@@ -451,6 +514,7 @@ class Agent:
             effort=self.effort,
             thinking=self.thinking,
             thinking_budget=self.thinking_budget,
+            output_schema=self._output_schema,
         )
 
     def _fitted_request(self, step: int, tool_choice: ToolChoice | None) -> Request:

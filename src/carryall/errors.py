@@ -23,6 +23,7 @@ __all__ = [
     "LocalBackendError",
     "ProviderError",
     "SessionConflict",
+    "StructuredOutputError",
     "ToolError",
     "TranscriptError",
 ]
@@ -131,3 +132,18 @@ class LocalBackendError(CarryallError):
 
 class McpError(CarryallError):
     """An MCP server could not be configured, started or spoken to (`carryall.mcp`)."""
+
+
+class StructuredOutputError(CarryallError, ValueError):
+    """An answer asked for as structured output is not JSON, or does not match its schema.
+
+    `path` is the JSON path of the first mismatch (`$.items[0].qty`; `$` for
+    the whole answer), `reason` what is wrong there, `answer` the text that
+    was checked, so a caller can show it, keep it or ask again.
+    """
+
+    def __init__(self, path: str, reason: str, answer: str) -> None:
+        self.path = path
+        self.reason = reason
+        self.answer = answer
+        super().__init__(f"the answer does not match the schema: at {path}: {reason}")

@@ -45,8 +45,8 @@ from carryall.agent import (
     ToolCallStarted,
 )
 from carryall.blocks import Document, Downgrade, Image, Message, ToolUse
-from carryall.errors import AttachmentError, CarryallError
-from carryall.providers import CachePolicy, Response
+from carryall.errors import AttachmentError, CarryallError, StructuredOutputError
+from carryall.providers import CachePolicy, OutputSchema, Response
 from carryall.request_options import layered, parse_pairs, read_table
 from carryall.tools import Tool
 from carryall.tools.builtin import BUILTIN_TOOL_NAMES, DEFAULT_TOOL_NAMES, builtin_tools
@@ -343,6 +343,19 @@ def run(
             help="When the turn ends, print the tokens it used and what they cost on stderr.",
         ),
     ] = False,
+    schema: Annotated[
+        str | None,
+        typer.Option(
+            "--schema",
+            metavar="SCHEMA",
+            help=(
+                "Ask for an answer matching this JSON Schema (a file, or inline JSON) "
+                "and print it as validated JSON; an answer that does not match fails. "
+                "A resumed session asks for its own again."
+            ),
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run one prompt to the end of its turn, tools included, and print the answer.
 
@@ -355,7 +368,13 @@ def run(
     Example: cat notes.txt | carryall run "Summarise this" --json
 
     Example: carryall run -c "And the second point?"
+
+    Example: carryall run "Who wrote Dune?" --schema person.json
     """
+    try:
+        output_schema = _read_schema(schema)
+    except CarryallError as exc:
+        fail(str(exc), console=Console(stderr=True, highlight=False))
     out, err = _consoles(quiet=as_json)
     try:
         prompt = _read_prompt(prompt)
@@ -367,6 +386,10 @@ def run(
     resume = _continued(continue_, session_id, err)
     setup = _Setup.of(locals())
     with _opened(setup, out, err, prompt=Message.user(prompt, images)) as (agent, display):
+        if agent.schema is not None:
+            # A structured answer (asked here or by the resumed session) is
+            # printed once checked, never streamed half-made.
+            display.out = _consoles(quiet=True)[0]
         images = _sendable(images, agent, err)
         start = len(agent.messages)
         try:
@@ -378,11 +401,17 @@ def run(
                 "[yellow]interrupted[/]: the turn was stopped; your prompt is kept in the session"
             )
             raise typer.Exit(130) from None
+        except StructuredOutputError as exc:
+            # The answer was said and is kept; it only is not what was asked for.
+            display.finish()
+            err.print(f"[dim]the answer: {shown(shorten(exc.answer, 400))}[/]", soft_wrap=True)
+            fail(str(exc), console=err)
         except CarryallError as exc:
             display.finish()
             _keep_failed_prompt(agent, start, Message.user(prompt, images), str(exc))
             fail(str(exc), console=err)
         display.finish()
+        parsed = _parsed(response, agent)
         downgrades = [msgspec.to_builtins(d) for d in agent.turn_downgrades]
         for downgrade in agent.turn_downgrades:
             err.print(f"[yellow]note:[/] {shown(_downgrade_line(downgrade))}", soft_wrap=True)
@@ -396,12 +425,12 @@ def run(
                 soft_wrap=True,
             )
         if as_json:
-            typer.echo(
-                json.dumps(
-                    _turn_json(agent, start, response, display.responses, downgrades),
-                    ensure_ascii=False,
-                )
-            )
+            turn = _turn_json(agent, start, response, display.responses, downgrades)
+            if agent.schema is not None:
+                turn["parsed"] = parsed
+            typer.echo(json.dumps(turn, ensure_ascii=False))
+        elif agent.schema is not None:
+            typer.echo(json.dumps(parsed, ensure_ascii=False, indent=2))
 
 
 def chat(
@@ -488,6 +517,8 @@ class _Setup:
     """The `-o KEY=VALUE` pairs, as given."""
     request: dict[str, Any] | None = None
     """The request options a continued session was sent with, under `option`."""
+    output_schema: OutputSchema | None = None
+    """`run --schema`'s, or a resumed session's own (`SessionMeta.output_schema`)."""
 
     @classmethod
     def of(cls, options: dict[str, Any]) -> _Setup:
@@ -585,6 +616,7 @@ def _opened(
             on_text=display.on_text,
             on_event=display.on_event,
             tracer=tracer,
+            schema=setup.output_schema,
         )
         if toolbox is not None:
             attach_host(toolbox, agent, err, before_asking=display._stop_spinner)
@@ -752,6 +784,9 @@ def _create_session(
         tools=tools,
         base_url=masked(setup.base_url) if setup.base_url else None,
         options=options,
+        output_schema=None
+        if setup.output_schema is None
+        else msgspec.to_builtins(setup.output_schema),
     )
 
 
@@ -811,6 +846,7 @@ def _resumed(setup: _Setup, session: AnySession) -> _Setup:
         ),
         no_vision=setup.no_vision or bool(kept.get("no_vision", False)),
         request=kept.get("request") if isinstance(kept.get("request"), dict) else None,
+        output_schema=setup.output_schema or _stored_schema(meta.output_schema),
     )
     if setup.backend not in (None, meta.backend) or not meta.backend:
         # Another backend: the session's URL and model were that backend's.
@@ -818,6 +854,54 @@ def _resumed(setup: _Setup, session: AnySession) -> _Setup:
     model = setup.model if setup.model is not None else (meta.model or None)
     base_url = setup.base_url if setup.base_url is not None else meta.base_url
     return replace(setup, backend=meta.backend, model=model, base_url=base_url)
+
+
+def _read_schema(value: str | None) -> OutputSchema | None:
+    """`--schema`'s JSON Schema: inline JSON (it starts with `{`), else a file (`@` optional)."""
+    if value is None:
+        return None
+    from carryall.schema import output_schema
+
+    text = value.strip()
+    if text.startswith("{"):
+        where = "--schema"
+    else:
+        path = Path(value.removeprefix("@")).expanduser()
+        where = f"the schema file {str(path)!r}"
+        try:
+            text = _utf8(path.read_bytes(), where)
+        except OSError as exc:
+            raise CarryallError(f"cannot read {where}: {exc.strerror}") from None
+    try:
+        schema = json.loads(text)
+    except ValueError as exc:
+        raise CarryallError(f"{where} is not JSON: {exc}") from None
+    if not isinstance(schema, dict):
+        raise CarryallError(f"{where} must be a JSON object (a JSON Schema), not {_kind(schema)}")
+    return output_schema(schema)
+
+
+def _kind(value: Any) -> str:
+    return "an array" if isinstance(value, list) else f"a {type(value).__name__}"
+
+
+def _stored_schema(stored: dict[str, Any] | None) -> OutputSchema | None:
+    """A session's recorded output schema, or None when it has none or it is not one."""
+    if stored is None:
+        return None
+    try:
+        return msgspec.convert(stored, OutputSchema)
+    except msgspec.ValidationError:
+        return None
+
+
+def _parsed(response: Response, agent: Agent) -> Any:
+    """The turn's structured answer (already checked by the agent), or None when none was asked."""
+    if agent.schema is None:
+        return None
+    from carryall.schema import parse
+
+    return parse(response, agent.schema)
 
 
 def _int(options: dict[str, Any], name: str) -> int | None:

@@ -99,7 +99,7 @@ from carryall.blocks import (
     ToolUse,
 )
 from carryall.errors import BlockError, CarryallError, ProviderError
-from carryall.providers import caching
+from carryall.providers import caching, structured
 from carryall.providers._common import (
     Prepared,
     Wire,
@@ -313,6 +313,7 @@ def _body(
         wire["thinking"] = {"type": "enabled", "budget_tokens": _thinking_budget(request)}
     if request.effort is not None:
         wire["output_config"] = {"effort": request.effort}
+    structured.add_anthropic(wire, request)
     placed = _options(request, wire)
     if placed:
         downgrades = (*placed, *downgrades)

@@ -101,7 +101,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
-from carryall.providers import caching
+from carryall.providers import caching, structured
 from carryall.providers._common import (
     Wire,
     _shown,
@@ -264,6 +264,7 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
         body["additionalModelRequestFields"] = {
             "thinking": {"type": "enabled", "budget_tokens": _thinking_budget(request)}
         }
+    structured.add_bedrock(body, request)
     if len(downgrades) != len(prepared.downgrades):
         downgrades.sort(key=lambda d: d.index)
     placed = _options(request, caps, body)

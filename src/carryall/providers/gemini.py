@@ -82,6 +82,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
+from carryall.providers import structured
 from carryall.providers._common import (
     Wire,
     _shown,
@@ -241,6 +242,7 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
             thinking["thinkingBudget"] = request.thinking_budget
         config["thinkingConfig"] = thinking
     body["generationConfig"] = config
+    structured.add_gemini(body, request)
     placed = _options(request, body, config)
     return Encoded(body, (*placed, *prepared.downgrades) if placed else prepared.downgrades)
 

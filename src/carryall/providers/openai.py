@@ -163,7 +163,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
-from carryall.providers import caching
+from carryall.providers import caching, structured
 from carryall.providers._common import (
     Wire,
     _parse_arguments,
@@ -395,6 +395,7 @@ def encode_prepared(
     key = None if llama else caching.prompt_cache_key(request)
     if key is not None:
         body["prompt_cache_key"] = key
+    structured.add_openai(body, request)
     return body
 
 

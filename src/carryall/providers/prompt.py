@@ -63,12 +63,14 @@ from carryall.blocks import Block, Image, Message, Text, Thinking, ToolResult, T
 from carryall.carrier import Marker, MarkerKind, marker_line, render_prompt_tool_carrier
 from carryall.errors import CarrierError, HistoryError, ProviderError
 from carryall.providers import openai as openai_codec
+from carryall.providers import structured
 from carryall.providers._common import Wire, answer_message, prepare
 from carryall.providers._types import (
     Capabilities,
     Dialect,
     Downgrade,
     Encoded,
+    OutputSchema,
     Request,
     Response,
     ToolSpec,
@@ -144,7 +146,9 @@ def encode(
     )
     body = openai_codec.encode_prepared(inner, inner.messages, caps, dialect)
     if constrained:
-        body["response_format"] = response_format(request.tools, request.tool_choice)
+        body["response_format"] = response_format(
+            request.tools, request.tool_choice, answer=structured.checked(request)
+        )
     mode = "constrained" if constrained else "plain"
     placed = openai_codec.place_options(request, body, dialect, prompt=mode)
     return Encoded(body, (*placed, *downgrades) if placed else downgrades)
@@ -168,7 +172,8 @@ def plain_request(
     prepared = prepare(request, caps, wire)
     messages = prepared.messages
     plain = [
-        _plain(message, index, messages, constrained) for index, message in enumerate(messages)
+        _plain(message, index, messages, constrained, structured=request.output_schema is not None)
+        for index, message in enumerate(messages)
     ]
     description = describe_tools(
         request.tools, constrained=constrained, tool_choice=request.tool_choice
@@ -193,7 +198,14 @@ def encode_request_bytes(
     return openai_codec.sent_bytes(body, stream=stream)
 
 
-def _plain(message: Message, index: int, messages: Sequence[Message], constrained: bool) -> Message:
+def _plain(
+    message: Message,
+    index: int,
+    messages: Sequence[Message],
+    constrained: bool,
+    *,
+    structured: bool = False,
+) -> Message:
     """One message as the plain text (and images) prompt mode sends."""
     if message.role == "assistant":
         thinking = [b for b in message.content if isinstance(b, Thinking)]
@@ -201,7 +213,9 @@ def _plain(message: Message, index: int, messages: Sequence[Message], constraine
         calls = message.tool_uses()
         try:
             content = (
-                _constrained_content(text, calls) if constrained else render_assistant(text, calls)
+                _constrained_content(text, calls, structured)
+                if constrained
+                else render_assistant(text, calls)
             )
         except (TypeError, ValueError, RecursionError) as exc:
             raise HistoryError(index, f"a tool call's input is not JSON: {exc}") from None
@@ -217,11 +231,23 @@ def _plain(message: Message, index: int, messages: Sequence[Message], constraine
     return Message("user", (Text(carrier), *rest))
 
 
-def _constrained_content(text: str, calls: Sequence[ToolUse]) -> str:
+def _constrained_content(text: str, calls: Sequence[ToolUse], structured: bool = False) -> str:
     if calls:
         entries = [{"name": call.name, "arguments": call.input} for call in calls]
         return json.dumps({"tool_calls": entries}, ensure_ascii=False, allow_nan=False)
+    if structured:
+        # A past structured answer is its JSON value, as the schema's response branch has it.
+        ok, value = load_json(text)
+        if ok:
+            return json.dumps({"response": value}, ensure_ascii=False)
     return json.dumps({"response": text}, ensure_ascii=False)
+
+
+def _json_text(value: Any) -> str:
+    """A JSON value as its text; nothing (`None`) as no text."""
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _markers(images: Sequence[Image]) -> list[Marker]:
@@ -250,21 +276,27 @@ def _nameable(source: str) -> bool:
 # -- the constrained response format ---------------------------------------------
 
 
-def response_format(tools: Sequence[ToolSpec], tool_choice: str | None = None) -> dict[str, Any]:
+def response_format(
+    tools: Sequence[ToolSpec], tool_choice: str | None = None, answer: OutputSchema | None = None
+) -> dict[str, Any]:
     """The OpenAI-form `response_format` for constrained prompt mode (`response_schema`)."""
     return {
         "type": "json_schema",
-        "json_schema": {"name": SCHEMA_NAME, "schema": response_schema(tools, tool_choice)},
+        "json_schema": {"name": SCHEMA_NAME, "schema": response_schema(tools, tool_choice, answer)},
     }
 
 
-def response_schema(tools: Sequence[ToolSpec], tool_choice: str | None = None) -> dict[str, Any]:
+def response_schema(
+    tools: Sequence[ToolSpec], tool_choice: str | None = None, answer: OutputSchema | None = None
+) -> dict[str, Any]:
     """The JSON schema of a constrained answer: real calls, or a plain response.
 
     `{"tool_calls": [...]}` with each entry's `name` a `const` of one tool and
     its `arguments` that tool's input schema, or `{"response": "..."}`.
     With no tools, or `tool_choice` `none`, only the response; with
-    `required`, only calls.
+    `required`, only calls. With an `answer` schema (structured output) the
+    response is a value matching it rather than a string, and is read back
+    as its JSON text.
     """
     defs: dict[str, Any] = {}
     entries: list[dict[str, Any]] = []
@@ -290,9 +322,15 @@ def response_schema(tools: Sequence[ToolSpec], tool_choice: str | None = None) -
                 "additionalProperties": False,
             }
         )
+    response: Any = {"type": "string"}
+    if answer is not None:
+        response = answer.schema
+        if _has_ref(response):
+            defs["answer"] = _rebase(response, "#/$defs/answer")
+            response = {"$ref": "#/$defs/answer"}
     response_branch: dict[str, Any] = {
         "type": "object",
-        "properties": {"response": {"type": "string"}},
+        "properties": {"response": response},
         "required": ["response"],
         "additionalProperties": False,
     }
@@ -422,7 +460,8 @@ def _read_constrained(content: str, salt: str, *, cut: bool) -> tuple[str, list[
     ok, value = load_json(stripped)
     if ok and isinstance(value, dict) and ("tool_calls" in value or "response" in value):
         response = value.get("response")
-        text = response if isinstance(response, str) else ""
+        # A structured answer (`response_schema`'s `answer`) is a JSON value: its text.
+        text = response if isinstance(response, str) else _json_text(response)
         raw_calls = value.get("tool_calls")
         if raw_calls is None or raw_calls == []:
             return text, [], 0

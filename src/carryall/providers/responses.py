@@ -81,7 +81,7 @@ from carryall.blocks import (
     document_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
-from carryall.providers import caching
+from carryall.providers import caching, structured
 from carryall.providers import prompt as prompt_mode
 from carryall.providers._common import (
     Wire,
@@ -224,9 +224,11 @@ def _encoded(
 ) -> Encoded:
     if not caps.native_tools and request.tools:
         inner, downgrades = prompt_mode.plain_request(request, caps, WIRE, constrained=constrained)
-        body = _encode(inner, _items(inner.messages, 0, len(inner.messages)), sent)
+        body = _encode(inner, _items(inner.messages, 0, len(inner.messages)), sent, llama)
         if constrained:
-            schema = prompt_mode.response_schema(request.tools, request.tool_choice)
+            schema = prompt_mode.response_schema(
+                request.tools, request.tool_choice, answer=structured.checked(request)
+            )
             body["text"] = {
                 "format": {
                     "type": "json_schema",
@@ -250,7 +252,7 @@ def _encoded(
         )
     else:
         items = _items(messages, 0, len(messages))
-    body = _keyed(_encode(request, items, sent), request, llama)
+    body = _keyed(_encode(request, items, sent, llama), request, llama)
     placed = place_options(request, body, llama=llama)
     return Encoded(body, (*placed, *prepared.downgrades) if placed else prepared.downgrades)
 
@@ -362,7 +364,7 @@ def _items(messages: Sequence[Message], start: int, end: int) -> list[Any]:
     return items
 
 
-def _encode(request: Request, items: list[Any], sent: bool) -> dict[str, Any]:
+def _encode(request: Request, items: list[Any], sent: bool, llama: bool = False) -> dict[str, Any]:
     """The body around the messages' `items`: the wire objects when `sent`, else their dicts."""
     if not items:
         raise HistoryError(0, "the request has no messages: nothing to answer")
@@ -392,6 +394,7 @@ def _encode(request: Request, items: list[Any], sent: bool) -> dict[str, Any]:
         body["reasoning"] = {"effort": request.effort}
     if request.thinking:
         body["include"] = [_ENCRYPTED]
+    structured.add_responses(body, request, llama=llama)
     return body
 
 

@@ -99,6 +99,9 @@ class SessionMeta(msgspec.Struct, frozen=True, omit_defaults=True):
     options: dict[str, Any] | None = None
     """The run's settings the command line gave (`max_tokens`, `no_vision`, ...), kept alike;
     under `request` the request options it was sent with (`carryall.request_options`)."""
+    output_schema: dict[str, Any] | None = None
+    """The structured output a run asked for (`run --schema`): a `carryall.providers.OutputSchema`
+    in its JSON form (`schema`, `name`, `strict`), so a continued run asks for it again."""
 
 
 class _HeaderProbe(msgspec.Struct):

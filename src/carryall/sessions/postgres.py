@@ -343,6 +343,7 @@ class PostgresStore:
         tools: Sequence[str] | None = None,
         base_url: str | None = None,
         options: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> PostgresSession:
         """Start a new, empty session and write its row (the same meta as the JSONL store)."""
         created = datetime.now(UTC)
@@ -360,6 +361,7 @@ class PostgresStore:
                     tools=tuple(tools) if tools is not None else None,
                     base_url=base_url,
                     options=dict(options) if options else None,
+                    output_schema=dict(output_schema) if output_schema else None,
                 )
             )
             if self._insert_session(meta, meta.title, 0, format_time(created), 0):

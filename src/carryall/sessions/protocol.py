@@ -307,6 +307,7 @@ class AnyStore(Protocol):
         tools: Sequence[str] | None = None,
         base_url: str | None = None,
         options: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> AnySession:
         """Start a new, empty session (`origin`: where an imported history came from)."""
 

@@ -454,6 +454,8 @@ def export_dict(
         session["system"] = meta.system
     if meta.origin is not None:
         session["origin"] = meta.origin
+    if meta.output_schema is not None:
+        session["output_schema"] = meta.output_schema
     out_messages = []
     for index, message in enumerate(messages):
         item: dict[str, Any] = {
@@ -658,7 +660,17 @@ def _meta_rows(meta: SessionMeta) -> list[tuple[str, str]]:
     if isinstance(request, dict) and request:
         # As `-o` takes them, so a person can give the same again.
         rows.append(("options", " ".join(as_pairs(request))))
+    if meta.output_schema is not None:
+        rows.append(("schema", _schema_line(meta.output_schema)))
     return rows
+
+
+def _schema_line(stored: dict[str, Any]) -> str:
+    """A recorded output schema in one line: its name, then the schema as compact JSON."""
+    name = stored.get("name", "answer")
+    strict = "" if stored.get("strict", True) else " (not strict)"
+    schema = json.dumps(stored.get("schema"), ensure_ascii=False, separators=(",", ":"))
+    return f"{name}{strict} {schema}"
 
 
 def _heading(

@@ -208,6 +208,7 @@ class SessionStore:
         tools: Sequence[str] | None = None,
         base_url: str | None = None,
         options: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> Session:
         """Start a new, empty session and write its header.
 
@@ -236,6 +237,7 @@ class SessionStore:
                     tools=None if tools is None else tuple(tools),
                     base_url=base_url,
                     options=dict(options) if options else None,
+                    output_schema=dict(output_schema) if output_schema else None,
                 )
             )
             line = encode_header(meta)

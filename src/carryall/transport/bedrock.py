@@ -24,7 +24,7 @@ from typing import Any, Final
 from carryall._secrets import mask
 from carryall._secrets import masked as secrets_masked
 from carryall.errors import ProviderError
-from carryall.providers import Capabilities, Request, Response
+from carryall.providers import Capabilities, Request, Response, structured
 from carryall.providers import bedrock as bedrock_wire
 from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import Broken, placed, send_whole, sending, shown
@@ -153,6 +153,8 @@ class BedrockBackend(WireBackend):
             ),
             (),
         )
+        # A structured answer came as the forced call of its schema's tool: its text again.
+        response = structured.answered(response, request.output_schema)
         return reported(answered(response, request), encoded.downgrades)
 
     def _attempt(
