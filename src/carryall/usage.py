@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import msgspec
 
@@ -91,8 +91,8 @@ class RequestUsage(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     later price change never rewrites an old session's bill.
     """
 
-    time: datetime
-    """When the request was sent (UTC)."""
+    time: Annotated[datetime, msgspec.Meta(tz=True)]
+    """When the request was sent (with its zone, so every reader compares it with any other)."""
     backend: str
     """The backend it went to (`anthropic`, `local`, ...): what prices it, and `local` is free."""
     wire: str
