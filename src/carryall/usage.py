@@ -5,9 +5,9 @@ also `carryall.providers.Usage`): `input_tokens` excludes cache reads and
 cache writes, which are counted alone, and `output_tokens` includes
 reasoning (`reasoning_tokens` says how much of it was). A session records
 each request's figures as a `RequestUsage`, the wire's own beside them.
-Prices come from pydantic's
-`genai-prices` data (the `cost` extra), priced at the time of each request,
-so a price change never rewrites an old session's bill.
+Prices come from pydantic's `genai-prices` data (the `cost` extra), priced
+at the time of each request, so a price change never rewrites an old
+session's bill.
 
 An honest bill has three kinds of line: a price, "free" for a model that runs
 on this machine (the `local` and `llama-server` backends), and "—" where the
