@@ -5,9 +5,9 @@ also `carryall.providers.Usage`): `input_tokens` excludes cache reads and
 cache writes, which are counted alone, and `output_tokens` includes
 reasoning (`reasoning_tokens` says how much of it was). A session records
 each request's figures as a `RequestUsage`, the wire's own beside them.
-Prices come from pydantic's
-`genai-prices` data (the `cost` extra), priced at the time of each request,
-so a price change never rewrites an old session's bill.
+Prices come from pydantic's `genai-prices` data (the `cost` extra), priced
+at the time of each request, so a price change never rewrites an old
+session's bill.
 
 An honest bill has three kinds of line: a price, "free" for a model that runs
 on this machine (the `local` and `llama-server` backends), and "—" where the
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import msgspec
 
@@ -91,8 +91,8 @@ class RequestUsage(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     later price change never rewrites an old session's bill.
     """
 
-    time: datetime
-    """When the request was sent (UTC)."""
+    time: Annotated[datetime, msgspec.Meta(tz=True)]
+    """When the request was sent (with its zone, so every reader compares it with any other)."""
     backend: str
     """The backend it went to (`anthropic`, `local`, ...): what prices it, and `local` is free."""
     wire: str

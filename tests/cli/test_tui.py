@@ -149,3 +149,30 @@ def test_a_failed_session_is_marked_in_the_list_as_sessions_list_marks_it(tmp_pa
             assert titles == {good.id: "the good one", bad.id: "(failed) the broken one"}
 
     asyncio.run(drive())
+
+
+def test_a_session_with_usage_shows_its_total_above_the_transcript(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from carryall.usage import RequestUsage, Usage
+
+    store = Store(tmp_path / "sessions")
+    session = store.create(backend="local", model="m")
+    used = RequestUsage(
+        time=datetime.now(UTC),
+        backend="local",
+        wire="llama-server",
+        model="m",
+        usage=Usage(input_tokens=1_234, output_tokens=56),
+    )
+    session.record([], [Message.user("q"), Message.assistant([Text("a")])], usage=[used, used])
+
+    async def drive() -> None:
+        app = SessionsApp(store)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            head = _texts(app)[0]
+            assert f"Session {session.id}" in head
+            assert "Total: 2 requests, 2,468 in, 112 out; cost free (local model)" in head
+
+    asyncio.run(drive())

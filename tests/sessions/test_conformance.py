@@ -249,6 +249,21 @@ def test_usage_with_no_new_message_is_kept_on_an_empty_append(
     assert reopened.damage == []
 
 
+def test_usage_stats_read_every_store_alike(store: AnyStore) -> None:
+    from carryall.sessions.stats import usage_stats
+
+    first = store.create(backend="anthropic", model="claude-sonnet-4-5")
+    first.record([], [_user("a"), _assistant("b")], usage=[_request(1), _request(2)])
+    second = store.create(backend="local", model="SmolLM2")
+    second.record([], [_user("c"), _assistant("d")], usage=[_request(3, "local")])
+    stats = usage_stats(store)
+    assert {s.id: s.totals.requests for s in stats.sessions} == {first.id: 2, second.id: 1}
+    assert stats.total.input_tokens == 6 and stats.total.cache_read_input_tokens == 60
+    assert set(stats.backends) == {"anthropic", "local"}
+    window = usage_stats(store, since=_request(2).time, until=_request(3).time)
+    assert window.total.requests == 2
+
+
 def test_a_session_without_usage_lists_none(store: AnyStore, open_any: OpenAny) -> None:
     session = store.create()
     session.record([], [_user("ask"), _assistant("answer")])

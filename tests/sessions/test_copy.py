@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,21 @@ from typer.testing import CliRunner
 from carryall._commands import sessions as commands
 from carryall.blocks import Image, Message, Text
 from carryall.sessions import AnyStore, Store, open_store
+from carryall.usage import RequestUsage, Usage
 from tests.support.sessions import PNG, rich_history
 
 pytestmark = pytest.mark.usefixtures("home")
+
+USED = RequestUsage(
+    time=datetime(2026, 3, 1, 8, 0, tzinfo=UTC),
+    backend="anthropic",
+    wire="anthropic",
+    model="m",
+    answered="m-20260101",
+    usage=Usage(input_tokens=12, output_tokens=3, cache_read_input_tokens=400),
+    raw={"input_tokens": 12, "output_tokens": 3, "cache_read_input_tokens": 400},
+    duration=0.5,
+)
 
 
 def _copy(source: str, target: str) -> str:
@@ -34,6 +47,7 @@ def _everything(store: AnyStore) -> dict[str, object]:
             store.export_events(info.meta.id),
             session.versions(),
             session.times(),
+            session.usage(),
         )
     blobs = {sha: store.get_blob(sha) for sha in store.referenced_blobs()}
     return {"sessions": sessions, "blobs": blobs}
@@ -46,14 +60,16 @@ def test_jsonl_to_postgres_to_jsonl_gives_back_equal_sessions_versions_and_blobs
     store = Store(first)
     rich = rich_history()
     one = store.create(title="rich", backend="anthropic", model="m", system="be brief")
-    one.record([], rich)
-    one.record(rich, rich[:2])  # a rewrite: the first version must come across too
+    one.record([], rich, usage=[USED])
+    # A rewrite: the first version must come across too.
+    one.record(rich, rich[:2], usage=[USED, USED])
     two = store.create()
     two.record([], [Message.user("second", [Image.from_bytes("image/png", PNG + b"2", "b.png")])])
     two.append([Message.assistant([Text("seen")])])
     store.create()  # an empty session moves too
     before = _everything(store)
     assert len(before["blobs"]) == 2  # type: ignore[arg-type]
+    assert store.open(one.id).usage() == [USED] * 3
 
     said = _copy(str(first), postgres_url)
     assert "copied 3 session(s)" in said and "verified equal" in said

@@ -866,3 +866,25 @@ def test_the_run_decoding_reads_every_field_an_event_has() -> None:
         return [(f.name, f.default) for f in msgspec.structs.fields(cls)]
 
     assert [name for name, _ in shape(_PlainEvent)] == [name for name, _ in shape(Event)]
+
+
+def test_a_usage_record_without_a_time_zone_is_damage_named_by_its_line(tmp_path: Path) -> None:
+    # Every reader compares request times with one another and with a
+    # window: a time no zone anchors is refused where it is read.
+    store = Store(tmp_path / "sessions")
+    session = store.create()
+    history = [Message.user("ask"), Message.assistant([Text("answer")])]
+    session.record([], history, usage=[_recorded(1)])
+    session.record(history, [*history, Message.user("more")], usage=[_recorded(2)])
+    lines = session.path.read_bytes().splitlines(keepends=True)
+    from carryall.sessions import _transcript
+
+    event = _transcript.decode_event(lines[2].rstrip(b"\n"), "t", 3)
+    raw = msgspec.json.decode(_transcript.encode_event(event)[:-1])
+    raw.pop("crc")
+    raw["usage"][0]["time"] = raw["usage"][0]["time"].rstrip("Z")
+    forged = _transcript._with_crc(msgspec.json.encode(raw))
+    session.path.write_bytes(b"".join([*lines[:2], forged]))
+    reopened = store.open(session.id)
+    assert reopened.usage() == [_recorded(1)]
+    assert any("line 3" in note and "timezone" in note for note in reopened.damage)

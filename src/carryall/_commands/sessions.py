@@ -716,14 +716,12 @@ def stats(
         return out
 
     by_session = [(f"{row.id} {row.title or ''}".rstrip(), row.totals) for row in found.sessions]
-    models = sorted(found.models.items(), key=lambda item: -item[1].requests)
-    backends = sorted(found.backends.items(), key=lambda item: -item[1].requests)
     lines = [
         *table("SESSION", by_session),
         "",
-        *table("MODEL", [(f"{b}/{m}", t) for (b, m), t in models]),
+        *table("MODEL", [(f"{b}/{m}", t) for (b, m), t in found.by_model()]),
         "",
-        *table("BACKEND", backends),
+        *table("BACKEND", found.by_backend()),
         "",
         "Total: " + found.total.summary(),
     ]

@@ -8,7 +8,9 @@ tail to the history or rewrites it whole:
     {"event": "rewrite", "time": ..., "n": 4, "messages": [...]}
 
 `n` is the history length after the event, so a reader can count turns
-without building messages. An image block is stored as its content hash
+without building messages. An event may also carry what the requests
+before it used (`"usage": [...]`, `carryall.usage.RequestUsage`); an
+append of no messages carries usage alone. An image block is stored as its content hash
 (`{"type": "image", "media_type", "sha256", "source"}`) and its bytes live
 once in the blob folder, so no transcript line carries base64.
 

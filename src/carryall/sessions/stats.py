@@ -68,14 +68,21 @@ class UsageStats:
             ],
             "models": [
                 {"backend": backend, "model": model, **totals.as_dict()}
-                for (backend, model), totals in _most_requested(self.models)
+                for (backend, model), totals in self.by_model()
             ],
             "backends": [
-                {"backend": backend, **totals.as_dict()}
-                for backend, totals in _most_requested(self.backends)
+                {"backend": backend, **totals.as_dict()} for backend, totals in self.by_backend()
             ],
             "total": self.total.as_dict(),
         }
+
+    def by_model(self) -> list[tuple[tuple[str, str], Totals]]:
+        """`((backend, model), totals)` rows, the most requested first."""
+        return sorted(self.models.items(), key=_requests, reverse=True)
+
+    def by_backend(self) -> list[tuple[str, Totals]]:
+        """`(backend, totals)` rows, the most requested first."""
+        return sorted(self.backends.items(), key=_requests, reverse=True)
 
 
 def usage_stats(
@@ -120,5 +127,5 @@ def usage_stats(
     return stats
 
 
-def _most_requested(rows: dict[Any, Totals]) -> list[tuple[Any, Totals]]:
-    return sorted(rows.items(), key=lambda item: -item[1].requests)
+def _requests(row: tuple[Any, Totals]) -> int:
+    return row[1].requests
