@@ -150,7 +150,11 @@ def as_pairs(table: Mapping[str, Any]) -> list[str]:
     for key, value in table.items():
         if key == "extra" and isinstance(value, Mapping):
             for wire, settings in value.items():
-                for name, setting in (settings or {}).items():
+                if not isinstance(settings, Mapping):
+                    # Not a table `-o` makes (a damaged file's): shown as it is held.
+                    pairs.append(f"extra.{wire}={_shown(settings)}")
+                    continue
+                for name, setting in settings.items():
                     pairs.append(f"extra.{wire}.{name}={_shown(setting)}")
         else:
             pairs.append(f"{key}={_shown(value)}")

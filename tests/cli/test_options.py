@@ -127,3 +127,16 @@ def test_run_json_says_which_stop_sequence_ended_the_answer(home: Path, workspac
     printed = json.loads(result.stdout)
     assert (printed["stop_reason"], printed["stop_sequence"]) == ("end_turn", "END")
     assert server.requests[0]["body"]["stop"] == ["END"]
+
+
+def test_chat_sends_its_options_with_every_turn(home: Path, workspace: Path) -> None:
+    with served([Reply(sse="openai_text.sse"), Reply(sse="openai_text.sse")]) as server:
+        result = invoke(
+            "chat", "-b", "openai", "--base-url", f"{server.url}/v1", "-m", "gpt-4.1-mini",
+            "--tools", "none", "-w", str(workspace), "-o", "temperature=0.3", "-o", "seed=11",
+            input="hello\nand again\n",
+        )  # fmt: skip
+        assert result.exit_code == 0, result.stderr
+    assert len(server.requests) == 2
+    for request in server.requests:
+        assert (request["body"]["temperature"], request["body"]["seed"]) == (0.3, 11)

@@ -96,3 +96,10 @@ _tables = st.fixed_dictionaries(
 @given(_tables)
 def test_a_table_shown_as_pairs_reads_back_as_itself(table: dict[str, Any]) -> None:
     assert parse_pairs(as_pairs(table)) == table
+
+
+def test_a_damaged_table_is_still_shown_as_it_is_held() -> None:
+    assert as_pairs({"extra": {"openai": "user=abc"}, "stop": ["a b"]}) == [
+        "extra.openai=user=abc",
+        'stop=["a b"]',
+    ]
