@@ -38,7 +38,7 @@ from carryall.config import BACKEND_NAMES, BackendSettings, Config, load_config
 from carryall.errors import ProviderError
 from carryall.llama_server import capabilities_from_props, model_from_props, read_props
 from carryall.providers import Capabilities
-from carryall.transport import NO_KEY, RETRY_DELAY, Backend
+from carryall.transport import NO_KEY, RETRY_DELAY, Backend, ModelInfo
 from carryall.transport.anthropic import ANTHROPIC_CAPABILITIES, AnthropicBackend
 from carryall.transport.openai import OPENAI_CAPABILITIES, OpenAIBackend
 from carryall.transport.responses import RESPONSES_CAPABILITIES, ResponsesBackend
@@ -54,11 +54,13 @@ __all__ = [
     "RETRY_DELAY",
     "AnthropicBackend",
     "Backend",
+    "ModelInfo",
     "OpenAIBackend",
     "ResponsesBackend",
     "ServerSentEvent",
     "default_backend_name",
     "iter_sse",
+    "list_models",
     "open_backend",
 ]
 
@@ -223,6 +225,40 @@ def open_backend(
             **options,
         )
     return _open_local(model, api_key, settings, no_vision, options)
+
+
+def list_models(
+    name: str | None = None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    timeout: float = 30.0,
+    config: Config | None = None,
+) -> list[ModelInfo]:
+    """The models backend `name` serves, in the order its provider lists them.
+
+    Asked of the provider's own list through its SDK: `/v1/models` for
+    `openai` and `responses` (any compatible server), Anthropic's and
+    Gemini's model lists, Bedrock's foundation models (the `bedrock`
+    control plane), and for `llama-server` and `local` their `/v1/models`
+    with the context from `/props` (`local` starts the embedded server).
+    The backend is opened as `open_backend` opens it, so a missing key, an
+    unreachable server or a missing extra is the same `ProviderError` (or
+    `LocalBackendError`) a run would meet, before any list is asked for.
+    """
+    backend = open_backend(
+        name,
+        base_url=base_url,
+        api_key=api_key,
+        timeout=timeout,
+        max_retries=1,
+        stream=False,
+        config=config,
+    )
+    try:
+        return backend.list_models()
+    finally:
+        backend.close()
 
 
 def _open_local(

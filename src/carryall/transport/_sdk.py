@@ -31,11 +31,13 @@ from carryall.blocks import Downgrade
 from carryall.errors import ProviderError
 from carryall.providers import Capabilities, Encoded, Request, Response
 from carryall.providers.codec import Codec
+from carryall.transport import ModelInfo
 from carryall.transport._errors import (
     RETRYABLE_KINDS,
     Broken,
     SdkErrors,
     dropped,
+    masked,
     opening_errors,
     placed,
     sdk_failure,
@@ -215,6 +217,7 @@ class SdkBackend(WireBackend):
         retry_delay: float,
         stream: bool,
         image_limits: ImageLimits,
+        model_info: Callable[[Any], ModelInfo | None],
         binds_key: bool = False,
     ) -> None:
         super().__init__(
@@ -231,6 +234,7 @@ class SdkBackend(WireBackend):
             stream=stream,
         )
         self._errors = errors
+        self._model_info = model_info
         self._make_client = client
         self._path = path
         self._connect(base_url)
@@ -290,6 +294,20 @@ class SdkBackend(WireBackend):
             (getattr(self._client, "api_key", None),),
         )
         return reported(answered(response, fitted), downgrades)
+
+    def list_models(self) -> list[ModelInfo]:
+        """Every model the server lists at `GET /models`, every page, through the SDK's client.
+
+        A failure reads as a completion's would (`sdk_failure`): the status,
+        the server's message, and the key masked.
+        """
+        where = f"{self.name} at {mask(self.base_url)}: listing models"
+        try:
+            entries = list(self._client.models.list())
+        except opening_errors(self._errors) as exc:
+            error = sdk_failure(where, exc, self._errors, self.timeout)
+            raise masked(error, (getattr(self._client, "api_key", None),)) from exc
+        return [info for info in map(self._model_info, entries) if info is not None]
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} {self.model!r} at {mask(self.base_url)}>"

@@ -19,12 +19,12 @@ from carryall._secrets import masked as secrets_masked
 from carryall.errors import ProviderError
 from carryall.providers import Capabilities, Request, Response
 from carryall.providers import gemini as gemini_wire
-from carryall.transport import RETRY_DELAY
-from carryall.transport._errors import Broken, placed, send_whole, sending
+from carryall.transport import RETRY_DELAY, ModelInfo, model_info
+from carryall.transport._errors import Broken, masked, placed, send_whole, sending
 from carryall.transport._images import WIRE_IMAGE_LIMITS
 from carryall.transport._sdk import WireBackend, answered, endpoint_of, reported
 
-__all__ = ["GEMINI_CAPABILITIES", "MISSING_EXTRA", "GeminiBackend"]
+__all__ = ["GEMINI_CAPABILITIES", "MISSING_EXTRA", "GeminiBackend", "gemini_model"]
 
 GEMINI_CAPABILITIES: Final = Capabilities(vision=True, native_tools=True, thinking=True)
 """What carryall assumes of a Gemini model: current models see, call tools and think."""
@@ -147,14 +147,7 @@ class GeminiBackend(WireBackend):
                     on_text(text)
             return decoder.response()
         except errors.APIError as exc:
-            code = exc.code if isinstance(exc.code, int) else None
-            error = ProviderError(
-                f"{where}: {exc.message or exc}",
-                status=code,
-                kind=exc.status if isinstance(exc.status, str) else None,
-                retryable=code in _RETRYABLE,
-            )
-            raise error from exc
+            raise _api_error(where, exc) from exc
         except ProviderError as exc:
             error = placed(where, exc)
             if exc.retryable:
@@ -171,6 +164,61 @@ class GeminiBackend(WireBackend):
                     ProviderError(f"{where}: the connection failed: {exc}", retryable=True)
                 ) from exc
             raise ProviderError(f"{where}: {type(exc).__name__}: {exc}") from exc
+
+    def list_models(self) -> list[ModelInfo]:
+        """Every model the API lists that answers `generateContent`, every page, through the SDK.
+
+        Embedding and other models a conversation cannot use are left out.
+        """
+        from google.genai import errors
+
+        where = f"gemini at {mask(self.base_url)}: listing models"
+        try:
+            entries = list(self._client.models.list())
+        except errors.APIError as exc:
+            raise masked(_api_error(where, exc), (self._key,)) from exc
+        except Exception as exc:
+            # httpx's errors, without importing httpx here.
+            if type(exc).__module__.startswith(("httpx", "httpcore")):
+                raise ProviderError(
+                    f"{where}: cannot connect: {secrets_masked(str(exc), (self._key,))}",
+                    kind="connection_error",
+                    retryable=True,
+                ) from exc
+            raise
+        return [
+            info
+            for entry in entries
+            if _converses(entry) and (info := gemini_model(entry)) is not None
+        ]
+
+
+def gemini_model(entry: Any) -> ModelInfo | None:
+    """One entry of Gemini's model list (the SDK's `types.Model`), named as `--model` takes it."""
+    name = getattr(entry, "name", None)
+    return model_info(
+        name.removeprefix("models/") if isinstance(name, str) else None,
+        name=getattr(entry, "display_name", None),
+        owner="google",
+        context_window=getattr(entry, "input_token_limit", None),
+        max_output_tokens=getattr(entry, "output_token_limit", None),
+    )
+
+
+def _converses(entry: Any) -> bool:
+    actions = getattr(entry, "supported_actions", None)
+    return not isinstance(actions, list) or "generateContent" in actions
+
+
+def _api_error(where: str, exc: Any) -> ProviderError:
+    """A `google.genai.errors.APIError` as ours: its code, its status name, its message."""
+    code = exc.code if isinstance(exc.code, int) else None
+    return ProviderError(
+        f"{where}: {exc.message or exc}",
+        status=code,
+        kind=exc.status if isinstance(exc.status, str) else None,
+        retryable=code in _RETRYABLE,
+    )
 
 
 def _wire(answer: Any) -> dict[str, Any]:

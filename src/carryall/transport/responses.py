@@ -15,7 +15,7 @@ from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import SdkErrors, openai_status
 from carryall.transport._images import WIRE_IMAGE_LIMITS
 from carryall.transport._sdk import SdkBackend
-from carryall.transport.openai import openai_client
+from carryall.transport.openai import openai_client, openai_model
 
 __all__ = ["RESPONSES_CAPABILITIES", "ResponsesBackend"]
 
@@ -62,4 +62,5 @@ class ResponsesBackend(SdkBackend):
             # Encrypted reasoning (Responses items, OpenRouter's details) is bound to the account.
             binds_key=True,
             image_limits=WIRE_IMAGE_LIMITS["llama-server" if llama else "responses"],
+            model_info=openai_model,
         )
