@@ -258,3 +258,81 @@ def test_the_graph_sees_lazy_imports_and_skips_type_checking_ones() -> None:
     assert "carryall.providers.calling_convention" in graph["carryall.rounds"]
     assert "carryall.providers" in graph["carryall.rounds"]
     assert "carryall.providers" not in graph["carryall.providers.openai"]
+
+
+# -- one table of backends ------------------------------------------------------------
+
+
+def _string_constants(path: Path) -> set[str]:
+    """Every string literal in a module's code, docstrings left out."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if id(node) not in docstrings
+    }
+
+
+def _calls_to(path: Path, name: str) -> int:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return sum(
+        1
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+    )
+
+
+def test_only_the_backend_table_names_default_models_and_image_limits() -> None:
+    """A default model or an image limit written anywhere else would be a second answer."""
+    from carryall.backend_specs import BACKENDS
+
+    defaults = {spec.default_model for spec in BACKENDS.values()} - {None}
+    assert len(defaults) >= 4  # the check has something to find
+    table = PACKAGE / "backend_specs.py"
+    assert defaults <= _string_constants(table)
+    assert _calls_to(table, "ImageLimits") >= 3
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == table:
+            continue
+        where = path.relative_to(PACKAGE.parent)
+        assert not defaults & _string_constants(path), f"{where} names a default model"
+        assert _calls_to(path, "ImageLimits") == 0, f"{where} states an image limit"
+
+
+def test_the_checker_finds_a_planted_default_model(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text('"""Mentions gpt-4.1-mini in a docstring only."""\nMODEL = "gpt-4.1-mini"\n')
+    assert "gpt-4.1-mini" in _string_constants(planted)
+    assert "Mentions gpt-4.1-mini in a docstring only." not in _string_constants(planted)
+    planted.write_text("LIMITS = ImageLimits(None, 2048, 1)\n")
+    assert _calls_to(planted, "ImageLimits") == 1
+
+
+def test_every_reader_of_a_backend_fact_reads_the_one_table() -> None:
+    from carryall import backend_specs, backends, config
+    from carryall.transport import _images, anthropic, bedrock, gemini, openai, responses
+
+    table = backend_specs.BACKENDS
+    assert config.BACKEND_NAMES is backend_specs.BACKEND_NAMES == tuple(table)
+    assert backends.BACKENDS is table
+    defaults = {name: spec.default_model for name, spec in table.items() if spec.default_model}
+    assert dict(backends.DEFAULT_MODELS) == defaults
+    limits = {spec.wire: spec.image_limits for spec in table.values()}
+    assert dict(_images.WIRE_IMAGE_LIMITS) == limits
+    for module, name in (
+        (anthropic, "ANTHROPIC"),
+        (openai, "OPENAI"),
+        (responses, "RESPONSES"),
+        (gemini, "GEMINI"),
+        (bedrock, "BEDROCK"),
+    ):
+        assert getattr(module, f"{name}_CAPABILITIES") is table[name.lower()].capabilities

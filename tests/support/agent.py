@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from carryall.blocks import Message, Text, ToolUse
+from carryall.blocks import Document, Image, Message, Text, ToolUse
 from carryall.providers import Capabilities, Request, Response
+from carryall.transport import ModelInfo
 
 Step = Response | BaseException | Callable[[Request], Response]
 
@@ -35,6 +36,13 @@ class ScriptedBackend:
             for i in range(0, len(text), 3):
                 on_text(text[i : i + 3])
         return response
+
+    def list_models(self) -> list[ModelInfo]:
+        return [ModelInfo(id=self.model)]
+
+    def takes_url(self, block: Image | Document) -> bool:
+        # The safe side: a URL is fetched and its bytes sent, as for a wire that needs them.
+        return False
 
     def close(self) -> None:
         self.closed = True

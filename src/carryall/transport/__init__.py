@@ -26,6 +26,7 @@ from typing import Any, Final, Protocol
 
 import msgspec
 
+from carryall.blocks import Document, Image
 from carryall.providers import Capabilities, Request, Response
 
 __all__ = ["NO_KEY", "RETRY_DELAY", "Backend", "ModelInfo", "model_info"]
@@ -119,6 +120,10 @@ class Backend(Protocol):
 
     def list_models(self) -> list[ModelInfo]:
         """The models this backend's server or account serves, as the provider lists them."""
+        ...
+
+    def takes_url(self, block: Image | Document) -> bool:
+        """Whether this backend sends `block`, held by URL, as its URL (else it needs the bytes)."""
         ...
 
     def close(self) -> None:

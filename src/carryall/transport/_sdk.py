@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from carryall._secrets import mask
-from carryall.blocks import Downgrade
+from carryall.blocks import Document, Downgrade, Image, Message
 from carryall.errors import ProviderError
 from carryall.providers import Capabilities, Encoded, Request, Response
 from carryall.providers.codec import Codec
@@ -180,6 +180,19 @@ class WireBackend:
         """The body `complete` would send for `request`, and the downgrades made to write it."""
         fitted, downgrades = fit_request_images(self.addressed(request), self.image_limits)
         return with_fitting(self._wire_encode(fitted, self.capabilities), downgrades)
+
+    def takes_url(self, block: Image | Document) -> bool:
+        """Whether this backend sends `block` as its URL, asked of its own codec (`Wire`).
+
+        The codec is the one answer: a request holding the block is encoded
+        (nothing is sent, nothing fetched) and a wire that cannot take it
+        reports the downgrade. A model that cannot see gets an image as its
+        placeholder line anyway, so nothing needs fetching for it.
+        """
+        if isinstance(block, Image) and not self.capabilities.vision:
+            return True
+        request = Request(model=self.model, messages=(Message.user("probe", [block]),))
+        return not self.encode(request).downgrades
 
     def close(self) -> None:
         """Close the SDK client's connections."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from carryall.backend_specs import hosted_capabilities
 from carryall.providers import Capabilities
 from carryall.providers.codec import anthropic_codec
 from carryall.transport import RETRY_DELAY, ModelInfo, model_info
@@ -17,8 +18,8 @@ from carryall.transport._sdk import SdkBackend
 
 __all__ = ["ANTHROPIC_CAPABILITIES", "AnthropicBackend", "anthropic_model"]
 
-ANTHROPIC_CAPABILITIES: Final = Capabilities(vision=True, native_tools=True, thinking=True)
-"""What carryall assumes of an Anthropic model: current Claude models see, call tools and think."""
+ANTHROPIC_CAPABILITIES: Final = hosted_capabilities("anthropic")
+"""What carryall assumes of an Anthropic model (the backend table's row)."""
 
 
 def anthropic_model(entry: Any) -> ModelInfo | None:

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from carryall._secrets import mask
 from carryall._secrets import masked as secrets_masked
+from carryall.backend_specs import hosted_capabilities
 from carryall.errors import ProviderError
 from carryall.providers import Capabilities, Request, Response
 from carryall.providers import bedrock as bedrock_wire
@@ -41,8 +42,8 @@ __all__ = [
     "wire_json",
 ]
 
-BEDROCK_CAPABILITIES: Final = Capabilities(vision=True, native_tools=True, thinking=True)
-"""What carryall assumes of a Bedrock model: the Claude models behind it see, call and think."""
+BEDROCK_CAPABILITIES: Final = hosted_capabilities("bedrock")
+"""What carryall assumes of a Bedrock model (the backend table's row)."""
 
 MISSING_EXTRA: Final = (
     "the bedrock backend needs the boto3 SDK, which is not installed: "

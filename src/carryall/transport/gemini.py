@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from carryall._secrets import mask
 from carryall._secrets import masked as secrets_masked
+from carryall.backend_specs import hosted_capabilities
 from carryall.errors import ProviderError
 from carryall.providers import Capabilities, Request, Response
 from carryall.providers import gemini as gemini_wire
@@ -26,8 +27,8 @@ from carryall.transport._sdk import WireBackend, answered, endpoint_of, reported
 
 __all__ = ["GEMINI_CAPABILITIES", "MISSING_EXTRA", "GeminiBackend", "gemini_model"]
 
-GEMINI_CAPABILITIES: Final = Capabilities(vision=True, native_tools=True, thinking=True)
-"""What carryall assumes of a Gemini model: current models see, call tools and think."""
+GEMINI_CAPABILITIES: Final = hosted_capabilities("gemini")
+"""What carryall assumes of a Gemini model (the backend table's row)."""
 
 MISSING_EXTRA: Final = (
     "the gemini backend needs the google-genai SDK, which is not installed: "

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from carryall.backend_specs import hosted_capabilities
 from carryall.errors import LocalBackendError, ProviderError
 from carryall.providers import Capabilities, Dialect, Response
 from carryall.providers.codec import Codec, openai_codec
@@ -26,12 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = ["OPENAI_CAPABILITIES", "OpenAIBackend", "openai_client", "openai_model"]
 
-OPENAI_CAPABILITIES: Final = Capabilities(vision=True, native_tools=True, thinking=False)
-"""What carryall assumes of an OpenAI-compatible model (thinking stays off that wire).
-
-A server that cannot see or call tools is told so in the config file
-(`vision = false`, `native_tools = false` under `[backends.openai]`).
-"""
+OPENAI_CAPABILITIES: Final = hosted_capabilities("openai")
+"""What carryall assumes of an OpenAI-compatible model (the backend table's row)."""
 
 
 def openai_client(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from carryall.backend_specs import hosted_capabilities
 from carryall.providers import Capabilities
 from carryall.providers.codec import responses_codec
 from carryall.transport import RETRY_DELAY
@@ -19,8 +20,8 @@ from carryall.transport.openai import openai_client, openai_model
 
 __all__ = ["RESPONSES_CAPABILITIES", "ResponsesBackend"]
 
-RESPONSES_CAPABILITIES: Final = Capabilities(vision=True, native_tools=True, thinking=True)
-"""What carryall assumes of a Responses model: it sees, calls tools and may reason."""
+RESPONSES_CAPABILITIES: Final = hosted_capabilities("responses")
+"""What carryall assumes of a Responses model (the backend table's row)."""
 
 
 class ResponsesBackend(SdkBackend):
