@@ -98,7 +98,7 @@ from carryall.blocks import (
     document_placeholder,
     image_placeholder,
 )
-from carryall.errors import BlockError, HistoryError, ProviderError
+from carryall.errors import BlockError, HistoryError, ProviderError, status_error
 from carryall.providers._common import (
     Wire,
     _shown,
@@ -564,11 +564,10 @@ def _raise_wire_error(body: Mapping[str, Any], where: str, status: int | None = 
     kind = body.get("__type")
     if isinstance(kind, str):
         kind = kind.rsplit("#", 1)[-1]
-    raise ProviderError(
+    raise status_error(
         f"{where}: the server reported an error: {shorten(message, 300)}",
         status=status,
         kind=kind if isinstance(kind, str) else None,
-        retryable=status in (429, 500, 502, 503, 504),
     )
 
 

@@ -24,7 +24,7 @@ from typing import Any, Final
 from carryall._secrets import mask
 from carryall._secrets import masked as secrets_masked
 from carryall.backend_specs import hosted_capabilities
-from carryall.errors import ProviderError
+from carryall.errors import ProviderError, status_error
 from carryall.providers import Capabilities, Request, Response
 from carryall.providers import bedrock as bedrock_wire
 from carryall.transport import RETRY_DELAY, ModelInfo, model_info
@@ -278,12 +278,11 @@ def _client_error(where: str, exc: Any) -> ProviderError:
     text = shown(message)
     if retries:
         text = f"{text} (after {retries} {'retry' if retries == 1 else 'retries'})"
-    return ProviderError(
-        f"{where}: {code + ': ' if code else ''}{text}",
-        status=status,
-        kind=code,
-        retryable=code in _RETRYABLE_CODES or status in (408, 429, 500, 502, 503, 504),
-    )
+    error = status_error(f"{where}: {code + ': ' if code else ''}{text}", status=status, kind=code)
+    if code in _RETRYABLE_CODES and not error.retryable:
+        # An exception event mid-stream has a code and no status of its own.
+        return ProviderError(error.message, status=error.status, kind=error.kind, retryable=True)
+    return error
 
 
 def _region_of(base_url: str | None) -> str | None:

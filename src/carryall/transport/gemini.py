@@ -2,11 +2,12 @@
 
 The codec's body is handed to `client.models.generate_content` (or its
 stream), whose own types take it as it stands: the SDK keeps what it is for
-(the API key or Vertex credentials, its retries with backoff on 408, 429 and
-5xx, timeouts, typed `APIError`s), and each answer it returns is dumped back
-to the wire's JSON for the codec to decode, so one decoder reads Gemini
-whichever way it arrived. The SDK is imported when a backend is made; when
-it is missing that is one line saying which `pip install` fixes it.
+(the API key or Vertex credentials, its retries with backoff, here on the
+statuses of `carryall.errors.RETRYABLE_STATUSES`, timeouts, typed
+`APIError`s), and each answer it returns is dumped back to the wire's JSON
+for the codec to decode, so one decoder reads Gemini whichever way it
+arrived. The SDK is imported when a backend is made; when it is missing that
+is one line saying which `pip install` fixes it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Final
 from carryall._secrets import mask
 from carryall._secrets import masked as secrets_masked
 from carryall.backend_specs import hosted_capabilities
-from carryall.errors import ProviderError
+from carryall.errors import RETRYABLE_STATUSES, ProviderError, status_error
 from carryall.providers import Capabilities, Request, Response
 from carryall.providers import gemini as gemini_wire
 from carryall.transport import RETRY_DELAY, ModelInfo, model_info
@@ -34,8 +35,6 @@ MISSING_EXTRA: Final = (
     "the gemini backend needs the google-genai SDK, which is not installed: "
     "pip install 'carryall[gemini]'"
 )
-
-_RETRYABLE: Final = frozenset({408, 429, 500, 502, 503, 504})
 
 
 class GeminiBackend(WireBackend):
@@ -79,7 +78,10 @@ class GeminiBackend(WireBackend):
         options = types.HttpOptions(
             base_url=base_url,
             timeout=int(timeout * 1000),
-            retry_options=types.HttpRetryOptions(attempts=max_retries + 1),
+            # The SDK retries the statuses every wire does, not only its own list.
+            retry_options=types.HttpRetryOptions(
+                attempts=max_retries + 1, http_status_codes=sorted(RETRYABLE_STATUSES)
+            ),
         )
         try:
             self._client = genai.Client(
@@ -213,12 +215,10 @@ def _converses(entry: Any) -> bool:
 
 def _api_error(where: str, exc: Any) -> ProviderError:
     """A `google.genai.errors.APIError` as ours: its code, its status name, its message."""
-    code = exc.code if isinstance(exc.code, int) else None
-    return ProviderError(
+    return status_error(
         f"{where}: {exc.message or exc}",
-        status=code,
+        status=exc.code if isinstance(exc.code, int) else None,
         kind=exc.status if isinstance(exc.status, str) else None,
-        retryable=code in _RETRYABLE,
     )
 
 
