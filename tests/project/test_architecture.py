@@ -336,3 +336,117 @@ def test_every_reader_of_a_backend_fact_reads_the_one_table() -> None:
         (bedrock, "BEDROCK"),
     ):
         assert getattr(module, f"{name}_CAPABILITIES") is table[name.lower()].capabilities
+
+
+# -- packages keep their privates and their store classes ------------------------------
+
+
+def _is_package(dotted: str) -> bool:
+    return (PACKAGE.parent / dotted.replace(".", "/") / "__init__.py").is_file()
+
+
+def private_owner(dotted: str) -> str | None:
+    """The package a private name belongs to: the one holding its first `_` part; None if public.
+
+    `carryall.mcp._host.Elicitation` is `carryall.mcp`'s (a private module of
+    it); `carryall.providers.openai._count` is `carryall.providers`' (a
+    private name of one of its modules).
+    """
+    parts = dotted.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            owner = ".".join(parts[:i])
+            return owner if _is_package(owner) else owner.rpartition(".")[0]
+    return None
+
+
+def private_imports() -> set[tuple[str, str]]:
+    """Every (importer, name) where a module imports a private name of a package it is not in.
+
+    Imports under `if TYPE_CHECKING:` count too: a type is a dependency of the code's shape.
+    """
+    found: set[tuple[str, str]] = set()
+    for name, path in module_names().items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets = [f"{node.module}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                owner = private_owner(target) if target.startswith("carryall.") else None
+                if owner is not None and not (package == owner or package.startswith(owner + ".")):
+                    found.add((name, target))
+    return found
+
+
+PRIVATE_IMPORTS_KEPT = {
+    ("carryall._commands.local", "carryall.local._pins.SERVER_CONTEXT"): (
+        "the context window `local serve --context` defaults to; `carryall.local` (another "
+        "helper's package this round) does not export it yet"
+    ),
+}
+"""Private names still imported across packages, each with why it is not fixed yet."""
+
+
+def test_no_package_imports_another_packages_private_names() -> None:
+    found = private_imports()
+    assert found - PRIVATE_IMPORTS_KEPT.keys() == set(), "import it from the package's public names"
+    # A kept exception that no longer happens is removed from the list.
+    assert PRIVATE_IMPORTS_KEPT.keys() <= found
+
+
+def test_the_private_owner_is_the_package_not_the_module() -> None:
+    assert private_owner("carryall.mcp._host.Elicitation") == "carryall.mcp"
+    assert private_owner("carryall.providers.openai._count") == "carryall.providers"
+    assert private_owner("carryall._text.shorten") == "carryall"
+    assert private_owner("carryall.backends.open_backend") is None
+
+
+def concrete_store_classes() -> set[str]:
+    """The names of the stores and sessions `carryall.sessions` implements (not its protocols)."""
+    names: set[str] = set()
+    for path in sorted((PACKAGE / "sessions").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, ast.ClassDef) or not node.name.endswith(("Store", "Session")):
+                continue
+            bases = {ast.unparse(base).rpartition(".")[2] for base in node.bases}
+            if "Protocol" not in bases:
+                names.add(node.name)
+    return names
+
+
+def class_checks(source: str, classes: set[str]) -> list[str]:
+    """Each `isinstance`/`issubclass` in `source` against one of `classes`, as written."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("isinstance", "issubclass")
+            and len(node.args) == 2
+        ):
+            kinds = node.args[1]
+            named = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
+            if any(ast.unparse(kind).rpartition(".")[2] in classes for kind in named):
+                found.append(ast.unparse(node))
+    return found
+
+
+def test_no_module_outside_sessions_checks_for_a_concrete_store_class() -> None:
+    """A caller is typed to the store protocol: a check for one store's class misses the other."""
+    classes = concrete_store_classes()
+    assert {"Store", "PostgresStore", "Session", "PostgresSession"} <= classes
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "sessions" in path.relative_to(PACKAGE).parts[:1]:
+            continue
+        checks = class_checks(path.read_text(encoding="utf-8"), classes)
+        assert not checks, f"{path.relative_to(PACKAGE.parent)}: {checks}"
+
+
+def test_the_store_class_check_finds_a_planted_one() -> None:
+    planted = "if isinstance(session, (dict, sessions.Session)):\n    pass\n"
+    assert class_checks(planted, {"Session"}) == ["isinstance(session, (dict, sessions.Session))"]
+    assert class_checks("isinstance(x, AnySession)", {"Session"}) == []
