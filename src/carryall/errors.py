@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from carryall.blocks import Message
 
 __all__ = [
+    "RETRYABLE_KINDS",
     "RETRYABLE_STATUSES",
     "STATUS_KINDS",
     "AttachmentError",
@@ -27,7 +28,7 @@ __all__ = [
     "SessionConflict",
     "ToolError",
     "TranscriptError",
-    "status_error",
+    "wire_error",
 ]
 
 
@@ -114,21 +115,46 @@ STATUS_KINDS: Final[Mapping[int, str]] = {
 (`BadRequestError` for 400, ...) in the words of Anthropic's error types."""
 
 
-def status_error(message: str, *, status: int | None, kind: str | None = None) -> ProviderError:
-    """The `ProviderError` for an answer that failed with `status`: the one mapping every wire uses.
+RETRYABLE_KINDS: Final = frozenset(
+    {
+        # Anthropic's error types.
+        "overloaded_error",
+        "rate_limit_error",
+        "api_error",
+        # OpenAI's (a stream's error event often carries one and no status).
+        "server_error",
+        "rate_limit_exceeded",
+        # Bedrock's error codes, and the same as a Converse stream's exception events.
+        "ThrottlingException",
+        "ServiceUnavailableException",
+        "InternalServerException",
+        "ModelStreamErrorException",
+        "ModelNotReadyException",
+        "throttlingException",
+        "serviceUnavailableException",
+        "internalServerException",
+        "modelStreamErrorException",
+    }
+)
+"""Error kinds that mean "busy or broken for a moment, not your request", as each wire names
+them: what decides when a failure has no status to judge by (an error event mid-stream)."""
+
+
+def wire_error(
+    message: str, *, status: int | None = None, kind: str | None = None
+) -> ProviderError:
+    """The `ProviderError` for a failure a wire reported: the one mapping every wire uses.
 
     `kind` is the one the answer named (its error type, Gemini's status
-    name, Bedrock's error code), else `STATUS_KINDS`'; retryable when the
-    status is in `RETRYABLE_STATUSES`. No status (an error body with no
-    code) is neither.
+    name, Bedrock's error code), else the status's in `STATUS_KINDS`;
+    retryable when the status is in `RETRYABLE_STATUSES` or the kind in
+    `RETRYABLE_KINDS`.
     """
-    if status is None:
-        return ProviderError(message, kind=kind)
     return ProviderError(
         message,
         status=status,
-        kind=kind or STATUS_KINDS.get(status),
-        retryable=status in RETRYABLE_STATUSES,
+        kind=kind or (STATUS_KINDS.get(status) if status is not None else None),
+        retryable=status in RETRYABLE_STATUSES or kind in RETRYABLE_KINDS,
     )
 
 

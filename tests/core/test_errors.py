@@ -11,7 +11,13 @@ from typing import Any
 
 import pytest
 
-from carryall.errors import RETRYABLE_STATUSES, STATUS_KINDS, ProviderError, status_error
+from carryall.errors import (
+    RETRYABLE_KINDS,
+    RETRYABLE_STATUSES,
+    STATUS_KINDS,
+    ProviderError,
+    wire_error,
+)
 
 STATUSES = range(400, 600)
 
@@ -52,10 +58,10 @@ def test_the_set_holds_every_status_google_genai_and_botocore_retry() -> None:
 
 
 def test_status_error_takes_the_answers_kind_else_the_tables() -> None:
-    assert status_error("m", status=429).kind == "rate_limit_error"
-    assert status_error("m", status=429, kind="RESOURCE_EXHAUSTED").kind == "RESOURCE_EXHAUSTED"
-    assert status_error("m", status=599).kind is None
-    bare = status_error("m", status=None, kind="x")
+    assert wire_error("m", status=429).kind == "rate_limit_error"
+    assert wire_error("m", status=429, kind="RESOURCE_EXHAUSTED").kind == "RESOURCE_EXHAUSTED"
+    assert wire_error("m", status=599).kind is None
+    bare = wire_error("m", status=None, kind="x")
     assert (bare.status, bare.kind, bare.retryable) == (None, "x", False)
     assert all(400 <= status < 600 for status in STATUS_KINDS)
 
@@ -133,7 +139,7 @@ MAPPERS: dict[str, Callable[[int], ProviderError]] = {
 @pytest.mark.parametrize("status", [400, 401, 404, 408, 409, 422, 429, 500, 503, 529])
 def test_every_wire_maps_a_status_to_the_same_error(mapper: str, status: int) -> None:
     error = MAPPERS[mapper](status)
-    expected = status_error("", status=status)
+    expected = wire_error("", status=status)
     assert (error.status, error.retryable) == (status, expected.retryable)
     assert error.kind == expected.kind
 
@@ -146,3 +152,51 @@ def test_the_prepared_post_retries_the_same_set() -> None:
     request = httpx2.Request("POST", "http://127.0.0.1:9/x")
     retried = {s for s in STATUSES if should_retry(httpx2.Response(s, request=request))}
     assert retried == {s for s in STATUSES if s in RETRYABLE_STATUSES}
+
+
+# -- a failure with a kind and no status (an error event mid-stream) ------------------------
+
+
+def _anthropic_event(kind: str) -> ProviderError:
+    from carryall.providers import anthropic as wire
+
+    decoder = wire.StreamDecoder()
+    with pytest.raises(ProviderError) as caught:
+        decoder.feed({"type": "error", "error": {"type": kind, "message": "busy"}})
+    return caught.value
+
+
+def _bedrock_event(kind: str) -> ProviderError:
+    from carryall.providers import bedrock as wire
+
+    decoder = wire.StreamDecoder()
+    with pytest.raises(ProviderError) as caught:
+        decoder.feed({kind: {"message": "busy"}})
+    return caught.value
+
+
+def _responses_event(kind: str) -> ProviderError:
+    from carryall.providers import responses as wire
+
+    decoder = wire.StreamDecoder()
+    with pytest.raises(ProviderError) as caught:
+        decoder.feed({"type": "error", "code": kind, "message": "busy"})
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("event", "busy", "refused"),
+    [
+        (_anthropic_event, "overloaded_error", "invalid_request_error"),
+        (_bedrock_event, "throttlingException", "validationException"),
+        (_responses_event, "server_error", "invalid_prompt"),
+    ],
+    ids=["anthropic", "bedrock", "responses"],
+)
+def test_an_error_event_is_retryable_by_the_one_kind_set(
+    event: Callable[[str], ProviderError], busy: str, refused: str
+) -> None:
+    assert busy in RETRYABLE_KINDS and refused not in RETRYABLE_KINDS
+    transient, final = event(busy), event(refused)
+    assert (transient.kind, transient.retryable) == (busy, True)
+    assert (final.kind, final.retryable) == (refused, False)

@@ -161,7 +161,7 @@ from carryall.blocks import (
     image_media_type,
     image_placeholder,
 )
-from carryall.errors import BlockError, HistoryError, ProviderError, status_error
+from carryall.errors import BlockError, HistoryError, ProviderError, wire_error
 from carryall.providers._common import (
     Wire,
     _parse_arguments,
@@ -860,7 +860,7 @@ def _raise_wire_error(obj: Mapping[str, Any], where: str) -> None:
     if not isinstance(kind, str) and isinstance(code, str):
         kind = code
     text = shorten(message, 300) if isinstance(message, str) and message else _shown(error)
-    raise status_error(
+    raise wire_error(
         f"{where}: the server reported an error: {text}",
         status=status,
         kind=kind if isinstance(kind, str) else None,

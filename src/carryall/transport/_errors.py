@@ -11,7 +11,7 @@ answer starts, the prepared POST (`_http.Poster`, with the SDKs' policy)
 retries the statuses of `carryall.errors.RETRYABLE_STATUSES` (timeouts,
 conflicts, rate limits, overload and other 5xx), timeouts and refused
 connections with backoff, honouring `retry-after`; a status outlasting
-them is mapped by `carryall.errors.status_error`, as on every wire.
+them is mapped by `carryall.errors.wire_error`, as on every wire.
 Once a stream has started they no longer can, so a stream that breaks off
 (a dropped connection, a read timeout, an `overloaded_error` or
 `rate_limit_error` event, an end before the answer finished) is retried by
@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from carryall._secrets import masked as secrets_masked
 from carryall._text import shorten
-from carryall.errors import ProviderError, status_error
+from carryall.errors import RETRYABLE_KINDS, ProviderError, wire_error
 from carryall.providers import Response
 
 __all__ = [
@@ -51,15 +51,6 @@ __all__ = [
 
 MAX_RETRY_DELAY: Final = 8.0
 """The longest pause between two whole-request retries."""
-
-RETRYABLE_KINDS: Final = frozenset(
-    {"overloaded_error", "rate_limit_error", "api_error", "server_error", "rate_limit_exceeded"}
-)
-"""Error types a stream may end on that mean "busy or broken for a moment, not your request".
-
-Anthropic's, and OpenAI's, whose error events often carry a type but no
-status code to judge by.
-"""
 
 _SHOWN: Final = 300
 
@@ -178,7 +169,7 @@ def sdk_failure(where: str, exc: Exception, sdk: SdkErrors, timeout: float) -> P
     retryable = False
     if isinstance(exc, errors.APIStatusError):
         kind, message = sdk.status(exc)
-        return status_error(
+        return wire_error(
             f"{where}: {_with_retries(message, exc)}", status=exc.status_code, kind=kind
         )
     if isinstance(exc, errors.APITimeoutError):

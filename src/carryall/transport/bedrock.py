@@ -24,7 +24,7 @@ from typing import Any, Final
 from carryall._secrets import mask
 from carryall._secrets import masked as secrets_masked
 from carryall.backend_specs import hosted_capabilities
-from carryall.errors import ProviderError, status_error
+from carryall.errors import ProviderError, wire_error
 from carryall.providers import Capabilities, Request, Response
 from carryall.providers import bedrock as bedrock_wire
 from carryall.transport import RETRY_DELAY, ModelInfo, model_info
@@ -53,19 +53,6 @@ MISSING_EXTRA: Final = (
 DEFAULT_REGION: Final = "us-east-1"
 """The region when neither the base URL, `AWS_REGION` nor `AWS_DEFAULT_REGION` names one."""
 
-_RETRYABLE_CODES: Final = frozenset(
-    {
-        "ThrottlingException",
-        "ServiceUnavailableException",
-        "InternalServerException",
-        "ModelStreamErrorException",
-        "ModelNotReadyException",
-        "throttlingException",
-        "serviceUnavailableException",
-        "internalServerException",
-        "modelStreamErrorException",
-    }
-)
 _REGION_HOST: Final = re.compile(r"bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com")
 
 
@@ -278,11 +265,7 @@ def _client_error(where: str, exc: Any) -> ProviderError:
     text = shown(message)
     if retries:
         text = f"{text} (after {retries} {'retry' if retries == 1 else 'retries'})"
-    error = status_error(f"{where}: {code + ': ' if code else ''}{text}", status=status, kind=code)
-    if code in _RETRYABLE_CODES and not error.retryable:
-        # An exception event mid-stream has a code and no status of its own.
-        return ProviderError(error.message, status=error.status, kind=error.kind, retryable=True)
-    return error
+    return wire_error(f"{where}: {code + ': ' if code else ''}{text}", status=status, kind=code)
 
 
 def _region_of(base_url: str | None) -> str | None:

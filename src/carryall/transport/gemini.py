@@ -18,7 +18,7 @@ from typing import Any, Final
 from carryall._secrets import mask
 from carryall._secrets import masked as secrets_masked
 from carryall.backend_specs import hosted_capabilities
-from carryall.errors import RETRYABLE_STATUSES, ProviderError, status_error
+from carryall.errors import RETRYABLE_STATUSES, ProviderError, wire_error
 from carryall.providers import Capabilities, Request, Response
 from carryall.providers import gemini as gemini_wire
 from carryall.transport import RETRY_DELAY, ModelInfo, model_info
@@ -215,7 +215,7 @@ def _converses(entry: Any) -> bool:
 
 def _api_error(where: str, exc: Any) -> ProviderError:
     """A `google.genai.errors.APIError` as ours: its code, its status name, its message."""
-    return status_error(
+    return wire_error(
         f"{where}: {exc.message or exc}",
         status=exc.code if isinstance(exc.code, int) else None,
         kind=exc.status if isinstance(exc.status, str) else None,
