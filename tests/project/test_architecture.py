@@ -450,3 +450,32 @@ def test_the_store_class_check_finds_a_planted_one() -> None:
     planted = "if isinstance(session, (dict, sessions.Session)):\n    pass\n"
     assert class_checks(planted, {"Session"}) == ["isinstance(session, (dict, sessions.Session))"]
     assert class_checks("isinstance(x, AnySession)", {"Session"}) == []
+
+
+# -- one error mapping ------------------------------------------------------------------
+
+
+def status_sets(source: str) -> list[str]:
+    """Each tuple, list or set of integer literals in `source` that holds 429: a status set."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            values = {elt.value for elt in node.elts if isinstance(elt, ast.Constant)}
+            if 429 in values:
+                found.append(ast.unparse(node))
+    return found
+
+
+def test_only_carryall_errors_says_which_statuses_are_retried() -> None:
+    """A wire with its own status set would retry differently from the others."""
+    assert status_sets((PACKAGE / "errors.py").read_text(encoding="utf-8"))
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "errors.py" and path.parent == PACKAGE:
+            continue
+        found = status_sets(path.read_text(encoding="utf-8"))
+        assert not found, f"{path.relative_to(PACKAGE.parent)}: {found}"
+
+
+def test_the_status_set_finder_finds_a_planted_one() -> None:
+    assert status_sets("retryable = status in (429, 500, 502)") == ["(429, 500, 502)"]
+    assert status_sets("sizes = (428, 430)") == []
