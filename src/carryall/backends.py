@@ -279,8 +279,13 @@ def list_models(
     unreachable server or a missing extra is the same `ProviderError` (or
     `LocalBackendError`) a run would meet, before any list is asked for.
     """
+    config = load_config() if config is None else config
+    name = name or default_backend_name(config)
+    spec = BACKENDS.get(name)
     backend = open_backend(
         name,
+        # The row's own model: listing needs none, and an unnamed one would be looked up first.
+        model=spec.default_model if spec is not None else None,
         base_url=base_url,
         api_key=api_key,
         timeout=timeout,

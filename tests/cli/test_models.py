@@ -57,7 +57,10 @@ def test_openai_wires_list_slash_models_with_the_key(
     assert [m["id"] for m in listed] == ["gpt-4.1-mini", "o4-mini"]
     assert listed[0]["owner"] == "system"
     assert listed[0]["created"].startswith("2025-04-10")
-    assert all(h["authorization"] == "Bearer sk-test-models-0123456789" for _, h in server.seen)
+    # One request: the list itself, with the key, and no lookup of a model to open with.
+    [(path, headers)] = server.seen
+    assert path == "/v1/models"
+    assert headers["authorization"] == "Bearer sk-test-models-0123456789"
 
 
 ANTHROPIC_LIST = {
