@@ -15,6 +15,7 @@ class ScriptedBackend:
     """A backend double that answers from a script and keeps every request it was sent."""
 
     name = "scripted"
+    context_window: int | None = None
 
     def __init__(self, *steps: Step, model: str = "scripted-1", vision: bool = True) -> None:
         self.steps = list(steps)

@@ -118,6 +118,11 @@ class Backend(Protocol):
         """Send `request` (an empty `model` means this backend's) and return the whole answer."""
         ...
 
+    @property
+    def context_window(self) -> int | None:
+        """The model's context in tokens where its server reports it (llama-server); else None."""
+        ...
+
     def list_models(self) -> list[ModelInfo]:
         """The models this backend's server or account serves, as the provider lists them."""
         ...

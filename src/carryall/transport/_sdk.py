@@ -172,6 +172,11 @@ class WireBackend:
         """The URL the SDK sends to."""
         return self._base_url
 
+    @property
+    def context_window(self) -> int | None:
+        """None: a hosted wire does not say; the agent reads carryall's table or the config."""
+        return None
+
     def addressed(self, request: Request) -> Request:
         """`request` with this backend's model, endpoint and account where it names none."""
         return addressed(request, self.model, self.endpoint, self.account)
