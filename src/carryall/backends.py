@@ -1,8 +1,10 @@
 """Choosing and opening a backend: which wire, which model, which key, what it can do.
 
 A backend pairs a wire codec (`carryall.providers.codec`) with a transport
-(`carryall.transport`): the official `anthropic` or `openai` SDK, imported
-only when that backend is opened. Seven backends share five transports over four SDKs:
+(`carryall.transport`): the official SDK, imported only when that backend
+is opened. Seven backends share five transports over four SDKs; each is a
+row of `BACKENDS` (`carryall.backend_specs`, re-exported here), which
+`open_backend` reads:
 
 - `anthropic`: the Messages API; key from `ANTHROPIC_API_KEY`.
 - `openai`: Chat Completions at any base URL (any OpenAI-compatible server);
@@ -29,16 +31,25 @@ program needs.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 import msgspec
 
 from carryall._secrets import mask
-from carryall.config import BACKEND_NAMES, BackendSettings, Config, load_config
+from carryall.backend_specs import (
+    BACKEND_NAMES,
+    BACKENDS,
+    LLAMA_SERVER_URL,
+    BackendSpec,
+    Transport,
+)
+from carryall.config import BackendSettings, Config, load_config
 from carryall.errors import ProviderError
 from carryall.llama_server import capabilities_from_props, model_from_props, read_props
 from carryall.providers import Capabilities
-from carryall.transport import NO_KEY, RETRY_DELAY, Backend
+from carryall.transport import NO_KEY, RETRY_DELAY, Backend, ModelInfo
 from carryall.transport.anthropic import ANTHROPIC_CAPABILITIES, AnthropicBackend
 from carryall.transport.openai import OPENAI_CAPABILITIES, OpenAIBackend
 from carryall.transport.responses import RESPONSES_CAPABILITIES, ResponsesBackend
@@ -46,6 +57,7 @@ from carryall.transport.sse import ServerSentEvent, iter_sse
 
 __all__ = [
     "ANTHROPIC_CAPABILITIES",
+    "BACKENDS",
     "BACKEND_NAMES",
     "DEFAULT_MODELS",
     "LLAMA_SERVER_URL",
@@ -54,25 +66,22 @@ __all__ = [
     "RETRY_DELAY",
     "AnthropicBackend",
     "Backend",
+    "BackendSpec",
+    "ModelInfo",
     "OpenAIBackend",
     "ResponsesBackend",
     "ServerSentEvent",
     "default_backend_name",
     "iter_sse",
+    "list_models",
     "open_backend",
 ]
 
 DEFAULT_MODELS: Final = {
-    "anthropic": "claude-sonnet-4-6",
-    "openai": "gpt-4.1-mini",
-    "responses": "gpt-4.1-mini",
-    "gemini": "gemini-2.5-flash",
-    "bedrock": "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+    spec.name: spec.default_model for spec in BACKENDS.values() if spec.default_model is not None
 }
-"""The model a hosted backend uses when neither the command line nor the config names one."""
-
-LLAMA_SERVER_URL: Final = "http://127.0.0.1:8080"
-"""Where `llama-server` listens when started with its defaults."""
+"""The model a hosted backend uses when neither the command line nor the config names one
+(each row of `BACKENDS` states its own)."""
 
 
 def default_backend_name(config: Config | None = None) -> str:
@@ -123,127 +132,186 @@ def open_backend(
     """
     config = load_config() if config is None else config
     name = name or default_backend_name(config)
-    if name not in BACKEND_NAMES:
+    spec = BACKENDS.get(name)
+    if spec is None:
         raise ProviderError(f"unknown backend {name!r}: expected one of {', '.join(BACKEND_NAMES)}")
     settings = config.settings(name)
-    model = model or settings.model
-    base_url = _checked_base_url(base_url or settings.base_url)
-    options: dict[str, Any] = {
-        "timeout": timeout,
-        "max_retries": max_retries,
-        "retry_delay": retry_delay,
-        "stream": stream,
-    }
-    if name == "anthropic":
-        key = _api_key(api_key, "ANTHROPIC_API_KEY", name, base_url)
-        caps = _capabilities(ANTHROPIC_CAPABILITIES, settings, no_vision)
-        if not caps.native_tools:
-            raise ProviderError(
-                "the anthropic backend has no prompt mode: it always sends native tool calls; "
-                "remove native_tools = false from its config"
-            )
-        return AnthropicBackend(
-            model=model or DEFAULT_MODELS["anthropic"],
-            api_key=key,
-            base_url=base_url,
-            capabilities=caps,
-            **options,
-        )
-    if name == "openai":
-        key = _api_key(api_key, "OPENAI_API_KEY", name, base_url)
-        caps = _capabilities(OPENAI_CAPABILITIES, settings, no_vision)
-        backend = OpenAIBackend(
-            model=model or DEFAULT_MODELS["openai"],
-            base_url=base_url,
-            api_key=key,
-            capabilities=caps,
-            **options,
-        )
-        if model is None and base_url is not None:
-            backend.model = backend.served_model() or backend.model
-        return backend
-    if name == "responses":
-        key = _api_key(api_key, "OPENAI_API_KEY", name, base_url)
-        caps = _capabilities(RESPONSES_CAPABILITIES, settings, no_vision)
-        if not caps.native_tools:
-            raise ProviderError(
-                "the responses backend has no prompt mode: it always sends native tool calls; "
-                "remove native_tools = false from its config, or use the openai backend"
-            )
-        return ResponsesBackend(
-            model=model or DEFAULT_MODELS["responses"],
-            base_url=base_url,
-            api_key=key,
-            capabilities=caps,
-            **options,
-        )
-    if name == "gemini":
-        from carryall.transport.gemini import GEMINI_CAPABILITIES, GeminiBackend
-
-        google_key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
-        if not google_key:
-            raise ProviderError(
-                "the gemini backend needs an API key: set GEMINI_API_KEY",
-                kind="authentication_error",
-            )
-        return GeminiBackend(
-            model=model or DEFAULT_MODELS["gemini"],
-            api_key=google_key,
-            base_url=base_url,
-            capabilities=_capabilities(GEMINI_CAPABILITIES, settings, no_vision),
-            **options,
-        )
-    if name == "bedrock":
-        from carryall.transport.bedrock import BEDROCK_CAPABILITIES, BedrockBackend
-
-        if api_key:
-            raise ProviderError(
-                "the bedrock backend takes no API key argument: AWS credentials come from "
-                "the environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, AWS_BEARER_TOKEN_BEDROCK)",
-                kind="authentication_error",
-            )
-        return BedrockBackend(
-            model=model or DEFAULT_MODELS["bedrock"],
-            base_url=base_url,
-            capabilities=_capabilities(BEDROCK_CAPABILITIES, settings, no_vision),
-            **options,
-        )
-    if name == "llama-server":
-        root = _server_root(
-            _checked_base_url(base_url or os.environ.get("LLAMA_SERVER_URL")) or LLAMA_SERVER_URL
-        )
-        props = read_props(root, timeout=min(timeout, 30.0))
-        return OpenAIBackend(
-            name="llama-server",
-            dialect="llama-server",
-            model=model or model_from_props(props) or "llama-server",
-            base_url=f"{root}/v1",
-            api_key=api_key,
-            capabilities=_capabilities(capabilities_from_props(props), settings, no_vision),
-            **options,
-        )
-    return _open_local(model, api_key, settings, no_vision, options)
+    base_url = _checked_base_url(
+        base_url
+        or settings.base_url
+        or (os.environ.get(spec.base_url_variable) if spec.base_url_variable else None)
+    )
+    opening = _Opening(
+        spec=spec,
+        model=model or settings.model,
+        base_url=base_url,
+        api_key=_api_key(spec, api_key, base_url),
+        settings=settings,
+        no_vision=no_vision,
+        options={
+            "timeout": timeout,
+            "max_retries": max_retries,
+            "retry_delay": retry_delay,
+            "stream": stream,
+        },
+    )
+    if spec.served_by == "embedded":
+        return _open_local(opening)
+    if spec.served_by == "props":
+        return _open_llama_server(opening)
+    return _OPEN[spec.transport](opening, _capabilities(spec, spec.capabilities, opening))
 
 
-def _open_local(
-    model: str | None,
-    api_key: str | None,
-    settings: BackendSettings,
-    no_vision: bool,
-    options: dict[str, Any],
-) -> Backend:
+@dataclass(frozen=True, slots=True)
+class _Opening:
+    """What `open_backend` worked out from its arguments, the config and the table's row."""
+
+    spec: BackendSpec
+    model: str | None
+    base_url: str | None
+    api_key: str | None
+    settings: BackendSettings
+    no_vision: bool
+    options: dict[str, Any]
+
+    @property
+    def default_model(self) -> str:
+        """The model asked for, else the row's default."""
+        return self.model or self.spec.default_model or self.spec.name
+
+
+def _open_anthropic(opening: _Opening, caps: Capabilities) -> Backend:
+    return AnthropicBackend(
+        model=opening.default_model,
+        api_key=opening.api_key or NO_KEY,
+        base_url=opening.base_url,
+        capabilities=caps,
+        **opening.options,
+    )
+
+
+def _open_openai(opening: _Opening, caps: Capabilities) -> Backend:
+    backend = OpenAIBackend(
+        model=opening.default_model,
+        base_url=opening.base_url,
+        api_key=opening.api_key,
+        capabilities=caps,
+        **opening.options,
+    )
+    if opening.model is None and opening.base_url is not None:
+        backend.model = backend.served_model() or backend.model
+    return backend
+
+
+def _open_responses(opening: _Opening, caps: Capabilities) -> Backend:
+    return ResponsesBackend(
+        model=opening.default_model,
+        base_url=opening.base_url,
+        api_key=opening.api_key,
+        capabilities=caps,
+        **opening.options,
+    )
+
+
+def _open_gemini(opening: _Opening, caps: Capabilities) -> Backend:
+    from carryall.transport.gemini import GeminiBackend
+
+    return GeminiBackend(
+        model=opening.default_model,
+        api_key=opening.api_key,
+        base_url=opening.base_url,
+        capabilities=caps,
+        **opening.options,
+    )
+
+
+def _open_bedrock(opening: _Opening, caps: Capabilities) -> Backend:
+    from carryall.transport.bedrock import BedrockBackend
+
+    return BedrockBackend(
+        model=opening.default_model,
+        base_url=opening.base_url,
+        capabilities=caps,
+        **opening.options,
+    )
+
+
+_OPEN: Final[dict[Transport, Callable[[_Opening, Capabilities], Backend]]] = {
+    "anthropic": _open_anthropic,
+    "openai": _open_openai,
+    "responses": _open_responses,
+    "gemini": _open_gemini,
+    "bedrock": _open_bedrock,
+}
+"""How each transport's backend is made once its row, key and capabilities are settled."""
+
+
+def _open_llama_server(opening: _Opening) -> Backend:
+    root = _server_root(opening.base_url or opening.spec.default_base_url or LLAMA_SERVER_URL)
+    props = read_props(root, timeout=min(opening.options["timeout"], 30.0))
+    return OpenAIBackend(
+        name=opening.spec.name,
+        dialect="llama-server",
+        model=opening.model or model_from_props(props) or opening.spec.name,
+        base_url=f"{root}/v1",
+        api_key=opening.api_key,
+        capabilities=_capabilities(opening.spec, capabilities_from_props(props), opening),
+        **opening.options,
+    )
+
+
+def list_models(
+    name: str | None = None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    timeout: float = 30.0,
+    config: Config | None = None,
+) -> list[ModelInfo]:
+    """The models backend `name` serves, in the order its provider lists them.
+
+    Asked of the provider's own list through its SDK: `/v1/models` for
+    `openai` and `responses` (any compatible server), Anthropic's and
+    Gemini's model lists, Bedrock's foundation models (the `bedrock`
+    control plane), and for `llama-server` and `local` their `/v1/models`
+    with the context from `/props` (`local` starts the embedded server).
+    The backend is opened as `open_backend` opens it, so a missing key, an
+    unreachable server or a missing extra is the same `ProviderError` (or
+    `LocalBackendError`) a run would meet, before any list is asked for.
+    """
+    config = load_config() if config is None else config
+    name = name or default_backend_name(config)
+    spec = BACKENDS.get(name)
+    backend = open_backend(
+        name,
+        # The row's own model: listing needs none, and an unnamed one would be looked up first.
+        model=spec.default_model if spec is not None else None,
+        base_url=base_url,
+        api_key=api_key,
+        timeout=timeout,
+        max_retries=1,
+        stream=False,
+        config=config,
+    )
+    try:
+        return backend.list_models()
+    finally:
+        backend.close()
+
+
+def _open_local(opening: _Opening) -> Backend:
     from carryall import local
 
     server = local.get_local_server()
     return OpenAIBackend(
-        name="local",
+        name=opening.spec.name,
         dialect="llama-server",
-        model=model or server.model_id,
+        model=opening.model or server.model_id,
         base_url=f"{server.base_url.rstrip('/')}/v1",
-        api_key=api_key,
-        capabilities=_capabilities(server.capabilities, settings, no_vision),
+        api_key=opening.api_key,
+        capabilities=_capabilities(opening.spec, server.capabilities, opening),
         server=server,
-        **options,
+        **opening.options,
     )
 
 
@@ -275,27 +343,55 @@ def _checked_base_url(url: str | None) -> str | None:
     return url
 
 
-def _api_key(given: str | None, variable: str, name: str, base_url: str | None) -> str:
-    key = given or os.environ.get(variable)
-    if key:
+def _api_key(spec: BackendSpec, given: str | None, base_url: str | None) -> str | None:
+    """The key for `spec` from the argument, else its row's variables; a `ProviderError` when
+    the row needs one and none is set (or it takes none and one was given)."""
+    if not spec.takes_key:
+        if given:
+            raise ProviderError(
+                f"the {spec.name} backend takes no API key argument: AWS credentials come from "
+                "the environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, AWS_BEARER_TOKEN_BEDROCK)",
+                kind="authentication_error",
+            )
+        return None
+    key = given or next(
+        (found for variable in spec.key_variables if (found := os.environ.get(variable))), None
+    )
+    if key or not spec.key_variables:
         return key
-    if base_url:
+    if base_url and spec.key_optional_at_base_url:
         # A self-hosted server speaking the same wire often wants no key at all.
         return NO_KEY
     raise ProviderError(
-        f"the {name} backend needs an API key: set {variable} (or pass a base URL "
-        "for a server that needs none)",
+        f"the {spec.name} backend needs an API key: set {spec.key_variables[0]}"
+        + (
+            " (or pass a base URL for a server that needs none)"
+            if spec.key_optional_at_base_url
+            else ""
+        ),
         kind="authentication_error",
     )
 
 
-def _capabilities(caps: Capabilities, settings: BackendSettings, no_vision: bool) -> Capabilities:
+def _capabilities(spec: BackendSpec, caps: Capabilities | None, opening: _Opening) -> Capabilities:
+    """`caps` (the row's, or the server's) with the config's overrides and `no_vision`.
+
+    A row that has no prompt mode refuses `native_tools = false` here, naming the line to remove.
+    """
+    settings = opening.settings
+    caps = caps if caps is not None else Capabilities()
     if settings.vision is not None:
         caps = msgspec.structs.replace(caps, vision=settings.vision)
     if settings.native_tools is not None:
         caps = msgspec.structs.replace(caps, native_tools=settings.native_tools)
-    if no_vision:
+    if opening.no_vision:
         caps = msgspec.structs.replace(caps, vision=False)
+    if not caps.native_tools and not spec.prompt_mode:
+        raise ProviderError(
+            f"the {spec.name} backend has no prompt mode: it always sends native tool calls; "
+            "remove native_tools = false from its config"
+            + (", or use the openai backend" if spec.transport == "responses" else "")
+        )
     return caps
 
 

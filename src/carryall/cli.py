@@ -25,12 +25,13 @@ if TYPE_CHECKING:
 
 __all__ = ["app", "build_app", "main", "narrow"]
 
-AREAS: Final = ("agent", "local", "mcp", "sessions", "paths")
+AREAS: Final = ("agent", "models", "local", "mcp", "sessions", "paths")
 """The command modules under `carryall._commands`, each with a `register(app)`."""
 
 _AREA_OF: Final = {
     "run": "agent",
     "chat": "agent",
+    "models": "models",
     "local": "local",
     "mcp": "mcp",
     "sessions": "sessions",

@@ -60,6 +60,7 @@ import msgspec
 
 from carryall import paths
 from carryall._beneath import read_regular
+from carryall.backend_specs import BACKEND_NAMES
 from carryall.errors import CarryallError
 from carryall.providers import CachePolicy
 
@@ -75,17 +76,6 @@ __all__ = [
     "load_config",
     "reading_past_a_broken_config",
 ]
-
-BACKEND_NAMES: Final = (
-    "anthropic",
-    "openai",
-    "responses",
-    "gemini",
-    "bedrock",
-    "llama-server",
-    "local",
-)
-"""Every backend `open_backend` knows, in the order the docs list them."""
 
 CONFIG_FILENAME: Final = "config.toml"
 

@@ -6,8 +6,8 @@ and the reason, so a person reading one line knows what to fix.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Final
 
 from carryall._text import shorten
 
@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from carryall.blocks import Message
 
 __all__ = [
+    "RETRYABLE_KINDS",
+    "RETRYABLE_STATUSES",
+    "STATUS_KINDS",
     "AttachmentError",
     "BlockError",
     "CarrierError",
@@ -26,6 +29,7 @@ __all__ = [
     "StructuredOutputError",
     "ToolError",
     "TranscriptError",
+    "wire_error",
 ]
 
 
@@ -82,6 +86,77 @@ class ProviderError(CarryallError):
         parts = [p for p in (str(status) if status is not None else None, kind) if p]
         prefix = f"[{' '.join(parts)}] " if parts else ""
         super().__init__(f"{prefix}{message}")
+
+
+RETRYABLE_STATUSES: Final = frozenset({408, 409, 429, *range(500, 600)})
+"""The HTTP statuses worth sending a request again for, on every wire.
+
+Request timeout (408), conflict or lock timeout (409), rate limit (429) and
+every 5xx (Anthropic's 529 overload among them): the rule of the `anthropic`
+and `openai` SDKs, which holds the statuses `google-genai` retries (408,
+429, 500, 502, 503, 504) and those botocore's standard mode does (429,
+500, 502, 503, 504), so a status any of the four SDKs would retry is
+retried alike whichever wire met it.
+"""
+
+STATUS_KINDS: Final[Mapping[int, str]] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    408: "timeout",
+    409: "conflict_error",
+    413: "request_too_large",
+    422: "unprocessable_entity_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+"""The error kind a status means when the answer names none: the SDKs' status error classes
+(`BadRequestError` for 400, ...) in the words of Anthropic's error types."""
+
+
+RETRYABLE_KINDS: Final = frozenset(
+    {
+        # Anthropic's error types.
+        "overloaded_error",
+        "rate_limit_error",
+        "api_error",
+        # OpenAI's (a stream's error event often carries one and no status).
+        "server_error",
+        "rate_limit_exceeded",
+        # Bedrock's error codes, and the same as a Converse stream's exception events.
+        "ThrottlingException",
+        "ServiceUnavailableException",
+        "InternalServerException",
+        "ModelStreamErrorException",
+        "ModelNotReadyException",
+        "throttlingException",
+        "serviceUnavailableException",
+        "internalServerException",
+        "modelStreamErrorException",
+    }
+)
+"""Error kinds that mean "busy or broken for a moment, not your request", as each wire names
+them: what decides when a failure has no status to judge by (an error event mid-stream)."""
+
+
+def wire_error(
+    message: str, *, status: int | None = None, kind: str | None = None
+) -> ProviderError:
+    """The `ProviderError` for a failure a wire reported: the one mapping every wire uses.
+
+    `kind` is the one the answer named (its error type, Gemini's status
+    name, Bedrock's error code), else the status's in `STATUS_KINDS`;
+    retryable when the status is in `RETRYABLE_STATUSES` or the kind in
+    `RETRYABLE_KINDS`.
+    """
+    return ProviderError(
+        message,
+        status=status,
+        kind=kind or (STATUS_KINDS.get(status) if status is not None else None),
+        retryable=status in RETRYABLE_STATUSES or kind in RETRYABLE_KINDS,
+    )
 
 
 class TranscriptError(CarryallError):

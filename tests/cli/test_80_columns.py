@@ -44,6 +44,13 @@ def test_run_help_at_80_columns(monkeypatch: pytest.MonkeyPatch) -> None:
     _matches("run_help_80.txt", result.stdout)
 
 
+def test_models_help_at_80_columns() -> None:
+    result = CliRunner().invoke(app, ["models", "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    _fits(result.stdout)
+    _matches("models_help_80.txt", result.stdout)
+
+
 def _info(session_id: str, model: str, title: str, minutes: int) -> SessionInfo:
     now = datetime.now(UTC)
     meta = SessionMeta(

@@ -258,3 +258,224 @@ def test_the_graph_sees_lazy_imports_and_skips_type_checking_ones() -> None:
     assert "carryall.providers.calling_convention" in graph["carryall.rounds"]
     assert "carryall.providers" in graph["carryall.rounds"]
     assert "carryall.providers" not in graph["carryall.providers.openai"]
+
+
+# -- one table of backends ------------------------------------------------------------
+
+
+def _string_constants(path: Path) -> set[str]:
+    """Every string literal in a module's code, docstrings left out."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if id(node) not in docstrings
+    }
+
+
+def _calls_to(path: Path, name: str) -> int:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return sum(
+        1
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+    )
+
+
+def test_only_the_backend_table_names_default_models_and_image_limits() -> None:
+    """A default model or an image limit written anywhere else would be a second answer."""
+    from carryall.backend_specs import BACKENDS
+
+    defaults = {spec.default_model for spec in BACKENDS.values()} - {None}
+    assert len(defaults) >= 4  # the check has something to find
+    table = PACKAGE / "backend_specs.py"
+    assert defaults <= _string_constants(table)
+    assert _calls_to(table, "ImageLimits") >= 3
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == table:
+            continue
+        where = path.relative_to(PACKAGE.parent)
+        assert not defaults & _string_constants(path), f"{where} names a default model"
+        assert _calls_to(path, "ImageLimits") == 0, f"{where} states an image limit"
+
+
+def test_the_checker_finds_a_planted_default_model(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text('"""Mentions gpt-4.1-mini in a docstring only."""\nMODEL = "gpt-4.1-mini"\n')
+    assert "gpt-4.1-mini" in _string_constants(planted)
+    assert "Mentions gpt-4.1-mini in a docstring only." not in _string_constants(planted)
+    planted.write_text("LIMITS = ImageLimits(None, 2048, 1)\n")
+    assert _calls_to(planted, "ImageLimits") == 1
+
+
+def test_every_reader_of_a_backend_fact_reads_the_one_table() -> None:
+    from carryall import backend_specs, backends, config
+    from carryall.transport import _images, anthropic, bedrock, gemini, openai, responses
+
+    table = backend_specs.BACKENDS
+    assert config.BACKEND_NAMES is backend_specs.BACKEND_NAMES == tuple(table)
+    assert backends.BACKENDS is table
+    defaults = {name: spec.default_model for name, spec in table.items() if spec.default_model}
+    assert dict(backends.DEFAULT_MODELS) == defaults
+    limits = {spec.wire: spec.image_limits for spec in table.values()}
+    assert dict(_images.WIRE_IMAGE_LIMITS) == limits
+    for module, name in (
+        (anthropic, "ANTHROPIC"),
+        (openai, "OPENAI"),
+        (responses, "RESPONSES"),
+        (gemini, "GEMINI"),
+        (bedrock, "BEDROCK"),
+    ):
+        assert getattr(module, f"{name}_CAPABILITIES") is table[name.lower()].capabilities
+
+
+# -- packages keep their privates and their store classes ------------------------------
+
+
+def _is_package(dotted: str) -> bool:
+    return (PACKAGE.parent / dotted.replace(".", "/") / "__init__.py").is_file()
+
+
+def private_owner(dotted: str) -> str | None:
+    """The package a private name belongs to: the one holding its first `_` part; None if public.
+
+    `carryall.mcp._host.Elicitation` is `carryall.mcp`'s (a private module of
+    it); `carryall.providers.openai._count` is `carryall.providers`' (a
+    private name of one of its modules).
+    """
+    parts = dotted.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            owner = ".".join(parts[:i])
+            return owner if _is_package(owner) else owner.rpartition(".")[0]
+    return None
+
+
+def private_imports() -> set[tuple[str, str]]:
+    """Every (importer, name) where a module imports a private name of a package it is not in.
+
+    Imports under `if TYPE_CHECKING:` count too: a type is a dependency of the code's shape.
+    """
+    found: set[tuple[str, str]] = set()
+    for name, path in module_names().items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets = [f"{node.module}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                owner = private_owner(target) if target.startswith("carryall.") else None
+                if owner is not None and not (package == owner or package.startswith(owner + ".")):
+                    found.add((name, target))
+    return found
+
+
+PRIVATE_IMPORTS_KEPT = {
+    ("carryall._commands.local", "carryall.local._pins.SERVER_CONTEXT"): (
+        "the context window `local serve --context` defaults to; `carryall.local` (another "
+        "helper's package this round) does not export it yet"
+    ),
+}
+"""Private names still imported across packages, each with why it is not fixed yet."""
+
+
+def test_no_package_imports_another_packages_private_names() -> None:
+    found = private_imports()
+    assert found - PRIVATE_IMPORTS_KEPT.keys() == set(), "import it from the package's public names"
+    # A kept exception that no longer happens is removed from the list.
+    assert PRIVATE_IMPORTS_KEPT.keys() <= found
+
+
+def test_the_private_owner_is_the_package_not_the_module() -> None:
+    assert private_owner("carryall.mcp._host.Elicitation") == "carryall.mcp"
+    assert private_owner("carryall.providers.openai._count") == "carryall.providers"
+    assert private_owner("carryall._text.shorten") == "carryall"
+    assert private_owner("carryall.backends.open_backend") is None
+
+
+def concrete_store_classes() -> set[str]:
+    """The names of the stores and sessions `carryall.sessions` implements (not its protocols)."""
+    names: set[str] = set()
+    for path in sorted((PACKAGE / "sessions").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, ast.ClassDef) or not node.name.endswith(("Store", "Session")):
+                continue
+            bases = {ast.unparse(base).rpartition(".")[2] for base in node.bases}
+            if "Protocol" not in bases:
+                names.add(node.name)
+    return names
+
+
+def class_checks(source: str, classes: set[str]) -> list[str]:
+    """Each `isinstance`/`issubclass` in `source` against one of `classes`, as written."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("isinstance", "issubclass")
+            and len(node.args) == 2
+        ):
+            kinds = node.args[1]
+            named = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
+            if any(ast.unparse(kind).rpartition(".")[2] in classes for kind in named):
+                found.append(ast.unparse(node))
+    return found
+
+
+def test_no_module_outside_sessions_checks_for_a_concrete_store_class() -> None:
+    """A caller is typed to the store protocol: a check for one store's class misses the other."""
+    classes = concrete_store_classes()
+    assert {"Store", "PostgresStore", "Session", "PostgresSession"} <= classes
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "sessions" in path.relative_to(PACKAGE).parts[:1]:
+            continue
+        checks = class_checks(path.read_text(encoding="utf-8"), classes)
+        assert not checks, f"{path.relative_to(PACKAGE.parent)}: {checks}"
+
+
+def test_the_store_class_check_finds_a_planted_one() -> None:
+    planted = "if isinstance(session, (dict, sessions.Session)):\n    pass\n"
+    assert class_checks(planted, {"Session"}) == ["isinstance(session, (dict, sessions.Session))"]
+    assert class_checks("isinstance(x, AnySession)", {"Session"}) == []
+
+
+# -- one error mapping ------------------------------------------------------------------
+
+
+def status_sets(source: str) -> list[str]:
+    """Each tuple, list or set of integer literals in `source` that holds 429: a status set."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            values = {elt.value for elt in node.elts if isinstance(elt, ast.Constant)}
+            if 429 in values:
+                found.append(ast.unparse(node))
+    return found
+
+
+def test_only_carryall_errors_says_which_statuses_are_retried() -> None:
+    """A wire with its own status set would retry differently from the others."""
+    assert status_sets((PACKAGE / "errors.py").read_text(encoding="utf-8"))
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "errors.py" and path.parent == PACKAGE:
+            continue
+        found = status_sets(path.read_text(encoding="utf-8"))
+        assert not found, f"{path.relative_to(PACKAGE.parent)}: {found}"
+
+
+def test_the_status_set_finder_finds_a_planted_one() -> None:
+    assert status_sets("retryable = status in (429, 500, 502)") == ["(429, 500, 502)"]
+    assert status_sets("sizes = (428, 430)") == []

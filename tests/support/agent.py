@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from carryall.blocks import Message, Text, ToolUse
+from carryall.blocks import Document, Image, Message, Text, ToolUse
 from carryall.providers import Capabilities, Request, Response
+from carryall.transport import ModelInfo
 
 Step = Response | BaseException | Callable[[Request], Response]
 
@@ -14,6 +15,7 @@ class ScriptedBackend:
     """A backend double that answers from a script and keeps every request it was sent."""
 
     name = "scripted"
+    context_window: int | None = None
 
     def __init__(self, *steps: Step, model: str = "scripted-1", vision: bool = True) -> None:
         self.steps = list(steps)
@@ -35,6 +37,13 @@ class ScriptedBackend:
             for i in range(0, len(text), 3):
                 on_text(text[i : i + 3])
         return response
+
+    def list_models(self) -> list[ModelInfo]:
+        return [ModelInfo(id=self.model)]
+
+    def takes_url(self, block: Image | Document) -> bool:
+        # The safe side: a URL is fetched and its bytes sent, as for a wire that needs them.
+        return False
 
     def close(self) -> None:
         self.closed = True

@@ -198,12 +198,10 @@ def test_a_failed_request_leaves_the_agent_history_as_it_was() -> None:
 
 
 def test_a_url_image_is_fetched_for_this_wire_never_sent_as_a_url() -> None:
-    from carryall._commands._images import _takes_url
-
     with converse_server([]) as s:
         client = backend(s.url)
         image = Image("image/png", "", url="https://example.com/a.png")
-        assert not _takes_url(image, client)
+        assert not client.takes_url(image)
         encoded = client.encode(Request(model="", messages=(Message.user("x", [image]),)))
     assert encoded.body["messages"][0]["content"][1] == {"text": image.placeholder()}
     assert [d.kind for d in encoded.downgrades] == ["image"]

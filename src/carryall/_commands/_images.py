@@ -26,7 +26,6 @@ from carryall.blocks import (
     image_media_type,
 )
 from carryall.errors import AttachmentError, BlockError
-from carryall.providers import Request
 
 if TYPE_CHECKING:
     from carryall.backends import Backend
@@ -80,12 +79,12 @@ def sendable(blocks: Sequence[Image | Document], backend: Backend) -> list[Image
 
     Naming a URL is the permission to fetch from its host, so that host is
     the one allowed. Whether the wire takes a URL is asked of its own codec
-    (`_takes_url`). Raises `AttachmentError`.
+    (`Backend.takes_url`). Raises `AttachmentError`.
     """
     out: list[Image | Document] = []
     for block in blocks:
         url = block.url
-        if url is not None and not block.data and not _takes_url(block, backend):
+        if url is not None and not block.data and not backend.takes_url(block):
             block = _fetched(block, [urlsplit(url).hostname or ""])
         out.append(block)
     return out
@@ -114,7 +113,7 @@ def fetched_history(
                 and block.url is not None
                 and not block.data
                 and (urlsplit(block.url).hostname or "").lower() in allowed
-                and not _takes_url(block, backend)
+                and not backend.takes_url(block)
             ):
                 try:
                     block = _fetched(block, allowed)
@@ -139,21 +138,3 @@ def _fetched(block: Image | Document, hosts: Sequence[str]) -> Image | Document:
 
 def _is_url(target: str) -> bool:
     return target[:8].lower().startswith(("http://", "https://"))
-
-
-def _takes_url(block: Image | Document, backend: Backend) -> bool:
-    """Whether `backend` sends `block` as its URL, asked of its own codec (`Wire`).
-
-    The codec is the one answer: a request holding the block is encoded
-    (nothing is sent, nothing fetched) and a wire that cannot take it
-    reports the downgrade. A model that cannot see gets an image as its
-    placeholder line anyway, so nothing is fetched for it; a backend that
-    cannot encode is asked for bytes, the safe side.
-    """
-    if isinstance(block, Image) and not backend.capabilities.vision:
-        return True
-    encode = getattr(backend, "encode", None)
-    if encode is None:
-        return False
-    request = Request(model=backend.model, messages=(Message.user("probe", [block]),))
-    return not encode(request).downgrades

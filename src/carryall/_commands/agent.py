@@ -1010,8 +1010,7 @@ def _choose_tools(spec: str, workspace: Path, allow_write: bool) -> list[Tool]:
 
 
 def _backend_label(agent: Agent) -> str:
-    name = getattr(agent.backend, "name", "backend")
-    return f"{name} · {agent.backend.model}"
+    return f"{agent.backend.name} · {agent.backend.model}"
 
 
 # -- output -----------------------------------------------------------------------

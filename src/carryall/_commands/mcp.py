@@ -26,8 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from carryall.agent import Agent
-    from carryall.mcp import McpToolbox
-    from carryall.mcp._host import ElicitAnswer, Elicitation, McpNotice
+    from carryall.mcp import ElicitAnswer, Elicitation, McpNotice, McpToolbox
     from carryall.tools import Tool
 
 __all__ = [
@@ -238,7 +237,7 @@ def ask_person(
     asked again until it fits; an empty answer takes the default. End of
     input cancels. `read` gives one typed line (default: standard input's).
     """
-    from carryall.mcp._host import ElicitAnswer, field_value
+    from carryall.mcp import ElicitAnswer, field_value
 
     lock = threading.Lock()
 

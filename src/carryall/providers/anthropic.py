@@ -98,7 +98,7 @@ from carryall.blocks import (
     ToolResult,
     ToolUse,
 )
-from carryall.errors import BlockError, CarryallError, ProviderError
+from carryall.errors import BlockError, CarryallError, ProviderError, wire_error
 from carryall.providers import caching, structured
 from carryall.providers._common import (
     Prepared,
@@ -172,9 +172,6 @@ _STOP_REASONS: Final[dict[str, StopReason]] = {
     "refusal": "refusal",
     "pause_turn": "pause_turn",
 }
-
-# Mid-stream errors the API documents as transient (529, 429, 500 outside a stream).
-_RETRYABLE_ERRORS: Final = frozenset({"overloaded_error", "rate_limit_error", "api_error"})
 
 _USAGE_FIELDS: Final = (
     "input_tokens",
@@ -598,9 +595,7 @@ def _error(value: Any, where: str) -> ProviderError:
     message = body.get("message") if isinstance(body, Mapping) else None
     kind = kind if isinstance(kind, str) else None
     text = message if isinstance(message, str) and message else "an error with no message"
-    return ProviderError(
-        f"Anthropic {where}: {text}", kind=kind, retryable=kind in _RETRYABLE_ERRORS
-    )
+    return wire_error(f"Anthropic {where}: {text}", kind=kind)
 
 
 def _stop_reason(value: Any, where: str) -> StopReason:

@@ -100,7 +100,7 @@ from carryall.blocks import (
     document_placeholder,
     image_placeholder,
 )
-from carryall.errors import BlockError, HistoryError, ProviderError
+from carryall.errors import BlockError, HistoryError, ProviderError, wire_error
 from carryall.providers import caching, structured
 from carryall.providers._common import (
     Wire,
@@ -170,14 +170,6 @@ _STOP_REASONS: Final[dict[str, StopReason]] = {
     "guardrail_intervened": "refusal",
     "content_filtered": "refusal",
 }
-_RETRYABLE_EVENTS: Final = frozenset(
-    {
-        "internalServerException",
-        "modelStreamErrorException",
-        "serviceUnavailableException",
-        "throttlingException",
-    }
-)
 _ID: Final = re.compile(r"[a-zA-Z0-9_.:-]{1,64}")
 _NOT_ID: Final = re.compile(r"[^a-zA-Z0-9_.:-]")
 _NAME_BAD: Final = re.compile(r"[^a-zA-Z0-9\s()\[\]-]+")
@@ -643,11 +635,10 @@ def _raise_wire_error(body: Mapping[str, Any], where: str, status: int | None = 
     kind = body.get("__type")
     if isinstance(kind, str):
         kind = kind.rsplit("#", 1)[-1]
-    raise ProviderError(
+    raise wire_error(
         f"{where}: the server reported an error: {shorten(message, 300)}",
         status=status,
         kind=kind if isinstance(kind, str) else None,
-        retryable=status in (429, 500, 502, 503, 504),
     )
 
 
@@ -872,11 +863,7 @@ class StreamDecoder:
     def _raise(kind: str, payload: Any, at: str) -> None:
         message = payload.get("message") if isinstance(payload, Mapping) else None
         text = shorten(message, 300) if isinstance(message, str) and message else "no message"
-        raise ProviderError(
-            f"{at}: the server reported an error: {text}",
-            kind=kind,
-            retryable=kind in _RETRYABLE_EVENTS,
-        )
+        raise wire_error(f"{at}: the server reported an error: {text}", kind=kind)
 
     def response(self) -> Response:
         """The whole answer; a `ProviderError` when the stream never reached `messageStop`."""

@@ -81,7 +81,7 @@ from carryall.blocks import (
     ToolUse,
     image_placeholder,
 )
-from carryall.errors import BlockError, HistoryError, ProviderError
+from carryall.errors import BlockError, HistoryError, ProviderError, wire_error
 from carryall.providers import structured
 from carryall.providers._common import (
     Wire,
@@ -593,11 +593,10 @@ def _raise_wire_error(body: Mapping[str, Any], where: str) -> None:
     status = code if isinstance(code, int) and not isinstance(code, bool) else None
     kind = error.get("status")
     text = shorten(message, 300) if isinstance(message, str) and message else _shown(error)
-    raise ProviderError(
+    raise wire_error(
         f"{where}: the server reported an error: {text}",
         status=status,
         kind=kind if isinstance(kind, str) else None,
-        retryable=status in (429, 500, 502, 503, 504),
     )
 
 

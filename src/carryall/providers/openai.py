@@ -162,7 +162,7 @@ from carryall.blocks import (
     image_media_type,
     image_placeholder,
 )
-from carryall.errors import BlockError, HistoryError, ProviderError
+from carryall.errors import BlockError, HistoryError, ProviderError, wire_error
 from carryall.providers import caching, structured
 from carryall.providers._common import (
     Wire,
@@ -956,11 +956,10 @@ def _raise_wire_error(obj: Mapping[str, Any], where: str) -> None:
     if not isinstance(kind, str) and isinstance(code, str):
         kind = code
     text = shorten(message, 300) if isinstance(message, str) and message else _shown(error)
-    raise ProviderError(
+    raise wire_error(
         f"{where}: the server reported an error: {text}",
         status=status,
         kind=kind if isinstance(kind, str) else None,
-        retryable=status in (429, 500, 502, 503, 504, 529),
     )
 
 

@@ -80,7 +80,7 @@ from carryall.blocks import (
     ToolUse,
     document_placeholder,
 )
-from carryall.errors import BlockError, HistoryError, ProviderError
+from carryall.errors import BlockError, HistoryError, ProviderError, wire_error
 from carryall.providers import caching, structured
 from carryall.providers import prompt as prompt_mode
 from carryall.providers._common import (
@@ -857,10 +857,9 @@ class StreamDecoder:
         message = error.get("message")
         code = error.get("code")
         text = shorten(message, 300) if isinstance(message, str) and message else "no message"
-        raise ProviderError(
+        raise wire_error(
             f"{where}: the server reported an error: {text}",
             kind=code if isinstance(code, str) else None,
-            retryable=code in ("server_error", "rate_limit_exceeded"),
         )
 
     def response(self) -> Response:

@@ -8,8 +8,10 @@ same failure reads the same on every wire.
 
 Retries happen in two places, each where it can be done right. Before an
 answer starts, the prepared POST (`_http.Poster`, with the SDKs' policy)
-retries rate limits (429), overload (529), other 5xx, timeouts and refused
-connections with backoff, honouring `retry-after`.
+retries the statuses of `carryall.errors.RETRYABLE_STATUSES` (timeouts,
+conflicts, rate limits, overload and other 5xx), timeouts and refused
+connections with backoff, honouring `retry-after`; a status outlasting
+them is mapped by `carryall.errors.wire_error`, as on every wire.
 Once a stream has started they no longer can, so a stream that breaks off
 (a dropped connection, a read timeout, an `overloaded_error` or
 `rate_limit_error` event, an end before the answer finished) is retried by
@@ -27,7 +29,7 @@ from typing import Any, Final
 
 from carryall._secrets import masked as secrets_masked
 from carryall._text import shorten
-from carryall.errors import ProviderError
+from carryall.errors import RETRYABLE_KINDS, ProviderError, wire_error
 from carryall.providers import Response
 
 __all__ = [
@@ -49,15 +51,6 @@ __all__ = [
 
 MAX_RETRY_DELAY: Final = 8.0
 """The longest pause between two whole-request retries."""
-
-RETRYABLE_KINDS: Final = frozenset(
-    {"overloaded_error", "rate_limit_error", "api_error", "server_error", "rate_limit_exceeded"}
-)
-"""Error types a stream may end on that mean "busy or broken for a moment, not your request".
-
-Anthropic's, and OpenAI's, whose error events often carry a type but no
-status code to judge by.
-"""
 
 _SHOWN: Final = 300
 
@@ -172,14 +165,14 @@ def dropped(where: str, exc: BaseException, timeout: float) -> ProviderError:
 def sdk_failure(where: str, exc: Exception, sdk: SdkErrors, timeout: float) -> ProviderError:
     """The error for an exception the SDK raised after its own retries."""
     errors = sdk.module
-    status: int | None = None
     kind: str | None = None
     retryable = False
     if isinstance(exc, errors.APIStatusError):
-        status = exc.status_code
         kind, message = sdk.status(exc)
-        retryable = status in (408, 409, 429) or status >= 500
-    elif isinstance(exc, errors.APITimeoutError):
+        return wire_error(
+            f"{where}: {_with_retries(message, exc)}", status=exc.status_code, kind=kind
+        )
+    if isinstance(exc, errors.APITimeoutError):
         kind, retryable = "timeout", True
         message = f"no answer within {timeout:g} s"
     elif isinstance(exc, errors.APIConnectionError):
@@ -187,10 +180,15 @@ def sdk_failure(where: str, exc: Exception, sdk: SdkErrors, timeout: float) -> P
         message = f"cannot connect: {_reason(exc)}"
     else:
         message = _reason(exc)
+    return ProviderError(f"{where}: {_with_retries(message, exc)}", kind=kind, retryable=retryable)
+
+
+def _with_retries(message: str, exc: BaseException) -> str:
+    """`message` saying how many retries the SDK took first, when it took any."""
     retries = _retries_taken(exc)
     if retries:
-        message = f"{message} (after {retries} {'retry' if retries == 1 else 'retries'})"
-    return ProviderError(f"{where}: {message}", status=status, kind=kind, retryable=retryable)
+        return f"{message} (after {retries} {'retry' if retries == 1 else 'retries'})"
+    return message
 
 
 def anthropic_status(exc: Any) -> tuple[str | None, str]:

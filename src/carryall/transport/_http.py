@@ -18,9 +18,10 @@ each request is one `httpx2.Request` sent through httpx2's `Client.send`:
   API key, version, user agent, platform) over httpx2's client defaults,
   plus the per-attempt `x-stainless-retry-count` and read timeout;
 - the retry policy is the SDK's (`should_retry`, `retry_pause`): 408, 409,
-  429 and 5xx, the server's `x-should-retry`, `retry-after-ms` and
-  `retry-after`, else backoff from 0.5 s doubling to 8 s with jitter; and
-  refused or dropped connections and timeouts are retried alike;
+  429 and 5xx (`carryall.errors.RETRYABLE_STATUSES`), the server's
+  `x-should-retry`, `retry-after-ms` and `retry-after`, else backoff from
+  0.5 s doubling to 8 s with jitter; and refused or dropped connections and
+  timeouts are retried alike;
 - a failure is raised as the SDK's own typed exception (its status error
   for the status, `APITimeoutError`, `APIConnectionError`), so
   `_errors.sdk_failure` reads exactly what it read when the SDK sent.
@@ -42,6 +43,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Any, Final
 
+from carryall.errors import RETRYABLE_STATUSES
 from carryall.transport._errors import MAX_RETRY_DELAY, SdkErrors
 
 if TYPE_CHECKING:
@@ -59,16 +61,15 @@ _LONGEST_WAIT: Final = 4_294_967.0
 def should_retry(response: httpx2.Response) -> bool:
     """Whether a failed status is worth sending again, as the SDKs judge it.
 
-    The server's own `x-should-retry` wins; else request timeouts (408),
-    lock timeouts (409), rate limits (429) and every 5xx are retried.
+    The server's own `x-should-retry` wins; else the statuses every wire
+    retries (`carryall.errors.RETRYABLE_STATUSES`).
     """
     told = response.headers.get("x-should-retry")
     if told == "true":
         return True
     if told == "false":
         return False
-    status = response.status_code
-    return status in (408, 409, 429) or status >= 500
+    return response.status_code in RETRYABLE_STATUSES
 
 
 def retry_pause(retries_taken: int, headers: httpx2.Headers | None) -> float:

@@ -22,11 +22,11 @@ import functools
 import importlib.util
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Final, NamedTuple
+from typing import Final
 
 import msgspec
 
-from carryall.attachments import DEFAULT_MAX_IMAGE_BYTES
+from carryall.backend_specs import BACKENDS, ImageLimits
 from carryall.blocks import (
     Block,
     Downgrade,
@@ -37,14 +37,7 @@ from carryall.blocks import (
     survey_history,
 )
 from carryall.errors import HistoryError
-from carryall.imagefit import (
-    IMAGE_FIT_INPUT_BYTES,
-    MAX_EDGE,
-    RECOMMENDED_EDGE,
-    Fitted,
-    check_image,
-    fit_image,
-)
+from carryall.imagefit import Fitted, check_image, fit_image
 from carryall.imagefit import image_size as _header_size
 from carryall.providers import Request
 
@@ -53,33 +46,10 @@ __all__ = ["WIRE_IMAGE_LIMITS", "ImageLimits", "fit_request_images"]
 log = logging.getLogger("carryall.transport")
 
 
-class ImageLimits(NamedTuple):
-    """What one wire accepts per image, and the long edge a fitted copy gets."""
-
-    max_edge: int | None
-    """The longest edge the wire takes; None where it publishes no limit (it scales down itself)."""
-    fit_edge: int
-    """The long edge an image that must be fitted is scaled to: what the provider would keep."""
-    max_bytes: int
-    """The largest image file the wire takes."""
-
-
-_OPENAI: Final = ImageLimits(None, 2048, IMAGE_FIT_INPUT_BYTES)
-
 WIRE_IMAGE_LIMITS: Final[Mapping[str, ImageLimits]] = {
-    # 8000 px refused, 1568 px recommended (larger is scaled down by the API), 5 MB per image.
-    "anthropic": ImageLimits(MAX_EDGE, RECOMMENDED_EDGE, DEFAULT_MAX_IMAGE_BYTES),
-    # 20 MB per image; no edge limit, images are scaled to fit 2048 px.
-    "openai": _OPENAI,
-    "responses": _OPENAI,
-    # llama-server's projector scales every image itself; the byte cap is the loader's.
-    "llama-server": ImageLimits(None, 2048, IMAGE_FIT_INPUT_BYTES),
-    # Inline data is 20 MB per request; images are scaled to fit 3072 px.
-    "gemini": ImageLimits(None, 3072, IMAGE_FIT_INPUT_BYTES),
-    # Converse: 8000 px and 3.75 MB per image; the Claude models behind it keep 1568 px.
-    "bedrock": ImageLimits(MAX_EDGE, RECOMMENDED_EDGE, 3_750_000),
+    spec.wire: spec.image_limits for spec in BACKENDS.values()
 }
-"""Per wire, what one image may be before it is fitted: one table, so each limit is stated once."""
+"""Per wire, what one image may be before it is fitted, as the backend table states it."""
 
 _NO_PILLOW: Final = (
     "an image over this wire's limits (or with an unreadable header) is sent as it is: "

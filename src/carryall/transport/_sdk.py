@@ -27,15 +27,17 @@ from urllib.parse import urlsplit
 import msgspec
 
 from carryall._secrets import mask
-from carryall.blocks import Downgrade
+from carryall.blocks import Document, Downgrade, Image, Message
 from carryall.errors import ProviderError
 from carryall.providers import Capabilities, Encoded, Request, Response
 from carryall.providers.codec import Codec
+from carryall.transport import ModelInfo
 from carryall.transport._errors import (
     RETRYABLE_KINDS,
     Broken,
     SdkErrors,
     dropped,
+    masked,
     opening_errors,
     placed,
     sdk_failure,
@@ -170,6 +172,11 @@ class WireBackend:
         """The URL the SDK sends to."""
         return self._base_url
 
+    @property
+    def context_window(self) -> int | None:
+        """None: a hosted wire does not say; the agent reads carryall's table or the config."""
+        return None
+
     def addressed(self, request: Request) -> Request:
         """`request` with this backend's model, endpoint and account where it names none."""
         return addressed(request, self.model, self.endpoint, self.account)
@@ -178,6 +185,19 @@ class WireBackend:
         """The body `complete` would send for `request`, and the downgrades made to write it."""
         fitted, downgrades = fit_request_images(self.addressed(request), self.image_limits)
         return with_fitting(self._wire_encode(fitted, self.capabilities), downgrades)
+
+    def takes_url(self, block: Image | Document) -> bool:
+        """Whether this backend sends `block` as its URL, asked of its own codec (`Wire`).
+
+        The codec is the one answer: a request holding the block is encoded
+        (nothing is sent, nothing fetched) and a wire that cannot take it
+        reports the downgrade. A model that cannot see gets an image as its
+        placeholder line anyway, so nothing needs fetching for it.
+        """
+        if isinstance(block, Image) and not self.capabilities.vision:
+            return True
+        request = Request(model=self.model, messages=(Message.user("probe", [block]),))
+        return not self.encode(request).downgrades
 
     def close(self) -> None:
         """Close the SDK client's connections."""
@@ -215,6 +235,7 @@ class SdkBackend(WireBackend):
         retry_delay: float,
         stream: bool,
         image_limits: ImageLimits,
+        model_info: Callable[[Any], ModelInfo | None],
         binds_key: bool = False,
     ) -> None:
         super().__init__(
@@ -231,6 +252,7 @@ class SdkBackend(WireBackend):
             stream=stream,
         )
         self._errors = errors
+        self._model_info = model_info
         self._make_client = client
         self._path = path
         self._connect(base_url)
@@ -290,6 +312,20 @@ class SdkBackend(WireBackend):
             (getattr(self._client, "api_key", None),),
         )
         return reported(answered(response, fitted), downgrades)
+
+    def list_models(self) -> list[ModelInfo]:
+        """Every model the server lists at `GET /models`, every page, through the SDK's client.
+
+        A failure reads as a completion's would (`sdk_failure`): the status,
+        the server's message, and the key masked.
+        """
+        where = f"{self.name} at {mask(self.base_url)}: listing models"
+        try:
+            entries = list(self._client.models.list())
+        except opening_errors(self._errors) as exc:
+            error = sdk_failure(where, exc, self._errors, self.timeout)
+            raise masked(error, (getattr(self._client, "api_key", None),)) from exc
+        return [info for info in map(self._model_info, entries) if info is not None]
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} {self.model!r} at {mask(self.base_url)}>"

@@ -6,19 +6,32 @@ program that never talks to Anthropic never loads it.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
+from carryall.backend_specs import hosted_capabilities
 from carryall.providers import Capabilities
 from carryall.providers.codec import anthropic_codec
-from carryall.transport import RETRY_DELAY
+from carryall.transport import RETRY_DELAY, ModelInfo, model_info
 from carryall.transport._errors import SdkErrors, anthropic_status
 from carryall.transport._images import WIRE_IMAGE_LIMITS
 from carryall.transport._sdk import SdkBackend
 
-__all__ = ["ANTHROPIC_CAPABILITIES", "AnthropicBackend"]
+__all__ = ["ANTHROPIC_CAPABILITIES", "AnthropicBackend", "anthropic_model"]
 
-ANTHROPIC_CAPABILITIES: Final = Capabilities(vision=True, native_tools=True, thinking=True)
-"""What carryall assumes of an Anthropic model: current Claude models see, call tools and think."""
+ANTHROPIC_CAPABILITIES: Final = hosted_capabilities("anthropic")
+"""What carryall assumes of an Anthropic model (the backend table's row)."""
+
+
+def anthropic_model(entry: Any) -> ModelInfo | None:
+    """One entry of Anthropic's model list (`GET /v1/models`, the SDK's `ModelInfo`)."""
+    return model_info(
+        getattr(entry, "id", None),
+        name=getattr(entry, "display_name", None),
+        owner="anthropic",
+        created=getattr(entry, "created_at", None),
+        context_window=getattr(entry, "max_input_tokens", None),
+        max_output_tokens=getattr(entry, "max_tokens", None),
+    )
 
 
 class AnthropicBackend(SdkBackend):
@@ -58,4 +71,5 @@ class AnthropicBackend(SdkBackend):
             retry_delay=retry_delay,
             stream=stream,
             image_limits=WIRE_IMAGE_LIMITS["anthropic"],
+            model_info=anthropic_model,
         )

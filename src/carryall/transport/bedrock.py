@@ -23,10 +23,11 @@ from typing import Any, Final
 
 from carryall._secrets import mask
 from carryall._secrets import masked as secrets_masked
-from carryall.errors import ProviderError
+from carryall.backend_specs import hosted_capabilities
+from carryall.errors import ProviderError, wire_error
 from carryall.providers import Capabilities, Request, Response, structured
 from carryall.providers import bedrock as bedrock_wire
-from carryall.transport import RETRY_DELAY
+from carryall.transport import RETRY_DELAY, ModelInfo, model_info
 from carryall.transport._errors import Broken, placed, send_whole, sending, shown
 from carryall.transport._images import WIRE_IMAGE_LIMITS
 from carryall.transport._sdk import WireBackend, answered, endpoint_of, reported
@@ -36,12 +37,13 @@ __all__ = [
     "DEFAULT_REGION",
     "MISSING_EXTRA",
     "BedrockBackend",
+    "bedrock_model",
     "sdk_params",
     "wire_json",
 ]
 
-BEDROCK_CAPABILITIES: Final = Capabilities(vision=True, native_tools=True, thinking=True)
-"""What carryall assumes of a Bedrock model: the Claude models behind it see, call and think."""
+BEDROCK_CAPABILITIES: Final = hosted_capabilities("bedrock")
+"""What carryall assumes of a Bedrock model (the backend table's row)."""
 
 MISSING_EXTRA: Final = (
     "the bedrock backend needs the boto3 SDK, which is not installed: "
@@ -51,19 +53,6 @@ MISSING_EXTRA: Final = (
 DEFAULT_REGION: Final = "us-east-1"
 """The region when neither the base URL, `AWS_REGION` nor `AWS_DEFAULT_REGION` names one."""
 
-_RETRYABLE_CODES: Final = frozenset(
-    {
-        "ThrottlingException",
-        "ServiceUnavailableException",
-        "InternalServerException",
-        "ModelStreamErrorException",
-        "ModelNotReadyException",
-        "throttlingException",
-        "serviceUnavailableException",
-        "internalServerException",
-        "modelStreamErrorException",
-    }
-)
 _REGION_HOST: Final = re.compile(r"bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com")
 
 
@@ -113,12 +102,15 @@ class BedrockBackend(WireBackend):
             or os.environ.get("AWS_DEFAULT_REGION")
             or DEFAULT_REGION
         )
+        self._control_url = None if _region_of(base_url) else base_url
+        """Where `list_models` asks: the same server unless it is a Bedrock runtime host."""
         config = Config(
             region_name=self.region,
             connect_timeout=min(timeout, 60.0),
             read_timeout=timeout,
             retries={"total_max_attempts": max_retries + 1, "mode": "standard"},
         )
+        self._config = config
         try:
             self._client = boto3.session.Session().client(
                 "bedrock-runtime", endpoint_url=base_url, config=config
@@ -182,12 +174,7 @@ class BedrockBackend(WireBackend):
                 raise Broken(error) from exc  # mid-stream: the SDK's retries are past
             raise error from exc
         except (exceptions.NoCredentialsError, exceptions.PartialCredentialsError) as exc:
-            raise ProviderError(
-                f"{where}: no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-                "AWS_PROFILE, or a Bedrock API key in AWS_BEARER_TOKEN_BEDROCK "
-                f"({type(exc).__name__})",
-                kind="authentication_error",
-            ) from None
+            raise _no_credentials(where, exc) from None
         except exceptions.ParamValidationError as exc:
             raise ProviderError(f"{where}: the SDK refused the request: {shown(str(exc))}") from exc
         except (exceptions.ReadTimeoutError, exceptions.ConnectTimeoutError) as exc:
@@ -214,6 +201,57 @@ class BedrockBackend(WireBackend):
                 raise Broken(error) from exc
             raise error from exc
 
+    def list_models(self) -> list[ModelInfo]:
+        """The foundation models of this region that answer in text (`ListFoundationModels`).
+
+        Asked of the `bedrock` control plane with this backend's region,
+        credentials and retry settings. Some models are served on demand
+        only through a cross-region inference profile (a `us.` or `eu.`
+        prefix on the id), which this list does not hold.
+        """
+        import boto3
+        from botocore import exceptions
+
+        where = f"bedrock in {self.region}: listing models"
+        try:
+            control = boto3.session.Session().client(
+                "bedrock", endpoint_url=self._control_url, config=self._config
+            )
+            answer = control.list_foundation_models(byOutputModality="TEXT")
+        except exceptions.ClientError as exc:
+            raise _client_error(where, exc) from exc
+        except (exceptions.NoCredentialsError, exceptions.PartialCredentialsError) as exc:
+            raise _no_credentials(where, exc) from None
+        except exceptions.HTTPClientError as exc:
+            raise ProviderError(
+                f"{where}: cannot connect: {shown(secrets_masked(str(exc)))}",
+                kind="connection_error",
+                retryable=True,
+            ) from exc
+        except exceptions.BotoCoreError as exc:
+            raise ProviderError(f"{where}: {type(exc).__name__}: {exc}") from exc
+        summaries = answer.get("modelSummaries")
+        entries = summaries if isinstance(summaries, list) else []
+        return [info for info in map(bedrock_model, entries) if info is not None]
+
+
+def bedrock_model(entry: Any) -> ModelInfo | None:
+    """One `FoundationModelSummary` of Bedrock's `ListFoundationModels` answer."""
+    if not isinstance(entry, Mapping):
+        return None
+    return model_info(
+        entry.get("modelId"), name=entry.get("modelName"), owner=entry.get("providerName")
+    )
+
+
+def _no_credentials(where: str, exc: Exception) -> ProviderError:
+    return ProviderError(
+        f"{where}: no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+        "AWS_PROFILE, or a Bedrock API key in AWS_BEARER_TOKEN_BEDROCK "
+        f"({type(exc).__name__})",
+        kind="authentication_error",
+    )
+
 
 def _client_error(where: str, exc: Any) -> ProviderError:
     """A botocore `ClientError` (an HTTP error, or an exception event mid-stream) as ours."""
@@ -229,12 +267,7 @@ def _client_error(where: str, exc: Any) -> ProviderError:
     text = shown(message)
     if retries:
         text = f"{text} (after {retries} {'retry' if retries == 1 else 'retries'})"
-    return ProviderError(
-        f"{where}: {code + ': ' if code else ''}{text}",
-        status=status,
-        kind=code,
-        retryable=code in _RETRYABLE_CODES or status in (408, 429, 500, 502, 503, 504),
-    )
+    return wire_error(f"{where}: {code + ': ' if code else ''}{text}", status=status, kind=code)
 
 
 def _region_of(base_url: str | None) -> str | None:

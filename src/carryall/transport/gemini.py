@@ -2,11 +2,12 @@
 
 The codec's body is handed to `client.models.generate_content` (or its
 stream), whose own types take it as it stands: the SDK keeps what it is for
-(the API key or Vertex credentials, its retries with backoff on 408, 429 and
-5xx, timeouts, typed `APIError`s), and each answer it returns is dumped back
-to the wire's JSON for the codec to decode, so one decoder reads Gemini
-whichever way it arrived. The SDK is imported when a backend is made; when
-it is missing that is one line saying which `pip install` fixes it.
+(the API key or Vertex credentials, its retries with backoff, here on the
+statuses of `carryall.errors.RETRYABLE_STATUSES`, timeouts, typed
+`APIError`s), and each answer it returns is dumped back to the wire's JSON
+for the codec to decode, so one decoder reads Gemini whichever way it
+arrived. The SDK is imported when a backend is made; when it is missing that
+is one line saying which `pip install` fixes it.
 """
 
 from __future__ import annotations
@@ -16,25 +17,24 @@ from typing import Any, Final
 
 from carryall._secrets import mask
 from carryall._secrets import masked as secrets_masked
-from carryall.errors import ProviderError
+from carryall.backend_specs import hosted_capabilities
+from carryall.errors import RETRYABLE_STATUSES, ProviderError, wire_error
 from carryall.providers import Capabilities, Request, Response
 from carryall.providers import gemini as gemini_wire
-from carryall.transport import RETRY_DELAY
-from carryall.transport._errors import Broken, placed, send_whole, sending
+from carryall.transport import RETRY_DELAY, ModelInfo, model_info
+from carryall.transport._errors import Broken, masked, placed, send_whole, sending
 from carryall.transport._images import WIRE_IMAGE_LIMITS
 from carryall.transport._sdk import WireBackend, answered, endpoint_of, reported
 
-__all__ = ["GEMINI_CAPABILITIES", "MISSING_EXTRA", "GeminiBackend"]
+__all__ = ["GEMINI_CAPABILITIES", "MISSING_EXTRA", "GeminiBackend", "gemini_model"]
 
-GEMINI_CAPABILITIES: Final = Capabilities(vision=True, native_tools=True, thinking=True)
-"""What carryall assumes of a Gemini model: current models see, call tools and think."""
+GEMINI_CAPABILITIES: Final = hosted_capabilities("gemini")
+"""What carryall assumes of a Gemini model (the backend table's row)."""
 
 MISSING_EXTRA: Final = (
     "the gemini backend needs the google-genai SDK, which is not installed: "
     "pip install 'carryall[gemini]'"
 )
-
-_RETRYABLE: Final = frozenset({408, 429, 500, 502, 503, 504})
 
 
 class GeminiBackend(WireBackend):
@@ -78,7 +78,10 @@ class GeminiBackend(WireBackend):
         options = types.HttpOptions(
             base_url=base_url,
             timeout=int(timeout * 1000),
-            retry_options=types.HttpRetryOptions(attempts=max_retries + 1),
+            # The SDK retries the statuses every wire does, not only its own list.
+            retry_options=types.HttpRetryOptions(
+                attempts=max_retries + 1, http_status_codes=sorted(RETRYABLE_STATUSES)
+            ),
         )
         try:
             self._client = genai.Client(
@@ -147,14 +150,7 @@ class GeminiBackend(WireBackend):
                     on_text(text)
             return decoder.response()
         except errors.APIError as exc:
-            code = exc.code if isinstance(exc.code, int) else None
-            error = ProviderError(
-                f"{where}: {exc.message or exc}",
-                status=code,
-                kind=exc.status if isinstance(exc.status, str) else None,
-                retryable=code in _RETRYABLE,
-            )
-            raise error from exc
+            raise _api_error(where, exc) from exc
         except ProviderError as exc:
             error = placed(where, exc)
             if exc.retryable:
@@ -171,6 +167,59 @@ class GeminiBackend(WireBackend):
                     ProviderError(f"{where}: the connection failed: {exc}", retryable=True)
                 ) from exc
             raise ProviderError(f"{where}: {type(exc).__name__}: {exc}") from exc
+
+    def list_models(self) -> list[ModelInfo]:
+        """Every model the API lists that answers `generateContent`, every page, through the SDK.
+
+        Embedding and other models a conversation cannot use are left out.
+        """
+        from google.genai import errors
+
+        where = f"gemini at {mask(self.base_url)}: listing models"
+        try:
+            entries = list(self._client.models.list())
+        except errors.APIError as exc:
+            raise masked(_api_error(where, exc), (self._key,)) from exc
+        except Exception as exc:
+            # httpx's errors, without importing httpx here.
+            if type(exc).__module__.startswith(("httpx", "httpcore")):
+                raise ProviderError(
+                    f"{where}: cannot connect: {secrets_masked(str(exc), (self._key,))}",
+                    kind="connection_error",
+                    retryable=True,
+                ) from exc
+            raise
+        return [
+            info
+            for entry in entries
+            if _converses(entry) and (info := gemini_model(entry)) is not None
+        ]
+
+
+def gemini_model(entry: Any) -> ModelInfo | None:
+    """One entry of Gemini's model list (the SDK's `types.Model`), named as `--model` takes it."""
+    name = getattr(entry, "name", None)
+    return model_info(
+        name.removeprefix("models/") if isinstance(name, str) else None,
+        name=getattr(entry, "display_name", None),
+        owner="google",
+        context_window=getattr(entry, "input_token_limit", None),
+        max_output_tokens=getattr(entry, "output_token_limit", None),
+    )
+
+
+def _converses(entry: Any) -> bool:
+    actions = getattr(entry, "supported_actions", None)
+    return not isinstance(actions, list) or "generateContent" in actions
+
+
+def _api_error(where: str, exc: Any) -> ProviderError:
+    """A `google.genai.errors.APIError` as ours: its code, its status name, its message."""
+    return wire_error(
+        f"{where}: {exc.message or exc}",
+        status=exc.code if isinstance(exc.code, int) else None,
+        kind=exc.status if isinstance(exc.status, str) else None,
+    )
 
 
 def _wire(answer: Any) -> dict[str, Any]:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
+
+from carryall.backend_specs import hosted_capabilities
 from carryall.errors import LocalBackendError, ProviderError
 from carryall.providers import Capabilities, Dialect, Response
 from carryall.providers.codec import Codec, openai_codec
-from carryall.transport import NO_KEY, RETRY_DELAY
+from carryall.transport import NO_KEY, RETRY_DELAY, ModelInfo, model_info
 from carryall.transport._errors import SdkErrors, openai_status
 from carryall.transport._images import WIRE_IMAGE_LIMITS
 from carryall.transport._sdk import SdkBackend
@@ -22,14 +25,10 @@ if TYPE_CHECKING:
 
     from carryall.local import LocalServer
 
-__all__ = ["OPENAI_CAPABILITIES", "OpenAIBackend", "openai_client"]
+__all__ = ["OPENAI_CAPABILITIES", "OpenAIBackend", "openai_client", "openai_model"]
 
-OPENAI_CAPABILITIES: Final = Capabilities(vision=True, native_tools=True, thinking=False)
-"""What carryall assumes of an OpenAI-compatible model (thinking stays off that wire).
-
-A server that cannot see or call tools is told so in the config file
-(`vision = false`, `native_tools = false` under `[backends.openai]`).
-"""
+OPENAI_CAPABILITIES: Final = hosted_capabilities("openai")
+"""What carryall assumes of an OpenAI-compatible model (the backend table's row)."""
 
 
 def openai_client(
@@ -51,6 +50,15 @@ def openai_client(
         )
 
     return make
+
+
+def openai_model(entry: Any) -> ModelInfo | None:
+    """One entry of an OpenAI-compatible model list (`GET /models`, the SDK's `Model`)."""
+    return model_info(
+        getattr(entry, "id", None),
+        owner=getattr(entry, "owned_by", None),
+        created=getattr(entry, "created", None),
+    )
 
 
 class OpenAIBackend(SdkBackend):
@@ -80,6 +88,7 @@ class OpenAIBackend(SdkBackend):
         import openai
 
         self._server = server
+        self._dialect = dialect
         super().__init__(
             name=name,
             model=model,
@@ -96,6 +105,7 @@ class OpenAIBackend(SdkBackend):
             # Encrypted reasoning (Responses items, OpenRouter's details) is bound to the account.
             binds_key=True,
             image_limits=WIRE_IMAGE_LIMITS[dialect],
+            model_info=openai_model,
         )
 
     @property
@@ -106,6 +116,41 @@ class OpenAIBackend(SdkBackend):
         from carryall.llama_server import context_from_props
 
         return context_from_props(self._server.props)
+
+    def list_models(self) -> list[ModelInfo]:
+        """Every model the server lists at `GET /models`; on llama-server, with its `/props`.
+
+        llama-server's list names its model but not the context it was
+        started with, so each entry takes `n_ctx` from `/props` (the local
+        server's own copy, else read now), and a model listed by its file
+        path is named by its file name, as a run records it; a server too
+        old to list models is its one model from `/props`.
+        """
+        from carryall import llama_server
+
+        self._follow_server()
+        listed = super().list_models()
+        if self._dialect != "llama-server":
+            return listed
+        if self._server is not None:
+            props = self._server.props
+        else:
+            props = llama_server.read_props(self.base_url.removesuffix("/v1"), timeout=30.0)
+        window = llama_server.context_from_props(props)
+        named = llama_server.model_from_props(props)
+        if not listed:
+            found = model_info(named)
+            listed = [found] if found is not None else []
+        path = props.get("model_path")
+        return [
+            msgspec.structs.replace(
+                info,
+                # Listed by its path when started without an alias: named as `run` names it.
+                id=named if named and info.id == path else info.id,
+                context_window=info.context_window or window,
+            )
+            for info in listed
+        ]
 
     def served_model(self) -> str | None:
         """The one model the server lists at `/models`; None when it lists several, or none.

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 from typing import Final
 
+from carryall.backend_specs import hosted_capabilities
 from carryall.providers import Capabilities
 from carryall.providers.codec import responses_codec
 from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import SdkErrors, openai_status
 from carryall.transport._images import WIRE_IMAGE_LIMITS
 from carryall.transport._sdk import SdkBackend
-from carryall.transport.openai import openai_client
+from carryall.transport.openai import openai_client, openai_model
 
 __all__ = ["RESPONSES_CAPABILITIES", "ResponsesBackend"]
 
-RESPONSES_CAPABILITIES: Final = Capabilities(vision=True, native_tools=True, thinking=True)
-"""What carryall assumes of a Responses model: it sees, calls tools and may reason."""
+RESPONSES_CAPABILITIES: Final = hosted_capabilities("responses")
+"""What carryall assumes of a Responses model (the backend table's row)."""
 
 
 class ResponsesBackend(SdkBackend):
@@ -62,4 +63,5 @@ class ResponsesBackend(SdkBackend):
             # Encrypted reasoning (Responses items, OpenRouter's details) is bound to the account.
             binds_key=True,
             image_limits=WIRE_IMAGE_LIMITS["llama-server" if llama else "responses"],
+            model_info=openai_model,
         )
