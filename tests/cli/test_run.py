@@ -517,9 +517,11 @@ def test_a_document_file_is_handed_over_as_a_document(
     [part] = [p for p in sent["body"]["messages"][0]["content"] if p["type"] != "text"]
     data = base64.b64encode(PDF).decode()
     if backend == "anthropic":
+        # The last block of the history: the moving breakpoint of `--cache auto`.
         assert part == {
             "type": "document",
             "source": {"type": "base64", "media_type": "application/pdf", "data": data},
+            "cache_control": {"type": "ephemeral"},
         }
     else:
         file = {"file_data": f"data:application/pdf;base64,{data}", "filename": "paper.pdf"}
@@ -538,7 +540,9 @@ def test_a_document_url_goes_as_a_url_to_anthropic_and_is_fetched_for_openai(
         assert fetched == []
         [sent] = server.requests
         source = {"type": "url", "url": f"{url}/paper.pdf"}
-        assert {"type": "document", "source": source} in sent["body"]["messages"][0]["content"]
+        marked = {"cache_control": {"type": "ephemeral"}}  # the moving breakpoint
+        document = {"type": "document", "source": source, **marked}
+        assert document in sent["body"]["messages"][0]["content"]
         # OpenAI takes no document URL: the bytes are fetched from the host named.
         with served([Reply(sse="openai_text.sse")]) as server:
             argv = ["run", "read it", "-i", f"{url}/paper.pdf", "-b", "openai"]

@@ -6,7 +6,8 @@ user turn of results with the images the tools made, and now and then a
 final answer and a new prompt with images) through each wire's own codec,
 the one a transport holds (`KeptItems` and all), one request per step, with
 `cache="auto"`. Every request must validate against the official SDK's
-types, and:
+types (and on Anthropic, whose transport keeps the JSON of earlier
+messages, be the same JSON as the body built whole), and:
 
 - **Markers** (Anthropic `cache_control`, Bedrock `cachePoint`): at most
   `MAX_BREAKPOINTS` in the request, none on (or, for a `cachePoint`, right
@@ -51,7 +52,9 @@ from carryall.blocks import (
     ToolResult,
     ToolUse,
 )
+from carryall.errors import CarryallError
 from carryall.providers import Capabilities, Request
+from carryall.providers import anthropic as anthropic_wire
 from carryall.providers import bedrock as bedrock_wire
 from carryall.providers import gemini as gemini_wire
 from carryall.providers.caching import (
@@ -333,8 +336,14 @@ def test_an_agent_conversation_keeps_its_cached_prefix_on_every_wire(
     previous: dict[str, Any] | None = None
     previous_marks: list[int] = []
     for history in steps:
-        body = json.loads(encode(request(case, history)))
+        sent = request(case, history)
+        body = json.loads(encode(sent))
         case.check(body)
+        if case.dialect == "anthropic":
+            # The messages from the first breakpoint on are written apart
+            # from the kept JSON: the bytes still hold what the dict does.
+            whole = anthropic_wire.encode_request(sent, CAPS)
+            assert body == json.loads(json.dumps(whole))
         if case.markers:
             marks = check_markers(case, body)
             flat = _flat(case.dialect, body)
@@ -446,6 +455,11 @@ def test_cache_off_marks_nothing_anywhere() -> None:
         raw = case.encoder()(off).decode()
         assert "cache_control" not in raw and "cachePoint" not in raw, name
         assert "prompt_cache_key" not in raw, name
+
+
+def test_a_policy_that_is_neither_off_nor_auto_is_refused() -> None:
+    with pytest.raises(CarryallError, match="'off' or 'auto', got 'on'"):
+        Request(model="m", messages=(Message.user("a"),), cache="on")  # type: ignore[arg-type]
 
 
 def test_bedrock_caches_only_on_models_that_cache() -> None:

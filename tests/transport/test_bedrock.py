@@ -285,6 +285,9 @@ def test_run_on_bedrock_answers_and_its_help_names_the_backend() -> None:
         result = invoke("run", "-b", "bedrock", "--base-url", s.url, "--json", "Say hello")
     assert result.exit_code == 0, result.stdout
     assert json.loads(result.stdout)["answer"] == "Hello."
-    assert s.requests[0]["body"]["messages"][-1]["content"][-1] == {"text": "Say hello"}
-    names = [t["toolSpec"]["name"] for t in s.requests[0]["body"]["toolConfig"]["tools"]]
-    assert "read_file" in names  # the built-in tools, as Converse tool specs
+    # The prompt, then the moving cache point `run` asks for by default (`--cache auto`).
+    point = {"cachePoint": {"type": "default"}}
+    assert s.requests[0]["body"]["messages"][-1]["content"] == [{"text": "Say hello"}, point]
+    tools = s.requests[0]["body"]["toolConfig"]["tools"]
+    names = [t["toolSpec"]["name"] for t in tools[:-1]]
+    assert "read_file" in names and tools[-1] == point  # the built-in tools, then a cache point

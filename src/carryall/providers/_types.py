@@ -9,6 +9,7 @@ from typing import Any, Literal, TypeAlias
 import msgspec
 
 from carryall.blocks import Block, Downgrade, Message, Origin
+from carryall.errors import CarryallError
 from carryall.usage import Usage
 
 __all__ = [
@@ -174,6 +175,8 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
             msgspec.structs.force_setattr(self, "tools", tuple(self.tools))
         if not isinstance(self.hosted_tools, tuple):
             msgspec.structs.force_setattr(self, "hosted_tools", tuple(self.hosted_tools))
+        if self.cache not in ("off", "auto"):
+            raise CarryallError(f"Request cache must be 'off' or 'auto', got {self.cache!r}")
 
 
 class Response(msgspec.Struct, frozen=True, kw_only=True):

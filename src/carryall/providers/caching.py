@@ -110,7 +110,7 @@ class Breakpoints(NamedTuple):
     messages: tuple[int, ...] = ()
 
 
-NONE: Final = Breakpoints()
+_NONE: Final = Breakpoints()
 
 
 def anthropic_breakpoints(
@@ -123,7 +123,7 @@ def anthropic_breakpoints(
     for the markers the history carries.
     """
     if request.cache != "auto":
-        return NONE
+        return _NONE
     return _placed(request, messages, irregular, _anthropic_carried, tools=True)
 
 
@@ -137,13 +137,13 @@ def bedrock_breakpoints(
     point, since a model without prompt caching refuses the block.
     """
     if request.cache != "auto":
-        return NONE
+        return _NONE
     model = request.model
     if "anthropic.claude" in model:
         return _placed(request, messages, irregular, _bedrock_carried, tools=True)
     if "amazon.nova" in model:
         return _placed(request, messages, irregular, _bedrock_carried, tools=False)
-    return NONE
+    return _NONE
 
 
 def mark_anthropic(content: list[dict[str, Any]]) -> None:
@@ -200,7 +200,7 @@ def _placed(
 ) -> Breakpoints:
     budget = MAX_BREAKPOINTS - _carried(messages, irregular, carried)
     if budget <= 0:
-        return NONE
+        return _NONE
     # An anchor the history already marks itself (an imported request's own
     # marker after that block) is kept as it is, not marked twice.
     anchors = [i for i in _anchors(messages) if not _marked(messages[i], carried)][:budget]
