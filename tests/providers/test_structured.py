@@ -214,7 +214,9 @@ def test_bedrock_forces_the_tool_of_the_schema() -> None:
 
 
 def test_bedrock_with_tools_of_its_own_lets_the_model_call_them_or_answer() -> None:
-    body = bedrock_wire.encode_request(_request(tools=TOOLS, cache="auto"), CAPS)
+    # A Claude model on Bedrock takes a cache point after its tools.
+    claude = "anthropic.claude-sonnet-4-5-20250929-v1:0"
+    body = bedrock_wire.encode_request(_request(model=claude, tools=TOOLS, cache="auto"), CAPS)
     check_bedrock_request(body)
     tools = body["toolConfig"]["tools"]
     names = [t["toolSpec"]["name"] for t in tools if "toolSpec" in t]
