@@ -195,6 +195,15 @@ class _Chat:
         )
 
     def _system(self, argument: str) -> None:
+        session = recorded_in(self.agent)
+        if session is not None:
+            # Recorded now, not with the next turn: a chat left before it is
+            # still continued (`-c`) with the prompt it was given.
+            try:
+                session.change_system(argument or None)
+            except CarryallError as exc:
+                print_error(f"the system prompt is not changed: {exc}", self.err)
+                return
         self.agent.system = argument or None
         said = "cleared" if not argument else "set"
         self.err.print(f"[dim]system prompt {said} from the next turn on[/]")

@@ -197,6 +197,23 @@ class Event(msgspec.Struct, Generic[M], frozen=True, omit_defaults=True):
     """What the requests before this event could not send as held (`Encoded.downgrades`)."""
     changes: list[str] = []
     """What an explicit rewrite changed, one line each (`AnySession.rewrite`: a repair)."""
+    system: str | None = None
+    """The system prompt from after this event's messages on, when it changed here ("" when
+    it was cleared).
+
+    A change alone is an append of no messages (`AnySession.change_system`),
+    which a reader that predates the field replays as the nothing it appends.
+    """
+
+
+class SystemChange(msgspec.Struct, frozen=True):
+    """A change of the system prompt in the middle of a session, as a reader shows it."""
+
+    at: int
+    """How many messages the history held when it changed: it applies from message `at` on."""
+    time: str
+    system: str | None
+    """The system prompt from then on; None when it was cleared."""
 
 
 class EventHead(msgspec.Struct, frozen=True):
@@ -675,6 +692,13 @@ class Replay:
     """Damage since the last rewrite: the history is salvaged, not what was written, so the
     next writer records it whole (a rewrite) before appending to it."""
     downgrades: list[Downgrade] = field(default_factory=list)
+    system_changes: list[SystemChange] = field(default_factory=list)
+    """Every change of the system prompt the events record, in order (the header holds the
+    first prompt)."""
+
+    def change_system(self, system: str, time: str) -> None:
+        """Note an event's system prompt change (`Event.system`; "" clears it)."""
+        self.system_changes.append(SystemChange(len(self.messages), time, system or None))
 
     def apply_line(self, line: bytes, line_no: int) -> AnyEvent | None:
         """Decode and apply one event line; a damaged one is noted in `damage` and skipped."""
@@ -746,6 +770,7 @@ class Replay:
                 and event.n == event.start + len(messages)
                 and not (event.title and not self.title)
                 and not event.downgrades
+                and event.system is None
                 and (not messages or type(messages[0]) is Message)
             ):
                 self.append(messages, event.time)  # type: ignore[arg-type]
@@ -795,6 +820,8 @@ class Replay:
         if event.title and not self.title:
             self.title = event.title
         self.downgrades.extend(event.downgrades)
+        if event.system is not None:
+            self.change_system(event.system, event.time)
         self.updated = event.time
         self.events += 1
 
@@ -829,8 +856,9 @@ class _PlainEvent(msgspec.Struct, frozen=True, gc=False):
 
     Tuples and no collector tracking, so a run's events add nothing for the
     collector to scan while the session they build grows. Only a plain
-    append with no downgrade is one (`event` and `downgrades` say so), so a
-    run holding any other event fails this decoding and is read by line.
+    append with no downgrade and no system prompt change is one (`event`,
+    `downgrades` and `system` say so), so a run holding any other event
+    fails this decoding and is read by line.
     """
 
     event: Literal["append"]
@@ -842,6 +870,7 @@ class _PlainEvent(msgspec.Struct, frozen=True, gc=False):
     failed: str | None = None
     downgrades: Annotated[tuple[Downgrade, ...], msgspec.Meta(max_length=0)] = ()
     changes: Annotated[tuple[str, ...], msgspec.Meta(max_length=0)] = ()
+    system: None = None
 
 
 _batch_decoder = lazy_decoder(list[_PlainEvent])
