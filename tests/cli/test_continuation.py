@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from carryall.blocks import Message, Text
 from carryall.sessions import Store
 from tests.support.agent import say
 from tests.support.cli import invoke, script
@@ -135,3 +136,21 @@ def test_system_on_the_command_line_of_a_continued_run_is_recorded_as_a_change(
     store = Store(home / "sessions")
     [info] = store.list()
     assert [(c.at, c.system) for c in store.open(info.meta.id).system_changes()] == [(2, "New.")]
+
+
+def test_c_continues_the_session_used_last_not_the_one_created_last(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path
+) -> None:
+    store = Store(home / "sessions")
+    older = store.create(backend="scripted", model="scripted-1", cwd=workspace)
+    older.record([], [Message.user("older"), Message.assistant([Text("a")])])
+    newer = store.create(backend="scripted", model="scripted-1", cwd=workspace)
+    newer.record([], [Message.user("newer"), Message.assistant([Text("b")])])
+    held = older.messages()
+    older.record(held, [*held, Message.user("again"), Message.assistant([Text("c")])])
+    opened = script(monkeypatch, say("d"))
+    result = invoke("run", "-c", "go on", "-w", str(workspace))
+    assert result.exit_code == 0, result.stderr
+    assert opened.backend is not None
+    assert opened.backend.requests[0].messages[0].text() == "older"
+    assert [m.text() for m in store.open(older.id).messages()][-2:] == ["go on", "d"]
