@@ -148,3 +148,30 @@ def test_chat_tools_wraps_a_long_description_in_its_column() -> None:
     column = lines[0].index("Look around")
     for line in lines[1:]:
         assert line[:column].strip() == "" and line[column] != " ", line
+
+
+def test_mcp_list_at_80_columns_wraps_each_description_in_its_column(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from tests.support.mcp_peer import HOSTILE
+
+    pytest.importorskip("mcp")
+    config = tmp_path / "mcp.json"
+    server = {"command": HOSTILE.command, "args": HOSTILE.args}
+    config.write_text(json.dumps({"mcpServers": {"hostile": server}}))
+    env = {"CARRYALL_HOME": str(tmp_path / "home"), "NO_COLOR": "1", "COLUMNS": "80"}
+    done = subprocess.run(
+        [sys.executable, "-m", "carryall", "mcp", "list", "--mcp", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+    assert done.returncode == 0, done.stderr
+    _fits(done.stdout)
+    lines = [line.rstrip() for line in done.stdout.splitlines()]
+    # A wrapped description goes on under itself, never back at the first column.
+    assert all(line.startswith("  ") for line in lines if line not in lines[:1] + ["resources"])
+    _matches("mcp_list_80.txt", "\n".join(lines) + "\n")

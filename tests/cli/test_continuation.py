@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from carryall.blocks import Message, Text
 from carryall.sessions import Store
 from tests.support.agent import say
 from tests.support.cli import invoke, script
@@ -80,3 +81,76 @@ def test_a_run_whose_backend_cannot_open_is_recorded_failed_with_its_prompt(
     assert info.failed is not None and reason in info.failed
     session = Store(home / "sessions").open(info.meta.id)
     assert [m.text() for m in session.messages()] == ["keep me"]
+
+
+def test_chats_system_prompt_change_is_recorded_continued_saved_and_shown(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path
+) -> None:
+    saved = workspace.parent / "saved.md"
+    opened = script(monkeypatch, say("one"), say("two"))
+    typed = f"first\n/system Answer in French.\nsecond\n/save {saved}\n/exit\n"
+    result = invoke("chat", "-s", "Be brief.", "-w", str(workspace), input=typed)
+    assert result.exit_code == 0, result.stderr
+    assert opened.backend is not None
+    assert [r.system for r in opened.backend.requests] == ["Be brief.", "Answer in French."]
+
+    store = Store(home / "sessions")
+    [info] = store.list()
+    session = store.open(info.meta.id)
+    assert session.meta.system == "Be brief." and session.system == "Answer in French."
+    [change] = session.system_changes()
+    assert (change.at, change.system) == (2, "Answer in French.")
+    assert "Answer in French." in saved.read_text()
+
+    for fmt in ("text", "markdown", "html", "json"):
+        shown = invoke("sessions", "show", "last", "--format", fmt)
+        assert shown.exit_code == 0, shown.stderr
+        assert "system prompt changed from message" in shown.stdout, fmt
+        assert "Answer in French." in shown.stdout, fmt
+        # Before the message it applies from, after the ones before it.
+        assert shown.stdout.index("Answer in French.") > shown.stdout.index("one"), fmt
+
+    again = script(monkeypatch, say("trois"))
+    result = invoke("chat", "-c", "-w", str(workspace), input="third\n/system\n/exit\n")
+    assert result.exit_code == 0, result.stderr
+    assert again.backend is not None
+    assert [r.system for r in again.backend.requests] == ["Answer in French."]
+    assert store.open(info.meta.id).system is None  # cleared by the bare /system
+
+    last = script(monkeypatch, say("four"))
+    result = invoke("run", "-c", "fourth", "-w", str(workspace))
+    assert result.exit_code == 0, result.stderr
+    assert last.backend is not None and last.backend.requests[0].system is None
+
+
+def test_system_on_the_command_line_of_a_continued_run_is_recorded_as_a_change(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path
+) -> None:
+    script(monkeypatch, say("one"))
+    assert invoke("run", "-s", "Old.", "first", "-w", str(workspace)).exit_code == 0
+    script(monkeypatch, say("two"))
+    assert invoke("run", "-c", "-s", "New.", "second", "-w", str(workspace)).exit_code == 0
+    third = script(monkeypatch, say("three"))
+    assert invoke("run", "-c", "third", "-w", str(workspace)).exit_code == 0
+    assert third.backend is not None and third.backend.requests[0].system == "New."
+    store = Store(home / "sessions")
+    [info] = store.list()
+    assert [(c.at, c.system) for c in store.open(info.meta.id).system_changes()] == [(2, "New.")]
+
+
+def test_c_continues_the_session_used_last_not_the_one_created_last(
+    monkeypatch: pytest.MonkeyPatch, home: Path, workspace: Path
+) -> None:
+    store = Store(home / "sessions")
+    older = store.create(backend="scripted", model="scripted-1", cwd=workspace)
+    older.record([], [Message.user("older"), Message.assistant([Text("a")])])
+    newer = store.create(backend="scripted", model="scripted-1", cwd=workspace)
+    newer.record([], [Message.user("newer"), Message.assistant([Text("b")])])
+    held = older.messages()
+    older.record(held, [*held, Message.user("again"), Message.assistant([Text("c")])])
+    opened = script(monkeypatch, say("d"))
+    result = invoke("run", "-c", "go on", "-w", str(workspace))
+    assert result.exit_code == 0, result.stderr
+    assert opened.backend is not None
+    assert opened.backend.requests[0].messages[0].text() == "older"
+    assert [m.text() for m in store.open(older.id).messages()][-2:] == ["go on", "d"]

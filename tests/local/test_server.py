@@ -469,3 +469,15 @@ def test_server_that_exits_at_start_reports_its_output(tmp_path: Path) -> None:
         own.start()
     assert "failed to load model" in str(caught.value)
     assert not own.is_running
+
+
+def test_the_wheel_server_takes_the_sampling_the_supervisor_starts_it_with() -> None:
+    # Both installs are started with the same arguments: the wheel's command
+    # line must read the sampling ones rather than refuse them.
+    from carryall.local import _xllamacpp
+    from carryall.local.server import SAMPLING
+
+    args = _xllamacpp._parser().parse_args(["-m", "model.gguf", *SAMPLING])
+    assert (args.temp, args.top_p) == (0.2, 0.9)
+    with pytest.raises(SystemExit):
+        _xllamacpp._parser().parse_args(["-m", "model.gguf", "--no-such-option"])

@@ -39,3 +39,28 @@ def test_an_answer_cut_inside_the_envelope_shows_none_of_it(cut: str) -> None:
     }
     response = decode_response(data, constrained=True)
     assert response.message.text() == "" and response.stop_reason == "max_tokens"
+
+
+def test_a_turn_that_may_call_no_tool_describes_none_and_answers_in_the_envelope() -> None:
+    # Nothing to copy: no tool description or call syntax where no call may be made.
+    text = describe_tools(TOOLS, constrained=True, tool_choice="none")
+    assert "Do not call any tool" in text and '"response"' in text
+    assert "list_dir" not in text and "tool_calls" not in text and "List a folder." not in text
+
+
+def test_the_choices_a_grammar_holds_a_call_to_are_the_ones_described() -> None:
+    from carryall.providers.prompt import response_schema
+
+    spec = ToolSpec(
+        "read_file",
+        "Read a file.",
+        {"type": "object", "properties": {"path": {"type": "string"}}},
+        choices={"path": ("notes.txt", "plan.md")},
+    )
+    text = describe_tools([spec], constrained=True)
+    assert '"enum": ["notes.txt", "plan.md"]' in text
+    enforced = response_schema([spec])["anyOf"][0]["properties"]["tool_calls"]["items"]
+    assert enforced["properties"]["arguments"]["properties"]["path"]["enum"] == [
+        "notes.txt",
+        "plan.md",
+    ]

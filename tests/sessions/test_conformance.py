@@ -271,6 +271,33 @@ def test_a_session_without_usage_lists_none(store: AnyStore, open_any: OpenAny) 
     assert open_any().open(session.id).usage() == []
 
 
+def test_a_system_prompt_change_is_recorded_and_read_back_by_every_reader(
+    store: AnyStore, open_any: OpenAny
+) -> None:
+    session = store.create(system="Be brief.")
+    first = [_user("a"), _assistant("b")]
+    session.record([], first)
+    theirs = open_any().open(session.id)
+    session.change_system(f"Answer in French; deploy with {ANTHROPIC_KEY}.")
+    session.change_system(f"Answer in French; deploy with {ANTHROPIC_KEY}.")  # no write
+    second = [*first, _user("c")]
+    assert session.record(first, second) == "append"  # still an append after the change
+    session.change_system(None)
+    wanted = [(2, f"Answer in French; deploy with {REDACTED}."), (3, None)]
+    for reader in (session, open_any().open(session.id), theirs):
+        reader.refresh()
+        assert [(c.at, c.system) for c in reader.system_changes()] == wanted
+        assert reader.meta.system == "Be brief." and reader.system is None
+        assert [m.text() for m in reader.messages()] == ["a", "b", "c"]
+    assert ANTHROPIC_KEY.encode() not in _raw(store)
+    [info] = store.list()
+    assert info.turns == 3
+    meta, lines = store.export_events(session.id)
+    moved = Store(Path(os.environ["CARRYALL_HOME"]) / "moved")
+    moved.import_events(meta, lines)
+    assert [(c.at, c.system) for c in moved.open(session.id).system_changes()] == wanted
+
+
 def test_rewrite_keeps_times_of_unchanged_messages(store: AnyStore) -> None:
     session = store.create()
     h1 = [_user("a"), _assistant("b")]

@@ -5,12 +5,19 @@ from __future__ import annotations
 import base64
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
 from carryall.blocks import Downgrade, Image, Message, Text
-from carryall.sessions import SessionMeta
-from carryall.sessions.render import DOWNGRADES_HEADING, downgrade_line, render
+from carryall.sessions import SessionMeta, Store
+from carryall.sessions.render import (
+    DOWNGRADES_HEADING,
+    downgrade_line,
+    render,
+    render_session,
+    system_change_line,
+)
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -42,3 +49,27 @@ def test_every_reader_names_an_image_by_its_placeholder(fmt: str) -> None:
 def test_the_html_page_shows_the_picture_itself_by_default() -> None:
     page = render("html", META, MESSAGES)
     assert f'<img src="{SHOT.data_uri()}"' in page
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "html", "json"])
+def test_every_reading_of_a_session_shows_its_downgrades_and_system_changes(
+    fmt: str, tmp_path: Path
+) -> None:
+    # `render_session` is what `sessions show`, `export` and the MCP resources
+    # read a session with: nothing recorded beside the messages is left out.
+    session = Store(tmp_path / "s").create(system="Be brief.")
+    session.record([], MESSAGES[:1])
+    session.change_system("Answer in French.")
+    session.record(MESSAGES[:1], MESSAGES, DOWNGRADES)
+    [change] = session.system_changes()
+    page = render_session(fmt, session)  # type: ignore[arg-type]
+    if fmt == "json":
+        data = json.loads(page)
+        assert data["downgrades"][0]["line"] == downgrade_line(DOWNGRADES[0])
+        assert data["system_changes"][0]["line"] == system_change_line(change)
+        assert data["session"]["system"] == "Be brief."
+    else:
+        assert downgrade_line(DOWNGRADES[0]) in page
+        assert "Answer in French." in page and "Be brief." in page
+        # Between the message before the change and the one after it.
+        assert page.index("look") < page.index("Answer in French.") < page.index("a red dot")

@@ -626,6 +626,7 @@ def _replay_state(replay: Any) -> tuple[Any, ...]:
         replay.unsettled,
         replay.downgrades,
         replay.usage,
+        replay.system_changes,
     )
 
 
@@ -650,6 +651,8 @@ _LINE_KINDS = (
     "downgrade",
     "usage",
     "usage only",
+    "system",
+    "system cleared",
 )
 _KINDS_OF_LINE = st.sampled_from(_LINE_KINDS)
 
@@ -725,6 +728,10 @@ def _lines_of(kinds: list[str]) -> list[bytes]:
             lines.append(_line("append", held + 1, held, one, usage=[_recorded(held)]))
         elif kind == "usage only":
             lines.append(_line("append", held, held, [], usage=[_recorded(held)]))
+        elif kind in ("system", "system cleared"):
+            # A system prompt change alone: an append of no messages.
+            said = "" if kind == "system cleared" else f"prompt {held}"
+            lines.append(_line("append", held, held, [], system=said))
             continue
         held += 1
     return lines
@@ -797,6 +804,9 @@ def test_a_clean_run_takes_the_reading_at_once() -> None:
     events = _transcript._clean_run(lines)
     assert events is not None and len(events) == 20
     assert _transcript._clean_run([*lines[:4], lines[4].replace(b"hello", b"jello")]) is None
+    # A system prompt change is read by line, where it is noted.
+    changed = _line("append", 20, 20, [], system="be brief")
+    assert _transcript._clean_run([*lines, changed]) is None
 
 
 def test_a_run_of_appends_carrying_usage_takes_the_reading_at_once() -> None:
@@ -888,3 +898,37 @@ def test_a_usage_record_without_a_time_zone_is_damage_named_by_its_line(tmp_path
     reopened = store.open(session.id)
     assert reopened.usage() == [_recorded(1)]
     assert any("line 3" in note and "timezone" in note for note in reopened.damage)
+
+
+def test_a_transcript_with_a_system_prompt_change_loads_in_a_reader_of_any_age(
+    tmp_path: Path,
+) -> None:
+    # The change is an append of no messages: the fields an older reader
+    # knows replay it as nothing, and this reader notes it where it stands.
+    from carryall.sessions import _transcript as t
+
+    store = Store(tmp_path / "s")
+    session = store.create(system="first")
+    session.record([], list(_SAY))
+    session.change_system("second")
+    session.change_system("second")  # the same prompt again: nothing written
+    session.record(list(_SAY), [*_SAY, Message.user("more")])
+    lines = session.path.read_bytes().splitlines()[1:]
+    assert len(lines) == 3
+    older = msgspec.json.Decoder(_OlderEvent)
+    assert [len(older.decode(line).messages) for line in lines] == [2, 0, 1]
+    loaded = store.open(session.id)
+    assert [m.text() for m in loaded.messages()] == ["hello", "hi", "more"]
+    assert (loaded.meta.system, loaded.system) == ("first", "second")
+    assert [(c.at, c.system) for c in loaded.system_changes()] == [(2, "second")]
+    assert t.decode_head(lines[1], "t", 3).event == "append"
+
+
+class _OlderEvent(msgspec.Struct):
+    """An event line as a carryall without system prompt changes decoded it."""
+
+    event: str
+    time: str
+    n: int
+    start: int = 0
+    messages: list[Any] = []

@@ -30,6 +30,7 @@ __all__ = [
     "fail",
     "listed_title",
     "masked",
+    "print_columns",
     "print_error",
     "shown",
     "snippet_text",
@@ -52,6 +53,25 @@ def masked(message: str) -> str:
     from carryall._secrets import masked as secrets_masked
 
     return secrets_masked(message)
+
+
+def print_columns(console: Console, rows: list[tuple[str, str]]) -> None:
+    """Names and what they do, two columns indented by two: a long line wraps in its column.
+
+    Chat's `/help` and `/tools` and `mcp list` print this way, so no line is
+    wider than the terminal and none wraps back to its first column. Text,
+    not markup: a tool's name and description are whatever its server said.
+    """
+    from rich.padding import Padding
+    from rich.table import Table
+    from rich.text import Text
+
+    grid = Table.grid(padding=(0, 2), pad_edge=False)
+    grid.add_column(no_wrap=True, style="bold")
+    grid.add_column()
+    for name, what in rows:
+        grid.add_row(Text(printable(name)), Text(printable(what)))
+    console.print(Padding(grid, (0, 0, 0, 2)))
 
 
 def print_error(message: str, console: Console | None = None) -> None:

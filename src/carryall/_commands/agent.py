@@ -563,7 +563,10 @@ def _opened(
                 warn_damage(session.damage, err)
                 history = session.messages()
                 setup = _resumed(setup, session)
-                system = system if setup.system is not None else session.meta.system
+                if setup.system is None:
+                    system = session.system
+                elif not setup.no_record:
+                    session.change_system(system)  # --system on a continued session
             tools = _choose_tools(setup.tools or _DEFAULT_TOOLS, setup.workspace, setup.allow_write)
             toolbox = open_toolbox(setup.mcp, [t.name for t in tools], setup.workspace)
             try:

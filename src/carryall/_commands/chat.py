@@ -23,9 +23,8 @@ from rich.console import Console
 from rich.padding import Padding
 
 from carryall._commands._images import named_image, sendable
-from carryall._commands._output import Terminated, print_error, shown
+from carryall._commands._output import Terminated, print_columns, print_error, shown
 from carryall._commands.sessions import keep_interrupted_prompt, recorded_in
-from carryall._text import printable
 from carryall.blocks import Document, Image, Message
 from carryall.errors import CarryallError
 
@@ -170,7 +169,7 @@ class _Chat:
         self.err.print(f"[dim]{shown(totals.line())}[/]")
 
     def _help(self, argument: str) -> None:
-        _print_columns(self.err, list(COMMANDS.items()))
+        print_columns(self.err, list(COMMANDS.items()))
         self.err.print(
             Padding(
                 "[dim]Enter sends; Esc then Enter, or a line ending in \\, starts a new line; "
@@ -195,6 +194,15 @@ class _Chat:
         )
 
     def _system(self, argument: str) -> None:
+        session = recorded_in(self.agent)
+        if session is not None:
+            # Recorded now, not with the next turn: a chat left before it is
+            # still continued (`-c`) with the prompt it was given.
+            try:
+                session.change_system(argument or None)
+            except CarryallError as exc:
+                print_error(f"the system prompt is not changed: {exc}", self.err)
+                return
         self.agent.system = argument or None
         said = "cleared" if not argument else "set"
         self.err.print(f"[dim]system prompt {said} from the next turn on[/]")
@@ -214,7 +222,7 @@ class _Chat:
             for name, tool in self.agent.tools.items()
         ]
         if rows:
-            _print_columns(self.err, rows)
+            print_columns(self.err, rows)
 
     def _save(self, argument: str) -> None:
         session = recorded_in(self.agent)
@@ -273,22 +281,6 @@ class _Chat:
             print_error(str(exc), self.err)
             return
         self.display.finish()
-
-
-def _print_columns(console: Console, rows: list[tuple[str, str]]) -> None:
-    """Names and what they do, two columns indented by two: a long line wraps in its column.
-
-    Text, not markup: a tool's name and description are whatever its server said.
-    """
-    from rich.table import Table
-    from rich.text import Text
-
-    grid = Table.grid(padding=(0, 2), pad_edge=False)
-    grid.add_column(no_wrap=True, style="bold")
-    grid.add_column()
-    for name, what in rows:
-        grid.add_row(Text(printable(name)), Text(printable(what)))
-    console.print(Padding(grid, (0, 0, 0, 2)))
 
 
 def converse(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from carryall._commands._output import fail, shown
+from carryall._commands._output import fail, print_columns, shown
 from carryall._commands.sessions import StoreOption
 from carryall.config import McpServer, load_config
 from carryall.errors import CarryallError, McpError
@@ -75,7 +75,7 @@ def list_servers(mcp: McpOption = None) -> None:
 
     Example: carryall mcp list --mcp ~/.cursor/mcp.json
     """
-    out = Console(highlight=False, soft_wrap=True)
+    out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     try:
         servers = mcp_servers(mcp)
@@ -97,12 +97,12 @@ def list_servers(mcp: McpOption = None) -> None:
             err.print(f"[bold red]error:[/] {where}: {shown(result.error)}", soft_wrap=True)
             continue
         out.print(f"[bold]{shown(result.server)}[/] ({len(result.tools)} tools)")
-        for made in result.tools:
-            summary = made.description.strip().split("\n", 1)[0]
-            out.print(f"  {shown(made.name)}  [dim]{shown(summary)}[/]")
+        rows = [(made.name, made.description.strip().split("\n", 1)[0]) for made in result.tools]
+        print_columns(out, rows)
     if toolbox.reader is not None:
         summary = toolbox.reader.description.split(":", 1)[0]
-        out.print(f"[bold]resources[/]\n  {shown(toolbox.reader.name)}  [dim]{shown(summary)}[/]")
+        out.print("[bold]resources[/]")
+        print_columns(out, [(toolbox.reader.name, summary)])
     if failed:
         raise typer.Exit(1)
 

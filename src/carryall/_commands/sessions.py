@@ -147,21 +147,11 @@ def _render(
     store: str | None, session_id: str, fmt: ShowFormat, embed_images: bool
 ) -> tuple[str, str]:
     """A session's full id and its rendering: the one reading `show` and `export` share."""
-    from carryall.sessions import render
+    from carryall.sessions.render import render_session
 
     session = _store(store).open(session_id)
     warn_damage(session.damage)
-    messages, times = session.messages(), session.times()
-    out = render(
-        fmt.value,
-        session.meta,
-        messages,
-        times,
-        embed_images=embed_images,
-        downgrades=session.downgrades(),
-        usage=session.usage(),
-    )
-    return session.id, out
+    return session.id, render_session(fmt.value, session, embed_images=embed_images)
 
 
 def _wire_export(store: str | None, session_id: str, fmt: WireFormat) -> tuple[str, str]:
@@ -171,7 +161,7 @@ def _wire_export(store: str | None, session_id: str, fmt: WireFormat) -> tuple[s
     session = _store(store).open(session_id)
     warn_damage(session.damage)
     meta = session.meta
-    text = export_messages(fmt, session.messages(), system=meta.system, model=meta.model)
+    text = export_messages(fmt, session.messages(), system=session.system, model=meta.model)
     return session.id, json_printable(text)
 
 

@@ -1,7 +1,7 @@
 """llama-server's command line, served by the prebuilt `xllamacpp` wheel.
 
 `python -m carryall.local._xllamacpp -m MODEL --host H --port P -c N -np 1
---jinja` runs llama.cpp's own HTTP server code (the same routes, `/props`
+--jinja --temp T --top-p P` runs llama.cpp's own HTTP server code (the same routes, `/props`
 and grammar sampling as a compiled `llama-server`) from the wheel, in a
 process of its own. Taking the compiled binary's arguments means the
 supervisor starts, checks, stops and reads the log of either one the same
@@ -69,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-np", "--parallel", type=int, default=1)
     parser.add_argument("-t", "--threads", type=int, default=None)
     parser.add_argument("--jinja", action="store_true")
+    parser.add_argument("--temp", type=float, default=None)
+    parser.add_argument("--top-p", type=float, default=None)
     return parser
 
 
@@ -96,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     params.endpoint_props = True
     if args.threads is not None:
         params.cpuparams.n_threads = args.threads
+    if args.temp is not None:
+        params.sampling.temp = args.temp
+    if args.top_p is not None:
+        params.sampling.top_p = args.top_p
     try:
         server = xllamacpp.Server(params)
     except RuntimeError as error:

@@ -29,7 +29,6 @@ import hmac
 import ipaddress
 import json
 from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
-from datetime import datetime
 from typing import Any, Final
 from urllib.parse import unquote
 
@@ -40,18 +39,15 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.shared.exceptions import MCPError
 
 from carryall import __version__
-from carryall.blocks import Downgrade, Image, Message
+from carryall.blocks import Image
 from carryall.errors import CarryallError
 from carryall.sessions import (
     AnySession,
     AnyStore,
-    SessionMeta,
-    render,
     render_message_text,
     render_text,
 )
-from carryall.sessions.render import usage_dict
-from carryall.usage import RequestUsage
+from carryall.sessions.render import render_session, usage_dict
 
 __all__ = [
     "SEARCH_URI",
@@ -233,8 +229,7 @@ def build_server(store: AnyStore) -> MCPServer:
     @server.resource(SESSION_URI + "{session_id}", mime_type="text/markdown")
     def session_resource(session_id: str) -> str:
         """A recorded session: its Markdown transcript, its JSON export and its images."""
-        meta, history, times, downgrades, usage = _transcript(_opened(store, session_id))
-        return render("markdown", meta, history, times, downgrades=downgrades, usage=usage)
+        return render_session("markdown", _opened(store, session_id))
 
     @server.resource(SEARCH_URI + "{query}", mime_type="text/markdown")
     def search_resource(query: str) -> str:
@@ -256,13 +251,10 @@ def build_server(store: AnyStore) -> MCPServer:
 
 def session_contents(session: AnySession) -> list[ReadResourceContents]:
     """A session as resource contents: Markdown, then JSON, then each image as its bytes."""
-    meta, history, times, downgrades, usage = _transcript(session)
+    history = session.messages()
     contents = [
-        ReadResourceContents(
-            render("markdown", meta, history, times, downgrades=downgrades, usage=usage),
-            "text/markdown",
-        ),
-        ReadResourceContents(render("json", meta, history, times, usage=usage), "application/json"),
+        ReadResourceContents(render_session("markdown", session), "text/markdown"),
+        ReadResourceContents(render_session("json", session), "application/json"),
     ]
     for message in history:
         contents.extend(
@@ -378,27 +370,13 @@ def _opened(store: AnyStore, session_id: str) -> AnySession:
         raise ResourceNotFoundError(str(exc)) from None
 
 
-def _transcript(
-    session: AnySession,
-) -> tuple[SessionMeta, list[Message], list[datetime], list[Downgrade], list[RequestUsage]]:
-    """What every reader of a session is given: its meta, messages, times, downgrades, usage."""
-    return (
-        session.meta,
-        session.messages(),
-        session.times(),
-        list(session.downgrades()),
-        session.usage(),
-    )
-
-
 def _prompt_transcript(store: AnyStore, session_id: str) -> str:
     try:
         session = store.open(session_id)
     except CarryallError as exc:
         raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
     # The model is asked about the conversation, not its bill: no usage here.
-    meta, history, times, downgrades, _ = _transcript(session)
-    return render("markdown", meta, history, times, downgrades=downgrades)
+    return render_session("markdown", session, usage=False)
 
 
 @contextlib.contextmanager

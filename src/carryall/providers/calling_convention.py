@@ -44,6 +44,7 @@ __all__ = [
     "call_id",
     "describe_tools",
     "is_call_fence",
+    "offered_schema",
     "parse_tool_calls",
     "read_name",
     "render_assistant",
@@ -147,19 +148,51 @@ def render_assistant(text: str, calls: Sequence[ToolUse]) -> str:
     return f"{text.rstrip()}\n\n{rendered}"
 
 
+def offered_schema(tool: ToolSpec) -> dict[str, Any]:
+    """A tool's input schema with each chosen string argument narrowed to an `enum` of its
+    `choices`.
+
+    The one answer to "what may this tool be called with": constrained
+    prompt mode enforces it and `describe_tools` shows it, so a model is
+    never held to a choice it was not told of. Only a top-level property
+    that is a plain string schema is narrowed, and only with at least one
+    choice: an empty `enum` would forbid every call.
+    """
+    schema = tool.input_schema
+    properties = schema.get("properties")
+    if not tool.choices or not isinstance(properties, dict):
+        return schema
+    narrowed = dict(properties)
+    for name, values in tool.choices.items():
+        prop = properties.get(name)
+        if values and isinstance(prop, dict) and prop.get("type") == "string":
+            narrowed[name] = {**prop, "enum": list(values)}
+    return {**schema, "properties": narrowed}
+
+
 def describe_tools(
     tools: Sequence[ToolSpec], *, constrained: bool = False, tool_choice: str | None = None
 ) -> str:
     """The system-prompt text that teaches a model the tools and the calling convention.
 
     `constrained` describes the JSON answer shape the server enforces instead
-    of the tags (`carryall.providers.prompt`). `tool_choice` `none` and
-    `required` add one sentence saying so. Empty when there are no tools.
+    of the tags (`carryall.providers.prompt`). `required` adds one sentence
+    saying so. With `tool_choice` `none` no tool may be called, so none is
+    described: only how the results read and how to answer, leaving a small
+    model no call syntax or tool description to copy into its answer. Empty
+    when there are no tools.
     """
     if not tools:
         return ""
     lines = ["# Tools", ""]
-    if constrained:
+    if tool_choice == "none":
+        lines += ["Do not call any tool in this turn: answer with what the results say."]
+        if constrained:
+            lines += [
+                'Answer with exactly one JSON object whose only key is "response" and whose '
+                "value is your whole answer to the user, as a string."
+            ]
+    elif constrained:
         lines += [
             "You can call the tools listed below. Answer with exactly one JSON object.",
             "To call tools, answer:",
@@ -195,8 +228,8 @@ def describe_tools(
         "Pictures a tool made follow the results, each named by an [IMAGE:name] line.",
     ]
     if tool_choice == "none":
-        lines += ["", "Do not call any tool in this turn."]
-    elif tool_choice == "required":
+        return "\n".join(lines)
+    if tool_choice == "required":
         lines += ["", "You must call at least one tool in this turn."]
     lines += ["", "## Available tools"]
     for tool in tools:
@@ -204,7 +237,7 @@ def describe_tools(
             "",
             f"### {tool.name}",
             tool.description.strip() or "(no description)",
-            "Arguments JSON schema: " + json.dumps(tool.input_schema, ensure_ascii=False),
+            "Arguments JSON schema: " + json.dumps(offered_schema(tool), ensure_ascii=False),
         ]
     return "\n".join(lines)
 

@@ -81,6 +81,7 @@ from carryall.providers.calling_convention import (
     call_id,
     describe_tools,
     is_call_fence,
+    offered_schema,
     parse_tool_calls,
     read_name,
     render_assistant,
@@ -301,7 +302,7 @@ def response_schema(
     defs: dict[str, Any] = {}
     entries: list[dict[str, Any]] = []
     for position, tool in enumerate(tools):
-        arguments: Any = _with_choices(tool.input_schema, tool.choices)
+        arguments: Any = offered_schema(tool)
         try:
             has_ref = _has_ref(arguments)
         except RecursionError:
@@ -351,23 +352,6 @@ def response_schema(
     if defs:
         schema["$defs"] = defs
     return schema
-
-
-def _with_choices(schema: dict[str, Any], choices: Mapping[str, Sequence[str]]) -> dict[str, Any]:
-    """`schema` with each chosen string argument narrowed to an `enum` of its choices.
-
-    Only a top-level property that is a plain string schema is narrowed, and
-    only with at least one choice: an empty `enum` would forbid every call.
-    """
-    properties = schema.get("properties")
-    if not choices or not isinstance(properties, dict):
-        return schema
-    narrowed = dict(properties)
-    for name, values in choices.items():
-        prop = properties.get(name)
-        if values and isinstance(prop, dict) and prop.get("type") == "string":
-            narrowed[name] = {**prop, "enum": list(values)}
-    return {**schema, "properties": narrowed}
 
 
 def _has_ref(node: Any) -> bool:

@@ -15,7 +15,7 @@ whole histories in wire formats is `carryall.interchange`.
 """
 
 from carryall.sessions._core import SessionInfo
-from carryall.sessions._transcript import FORMAT_VERSION, SessionMeta
+from carryall.sessions._transcript import FORMAT_VERSION, SessionMeta, SystemChange
 from carryall.sessions.indexed import Store, open_store
 from carryall.sessions.protocol import AnySession, AnyStore, Recall, RecordKind
 from carryall.sessions.recall import Hit, RecallIndex, fts_query
@@ -52,6 +52,7 @@ __all__ = [
     "SessionStore",
     "Store",
     "StoreListener",
+    "SystemChange",
     "default_root",
     "export_dict",
     "fts_query",

@@ -31,6 +31,7 @@ from carryall.sessions._transcript import (
     StoredDocument,
     StoredImage,
     StoredMessage,
+    SystemChange,
     blob_placeholder,
     has_image,
     image_stand_in,
@@ -146,6 +147,16 @@ class ReplayedSession:
     def usage(self) -> list[RequestUsage]:
         """Every request's usage recorded in this session, in the order recorded."""
         return list(self._replay.usage)
+
+    @property
+    def system(self) -> str | None:
+        """The system prompt now: the last change recorded, else the one the session began with."""
+        changes = self._replay.system_changes
+        return changes[-1].system if changes else self._meta.system
+
+    def system_changes(self) -> list[SystemChange]:
+        """Every change of the system prompt after the session began, in the order recorded."""
+        return list(self._replay.system_changes)
 
     def continue_from(self, view: Sequence[Message]) -> None:
         """Take `view` as the writer's own form of the current history (its media fetched, say).

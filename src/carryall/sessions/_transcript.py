@@ -206,6 +206,23 @@ class Event(msgspec.Struct, Generic[M], frozen=True, omit_defaults=True):
     """What an explicit rewrite changed, one line each (`AnySession.rewrite`: a repair)."""
     usage: list[RequestUsage] = []
     """What each request answered since the event before used, one record a request, in order."""
+    system: str | None = None
+    """The system prompt from after this event's messages on, when it changed here ("" when
+    it was cleared).
+
+    A change alone is an append of no messages (`AnySession.change_system`),
+    which a reader that predates the field replays as the nothing it appends.
+    """
+
+
+class SystemChange(msgspec.Struct, frozen=True):
+    """A change of the system prompt in the middle of a session, as a reader shows it."""
+
+    at: int
+    """How many messages the history held when it changed: it applies from message `at` on."""
+    time: str
+    system: str | None
+    """The system prompt from then on; None when it was cleared."""
 
 
 class EventHead(msgspec.Struct, frozen=True):
@@ -686,6 +703,13 @@ class Replay:
     downgrades: list[Downgrade] = field(default_factory=list)
     usage: list[RequestUsage] = field(default_factory=list)
     """Every request's usage the events recorded, in the order recorded."""
+    system_changes: list[SystemChange] = field(default_factory=list)
+    """Every change of the system prompt the events record, in order (the header holds the
+    first prompt)."""
+
+    def change_system(self, system: str, time: str) -> None:
+        """Note an event's system prompt change (`Event.system`; "" clears it)."""
+        self.system_changes.append(SystemChange(len(self.messages), time, system or None))
 
     def apply_line(self, line: bytes, line_no: int) -> AnyEvent | None:
         """Decode and apply one event line; a damaged one is noted in `damage` and skipped."""
@@ -758,6 +782,7 @@ class Replay:
                 and event.n == event.start + len(messages)
                 and not (event.title and not self.title)
                 and not event.downgrades
+                and event.system is None
                 and (not messages or type(messages[0]) is Message)
             ):
                 self.append(messages, event.time)  # type: ignore[arg-type]
@@ -810,6 +835,8 @@ class Replay:
             self.title = event.title
         self.downgrades.extend(event.downgrades)
         self.usage.extend(event.usage)
+        if event.system is not None:
+            self.change_system(event.system, event.time)
         self.updated = event.time
         self.events += 1
 
@@ -844,9 +871,10 @@ class _PlainEvent(msgspec.Struct, frozen=True, gc=False):
 
     Tuples and no collector tracking, so a run's events add nothing for the
     collector to scan while the session they build grows. Only a plain
-    append with no downgrade is one (`event` and `downgrades` say so), so a
-    run holding any other event fails this decoding and is read by line;
-    the usage an agent's appends carry is plain, and read here.
+    append with no downgrade and no system prompt change is one (`event`,
+    `downgrades` and `system` say so), so a run holding any other event
+    fails this decoding and is read by line; the usage an agent's appends
+    carry is plain, and read here.
     """
 
     event: Literal["append"]
@@ -859,6 +887,7 @@ class _PlainEvent(msgspec.Struct, frozen=True, gc=False):
     downgrades: Annotated[tuple[Downgrade, ...], msgspec.Meta(max_length=0)] = ()
     changes: Annotated[tuple[str, ...], msgspec.Meta(max_length=0)] = ()
     usage: tuple[RequestUsage, ...] = ()
+    system: None = None
 
 
 _batch_decoder = lazy_decoder(list[_PlainEvent])

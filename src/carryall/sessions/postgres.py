@@ -782,6 +782,20 @@ class PostgresSession(ReplayedSession):
         tail = list(messages)
         self._write(lambda: self._plan_append(tail), self.store.redactor.optional(failed))
 
+    def change_system(self, system: str | None) -> None:
+        """Record that the system prompt is `system` from the next message on (None: cleared).
+
+        The same event as `carryall.sessions.Session.change_system`, written
+        in the transaction that holds the session's row; the prompt the
+        session already has (after catching up) writes nothing.
+        """
+        kept = self.store.redactor.text(system or "")
+
+        def decide() -> Plan:
+            return Plan("append", [], self._base)
+
+        self._write(decide, system=kept)
+
     def rewrite(
         self,
         replaces: Sequence[Message],
@@ -841,7 +855,11 @@ class PostgresSession(ReplayedSession):
         downgrades: list[Downgrade] | None = None,
         changes: list[str] | None = None,
         usage: list[RequestUsage] | None = None,
+        system: str | None = None,
     ) -> RecordKind:
+        """Write the event `decide` plans, under the session's row lock unless it is a plain
+        append nobody raced; `system` (a prompt change, "" for cleared) goes on an event of
+        its own and only when the session's prompt differs."""
         token = uuid.uuid4()
         planned: list[Any] = []  # the event the last try sent, should its commit be lost
 
@@ -854,18 +872,18 @@ class PostgresSession(ReplayedSession):
                 if row is not None:
                     with conn.transaction():
                         self._catch_up(conn, below=row[0])
-                    plan, stamp, title = planned
-                    self._applied(plan, stamp, title, row[0], downgrades, usage)
+                    plan, stamp, title, noted = planned
+                    self._applied(plan, stamp, title, row[0], downgrades, usage, noted)
                     return plan.kind  # type: ignore[no-any-return]
                 planned.clear()
-            plan = None if changes else self._optimistic(decide)
+            plan = None if changes or system is not None else self._optimistic(decide)
             if plan is not None:
                 # The common case: nobody else wrote since this session last
                 # read, so the plan made on its own history stands, and the
                 # event goes in one statement that checks exactly that.
                 stamp = now()
                 seq = self._seq + 1
-                planned[:] = [plan, stamp, None]
+                planned[:] = [plan, stamp, None, None]
                 title = self._append_at_once(
                     conn, plan.messages, stamp, seq, token, failed, downgrades or [], usage or []
                 )
@@ -885,12 +903,13 @@ class PostgresSession(ReplayedSession):
                 if row[0] != self._seq:
                     self._catch_up(conn)
                 plan = decide()
-                if plan.kind != "rewrite" and not plan.messages and not usage:
+                noted = system if system is not None and (system or None) != self.system else None
+                if plan.kind != "rewrite" and not plan.messages and not usage and noted is None:
                     self._base = plan.base
                     return plan.kind
                 stamp = now()
                 seq = self._seq + 1
-                planned[:] = [plan, stamp, None]
+                planned[:] = [plan, stamp, None, noted]
                 planned[2] = title = self._insert(
                     conn,
                     "rewrite" if plan.kind == "rewrite" else "append",
@@ -902,8 +921,9 @@ class PostgresSession(ReplayedSession):
                     downgrades or [],
                     changes or [],
                     usage or [],
+                    noted,
                 )
-            self._applied(plan, stamp, title, seq, downgrades, usage)
+            self._applied(plan, stamp, title, seq, downgrades, usage, noted)
             return plan.kind
 
         return self.store._retrying(
@@ -1002,6 +1022,7 @@ class PostgresSession(ReplayedSession):
         downgrades: list[Downgrade] | None = None,
         changes: list[str] | None = None,
         usage: list[RequestUsage] | None = None,
+        system: str | None = None,
     ) -> str | None:
         """Write one event and its index rows; returns the title it gave the session, if any."""
         start = len(self._replay.messages) if kind == "append" else 0
@@ -1021,6 +1042,7 @@ class PostgresSession(ReplayedSession):
             downgrades=self.store.redactor.walk(downgrades or []),
             changes=[self.store.redactor.text(c) for c in changes or ()],
             usage=self.store.redactor.walk(usage) if usage else [],
+            system=system,
         )
         line = encode_event(event)[:-1]
         pg = self.store._pg
@@ -1065,6 +1087,7 @@ class PostgresSession(ReplayedSession):
         seq: int,
         downgrades: list[Downgrade] | None,
         usage: list[RequestUsage] | None = None,
+        system: str | None = None,
     ) -> None:
         """The committed event, applied to the history in memory (unredacted, as the run has it)."""
         if plan.kind == "rewrite":
@@ -1078,6 +1101,8 @@ class PostgresSession(ReplayedSession):
         self._replay.events += 1
         self._replay.downgrades.extend(downgrades or ())
         self._replay.usage.extend(usage or ())
+        if system is not None:
+            self._replay.change_system(system, stamp)
         self._seq = seq
         self._base = plan.base
 

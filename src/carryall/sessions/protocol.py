@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from carryall.blocks import Downgrade, Message, ToolResult, validate_history
 from carryall.errors import HistoryError, SessionConflict, TranscriptError
-from carryall.sessions._transcript import SessionMeta, common_prefix
+from carryall.sessions._transcript import SessionMeta, SystemChange, common_prefix
 from carryall.usage import RequestUsage
 
 if TYPE_CHECKING:
@@ -221,6 +221,20 @@ class AnySession(Protocol):
         `failed` is the error of the request they were sent in: the prompt is
         kept, with why, and the session lists as failed until the next write.
         """
+
+    def change_system(self, system: str | None) -> None:
+        """Record that the system prompt is `system` from the next message on (None: cleared).
+
+        Written at once, as an event of its own, so a continued run (`-c`)
+        and every reader find it; the same prompt again writes nothing.
+        """
+
+    @property
+    def system(self) -> str | None:
+        """The system prompt now: the last change recorded, else `meta.system`."""
+
+    def system_changes(self) -> list[SystemChange]:
+        """Every change of the system prompt after the session began, in the order recorded."""
 
     def refresh(self) -> None:
         """Read events other writers added since this session was loaded."""

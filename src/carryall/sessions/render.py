@@ -37,7 +37,10 @@ from carryall.blocks import (
 from carryall.carrier import Marker, marker_line
 from carryall.errors import CarrierError
 from carryall.request_options import as_pairs
-from carryall.sessions._transcript import SessionMeta, format_time
+from carryall.sessions._transcript import SessionMeta, SystemChange, format_time, parse_time
+
+if TYPE_CHECKING:
+    from carryall.sessions.protocol import AnySession
 
 if TYPE_CHECKING:
     from carryall.usage import RequestUsage
@@ -56,8 +59,10 @@ __all__ = [
     "render_json",
     "render_markdown",
     "render_message_text",
+    "render_session",
     "render_text",
     "searchable_text",
+    "system_change_line",
     "usage_dict",
     "usage_lines",
 ]
@@ -115,6 +120,7 @@ def render(
     embed_images: bool = False,
     downgrades: Sequence[Downgrade] = (),
     usage: Sequence[RequestUsage] = (),
+    system_changes: Sequence[SystemChange] = (),
 ) -> str:
     """A session in one of the reader formats (`embed_images` applies to JSON).
 
@@ -123,27 +129,76 @@ def render(
     never silent whichever reader is used; then `usage`, each request's
     figures and cost in the words of `usage_lines` and their total. Every
     form names each image by its placeholder; HTML, being self-contained,
-    also shows the picture.
+    also shows the picture. `system_changes` (the system prompt changed
+    mid-session, chat's `/system`) stand in every form before the message
+    they apply from, under the words of `system_change_line`.
     """
     if fmt == "text":
         return (
-            render_text(meta, messages, times)
+            render_text(meta, messages, times, system_changes=system_changes)
             + _downgrade_section(downgrades, "")
             + _usage_section(usage, "  ", str)
         )
     if fmt == "markdown":
         return (
-            render_markdown(meta, messages, times)
+            render_markdown(meta, messages, times, system_changes=system_changes)
             + _downgrade_section(downgrades, "- ")
             + _usage_section(usage, "- ", _md_inline)
         )
     if fmt == "json":
         return render_json(
-            meta, messages, times, embed_images=embed_images, downgrades=downgrades, usage=usage
+            meta,
+            messages,
+            times,
+            embed_images=embed_images,
+            downgrades=downgrades,
+            usage=usage,
+            system_changes=system_changes,
         )
     if fmt == "html":
-        return render_html(meta, messages, times, downgrades=downgrades, usage=usage)
+        return render_html(
+            meta,
+            messages,
+            times,
+            downgrades=downgrades,
+            usage=usage,
+            system_changes=system_changes,
+        )
     raise ValueError(f"unknown session format {fmt!r}")
+
+
+def render_session(
+    fmt: Format, session: AnySession, *, embed_images: bool = False, usage: bool = True
+) -> str:
+    """A session as `render` gives it, with everything it recorded beside its messages.
+
+    The one reading every reader makes (`sessions show`, `export`, the MCP
+    resources and prompts): meta, messages, times, downgrades, system
+    prompt changes and each request's usage, so no reader shows a session
+    with a part left out. `usage=False` leaves the bill out where a model,
+    not a person, reads the conversation (the MCP prompts).
+    """
+    return render(
+        fmt,
+        session.meta,
+        session.messages(),
+        session.times(),
+        embed_images=embed_images,
+        downgrades=session.downgrades(),
+        usage=session.usage() if usage else (),
+        system_changes=session.system_changes(),
+    )
+
+
+def system_change_line(change: SystemChange) -> str:
+    """A system prompt change as a reader heads it: what changed, from which message, when."""
+    what = "system prompt cleared" if change.system is None else "system prompt changed"
+    return f"{what} from message #{change.at} on · {_local(parse_time(change.time))}"
+
+
+def _changes_at(changes: Sequence[SystemChange], index: int, last: bool) -> list[SystemChange]:
+    """The changes that stand before message `index` (`last`: after the final message too)."""
+    return [c for c in changes if c.at == index or (last and c.at > index)]
 
 
 def downgrade_line(downgrade: Downgrade) -> str:
@@ -222,19 +277,27 @@ def attachment_label(marker: Marker) -> str:
 
 
 def render_text(
-    meta: SessionMeta, messages: Sequence[Message], times: Sequence[datetime] | None = None
+    meta: SessionMeta,
+    messages: Sequence[Message],
+    times: Sequence[datetime] | None = None,
+    *,
+    system_changes: Sequence[SystemChange] = (),
 ) -> str:
-    """A session as plain text, one section per message."""
+    """A session as plain text, one section per message, each system prompt change in place."""
     out = [f"Session {meta.id}"]
     for label, value in _meta_rows(meta):
         out.append(f"  {label + ':':<9} {value}")
     if meta.system:
         out.append("  system:")
         out.extend(_indent(meta.system, "    "))
-    for index, message in enumerate(messages):
-        time = times[index] if times is not None and index < len(times) else None
-        out.append("")
-        out.append(render_message_text(index, message, time))
+    for index in range(len(messages) + 1):
+        for change in _changes_at(system_changes, index, index == len(messages)):
+            out += ["", f"── {system_change_line(change)} ──"]
+            out.extend(_indent(change.system, "  ") if change.system is not None else [])
+        if index < len(messages):
+            time = times[index] if times is not None and index < len(times) else None
+            out.append("")
+            out.append(render_message_text(index, messages[index], time))
     return printable("\n".join(out) + "\n")
 
 
@@ -267,17 +330,27 @@ def _text_block(block: Block) -> list[str]:
 
 
 def render_markdown(
-    meta: SessionMeta, messages: Sequence[Message], times: Sequence[datetime] | None = None
+    meta: SessionMeta,
+    messages: Sequence[Message],
+    times: Sequence[datetime] | None = None,
+    *,
+    system_changes: Sequence[SystemChange] = (),
 ) -> str:
-    """A session as Markdown: a heading per message, tool traffic in fenced blocks."""
+    """A session as Markdown: a heading per message, tool traffic in fenced blocks, each
+    system prompt change in place."""
     out = [f"# {_md_inline(meta.title or 'Session ' + meta.id)}", ""]
     out.extend(f"- **{label}:** {_md_code(value)}" for label, value in _meta_rows(meta))
     if meta.system:
         out += ["", "**System prompt:**", "", *_fence(meta.system)]
-    for index, message in enumerate(messages):
-        out += ["", f"## {_heading(index, message, times, rule=False)}"]
-        for block in message.content:
-            out += ["", *_markdown_block(block)]
+    for index in range(len(messages) + 1):
+        for change in _changes_at(system_changes, index, index == len(messages)):
+            out += ["", f"## {_md_inline(system_change_line(change))}"]
+            out += ["", *_fence(change.system)] if change.system is not None else []
+        if index < len(messages):
+            message = messages[index]
+            out += ["", f"## {_heading(index, message, times, rule=False)}"]
+            for block in message.content:
+                out += ["", *_markdown_block(block)]
     return printable("\n".join(out) + "\n")
 
 
@@ -432,6 +505,7 @@ def export_dict(
     embed_images: bool = False,
     downgrades: Sequence[Downgrade] = (),
     usage: Sequence[RequestUsage] = (),
+    system_changes: Sequence[SystemChange] = (),
 ) -> dict[str, Any]:
     """A session's portable JSON form, which `carryall sessions import` reads back.
 
@@ -439,7 +513,8 @@ def export_dict(
     content hash and placeholder; its base64 `data` is there only with
     `embed_images`, so the default export is readable and small. The
     session's `downgrades` follow the messages, each with its reader line,
-    then its `usage` (`usage_dict`) when it recorded any.
+    and so do its `system_changes` (`session.system` is the prompt it began
+    with); then its `usage` (`usage_dict`) when it recorded any.
     """
     session: dict[str, Any] = {
         "id": meta.id,
@@ -478,6 +553,11 @@ def export_dict(
         ]
     if usage:
         data["usage"] = usage_dict(usage)
+    if system_changes:
+        data["system_changes"] = [
+            {"at": c.at, "time": c.time, "system": c.system, "line": system_change_line(c)}
+            for c in system_changes
+        ]
     return data
 
 
@@ -489,10 +569,17 @@ def render_json(
     embed_images: bool = False,
     downgrades: Sequence[Downgrade] = (),
     usage: Sequence[RequestUsage] = (),
+    system_changes: Sequence[SystemChange] = (),
 ) -> str:
     """`export_dict` as indented JSON text."""
     data = export_dict(
-        meta, messages, times, embed_images=embed_images, downgrades=downgrades, usage=usage
+        meta,
+        messages,
+        times,
+        embed_images=embed_images,
+        downgrades=downgrades,
+        usage=usage,
+        system_changes=system_changes,
     )
     return json_printable(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"
 
@@ -520,7 +607,7 @@ body{font:15px/1.5 system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding
 header{border-bottom:1px solid #ccc;margin-bottom:1rem}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.1rem 1rem}dt{color:#666}dd{margin:0}
 section{border-left:4px solid #ccc;padding:.2rem .8rem;margin:1rem 0}
-section.user{border-color:#4a7}section.assistant{border-color:#47a}
+section.user{border-color:#4a7}section.assistant{border-color:#47a}section.system{border-color:#a74}
 h2{font-size:.9rem;color:#555;margin:.2rem 0}
 .text>:first-child{margin-top:0}.text>:last-child{margin-bottom:0}
 pre{background:#f5f5f5;padding:.5rem;overflow-x:auto;white-space:pre-wrap}
@@ -538,13 +625,15 @@ def render_html(
     embed_images: bool = True,
     downgrades: Sequence[Downgrade] = (),
     usage: Sequence[RequestUsage] = (),
+    system_changes: Sequence[SystemChange] = (),
 ) -> str:
     """A session as one self-contained HTML page (inline style, no scripts, no fetches).
 
     An image whose bytes the session holds shows inline as a `data:` URI
     under its placeholder caption (only its placeholder with `embed_images`
     off), so the page never reaches outside itself. The `downgrades` close
-    the page as they close every reader's form.
+    the page as they close every reader's form; each system prompt change
+    stands before the message it applies from.
     """
     import html  # loads with the HTML export only: the recall index renders text
 
@@ -564,11 +653,18 @@ def render_html(
     if meta.system:
         out.append(f"<dt>system</dt><dd><pre>{e(meta.system)}</pre></dd>")
     out.append("</dl></header><main>")
-    for index, message in enumerate(messages):
-        out.append(f'<section class="{message.role}" id="m{index}">')
-        out.append(f"<h2>{e(_heading(index, message, times, rule=False))}</h2>")
-        out.extend(_html_block(block, embed_images) for block in message.content)
-        out.append("</section>")
+    for index in range(len(messages) + 1):
+        for change in _changes_at(system_changes, index, index == len(messages)):
+            out.append(f'<section class="system"><h2>{e(system_change_line(change))}</h2>')
+            if change.system is not None:
+                out.append(f"<pre>{e(change.system)}</pre>")
+            out.append("</section>")
+        if index < len(messages):
+            message = messages[index]
+            out.append(f'<section class="{message.role}" id="m{index}">')
+            out.append(f"<h2>{e(_heading(index, message, times, rule=False))}</h2>")
+            out.extend(_html_block(block, embed_images) for block in message.content)
+            out.append("</section>")
     if downgrades:
         out.append(f'<section class="downgrades"><h2>{e(DOWNGRADES_HEADING)}</h2><ul>')
         out.extend(f"<li>{e(downgrade_line(d))}</li>" for d in downgrades)

@@ -806,6 +806,18 @@ class Session(ReplayedSession):
                 self._write_append(plan.messages, failed=failed_note)
             self._base = plan.base
 
+    def change_system(self, system: str | None) -> None:
+        """Record that the system prompt is `system` from the next message on (None: cleared).
+
+        An append of no messages holding the prompt (redacted like every
+        stored string), so a continued run and every reader find it; the
+        prompt the session already has writes nothing.
+        """
+        kept = self.store.redactor.text(system or "")
+        with self._writing():
+            if (kept or None) != self.system:
+                self._write_append([], system=kept)
+
     def rewrite(
         self,
         replaces: Sequence[Message],
@@ -968,6 +980,7 @@ class Session(ReplayedSession):
         downgrades: list[Downgrade] | None = None,
         failed: str | None = None,
         usage: list[RequestUsage] | None = None,
+        system: str | None = None,
     ) -> None:
         start = len(self._replay.messages)
         clean = self._redacted(tail, start)
@@ -986,6 +999,7 @@ class Session(ReplayedSession):
                 downgrades=self.store.redactor.walk(downgrades or []),
                 failed=failed,
                 usage=self.store.redactor.walk(usage) if usage else [],
+                system=system,
             )
         )
         before = self._end
@@ -993,6 +1007,8 @@ class Session(ReplayedSession):
         self._replay.append(tail, stamp)
         self._replay.downgrades.extend(downgrades or ())
         self._replay.usage.extend(usage or ())
+        if system is not None:
+            self._replay.change_system(system, stamp)
         self._after_write(title, stamp)
         self._publish(before, start, clean, [stamp] * len(tail))
 
