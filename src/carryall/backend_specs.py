@@ -20,8 +20,8 @@ from typing import Final, Literal, NamedTuple
 import msgspec
 
 from carryall.attachments import DEFAULT_MAX_IMAGE_BYTES
+from carryall.capabilities import Capabilities
 from carryall.imagefit import IMAGE_FIT_INPUT_BYTES, MAX_EDGE, RECOMMENDED_EDGE
-from carryall.providers import Capabilities
 
 __all__ = [
     "BACKENDS",

@@ -61,8 +61,8 @@ import msgspec
 from carryall import paths
 from carryall._beneath import read_regular
 from carryall.backend_specs import BACKEND_NAMES
+from carryall.capabilities import CachePolicy
 from carryall.errors import CarryallError
-from carryall.providers import CachePolicy
 
 __all__ = [
     "BACKEND_NAMES",

@@ -227,9 +227,10 @@ def test_the_config_file_shown_is_valid_and_names_every_key(tmp_path: Path) -> N
     assert config.backend == "openai" and config.backends["openai"].native_tools is False
     for struct in (Config, BackendSettings, RedactSettings):
         for name in msgspec.structs.fields(struct):
-            # A key, or a table of its own (`[redact]`, `[backends.NAME]`).
+            # A key, or a table of its own (`[redact]`, `[backends.NAME]`,
+            # `[backends.NAME.options]`).
             key = re.escape(name.encode_name)  # as the file spells it (`mcpServers`)
-            shown = rf"^({key} = |\[{key}[.\]])"
+            shown = rf"^({key} = |\[{key}[.\]]|\[backends\.[^\]]+\.{key}\])"
             assert re.search(shown, config_block, re.MULTILINE), name.encode_name
 
 

@@ -205,6 +205,7 @@ def test_the_whole_app_still_has_every_command() -> None:
         "mcp",
         "sessions",
         "recall",
+        "models",
         "tui",
         "paths",
     }

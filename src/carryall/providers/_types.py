@@ -9,6 +9,7 @@ from typing import Any, Literal, TypeAlias
 import msgspec
 
 from carryall.blocks import Block, Downgrade, Message, Origin
+from carryall.capabilities import CachePolicy, Capabilities
 from carryall.errors import CarryallError
 from carryall.usage import Usage
 
@@ -37,8 +38,6 @@ StopReason: TypeAlias = Literal[
 ]
 ToolChoice: TypeAlias = Literal["auto", "none", "required"]
 Effort: TypeAlias = Literal["low", "medium", "high"]
-CachePolicy: TypeAlias = Literal["off", "auto"]
-"""Prompt caching: `auto` places each wire's cache markers (`carryall.providers.caching`)."""
 Dialect: TypeAlias = Literal["openai", "llama-server"]
 """The two dialects of the OpenAI Chat Completions wire: OpenAI's own and llama-server's."""
 
@@ -114,19 +113,6 @@ class HostedTool(msgspec.Struct, frozen=True, omit_defaults=True):
 
     kind: HostedToolKind
     config: dict[str, Any] = msgspec.field(default_factory=dict)
-
-
-class Capabilities(msgspec.Struct, frozen=True):
-    """What the model on the other end can do; every encoder takes one.
-
-    `vision`: it can see images (otherwise each renders as its placeholder
-    line). `native_tools`: it takes tool definitions and returns structured
-    calls (otherwise prompt mode). `thinking`: it can return reasoning.
-    """
-
-    vision: bool = True
-    native_tools: bool = True
-    thinking: bool = False
 
 
 class Request(msgspec.Struct, frozen=True, kw_only=True):

@@ -36,7 +36,6 @@ from carryall.blocks import (
 )
 from carryall.carrier import Marker, marker_line
 from carryall.errors import CarrierError
-from carryall.request_options import as_pairs
 from carryall.sessions._transcript import SessionMeta, SystemChange, format_time, parse_time
 
 if TYPE_CHECKING:
@@ -755,6 +754,8 @@ def _meta_rows(meta: SessionMeta) -> list[tuple[str, str]]:
     request = (meta.options or {}).get("request")
     if isinstance(request, dict) and request:
         # As `-o` takes them, so a person can give the same again.
+        from carryall.request_options import as_pairs  # loads the codecs' option names
+
         rows.append(("options", " ".join(as_pairs(request))))
     if meta.output_schema is not None:
         rows.append(("schema", _schema_line(meta.output_schema)))
