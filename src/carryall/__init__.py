@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from carryall._lazy import lazy_names
 from carryall.blocks import (
     Block,
+    Citation,
     Document,
     Image,
     Message,
@@ -21,6 +22,8 @@ from carryall.blocks import (
     Origin,
     RedactedThinking,
     Role,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     Thinking,
     ToolResult,
@@ -70,6 +73,7 @@ __all__ = [
     "BlockError",
     "CarrierError",
     "CarryallError",
+    "Citation",
     "Document",
     "HistoryError",
     "Image",
@@ -79,6 +83,8 @@ __all__ = [
     "ProviderError",
     "RedactedThinking",
     "Role",
+    "ServerToolCall",
+    "ServerToolResult",
     "Session",
     "SessionConflict",
     "Store",

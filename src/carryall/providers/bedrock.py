@@ -318,9 +318,10 @@ def _user_content(
             append({"image": {"format": fmt, "source": {"bytes": payload(block.data)}}})
         elif type(block) is Document:
             append({"document": _document(block, payload)})
-        elif type(block) is Opaque:
+        elif isinstance(block, Opaque):
             # `prepare` kept it: this origin's own block, as it came.
-            append(json.loads(block.raw))
+            if block.raw:
+                append(json.loads(block.raw))
         else:
             raise HistoryError(index, f"a {type(block).__name__} block has no place in a user turn")
     return content or [{"text": ""}]
@@ -365,7 +366,7 @@ def _assistant_content(message: Message, index: int) -> list[dict[str, Any]]:
             append({"reasoningContent": {"reasoningText": reasoning}})
         elif type(block) is RedactedThinking:
             append({"reasoningContent": {"redactedContent": block.data}})
-        elif type(block) is Opaque:
+        elif isinstance(block, Opaque) and block.raw:
             append(json.loads(block.raw))
     return content
 

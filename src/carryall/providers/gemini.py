@@ -406,6 +406,8 @@ def _model_parts(content: Sequence[Block], names: dict[str, str]) -> list[Any]:
         if isinstance(block, Opaque):
             # `prepare` kept it: this origin's own native block. A text part's
             # signature goes back on that part; anything else as it came.
+            if not block.raw:  # a result its call's part holds
+                continue
             native = json.loads(block.raw)
             if block.kind == SIGNATURE and text_part is not None:
                 parts[-1] = {"text": text_part.text, **native}

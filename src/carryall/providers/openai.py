@@ -547,7 +547,7 @@ def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -
             calls.append(_call(block, index, spaced))
         elif type(block) is Thinking:
             thinking.append(block.text)
-        elif type(block) is Opaque:
+        elif isinstance(block, Opaque) and block.raw:
             # `prepare` kept it, so it is this origin's: a `reasoning_details`
             # entry, the only native thing an answer on this wire holds.
             details.append(json.loads(block.raw))

@@ -74,6 +74,8 @@ from carryall.blocks import (
     Message,
     Opaque,
     Origin,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     Thinking,
     ToolResult,
@@ -404,11 +406,14 @@ def _encode_assistant(message: Message, index: int, append: Callable[[Any], None
             call: ToolUse = block  # type: ignore[assignment]
             append(_FunctionCall(call.id, call.name, _arguments(call, index)))
             written = True
-        elif kind is Opaque:
+        elif kind is Opaque or kind is ServerToolCall or kind is ServerToolResult:
             # `prepare` kept it: this origin's own item (reasoning, a hosted
-            # tool's call, compaction), as it came.
-            append(json.loads(block.raw))  # type: ignore[union-attr]
-            written = True
+            # tool's call, compaction), as it came; a result with no raw of
+            # its own rides in its call's item.
+            raw: str = block.raw  # type: ignore[union-attr]
+            if raw:
+                append(json.loads(raw))
+                written = True
         elif kind is Thinking and block.signature:  # type: ignore[union-attr]
             # `prepare` kept it: this origin's own plain reasoning, under its item id.
             thought: Thinking = block  # type: ignore[assignment]

@@ -52,6 +52,8 @@ from carryall.blocks import (
     Message,
     Opaque,
     RedactedThinking,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     Thinking,
     ToolResult,
@@ -162,6 +164,8 @@ StoredBlock = (
     | ToolResult
     | StoredImage
     | StoredDocument
+    | ServerToolCall
+    | ServerToolResult
     | Opaque
 )
 
