@@ -64,11 +64,20 @@ from typing import Any, Final, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from carryall._json import KeptItems, One, Payload, body_bytes, builtins, repair_surrogates
+from carryall._json import (
+    KeptItems,
+    One,
+    Payload,
+    body_bytes,
+    builtins,
+    load_json,
+    repair_surrogates,
+)
 from carryall._text import shorten
 from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
     Block,
+    Citation,
     Document,
     Image,
     Message,
@@ -473,7 +482,7 @@ class _Answer:
         else:
             # Hosted tools' calls and results, compaction, and whatever comes
             # next: kept whole for this origin, one line for everyone else.
-            self.blocks.append(_native_item(kind, item, self.origin))
+            self.blocks.extend(_native_item(kind, item, self.origin))
 
     def _message(self, item: Mapping[str, Any], where: str) -> None:
         unmodelled(item, _MESSAGE_FIELDS, where, self.lost, block=len(self.blocks))
@@ -489,12 +498,13 @@ class _Answer:
             if kind == "output_text":
                 text = _optional_str(part, "text", part_where) or ""
                 unmodelled(part, _TEXT_FIELDS, part_where, self.lost, block=len(self.blocks))
-                if part.get("annotations"):
-                    reason = f"{part_where}.annotations: sources carryall does not hold; not kept"
-                    self.lost.append(Downgrade(0, "field", reason, len(self.blocks)))
+                annotations = part.get("annotations")
                 if text:
-                    self.blocks.append(Text(text))
+                    self.blocks.append(_cited(text, annotations, self.origin))
                     self.texts += 1
+                elif annotations:
+                    reason = f"{part_where}.annotations: sources of no text; not kept"
+                    self.lost.append(Downgrade(0, "field", reason, len(self.blocks)))
             elif kind == "refusal":
                 refusal = _optional_str(part, "refusal", part_where) or ""
                 self.refusal.append(refusal)
@@ -541,24 +551,137 @@ _RESPONSE_FIELDS: Final = frozenset(
 )
 
 
-def _native_item(kind: str, item: Mapping[str, Any], origin: Origin | None) -> Opaque:
-    """An item this codec does not model, whole, with the one line a reader of any wire gets.
+def _native_item(kind: str, item: Mapping[str, Any], origin: Origin | None) -> list[Block]:
+    """An item this codec does not model as a message part, whole, for its origin.
 
-    A hosted tool's call names what it did (a search's query, the code it
-    ran); anything else names its type.
+    A hosted tool's item (`web_search_call`, `file_search_call`,
+    `code_interpreter_call`, `mcp_call`, `image_generation_call`) holds its
+    call and its result at once: it becomes a `ServerToolCall` holding the
+    item, and a `ServerToolResult` (no raw of its own) when it gave back
+    anything. Anything else is an `Opaque` with one line naming its type
+    and what it names (a server's label, a name).
     """
-    detail = ""
-    action = item.get("action")
-    for source in (action if isinstance(action, Mapping) else {}, item):
-        for key in ("query", "code", "url", "name", "server_label"):
-            value = source.get(key)
+    raw = json.dumps(item, ensure_ascii=False)
+    hosted = _HOSTED.get(kind)
+    if hosted is None:
+        detail = ""
+        for key in ("name", "server_label", "query", "code", "url"):
+            value = item.get(key)
             if isinstance(value, str) and value:
                 detail = value
                 break
-        if detail:
-            break
-    line = f"[{kind}: {shorten(detail, 200)}]" if detail else f"[{kind}]"
-    return Opaque(kind, json.dumps(item, ensure_ascii=False), origin, line)
+        line = f"[{kind}: {shorten(detail, 200)}]" if detail else f"[{kind}]"
+        return [Opaque(kind, raw, origin, line)]
+    ident = item.get("id")
+    ident = ident if isinstance(ident, str) else ""
+    name, given, output, sources, failed = _hosted_parts(kind, item)
+    call = ServerToolCall.made(kind, raw, origin, tool=hosted, id=ident, name=name, input=given)
+    if not (output or sources or failed):
+        return [call]
+    result = ServerToolResult.made(
+        kind,
+        "",
+        origin,
+        tool=hosted,
+        call_id=ident,
+        output=output,
+        sources=sources,
+        is_error=failed,
+    )
+    return [call, result]
+
+
+_HOSTED: Final = {
+    "web_search_call": "web_search",
+    "file_search_call": "file_search",
+    "code_interpreter_call": "code_execution",
+    "mcp_call": "mcp",
+    "image_generation_call": "image_generation",
+}
+"""The hosted tools' items, each by the common kind of its tool."""
+
+
+def _hosted_parts(kind: str, item: Mapping[str, Any]) -> tuple[str, Any, str, list[Citation], bool]:
+    """A hosted tool item's name, input, output, sources and failure, as each item spells them."""
+    name = ""
+    given: Any = None
+    output: list[str] = []
+    sources: list[Citation] = []
+    failed = item.get("status") == "failed" or bool(item.get("error"))
+    if kind == "web_search_call":
+        action = item.get("action")
+        if isinstance(action, Mapping):
+            given = {k: v for k, v in action.items() if k != "sources"}
+            for source in action.get("sources") or ():
+                if isinstance(source, Mapping) and isinstance(source.get("url"), str):
+                    sources.append(Citation(source["url"], _string(source.get("title"))))
+    elif kind == "file_search_call":
+        given = {"queries": item.get("queries") or []}
+        for found in item.get("results") or ():
+            if isinstance(found, Mapping):
+                sources.append(
+                    Citation(
+                        title=_string(found.get("filename")),
+                        cited_text=_string(found.get("text")),
+                        source=_string(found.get("file_id")),
+                    )
+                )
+    elif kind == "code_interpreter_call":
+        given = {"code": _string(item.get("code"))}
+        for out in item.get("outputs") or ():
+            if isinstance(out, Mapping):
+                logs, url = out.get("logs"), out.get("url")
+                if isinstance(logs, str):
+                    output.append(logs)
+                elif isinstance(url, str):
+                    sources.append(Citation(url, "image"))
+    elif kind == "mcp_call":
+        label, tool = _string(item.get("server_label")), _string(item.get("name"))
+        name = f"{label}.{tool}" if label else tool
+        arguments = item.get("arguments")
+        ok, value = load_json(arguments) if isinstance(arguments, str) else (False, None)
+        given = value if ok else arguments
+        output.append(_string(item.get("output")))
+        error = item.get("error")
+        if error:
+            output.append(error if isinstance(error, str) else json.dumps(error))
+    elif kind == "image_generation_call":
+        prompt = item.get("revised_prompt")
+        given = {"prompt": prompt} if isinstance(prompt, str) else None
+        if item.get("result"):
+            output.append(f"(an image, {_string(item.get('output_format')) or 'png'})")
+    return name, given, "\n".join(filter(None, output)), sources, failed
+
+
+def _string(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _cited(text: str, annotations: Any, origin: Origin | None) -> Text:
+    """An output text with its annotations as citations, each kept whole for its origin.
+
+    `url_citation`, `file_citation`, `container_file_citation` and
+    `file_path` name their sources apart; an annotation of a type not
+    known is kept by its JSON alone.
+    """
+    if not isinstance(annotations, list) or not annotations:
+        return Text(text)
+    held: list[Citation] = []
+    for note in annotations:
+        c = note if isinstance(note, Mapping) else {}
+        start, end = c.get("start_index"), c.get("end_index", c.get("index"))
+        held.append(
+            Citation(
+                url=_string(c.get("url")),
+                title=_string(c.get("title")) or _string(c.get("filename")),
+                start=start if isinstance(start, int) else None,
+                end=end if isinstance(end, int) else None,
+                source=_string(c.get("file_id")),
+                raw=json.dumps(note, ensure_ascii=False),
+                origin=origin,
+            )
+        )
+    return Text(text, tuple(held))
 
 
 def _reasoning(
@@ -933,7 +1056,7 @@ def decode_messages(
             results.extend(riders)
         elif isinstance(kind, str):
             # A hosted tool's call or result, compaction: the model's, kept whole.
-            turn("assistant").append(_native_item(kind, raw, _IMPORTED))
+            turn("assistant").extend(_native_item(kind, raw, _IMPORTED))
         else:
             raise BlockError(f"{where}: item type {_shown(kind)} has no block form")
     close()
