@@ -213,10 +213,6 @@ GAPS: dict[tuple[str, str], str] = {
         "echo",
     ): "echo: BlockError: a content's part: this part has no block form",
     (
-        "openai_compatible/2026/groq_compound_executed_tools#0",
-        "decode",
-    ): "decode: decode lost search.content, search.output, search.score, search.title, search.url",
-    (
         "openai_compatible/2026/openrouter_cache_point_alias#0",
         "echo",
     ): 'echo: echo differs at messages[0]: sent [{"role": "user", "content": "Final context to cache. Final context to cache. Final context to cache. Final context to cache. Final context to cache. Final cont recorded [{"content": [{"cache_control": {"ttl": "1h", "type": "ephemeral"}, "text": "Final context',
@@ -240,10 +236,6 @@ GAPS: dict[tuple[str, str], str] = {
         "openai_compatible/2026/openrouter_thinking_true_alias#0",
         "alias",
     ): 'alias: the next request to anthropic/claude-sonnet-4.5 (answered as anthropic/claude-4.5-sonnet-20250929) left out 1 signed or opaque value(s), first \'{"format":"anthropic-claude-v1","index":\'',
-    (
-        "openai_compatible/2026/openrouter_web_search_annotations#0",
-        "decode",
-    ): "decode: decode lost url_citation.content, url_citation.end_index, url_citation.start_index, url_citation.title, url_citation.url",
     (
         "responses/2026/code_interpreter_with_reasoning#0",
         "alias",
