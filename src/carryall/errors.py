@@ -20,6 +20,7 @@ __all__ = [
     "CarrierError",
     "CarryallError",
     "HistoryError",
+    "HostedToolError",
     "LocalBackendError",
     "ProviderError",
     "SessionConflict",
@@ -81,6 +82,17 @@ class ProviderError(CarryallError):
         parts = [p for p in (str(status) if status is not None else None, kind) if p]
         prefix = f"[{' '.join(parts)}] " if parts else ""
         super().__init__(f"{prefix}{message}")
+
+
+class HostedToolError(CarryallError, ValueError):
+    """A provider-hosted tool a wire does not run (or not with those settings); raised before
+    anything is sent, so a declared tool is never silently left off."""
+
+    def __init__(self, kind: str, wire: str, reason: str) -> None:
+        self.kind = kind
+        self.wire = wire
+        self.reason = reason
+        super().__init__(f"hosted tool {kind!r} on the {wire} wire: {reason}")
 
 
 class TranscriptError(CarryallError):

@@ -101,6 +101,7 @@ from carryall.blocks import (
     ToolUse,
 )
 from carryall.errors import BlockError, CarryallError, ProviderError
+from carryall.providers import hosted
 from carryall.providers._common import (
     Prepared,
     Wire,
@@ -300,6 +301,8 @@ def _body(
                     "thinking (the API takes only 'auto' or 'none' then)"
                 )
             wire["tool_choice"] = dict(_TOOL_CHOICES[request.tool_choice])
+    if request.hosted_tools:
+        wire["tools"] = [*wire.get("tools", ()), *hosted.anthropic_tools(request.hosted_tools)]
     if request.thinking and caps.thinking:
         wire["thinking"] = {"type": "enabled", "budget_tokens": _thinking_budget(request)}
     if request.effort is not None:

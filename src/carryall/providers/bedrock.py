@@ -99,6 +99,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
+from carryall.providers import hosted
 from carryall.providers._common import (
     Wire,
     _shown,
@@ -232,6 +233,7 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
         if request.cache_prompt:
             system.append({"cachePoint": {"type": "default"}})
         body["system"] = system
+    hosted.refuse_all(request.hosted_tools, "bedrock")
     body["inferenceConfig"] = {"maxTokens": request.max_tokens}
     if request.tools:
         tools: list[dict[str, Any]] = []

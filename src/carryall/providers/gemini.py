@@ -85,6 +85,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
+from carryall.providers import hosted
 from carryall.providers._common import (
     Wire,
     _shown,
@@ -236,6 +237,8 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
                     f"tool_choice {request.tool_choice!r} is not one of {', '.join(_MODES)}"
                 )
             body["toolConfig"] = {"functionCallingConfig": {"mode": mode}}
+    if request.hosted_tools:
+        body["tools"] = [*body.get("tools", ()), *hosted.gemini_tools(request.hosted_tools)]
     config: dict[str, Any] = {"maxOutputTokens": request.max_tokens}
     if request.thinking:
         thinking: dict[str, Any] = {"includeThoughts": True}

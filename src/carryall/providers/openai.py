@@ -166,6 +166,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
+from carryall.providers import hosted
 from carryall.providers._common import (
     Wire,
     _parse_arguments,
@@ -382,6 +383,9 @@ def encode_prepared(
         body["reasoning_effort"] = request.effort
     if llama and (caps.thinking or request.thinking):
         body["chat_template_kwargs"] = {"enable_thinking": bool(request.thinking)}
+    if request.hosted_tools:
+        dialect = "llama-server" if llama else "openai"
+        body.update(hosted.chat_options(request.hosted_tools, dialect))
     return body
 
 

@@ -92,6 +92,7 @@ from carryall.blocks import (
     document_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError
+from carryall.providers import hosted
 from carryall.providers import prompt as prompt_mode
 from carryall.providers._common import (
     Wire,
@@ -304,6 +305,8 @@ def _encode(request: Request, items: list[Any], sent: bool) -> dict[str, Any]:
         choice = openai_tool_choice(request)
         if choice is not None:
             body["tool_choice"] = choice
+    if request.hosted_tools:
+        body["tools"] = [*body.get("tools", ()), *hosted.responses_tools(request.hosted_tools)]
     if request.effort is not None:
         body["reasoning"] = {"effort": request.effort}
     if request.thinking:
