@@ -52,7 +52,7 @@ from carryall.context import (
     known_context_window,
 )
 from carryall.errors import CarryallError, HistoryError, ProviderError, ToolError
-from carryall.providers import Downgrade, Request, Response, ToolChoice
+from carryall.providers import Downgrade, HostedTool, Request, Response, ToolChoice
 from carryall.tools import Tool, ToolFunction, ToolOutput
 from carryall.transport import Backend
 
@@ -281,6 +281,7 @@ class Agent:
         max_repeats: int = DEFAULT_MAX_REPEATS,
         context_window: int | None = None,
         tracer: AgentTracer | None = None,
+        hosted_tools: Iterable[HostedTool] = (),
     ) -> None:
         steps_default, tokens_default = default_budget(getattr(backend, "name", ""))
         max_steps = steps_default if max_steps is None else max_steps
@@ -306,6 +307,9 @@ class Agent:
         self.tool_timeout = tool_timeout
         self.max_tokens = max_tokens
         self.max_repeats = max_repeats
+        # Tools the provider runs (web search, code execution, ...): declared
+        # with every request, answered inside the model's own turn.
+        self.hosted_tools = tuple(hosted_tools)
         # The model's context in tokens: given, else what the backend knows
         # (llama-server's /props), else the published limit of a hosted
         # model, else None and the history is sent whole (until a server's
@@ -394,6 +398,7 @@ class Agent:
             tools=tuple(t.spec for t in self.tools.values()),
             max_tokens=max_tokens,
             tool_choice=tool_choice,
+            hosted_tools=self.hosted_tools,
         )
 
     def _fitted_request(self, step: int, tool_choice: ToolChoice | None) -> Request:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import msgspec
 import typer
@@ -45,7 +45,7 @@ from carryall.agent import (
 )
 from carryall.blocks import Document, Downgrade, Image, Message, ToolUse
 from carryall.errors import AttachmentError, CarryallError
-from carryall.providers import Response
+from carryall.providers import HostedTool, HostedToolKind, Response
 from carryall.tools import Tool
 from carryall.tools.builtin import BUILTIN_TOOL_NAMES, DEFAULT_TOOL_NAMES, builtin_tools
 from carryall.usage import format_cost, responses_total
@@ -219,6 +219,20 @@ ImageOption = Annotated[
         show_default=False,
     ),
 ]
+HostedOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--hosted",
+        metavar="KIND",
+        help=(
+            "A tool the provider runs itself: web_search, web_fetch, code_execution, "
+            "file_search, url_context or mcp, with its settings as a JSON object after = "
+            "(mcp needs server_url and server_label); refused by name on a backend without "
+            "it; repeatable."
+        ),
+        show_default=False,
+    ),
+]
 NoRecordOption = Annotated[
     bool, typer.Option("--no-record", help="Do not record this run as a session.")
 ]
@@ -281,6 +295,7 @@ def run(
     store: StoreOption = None,
     image: ImageOption = None,
     mcp: McpOption = None,
+    hosted: HostedOption = None,
     continue_: ContinueOption = False,
     session_id: SessionOption = None,
     as_json: Annotated[
@@ -377,6 +392,7 @@ def chat(
     no_record: NoRecordOption = False,
     store: StoreOption = None,
     mcp: McpOption = None,
+    hosted: HostedOption = None,
     continue_: ContinueOption = False,
     session_id: SessionOption = None,
     image: ImageOption = None,
@@ -439,6 +455,7 @@ class _Setup:
     store: str | None = None
     resume: str | None = None
     mcp: Path | None = None
+    hosted: list[str] | None = None
 
     @classmethod
     def of(cls, options: dict[str, Any]) -> _Setup:
@@ -458,6 +475,33 @@ class _Setup:
         return {name: value for name, value in given.items() if value is not None}
 
 
+def hosted_tools(given: Sequence[str]) -> tuple[HostedTool, ...]:
+    """`--hosted` values as hosted tools: a kind, or a kind and its settings as a JSON object.
+
+    A kind carryall does not know, or settings that are not a JSON object,
+    is refused here, naming the value; whether the backend runs the kind is
+    its codec's to say, before the first request is sent.
+    """
+    out: list[HostedTool] = []
+    for value in given:
+        kind, eq, settings = value.partition("=")
+        kind = kind.strip()
+        if kind not in get_args(HostedToolKind):
+            known = ", ".join(get_args(HostedToolKind))
+            raise CarryallError(f"--hosted {kind!r}: not a hosted tool (one of: {known})")
+        config: Any = {}
+        if eq:
+            try:
+                config = json.loads(settings)
+            except ValueError as exc:
+                reason = f"the settings are not JSON ({exc})"
+                raise CarryallError(f"--hosted {value!r}: {reason}") from None
+            if not isinstance(config, dict):
+                raise CarryallError(f"--hosted {value!r}: the settings must be a JSON object")
+        out.append(HostedTool(kind, config))  # type: ignore[arg-type]
+    return tuple(out)
+
+
 @contextmanager
 def _opened(
     setup: _Setup, out: Console, err: Console, *, prompt: Message | None = None
@@ -475,6 +519,7 @@ def _opened(
     tracer: AgentTracer | None = None
     try:
         try:
+            hosted = hosted_tools(setup.hosted or ())
             system = _read_system(setup.system)
             history: list[Message] | None = None
             if setup.resume is not None:
@@ -523,6 +568,7 @@ def _opened(
             tool_timeout=setup.tool_timeout,
             max_tokens=setup.max_tokens,
             context_window=_configured_context(backend),
+            hosted_tools=hosted,
             session=None if setup.no_record else session,
             messages=history,
             on_text=display.on_text,
