@@ -165,3 +165,42 @@ def test_home_gets_the_native_forms_and_another_wire_the_readings() -> None:
 def test_the_forms_are_plain_values() -> None:
     assert msgspec.structs.replace(PAGE, title="T") != PAGE
     assert hash(PAGE) == hash(Citation(**msgspec.structs.asdict(PAGE)))
+
+
+def test_bedrock_cited_content_is_cited_text_home_as_it_came_elsewhere_footnoted() -> None:
+    from carryall.providers import bedrock as bedrock_wire
+    from tests.support.sdk_wires import BEDROCK_MODEL, check_bedrock_request
+
+    citation = {
+        "title": "handbook.pdf",
+        "sourceContent": [{"text": "Leave is 25 days."}],
+        "location": {"documentChar": {"documentIndex": 0, "start": 10, "end": 27}},
+    }
+    cited = {"content": [{"text": "You get 25 days."}], "citations": [citation]}
+    body = {
+        "output": {"message": {"role": "assistant", "content": [{"citationsContent": cited}]}},
+        "stopReason": "end_turn",
+        "usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15},
+    }
+    endpoint = "bedrock-runtime.us-east-1.amazonaws.com"
+    answer = bedrock_wire.decode_response(body, endpoint=endpoint, model=BEDROCK_MODEL).message
+    [text] = answer.content
+    assert isinstance(text, Text) and text.text == "You get 25 days."
+    [source] = text.citations
+    assert (source.title, source.cited_text, source.start, source.end) == (
+        "handbook.pdf",
+        "Leave is 25 days.",
+        10,
+        27,
+    )
+    history = (Message.user("How much leave?"), answer, Message.user("Thanks."))
+    home = bedrock_wire.encode(
+        Request(model=BEDROCK_MODEL, endpoint=endpoint, messages=history), Capabilities()
+    )
+    assert home.body["messages"][1]["content"] == [{"citationsContent": cited}]
+    check_bedrock_request(home.body)
+    away = anthropic_wire.encode(Request(model="claude-x", messages=history), Capabilities())
+    assert [p["text"] for p in away.body["messages"][1]["content"]] == [
+        "You get 25 days. [1]",
+        "[1] handbook.pdf",
+    ]

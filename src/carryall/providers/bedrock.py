@@ -84,6 +84,7 @@ from carryall._json import Payload, WrittenAhead, body_bytes, load_json, repair_
 from carryall._text import shorten
 from carryall.blocks import (
     Block,
+    Citation,
     Document,
     Downgrade,
     Image,
@@ -91,6 +92,8 @@ from carryall.blocks import (
     Opaque,
     Origin,
     RedactedThinking,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     Thinking,
     ToolResult,
@@ -354,7 +357,12 @@ def _assistant_content(message: Message, index: int) -> list[dict[str, Any]]:
     for block in message.content:
         if type(block) is Text:
             text = block.text
-            if text and not text.isspace():
+            if block.citations and all(c.raw for c in block.citations):
+                # `prepare` kept them: this origin's own, as a cited block again.
+                citations = [json.loads(c.raw) for c in block.citations]
+                cited = {"content": [{"text": text}], "citations": citations}
+                append({"citationsContent": cited})
+            elif text and not text.isspace():
                 append({"text": text})
         elif type(block) is ToolUse:
             value = block.input if type(block.input) is dict else _input(block)
@@ -488,7 +496,97 @@ def _answer_blocks(
     (kind,) = block
     if not isinstance(kind, str):
         raise error(f"{where}: a content block kind must be a string")
+    if kind == "citationsContent" and isinstance(block[kind], Mapping):
+        cited = _cited(block[kind], origin)
+        if cited is not None:
+            return [cited], 0
+    if kind in ("toolUse", "toolResult") and isinstance(block[kind], Mapping):
+        return [_server_tool(kind, block, origin)], 0
     return [Opaque(kind, _raw(block), origin, _opaque_text(kind, block[kind]))], 0
+
+
+_SERVER_TOOLS: Final = {
+    "nova_grounding": "web_search",
+    "nova_code_interpreter": "code_execution",
+}
+"""The common kind of each Bedrock server tool (Nova's) by its name; any other keeps its own."""
+
+
+def _server_tool(kind: str, block: Mapping[str, Any], origin: Origin) -> Opaque:
+    """A server tool's call (`toolUse` of type `server_tool_use`) or its result, in the common
+    form: the result's type names its tool (`nova_code_interpreter_result`)."""
+    body: Mapping[str, Any] = block[kind]
+    ident = body.get("toolUseId")
+    ident = ident if isinstance(ident, str) else ""
+    if kind == "toolUse":
+        name = body.get("name")
+        name = name if isinstance(name, str) else ""
+        tool = _SERVER_TOOLS.get(name, name or "server_tool")
+        given = body.get("input")
+        return ServerToolCall.made(
+            kind, _raw(block), origin, tool=tool, id=ident, name=name, input=given
+        )
+    named = body.get("type")
+    stem = named.removesuffix("_result") if isinstance(named, str) else ""
+    output: list[str] = []
+    for part in body.get("content") or ():
+        if isinstance(part, Mapping):
+            if isinstance(part.get("text"), str):
+                output.append(part["text"])
+            elif isinstance(part.get("json"), Mapping):
+                value = part["json"]
+                shown = [value.get(k) for k in ("stdOut", "stdErr", "output")]
+                found = [s for s in shown if isinstance(s, str) and s]
+                output.extend(found or [json.dumps(value, ensure_ascii=False)])
+    return ServerToolResult.made(
+        kind,
+        _raw(block),
+        origin,
+        tool=_SERVER_TOOLS.get(stem, stem or "server_tool"),
+        call_id=ident,
+        output="\n".join(output),
+        is_error=body.get("status") == "error",
+    )
+
+
+def _cited(content: Mapping[str, Any], origin: Origin) -> Text | None:
+    """A `citationsContent` block as its text and its citations; None when it is not one.
+
+    Its generated text is the answer's; each citation names its document
+    (`title`, `source`), the passages quoted (`sourceContent`) and where in
+    the document they sit (`location`, one key per kind of location).
+    """
+    parts = content.get("content")
+    if not isinstance(parts, list) or not all(
+        isinstance(p, Mapping) and isinstance(p.get("text"), str) for p in parts
+    ):
+        return None
+    citations: list[Citation] = []
+    for raw in content.get("citations") or ():
+        if not isinstance(raw, Mapping):
+            return None
+        quoted = [q.get("text") for q in raw.get("sourceContent") or () if isinstance(q, Mapping)]
+        location = raw.get("location")
+        span: Mapping[str, Any] = {}
+        if isinstance(location, Mapping) and len(location) == 1:
+            (inner,) = location.values()
+            span = inner if isinstance(inner, Mapping) else {}
+        start, end = span.get("start"), span.get("end")
+        url = span.get("url")
+        title, source = raw.get("title"), raw.get("source")
+        citations.append(
+            Citation(
+                url=url if isinstance(url, str) else "",
+                title=title if isinstance(title, str) else "",
+                cited_text="\n".join(q for q in quoted if isinstance(q, str)),
+                start=start if type(start) is int else None,
+                end=end if type(end) is int else None,
+                source=source if isinstance(source, str) else "",
+                raw=_raw(raw),
+                origin=origin,
+            )
+        )
+    return Text("".join(p["text"] for p in parts), tuple(citations))
 
 
 def _stop_reason(stop: Any, calls: bool) -> StopReason:
