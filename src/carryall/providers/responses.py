@@ -1031,7 +1031,11 @@ def decode_messages(
                 turn("user").extend(_user_parts(raw.get("content"), f"{where}.content"))
             elif item_role == "assistant":
                 target = turn("assistant")
-                target.extend(Text(t) for t in _texts(raw.get("content"), f"{where}.content") if t)
+                content = raw.get("content")
+                notes = _annotations(content)
+                texts = _texts(content, f"{where}.content")
+                paired = zip(texts, notes, strict=True)
+                target.extend(_cited(text, note, _IMPORTED) for text, note in paired if text)
             else:
                 raise BlockError(f"{where}: role {_shown(item_role)} has no block form")
         elif kind == "reasoning":
@@ -1064,6 +1068,13 @@ def decode_messages(
             raise BlockError(f"{where}: item type {_shown(kind)} has no block form")
     close()
     return ("\n\n".join(systems) or None), Imported(out, lost)
+
+
+def _annotations(content: Any) -> list[Any]:
+    """Each text part's annotations (None for a part with none), in the order `_texts` reads."""
+    if not isinstance(content, list):
+        return [None]
+    return [raw.get("annotations") if isinstance(raw, Mapping) else None for raw in content]
 
 
 def _texts(content: Any, where: str) -> list[str]:
