@@ -529,7 +529,7 @@ def _server_tool(kind: str, block: Mapping[str, Any], origin: Origin) -> Opaque:
     named = body.get("type")
     stem = named.removesuffix("_result") if isinstance(named, str) else ""
     output: list[str] = []
-    for part in body.get("content") or ():
+    for part in _items(body.get("content")):
         if isinstance(part, Mapping):
             if isinstance(part.get("text"), str):
                 output.append(part["text"])
@@ -562,10 +562,10 @@ def _cited(content: Mapping[str, Any], origin: Origin) -> Text | None:
     ):
         return None
     citations: list[Citation] = []
-    for raw in content.get("citations") or ():
+    for raw in _items(content.get("citations")):
         if not isinstance(raw, Mapping):
             return None
-        quoted = [q.get("text") for q in raw.get("sourceContent") or () if isinstance(q, Mapping)]
+        quoted = [q.get("text") for q in _items(raw.get("sourceContent")) if isinstance(q, Mapping)]
         location = raw.get("location")
         span: Mapping[str, Any] = {}
         if isinstance(location, Mapping) and len(location) == 1:
@@ -1082,3 +1082,8 @@ def _import_document(part: Mapping[str, Any], at: str) -> Block:
     if media_type is None or data is None:
         return Opaque("document", _raw(part), _IMPORTED, _opaque_text("document", document))
     return Document(media_type, data, title=title)
+
+
+def _items(value: Any) -> list[Any]:
+    """A field read as a list of entries: anything else (absent, null, a stray value) as none."""
+    return value if isinstance(value, list) else []

@@ -583,7 +583,7 @@ def _grounding(kind: str, value: Any, origin: Origin) -> tuple[list[Block], list
     if kind == "urlContextMetadata":
         sources: list[Citation] = []
         statuses: list[str] = []
-        for item in held.get("urlMetadata") or ():
+        for item in _items(held.get("urlMetadata")):
             if isinstance(item, Mapping) and isinstance(item.get("retrievedUrl"), str):
                 sources.append(Citation(item["retrievedUrl"]))
                 status = item.get("urlRetrievalStatus")
@@ -596,7 +596,7 @@ def _grounding(kind: str, value: Any, origin: Origin) -> tuple[list[Block], list
         return [call, result], []
     chunks: list[Citation] = []
     tool = "web_search"
-    for chunk in held.get("groundingChunks") or ():
+    for chunk in _items(held.get("groundingChunks")):
         found = chunk if isinstance(chunk, Mapping) else {}
         page = found.get("web") or found.get("retrievedContext") or found.get("maps") or {}
         if "retrievedContext" in found:
@@ -612,13 +612,13 @@ def _grounding(kind: str, value: Any, origin: Origin) -> tuple[list[Block], list
             )
         )
     cited: list[Citation] = []
-    for support in held.get("groundingSupports") or ():
+    for support in _items(held.get("groundingSupports")):
         if not isinstance(support, Mapping):
             continue
         segment = support.get("segment")
         segment = segment if isinstance(segment, Mapping) else {}
         start, end = segment.get("startIndex", 0), segment.get("endIndex")
-        for number in support.get("groundingChunkIndices") or ():
+        for number in _items(support.get("groundingChunkIndices")):
             if isinstance(number, int) and 0 <= number < len(chunks):
                 cited.append(
                     msgspec.structs.replace(
@@ -1189,3 +1189,8 @@ def _texts(content: Any, where: str) -> list[str]:
             raise BlockError(f"{where}.parts[{i}] must be a text part")
         texts.append(part["text"])
     return texts
+
+
+def _items(value: Any) -> list[Any]:
+    """A field read as a list of entries: anything else (absent, null, a stray value) as none."""
+    return value if isinstance(value, list) else []

@@ -615,12 +615,12 @@ def _hosted_parts(kind: str, item: Mapping[str, Any]) -> tuple[str, Any, str, li
         action = item.get("action")
         if isinstance(action, Mapping):
             given = {k: v for k, v in action.items() if k != "sources"}
-            for source in action.get("sources") or ():
+            for source in _entries(action.get("sources")):
                 if isinstance(source, Mapping) and isinstance(source.get("url"), str):
                     sources.append(Citation(source["url"], _string(source.get("title"))))
     elif kind == "file_search_call":
         given = {"queries": item.get("queries") or []}
-        for found in item.get("results") or ():
+        for found in _entries(item.get("results")):
             if isinstance(found, Mapping):
                 sources.append(
                     Citation(
@@ -631,7 +631,7 @@ def _hosted_parts(kind: str, item: Mapping[str, Any]) -> tuple[str, Any, str, li
                 )
     elif kind == "code_interpreter_call":
         given = {"code": _string(item.get("code"))}
-        for out in item.get("outputs") or ():
+        for out in _entries(item.get("outputs")):
             if isinstance(out, Mapping):
                 logs, url = out.get("logs"), out.get("url")
                 if isinstance(logs, str):
@@ -658,6 +658,11 @@ def _hosted_parts(kind: str, item: Mapping[str, Any]) -> tuple[str, Any, str, li
 
 def _string(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+def _entries(value: Any) -> list[Any]:
+    """A field read as a list of entries: anything else (absent, null, a stray value) as none."""
+    return value if isinstance(value, list) else []
 
 
 def _cited(text: str, annotations: Any, origin: Origin | None) -> Text:
