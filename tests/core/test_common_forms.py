@@ -204,3 +204,29 @@ def test_bedrock_cited_content_is_cited_text_home_as_it_came_elsewhere_footnoted
         "You get 25 days. [1]",
         "[1] handbook.pdf",
     ]
+
+
+def test_an_old_transcripts_citations_still_go_back_on_their_text() -> None:
+    # Written before `Citation`: the citations rode an `Opaque` of kind
+    # `citations` right after their text, and go back onto it at home.
+    old = Message.from_dict(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "It is sunny."},
+                {
+                    "type": "opaque",
+                    "kind": "citations",
+                    "raw": json.dumps([NATIVE]),
+                    "origin": msgspec.to_builtins(HOME),
+                },
+            ],
+        }
+    )
+    history = (Message.user("Weather?"), old, Message.user("Thanks."))
+    request = Request(model="claude-x", endpoint="api.anthropic.com", messages=history)
+    body = anthropic_wire.encode(request, Capabilities()).body
+    assert body["messages"][1]["content"] == [
+        {"type": "text", "text": "It is sunny.", "citations": [NATIVE]}
+    ]
+    sdk_check(body)
