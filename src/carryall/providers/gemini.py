@@ -895,12 +895,13 @@ class _Answer:
                     shown.append(block.text)
         return "".join(shown)
 
-    def _grounded(self, blocks: list[Block]) -> list[Block]:
+    def _grounded(self, blocks: list[Block], lost: list[Downgrade]) -> list[Block]:
         """The answer with what it rests on: the search ahead of the text, its citations on it.
 
         The supports' spans count over the whole answer's text, so the
         citations ride on its last text block (adjacent text parts are
-        already one).
+        already one); what of the grounding that form does not hold is
+        named in `lost`.
         """
         origin = Origin(DIALECT, self.endpoint, self.model or "")
         ran: list[Block] = []
@@ -913,7 +914,7 @@ class _Answer:
             _grounding_unheld(value, f"candidate.{kind}", unheld)
         if unheld:
             reason = f"{', '.join(unheld)}: what the answer rested on, not kept"
-            self.lost.append(Downgrade(0, "field", reason))
+            lost.append(Downgrade(0, "field", reason))
         last = max((i for i, b in enumerate(blocks) if type(b) is Text), default=None)
         if last is not None and cited:
             text: Text = blocks[last]  # type: ignore[assignment]
@@ -932,8 +933,9 @@ class _Answer:
 
     def response(self) -> Response:
         blocks = list(self.blocks)
+        lost = list(self.lost)  # the answer may be asked for twice: the report is made anew
         if self.grounding:
-            blocks = self._grounded(blocks)
+            blocks = self._grounded(blocks, lost)
         calls = any(isinstance(b, ToolUse) for b in blocks)
         refusal: str | None = None
         stop = _stop_reason(self.finish, calls)
@@ -951,7 +953,7 @@ class _Answer:
             usage=self.usage,
             model=self.model,
             refusal=refusal,
-            downgrades=tuple(self.lost),
+            downgrades=tuple(lost),
         )
 
 
