@@ -73,8 +73,23 @@ ENCODERS: dict[str, Encoder] = {
     "bedrock": lambda r: bedrock_wire.encode(r, Capabilities()).body,
 }
 
+
+def _anthropic_check(body: dict[str, Any]) -> None:
+    """The SDK's request type; its beta type for a body using the MCP connector, a beta."""
+    if "mcp_servers" not in body:
+        sdk_check(body)
+        return
+    from anthropic.types.beta.message_create_params import MessageCreateParamsNonStreaming
+    from pydantic import TypeAdapter
+
+    checked = TypeAdapter(MessageCreateParamsNonStreaming).validate_python(body)
+    for key in ("messages", "mcp_servers", "tools"):
+        # The SDK types these as iterables, each item validated only as it is drawn.
+        assert len(list(checked.get(key, ()))) == len(body.get(key, ()))
+
+
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
-    "anthropic": sdk_check,
+    "anthropic": _anthropic_check,
     "openai-responses": check_responses_request,
     "gemini": check_gemini_request,
     "openai": check_openai_request,
@@ -86,6 +101,9 @@ WHERE: dict[tuple[str, str], Callable[[dict[str, Any]], Any]] = {
     ("anthropic", "web_search"): lambda b: b["tools"][-1]["type"] == "web_search_20250305",
     ("anthropic", "web_fetch"): lambda b: b["tools"][-1]["type"] == "web_fetch_20250910",
     ("anthropic", "code_execution"): lambda b: b["tools"][-1]["type"].startswith("code_execution"),
+    ("anthropic", "mcp"): lambda b: (
+        b["mcp_servers"] == [{"type": "url", "url": "https://mcp.example.com/sse", "name": "docs"}]
+    ),
     ("openai-responses", "web_search"): lambda b: b["tools"][-1] == {"type": "web_search"},
     ("openai-responses", "file_search"): lambda b: b["tools"][-1]["vector_store_ids"] == ["vs_1"],
     ("openai-responses", "code_execution"): lambda b: b["tools"][-1]["type"] == "code_interpreter",
@@ -217,3 +235,23 @@ def test_a_server_tool_answer_goes_to_another_wire_as_its_reading_and_home_as_it
     assert call.text in texts
     assert any(d.kind == "opaque" and d.index == 1 for d in encoded.downgrades)
     sdk_check(encoded.body)
+
+
+def test_the_mcp_connector_opts_into_its_beta_on_the_wire() -> None:
+    pytest.importorskip("anthropic")
+    from carryall.providers.hosted import ANTHROPIC_MCP_BETA
+    from carryall.transport.anthropic import AnthropicBackend
+    from tests.support.scripted import Reply, served
+
+    mcp = _tool("anthropic", "mcp")
+    with served([Reply(sse="anthropic_text.sse"), Reply(sse="anthropic_text.sse")]) as server:
+        backend = AnthropicBackend(model="claude-x", api_key="k", base_url=server.url)
+        try:
+            backend.complete(_request(mcp, model="claude-x"))
+            backend.complete(_request(model="claude-x"))
+        finally:
+            backend.close()
+    with_mcp, without = server.requests
+    assert with_mcp["headers"].get("anthropic-beta") == ANTHROPIC_MCP_BETA
+    assert with_mcp["body"]["mcp_servers"][0]["name"] == "docs"
+    assert "anthropic-beta" not in without["headers"] and "mcp_servers" not in without["body"]

@@ -302,7 +302,11 @@ def _body(
                 )
             wire["tool_choice"] = dict(_TOOL_CHOICES[request.tool_choice])
     if request.hosted_tools:
-        wire["tools"] = [*wire.get("tools", ()), *hosted.anthropic_tools(request.hosted_tools)]
+        served = hosted.anthropic_fields(request.hosted_tools)
+        if "tools" in served:
+            wire["tools"] = [*wire.get("tools", ()), *served["tools"]]
+        if "mcp_servers" in served:
+            wire["mcp_servers"] = served["mcp_servers"]
     if request.thinking and caps.thinking:
         wire["thinking"] = {"type": "enabled", "budget_tokens": _thinking_budget(request)}
     if request.effort is not None:

@@ -21,11 +21,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from carryall.errors import HostedToolError
-from carryall.providers._types import HostedTool
+from carryall.providers._types import HostedTool, Request
 
 __all__ = [
+    "ANTHROPIC_MCP_BETA",
     "WIRE_KINDS",
-    "anthropic_tools",
+    "anthropic_fields",
+    "anthropic_headers",
     "chat_options",
     "gemini_tools",
     "refuse_all",
@@ -95,8 +97,22 @@ _ANTHROPIC: Final = {
         },
     ),
     "code_execution": _Kind({"type": "code_execution_20250825", "name": "code_execution"}),
+    # Not a tool but a server of them: `mcp_servers` beside `tools`, under a beta.
+    "mcp": _Kind(
+        {"type": "url"},
+        {
+            "server_url": "url",
+            "server_label": "name",
+            "authorization": "authorization_token",
+            "allowed_tools": "tool_configuration.allowed_tools",
+        },
+        required=("server_label", "server_url"),
+    ),
 }
-"""The Messages API's server tools, by their current dated types."""
+"""The Messages API's server tools, by their current dated types, and its MCP connector."""
+
+ANTHROPIC_MCP_BETA: Final = "mcp-client-2025-04-04"
+"""The beta the Messages API's MCP connector (`mcp_servers`) is opted into by."""
 
 _RESPONSES: Final = {
     "web_search": _Kind(
@@ -167,12 +183,8 @@ WIRE_KINDS: Final[dict[str, frozenset[str]]] = {
 }
 """Which hosted kinds each wire runs; every other kind is refused there."""
 
-_WHY_NOT: Final = {
-    ("anthropic", "mcp"): (
-        "the MCP connector is a beta (the mcp-client header) that carryall's Anthropic "
-        "transport does not opt into"
-    ),
-}
+_WHY_NOT: Final[dict[tuple[str, str], str]] = {}
+"""A wire's own reason for lacking a kind, where "it has no such tool" does not say enough."""
 
 
 def _tools(
@@ -195,9 +207,21 @@ def _refused(tool: HostedTool, wire: str) -> HostedToolError:
     return HostedToolError(tool.kind, wire, reason)
 
 
-def anthropic_tools(hosted: Sequence[HostedTool]) -> list[dict[str, Any]]:
-    """The Messages API server-tool definitions, appended to `tools`."""
-    return _tools(hosted, _ANTHROPIC, "anthropic")
+def anthropic_fields(hosted: Sequence[HostedTool]) -> dict[str, list[dict[str, Any]]]:
+    """The Messages API's server tools (`tools`, appended to the function tools) and MCP
+    servers (`mcp_servers`, sent with `anthropic_headers`), each present when declared."""
+    built = _tools(hosted, _ANTHROPIC, "anthropic")
+    out: dict[str, list[dict[str, Any]]] = {}
+    for tool, definition in zip(hosted, built, strict=True):
+        out.setdefault("mcp_servers" if tool.kind == "mcp" else "tools", []).append(definition)
+    return out
+
+
+def anthropic_headers(request: Request) -> dict[str, str]:
+    """The headers a Messages API request needs for what it declares: the MCP connector's beta."""
+    if any(tool.kind == "mcp" for tool in request.hosted_tools):
+        return {"anthropic-beta": ANTHROPIC_MCP_BETA}
+    return {}
 
 
 def responses_tools(hosted: Sequence[HostedTool]) -> list[dict[str, Any]]:

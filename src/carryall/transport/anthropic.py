@@ -10,6 +10,7 @@ from typing import Final
 
 from carryall.providers import Capabilities
 from carryall.providers.codec import anthropic_codec
+from carryall.providers.hosted import anthropic_headers
 from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import SdkErrors, anthropic_status
 from carryall.transport._images import WIRE_IMAGE_LIMITS
@@ -58,4 +59,5 @@ class AnthropicBackend(SdkBackend):
             retry_delay=retry_delay,
             stream=stream,
             image_limits=WIRE_IMAGE_LIMITS["anthropic"],
+            request_headers=anthropic_headers,
         )
