@@ -25,14 +25,19 @@ Choices this dialect forces, each made once here:
   goes back only to that origin (`_common.prepare`): a signature from
   another model or server is left off and reported. Redacted thinking is a
   `RedactedThinking`; decoding then encoding gives it back byte for byte.
-- **Provider-native blocks** (server-tool use and results, MCP blocks,
-  `tool_reference`, anything newer) are `Opaque` blocks holding the block's
-  JSON, echoed as they came to their origin and elsewhere their one text
-  line; a text block's `citations` ride an `Opaque` of kind `citations`
-  right after its `Text`, joined back onto the text for its origin, and a
-  `tool_result`'s own native parts (a `tool_reference`) ride one of kind
-  `tool_result_content` right after the result, back inside it for its
-  origin. A response is never refused for a block type it does not know.
+- **Provider-native blocks** (`tool_reference`, anything newer) are `Opaque`
+  blocks holding the block's JSON, echoed as they came to their origin and
+  elsewhere their one text line; server-tool and MCP calls and their
+  results are the common `ServerToolCall` and `ServerToolResult` (the same
+  JSON, with a reading); a text block's `citations` are its
+  `Text.citations`, each keeping its JSON, joined back onto the text for
+  their origin (an older transcript's `Opaque` of kind `citations` right
+  after its `Text` still is). A `tool_result`'s own native parts (a
+  `tool_reference`) ride an `Opaque` of kind `tool_result_content` right
+  after the result, back inside it for its origin. A response is never
+  refused for a block type it does not know. Hosted tools
+  (`Request.hosted_tools`) are server tools and `mcp_servers`
+  (`providers.hosted`).
 - **Documents** go as `document` blocks (PDF by base64 or URL, plain text
   as a `text` source, with the title); images by URL as `url` sources. A
   mid-conversation `system` message is folded into the next user turn

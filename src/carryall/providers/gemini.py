@@ -40,7 +40,12 @@ The wire:
 Decoding: the first candidate's parts, in order: `thought: true` parts
 become `Thinking` (signed by their `thoughtSignature`), other text parts
 `Text`, `functionCall` parts `ToolUse` (a call without an id gets a minted
-one, `call_<n>`). `finishReason` `STOP` is `end_turn` (`tool_use` when the
+one, `call_<n>`), `executableCode` and `codeExecutionResult` (and a
+server-side `toolCall` and `toolResponse`) `ServerToolCall` and
+`ServerToolResult` holding the part; the candidate's `groundingMetadata`
+and `urlContextMetadata` become a provider-run search (or fetch) with its
+result ahead of the text, and the grounding supports the text's
+citations. `finishReason` `STOP` is `end_turn` (`tool_use` when the
 answer holds calls), `MAX_TOKENS` is `max_tokens`, `SAFETY`, `RECITATION`,
 `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII`, `IMAGE_SAFETY` and a blocked
 prompt (`promptFeedback.blockReason`) are `refusal`, anything else `other`.
@@ -49,9 +54,9 @@ cachedContentTokenCount`, the cached figure `cache_read_input_tokens`;
 `output_tokens` is `candidatesTokenCount + thoughtsTokenCount`.
 
 Every parser here answers hostile input with a `ProviderError` naming the
-place (or, for `decode_messages`, a `BlockError`); unknown fields and part
-kinds the block model has no use for (executable code and the like) are
-skipped, so new server features do not break old clients.
+place (or, for `decode_messages`, a `BlockError`); part kinds the block
+model does not model are kept whole as `Opaque` blocks and unknown fields
+named in the report, so new server features do not break old clients.
 """
 
 from __future__ import annotations

@@ -40,8 +40,11 @@ The wire:
 Decoding: a `reasoning` item with `encrypted_content` becomes an `Opaque`
 block of kind `reasoning` (the item whole, stamped with its origin; its
 `content` texts, else its `summary` texts, are its text line), one without
-becomes `Thinking` of that text; `message` items' `output_text` parts become `Text`
-(a `refusal` part is the refusal, and its text when nothing else was said);
+becomes `Thinking` of that text; `message` items' `output_text` parts become `Text`,
+their annotations its citations (a `refusal` part is the refusal, and its text
+when nothing else was said); a hosted tool's item (web search, file search,
+code interpreter, MCP, image generation) becomes a `ServerToolCall` holding
+the item and a `ServerToolResult` of what it gave back;
 `function_call` items become `ToolUse` by `call_id`, arguments that are not
 JSON counted in `Response.malformed_tool_args`. Blocks keep the order of the
 output items. `status: incomplete` for `max_output_tokens` is `max_tokens`,
@@ -50,9 +53,9 @@ anything else `other`. `input_tokens` excludes the cached prompt tokens,
 which go in `cache_read_input_tokens`; `output_tokens` includes reasoning.
 
 Every wire parser here answers hostile input with a `ProviderError` naming
-the place (or, for `decode_messages`, a `BlockError`); unknown fields and
-item types the block model has no use for (web search calls and the like)
-are skipped, so new server features do not break old clients.
+the place (or, for `decode_messages`, a `BlockError`); item types the block
+model does not model are kept whole as `Opaque` blocks and unknown fields
+named in the report, so new server features do not break old clients.
 """
 
 from __future__ import annotations
