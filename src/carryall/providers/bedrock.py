@@ -54,9 +54,11 @@ The wire:
 Decoding: `output.message.content` in order. `text` is `Text`,
 `reasoningContent.reasoningText` `Thinking` (signed, and stamped with its
 origin, when it has a signature), `redactedContent` `RedactedThinking`, a
-`toolUse` a `ToolUse`; any other block (citations, a server tool's use and
-result, guard content) is kept whole as an `Opaque` of its key, echoed only
-to its origin, with its text as the honest line elsewhere. Stop reasons:
+`toolUse` a `ToolUse`, `citationsContent` a `Text` with its citations
+(sent back as a cited block to its origin), a server tool's `toolUse` and
+`toolResult` a `ServerToolCall` and `ServerToolResult`; any other block
+(guard content, anything newer) is kept whole as an `Opaque` of its key,
+echoed only to its origin, with its text as the honest line elsewhere. Stop reasons:
 `end_turn` and `stop_sequence` are `end_turn`, `tool_use` (or any answer
 holding calls) `tool_use`, `max_tokens` and `model_context_window_exceeded`
 `max_tokens`, `guardrail_intervened` and `content_filtered` `refusal`,

@@ -56,8 +56,10 @@ and Kimi want their reasoning back on a tool round); each `reasoning_details` en
 encrypted `data` or a `signature` (OpenRouter passing through an OpenAI or
 Claude model's own) follows as an `Opaque` stamped with its origin (the
 dialect, the transport's endpoint, the response's model), sent back on the
-assistant message's `reasoning_details` to that origin alone; the text
-follows, then the tool calls. Arguments that are not JSON are counted in
+assistant message's `reasoning_details` to that origin alone; the tools
+the server ran (Groq's `executed_tools`) follow as `ServerToolCall` and
+`ServerToolResult`, then the text (OpenRouter's `url_citation` annotations
+its citations), then the tool calls. Arguments that are not JSON are counted in
 `Response.malformed_tool_args` and surface as a `ToolUse` whose input is
 the raw text, so the loop can answer it with an error result (empty
 arguments read as `{}`); sent back, that input is the JSON string of the
