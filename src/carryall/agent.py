@@ -57,6 +57,7 @@ from carryall.providers import (
     CachePolicy,
     Downgrade,
     Effort,
+    HostedTool,
     ModelOptions,
     OutputSchema,
     Request,
@@ -319,6 +320,7 @@ class Agent:
         thinking: bool = False,
         thinking_budget: int | None = None,
         schema: SchemaSpec | None = None,
+        hosted_tools: Iterable[HostedTool] = (),
     ) -> None:
         steps_default, tokens_default = default_budget(getattr(backend, "name", ""))
         max_steps = steps_default if max_steps is None else max_steps
@@ -351,6 +353,9 @@ class Agent:
         self.tool_timeout = tool_timeout
         self.max_tokens = max_tokens
         self.max_repeats = max_repeats
+        # Tools the provider runs (web search, code execution, ...): declared
+        # with every request, answered inside the model's own turn.
+        self.hosted_tools = tuple(hosted_tools)
         # The model's context in tokens: given, else what the backend knows
         # (llama-server's /props), else the published limit of a hosted
         # model, else None and the history is sent whole (until a server's
@@ -515,6 +520,7 @@ class Agent:
             thinking=self.thinking,
             thinking_budget=self.thinking_budget,
             output_schema=self._output_schema,
+            hosted_tools=self.hosted_tools,
         )
 
     def _fitted_request(self, step: int, tool_choice: ToolChoice | None) -> Request:

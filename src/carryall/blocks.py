@@ -30,8 +30,10 @@ __all__ = [
     "IMAGE_MEDIA_TYPES",
     "LEGACY_REDACTED_PREFIX",
     "Block",
+    "Citation",
     "Document",
     "Downgrade",
+    "Footnotes",
     "HistorySurvey",
     "Image",
     "Message",
@@ -39,6 +41,8 @@ __all__ = [
     "Origin",
     "RedactedThinking",
     "Role",
+    "ServerToolCall",
+    "ServerToolResult",
     "Text",
     "Thinking",
     "ToolResult",
@@ -48,6 +52,7 @@ __all__ = [
     "block_to_dict",
     "document_media_type",
     "document_placeholder",
+    "footnoted",
     "image_media_type",
     "image_placeholder",
     "messages_from_dicts",
@@ -122,10 +127,47 @@ class Origin(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
         )
 
 
+class Citation(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """One source a text rests on: a web page, a file, a passage of a document.
+
+    The one form every wire's citations are read into (Anthropic text
+    `citations`, Responses `url_citation`/`file_citation` annotations, Gemini
+    grounding and URL context, OpenRouter and Bedrock citations), so every
+    other wire and every reader can show them as numbered footnotes
+    (`Footnotes`). `url` and `title` name the source; `cited_text` is the
+    passage quoted, when the wire says; `start` and `end` the span of the
+    text it supports, in the wire's own counting; `source` a file id,
+    document index or store the wire names it by. `raw` is the wire's own
+    JSON of the citation, sent back natively only to its `origin` ("" where
+    the wire takes no citation in a request).
+    """
+
+    url: str = ""
+    title: str = ""
+    cited_text: str = ""
+    start: int | None = None
+    end: int | None = None
+    source: str = ""
+    raw: str = ""
+    origin: Origin | None = None
+
+    def label(self) -> str:
+        """The footnote line: the title and the URL (or the file), whichever the wire gave."""
+        name = _CONTROL.sub(" ", self.title or self.source or self.url or "source")
+        where = self.url if self.url and self.url != name else ""
+        return f"{name} <{where}>" if where else name
+
+
 class Text(msgspec.Struct, frozen=True, gc=False, tag="text", tag_field="type", omit_defaults=True):
-    """Plain text."""
+    """Plain text, with the sources it cites when a provider gave them (`Citation`).
+
+    A text with citations goes to its citations' origin in the wire's own
+    form and to every other wire (and every reader) as the text with
+    numbered footnotes (`Footnotes`).
+    """
 
     text: str
+    citations: tuple[Citation, ...] = ()
 
 
 class Thinking(
@@ -363,8 +405,185 @@ class Opaque(
     text: str = ""
 
 
+class ServerToolCall(Opaque, frozen=True, gc=False, tag="server_tool_call"):
+    """A tool the provider ran itself (web search, web fetch, code execution, file search, MCP).
+
+    A provider-native block with a common reading: `kind`, `raw` and
+    `origin` are the wire's own (`server_tool_use`, `web_search_call`,
+    `executableCode`), echoed byte for byte to the origin; `tool` is the
+    common kind (`web_search`, `web_fetch`, `code_execution`,
+    `file_search`, `mcp`, `image_generation`, or the wire's own name for
+    anything else), `name` the tool's name as the wire gave it, `input`
+    what it was run with (the query, the URL, the code). `text` is its one
+    readable rendering for every other wire and every reader; build one
+    with `made`, which words it. `raw` is "" when the call rides inside
+    the item its result was kept in.
+    """
+
+    tool: str = ""
+    id: str = ""
+    name: str = ""
+    input: Any = None
+
+    @classmethod
+    def made(
+        cls,
+        kind: str,
+        raw: str,
+        origin: Origin | None,
+        *,
+        tool: str,
+        id: str = "",
+        name: str = "",
+        input: Any = None,
+    ) -> ServerToolCall:
+        """A call with its readable rendering worded from what it was run with."""
+        return cls(kind, raw, origin, server_call_line(tool, name, input), tool, id, name, input)
+
+
+class ServerToolResult(Opaque, frozen=True, gc=False, tag="server_tool_result"):
+    """What a tool the provider ran gave back: search results, a fetched page, code output.
+
+    Like `ServerToolCall`, the wire's own block (`kind`, `raw`, `origin`)
+    for its origin, and a common reading for everything else: `tool` the
+    common kind, `call_id` the call it answers, `output` the readable
+    output (the code's output, a fetched page's title, an MCP tool's text),
+    `sources` the results' titles and URLs, `is_error` when it failed.
+    `raw` is "" when the wire keeps call and result in one item, held by
+    the call.
+    """
+
+    tool: str = ""
+    call_id: str = ""
+    output: str = ""
+    sources: tuple[Citation, ...] = ()
+    is_error: bool = False
+
+    @classmethod
+    def made(
+        cls,
+        kind: str,
+        raw: str,
+        origin: Origin | None,
+        *,
+        tool: str,
+        call_id: str = "",
+        output: str = "",
+        sources: Sequence[Citation] = (),
+        is_error: bool = False,
+    ) -> ServerToolResult:
+        """A result with its readable rendering worded from its output and sources."""
+        held = tuple(sources)
+        line = server_result_line(tool, output, held, is_error)
+        return cls(kind, raw, origin, line, tool, call_id, output, held, is_error)
+
+
+_LINE_INPUT: Final = 2000
+"""How much of a call's input or a result's output a rendering shows, in characters."""
+
+
+def _clip(text: str, size: int = _LINE_INPUT) -> str:
+    return text if len(text) <= size else text[: size - 1] + "…"
+
+
+def server_call_line(tool: str, name: str, input: Any) -> str:
+    """How a provider-run tool call reads on another wire and to a person.
+
+    The query, the URL or the code when the input names one (the fields
+    every wire spells alike), else the input as JSON.
+    """
+    label = tool if not name or name == tool else f"{tool} {name}"
+    if isinstance(input, dict):
+        code = input.get("code")
+        if isinstance(code, str):
+            return f"[{label}]\n```\n{_clip(code)}\n```"
+        for key in ("query", "queries", "url", "urls", "command", "prompt"):
+            value = input.get(key)
+            if isinstance(value, str) and value:
+                return f"[{label}: {_clip(value)}]"
+            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+                return f"[{label}: {_clip('; '.join(value))}]"
+        if input:
+            shown = msgspec.json.encode(input).decode("utf-8", errors="replace")
+            return f"[{label}: {_clip(shown)}]"
+    elif isinstance(input, str) and input:
+        return f"[{label}: {_clip(input)}]"
+    return f"[{label}]"
+
+
+def server_result_line(
+    tool: str, output: str, sources: Sequence[Citation], is_error: bool = False
+) -> str:
+    """How a provider-run tool's result reads on another wire and to a person.
+
+    A heading, the output (clipped), then one numbered line per source
+    with its title and URL.
+    """
+    lines = [f"[{tool} {'error' if is_error else 'result'}]"]
+    if output:
+        lines.append(_clip(output))
+    lines.extend(f"{n}. {source.label()}" for n, source in enumerate(sources, 1))
+    return "\n".join(lines)
+
+
+class Footnotes:
+    """Numbered footnotes for cited text: the rendering of `Citation` where it has no native form.
+
+    One numbering per message: `mark` gives a cited text its markers (`[1]`,
+    a source cited twice keeps its number), `text` the list the markers
+    point to, one line each with the title and URL. Shared so every wire
+    and every reader words citations one way.
+    """
+
+    def __init__(self) -> None:
+        self.sources: list[Citation] = []
+        self._numbers: dict[tuple[str, str, str], int] = {}
+
+    def mark(self, block: Text) -> str:
+        """The text followed by the numbers of the sources it cites."""
+        numbers: list[int] = []
+        for citation in block.citations:
+            key = (citation.url, citation.title, citation.source)
+            number = self._numbers.get(key)
+            if number is None:
+                self.sources.append(citation)
+                number = self._numbers[key] = len(self.sources)
+            if number not in numbers:
+                numbers.append(number)
+        return block.text + "".join(f" [{n}]" for n in numbers)
+
+    def text(self) -> str:
+        """The footnote list, or "" when nothing was cited."""
+        return "\n".join(f"[{n}] {c.label()}" for n, c in enumerate(self.sources, 1))
+
+
+def footnoted(content: Sequence[Block]) -> Sequence[Block]:
+    """A message's blocks as a person reads them: cited text marked, the footnotes at the end.
+
+    The same object when nothing in it cites a source, so readers pay
+    nothing for the common message.
+    """
+    if not any(type(b) is Text and b.citations for b in content):
+        return content
+    notes = Footnotes()
+    out: list[Block] = [
+        Text(notes.mark(b)) if type(b) is Text and b.citations else b for b in content
+    ]
+    out.append(Text(notes.text()))
+    return out
+
+
 Block: TypeAlias = (
-    Text | Thinking | RedactedThinking | ToolUse | ToolResult | Image | Document | Opaque
+    Text
+    | Thinking
+    | RedactedThinking
+    | ToolUse
+    | ToolResult
+    | Image
+    | Document
+    | ServerToolCall
+    | ServerToolResult
+    | Opaque
 )
 
 
@@ -679,7 +898,7 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
             kind = type(block)
             if kind is Text:
                 text = block.text
-                if text and not text.isspace():
+                if text and not text.isspace() and not block.citations:
                     if pending:
                         raise _misfit(held, index, pending)
                     continue
@@ -700,6 +919,7 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
                 if (
                     text
                     and not text.isspace()
+                    and not remark.citations
                     and use.id
                     and type(use.input) is dict
                     and not use.signature
@@ -834,6 +1054,9 @@ class _Shape(msgspec.Struct, frozen=True, gc=False):
     """A user message's block of no known type, raised after everything else."""
 
 
+_NATIVE: Final = (Opaque, ServerToolCall, ServerToolResult)
+"""The provider-native blocks, told apart by exact type: never canonical, echoed to their origin."""
+
 _PLAIN = _Shape((), (), 0, True)
 _BLANK = _Shape((), (), 0, False)
 _EMPTY = _Shape((), (), 0, False, "message has no content blocks")
@@ -849,7 +1072,7 @@ def _shape_of(role: str, content: tuple[Any, ...]) -> _Shape:
         kind = type(block)
         if kind is Text:
             text = block.text
-            return _BLANK if not text or text.isspace() else _PLAIN
+            return _BLANK if not text or text.isspace() or block.citations else _PLAIN
         if kind is ToolResult and role == "user":
             regular = bool(block.content) and not block.attachments
             return _Shape((block.tool_use_id,), (), 0, regular)
@@ -863,7 +1086,7 @@ def _shape_of(role: str, content: tuple[Any, ...]) -> _Shape:
             kind = type(block)
             if kind is Text:
                 text = block.text
-                if not text or text.isspace():
+                if not text or text.isspace() or block.citations:
                     canonical = False
             elif kind is ToolUse:
                 call_id = block.id
@@ -874,7 +1097,7 @@ def _shape_of(role: str, content: tuple[Any, ...]) -> _Shape:
                 ids.append(call_id)
                 if type(block.input) is not dict or block.signature or block.origin:
                     canonical = False
-            elif kind is Thinking or kind is RedactedThinking or kind is Opaque:
+            elif kind is Thinking or kind is RedactedThinking or kind in _NATIVE:
                 canonical = False
             elif kind is Image:
                 return _faulty((), "an image may only ride a user message")
@@ -900,12 +1123,12 @@ def _shape_of(role: str, content: tuple[Any, ...]) -> _Shape:
         elif kind is Text:
             ahead = False
             text = block.text
-            if not text or text.isspace():
+            if not text or text.isspace() or block.citations:
                 canonical = False
         elif kind is Image:
             images += 1
             ahead = canonical = False
-        elif kind is Document or kind is Opaque:
+        elif kind is Document or kind in _NATIVE:
             ahead = canonical = False
         elif kind is ToolUse:
             return _faulty(ids, "a tool call may only ride an assistant message")
@@ -966,7 +1189,18 @@ def _misfit(messages: Sequence[Message], index: int, pending: tuple[str, ...]) -
     return HistoryError(index, shape.stranger or "")
 
 
-_KNOWN: Final = (Text, Thinking, RedactedThinking, ToolUse, ToolResult, Image, Document, Opaque)
+_KNOWN: Final = (
+    Text,
+    Thinking,
+    RedactedThinking,
+    ToolUse,
+    ToolResult,
+    Image,
+    Document,
+    Opaque,
+    ServerToolCall,
+    ServerToolResult,
+)
 
 
 def _stranger(content: tuple[Any, ...]) -> str:

@@ -23,6 +23,7 @@ __all__ = [
     "CarrierError",
     "CarryallError",
     "HistoryError",
+    "HostedToolError",
     "LocalBackendError",
     "ProviderError",
     "SessionConflict",
@@ -157,6 +158,17 @@ def wire_error(
         kind=kind or (STATUS_KINDS.get(status) if status is not None else None),
         retryable=status in RETRYABLE_STATUSES or kind in RETRYABLE_KINDS,
     )
+
+
+class HostedToolError(CarryallError, ValueError):
+    """A provider-hosted tool a wire does not run (or not with those settings); raised before
+    anything is sent, so a declared tool is never silently left off."""
+
+    def __init__(self, kind: str, wire: str, reason: str) -> None:
+        self.kind = kind
+        self.wire = wire
+        self.reason = reason
+        super().__init__(f"hosted tool {kind!r} on the {wire} wire: {reason}")
 
 
 class TranscriptError(CarryallError):

@@ -421,8 +421,10 @@ def _with_blocks(out: FlatMessage, message: Message) -> FlatMessage:
 
 def _unsayable(block: Block) -> bool:
     kind = type(block)
-    if kind is Opaque or kind is RedactedThinking:
+    if isinstance(block, Opaque) or kind is RedactedThinking:
         return True
+    if kind is Text:
+        return bool(block.citations)  # type: ignore[union-attr]
     if kind is Thinking or kind is ToolUse:
         return block.origin is not None or (kind is ToolUse and block.signature is not None)  # type: ignore[union-attr]
     return False

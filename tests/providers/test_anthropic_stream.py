@@ -485,7 +485,7 @@ def _server_tool_stream() -> list[dict[str, Any]]:
 
 
 def test_server_tool_blocks_and_citations_are_kept_not_refused_and_go_back_byte_for_byte() -> None:
-    from carryall.blocks import Opaque
+    from carryall.blocks import ServerToolCall, ServerToolResult
     from carryall.providers import Capabilities, Request
     from carryall.providers.anthropic import encode
 
@@ -497,20 +497,26 @@ def test_server_tool_blocks_and_citations_are_kept_not_refused_and_go_back_byte_
     assert streamed.stop_reason == "pause_turn"
     assert streamed.usage.output_tokens == 34
     assert streamed.message.text() == "It is sunny."
-    use, result, text, citations = streamed.message.content
-    assert text == Text("It is sunny.")
-    assert isinstance(use, Opaque) and use.origin == ORIGIN
-    assert use.text == "[server_tool_use web_search: paris weather]"
-    assert isinstance(result, Opaque) and result.text == "[web_search_tool_result: Paris weather]"
-    assert isinstance(citations, Opaque) and citations.kind == "citations"
+    use, result, text = streamed.message.content
+    assert text.text == "It is sunny." and len(text.citations) == 1
+    assert text.citations[0].origin == ORIGIN
+    assert isinstance(use, ServerToolCall) and use.origin == ORIGIN
+    assert (use.tool, use.input) == ("web_search", {"query": "paris weather"})
+    assert use.text == "[web_search: paris weather]"
+    assert isinstance(result, ServerToolResult) and result.call_id == use.id
+    assert [s.title for s in result.sources] == ["Paris weather"]
     history = [Message.user("Weather in Paris?"), streamed.message, Message.user("Thanks.")]
     home = encode(Request(model="claude-test", messages=tuple(history)), Capabilities())
     assert home.downgrades == ()
     assert home.body["messages"][1]["content"] == SERVER_TOOL_BODY["content"]
     elsewhere = encode(Request(model="claude-other", messages=tuple(history)), Capabilities())
-    assert [d.kind for d in elsewhere.downgrades] == ["opaque"] * 3
+    assert [d.kind for d in elsewhere.downgrades] == ["opaque", "opaque", "citations"]
     assert elsewhere.body["messages"][1]["content"] == [
-        {"type": "text", "text": "[server_tool_use web_search: paris weather]"},
-        {"type": "text", "text": "[web_search_tool_result: Paris weather]"},
-        {"type": "text", "text": "It is sunny."},
+        {"type": "text", "text": "[web_search: paris weather]"},
+        {
+            "type": "text",
+            "text": "[web_search result]\n1. Paris weather <https://example.com/paris>",
+        },
+        {"type": "text", "text": "It is sunny. [1]"},
+        {"type": "text", "text": "[1] Paris weather <https://example.com/paris>"},
     ]

@@ -427,15 +427,15 @@ def test_an_empty_answer_is_one_empty_text() -> None:
 
 
 def test_unknown_blocks_are_kept_whole_as_native_blocks() -> None:
-    block = {"citationsContent": {"content": [{"text": "cited"}], "citations": [{"x": 1}]}}
+    block = {"futureContent": {"content": [{"text": "later"}]}}
     response = decode_response(answer([block]), endpoint=ENDPOINT, model=MODEL)
     (opaque,) = response.message.content
-    assert isinstance(opaque, Opaque)
+    assert type(opaque) is Opaque
     assert (opaque.kind, json.loads(opaque.raw), opaque.origin, opaque.text) == (
-        "citationsContent",
+        "futureContent",
         block,
         ORIGIN,
-        "cited",
+        "",
     )
 
 
@@ -590,8 +590,10 @@ def test_streamed_citations_are_kept_as_the_whole_answer_keeps_them() -> None:
     response = decoder.response()
     assert response == decode_response(whole, endpoint=ENDPOINT, model=MODEL)
     cited = response.message.content[1]
-    assert isinstance(cited, Opaque) and cited.kind == "citationsContent"
-    assert json.loads(cited.raw) == CITED and cited.text == "The office opens at nine."
+    assert isinstance(cited, Text) and cited.text == "The office opens at nine."
+    assert [c.title for c in cited.citations] == ["hours.pdf", "faq.txt"]
+    raws = [json.loads(c.raw) for c in cited.citations]
+    assert raws == CITED["citationsContent"]["citations"]
 
 
 def test_a_streamed_server_tool_round_keeps_its_input_and_result() -> None:
@@ -627,7 +629,9 @@ def test_a_streamed_server_tool_round_keeps_its_input_and_result() -> None:
     response = decoder.response()
     assert response == decode_response(whole, endpoint=ENDPOINT, model=MODEL)
     kinds = [type(b).__name__ for b in response.message.content]
-    assert kinds == ["Opaque", "Opaque", "Text"]
+    assert kinds == ["ServerToolCall", "ServerToolResult", "Text"]
+    call, result = response.message.content[:2]
+    assert result.call_id == call.id  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(

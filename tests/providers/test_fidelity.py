@@ -27,6 +27,7 @@ from carryall.blocks import (
     Opaque,
     Origin,
     RedactedThinking,
+    Text,
     Thinking,
 )
 from carryall.providers import Capabilities, Encoded, Request
@@ -70,6 +71,10 @@ def _expected(history: list[Message], target: Origin) -> Counter[tuple[int, str]
             elif isinstance(block, Opaque):
                 if block.origin != target:
                     out[index, "opaque"] += 1
+            elif isinstance(block, Text) and block.citations:
+                # Cited text goes as footnotes to any wire but its citations' own.
+                if any(c.origin != target for c in block.citations):
+                    out[index, "citations"] += 1
             elif isinstance(block, Image):
                 if block.url is not None and target.dialect == "llama-server":
                     out[index, "image"] += 1
@@ -95,8 +100,8 @@ def _in_body(body: dict[str, Any], dialect: str) -> Counter[str]:
             elif kind == "file":
                 found["document"] += 1
             else:
-                native = kind in ("server_tool_use", "web_search_tool_result")
-                found["opaque"] += native or (kind == "text" and "citations" in part)
+                found["opaque"] += kind in ("server_tool_use", "web_search_tool_result")
+                found["citations"] += kind == "text" and "citations" in part
     return found
 
 
@@ -108,6 +113,7 @@ def _held(history: list[Message], dialect: str) -> Counter[str]:
         held["thinking"] += (1 if thinking else 0) if dialect == "llama-server" else len(thinking)
         held["redacted_thinking"] += sum(isinstance(b, RedactedThinking) for b in message.content)
         held["opaque"] += sum(isinstance(b, Opaque) for b in message.content)
+        held["citations"] += sum(isinstance(b, Text) and bool(b.citations) for b in message.content)
         held["document"] += sum(isinstance(b, Document) for b in message.content)
     return held
 
@@ -126,6 +132,12 @@ def _foreign_tokens(history: list[Message], target: Origin) -> list[str]:
             elif isinstance(block, Opaque):
                 tokens += [t for t in ("ENC-", "CITE-", "srvtoolu_") if t in block.raw]
                 tokens.append(block.raw)
+        for block in message.content:
+            if isinstance(block, Text):
+                for citation in block.citations:
+                    if citation.origin != target:
+                        tokens += ["CITE-"] if "CITE-" in citation.raw else []
+                        tokens.append(citation.raw)
     return tokens
 
 
@@ -150,7 +162,11 @@ def test_nothing_signed_or_opaque_reaches_a_foreign_origin_and_every_loss_is_nam
             if token in ("ENC-", "CITE-", "srvtoolu_"):
                 # Some other origin's native block: only this target's may carry these.
                 if not any(
-                    isinstance(b, Opaque) and b.origin == target and token in b.raw
+                    (isinstance(b, Opaque) and b.origin == target and token in b.raw)
+                    or (
+                        isinstance(b, Text)
+                        and any(c.origin == target and token in c.raw for c in b.citations)
+                    )
                     for m in history
                     for b in m.content
                 ):
@@ -162,7 +178,7 @@ def test_nothing_signed_or_opaque_reaches_a_foreign_origin_and_every_loss_is_nam
         kinds = Counter(d.kind for d in encoded.downgrades)
         in_body = _in_body(body, target.dialect)
         held = _held(history, target.dialect)
-        for kind in ("redacted_thinking", "opaque", "document"):
+        for kind in ("redacted_thinking", "opaque", "document", "citations"):
             assert in_body[kind] + kinds[kind] == held[kind], (target, kind)
         if target.dialect == "anthropic":
             assert in_body["thinking"] + kinds["thinking"] == held["thinking"], target

@@ -217,7 +217,14 @@ def _calls(message: Message) -> list[tuple[str, str, Any]]:
 
 
 def _natives(message: Message) -> list[Any]:
-    return [json.loads(b.raw) for b in message.content if isinstance(b, Opaque)]
+    """Every native value an answer holds as it came: native blocks, and a text's citations."""
+    out: list[Any] = []
+    for block in message.content:
+        if isinstance(block, Opaque) and block.raw:
+            out.append(json.loads(block.raw))
+        elif isinstance(block, Text) and block.citations:
+            out.append([json.loads(c.raw) for c in block.citations])
+    return out
 
 
 def _held(messages: list[Message]) -> set[str]:

@@ -16,7 +16,11 @@ Each wire's turns are asked for by an alias and answered by a dated model
 alias, by the dated name, or by another model of the same wire: the first
 two are home to what that wire made, the third is not. Turns also carry the
 provider-native blocks decoders keep as `Opaque` (a Responses hosted-tool
-call, Gemini's executed code), which only their origin may get.
+call, Gemini's executed code), which only their origin may get, and the
+common forms: provider-run tools (`ServerToolCall`, `ServerToolResult`),
+which every other wire gets as their readable text, and cited text
+(`Citation`), which every other wire gets with numbered footnotes naming
+each source's URL.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from carryall.blocks import (
     Opaque,
     Origin,
     RedactedThinking,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     Thinking,
     ToolResult,
@@ -70,21 +76,27 @@ def _responses_turn(origin: Origin, n: int, thinking: bool, call: bool) -> Messa
                 "summary": [{"type": "summary_text", "text": f"pondering {n}"}],
             }
         )
-    output.append(
-        {
-            "type": "message",
-            "role": "assistant",
-            "content": [{"type": "output_text", "text": f"answer {n}"}],
-        }
-    )
+    text: dict[str, Any] = {"type": "output_text", "text": f"answer {n}"}
     if thinking:
-        # A hosted tool's call: kept whole as an `Opaque`, for this origin alone.
+        url = f"https://example.com/{origin.model}/{n}"
+        text["annotations"] = [
+            {"type": "url_citation", "url": url, "title": f"Page {n}", "start_index": 0}
+            | {"end_index": 6}
+        ]
+    output.append({"type": "message", "role": "assistant", "content": [text]})
+    if thinking:
+        # A hosted tool's call and its sources: one item, for this origin alone.
+        source = {"type": "url", "url": f"https://example.com/found/{n}"}
         output.append(
             {
                 "type": "web_search_call",
                 "id": f"ws_{n}",
                 "status": "completed",
-                "action": {"type": "search", "query": f"WSQ-{origin.model}-{n}"},
+                "action": {
+                    "type": "search",
+                    "query": f"WSQ-{origin.model}-{n}",
+                    "sources": [source],
+                },
             }
         )
     if call:
@@ -106,13 +118,14 @@ def _gemini_turn(origin: Origin, n: int, thinking: bool, call: bool) -> Message:
         )
     parts.append({"text": f"answer {n}", "thoughtSignature": signature("X")})
     if thinking:
-        # Code the model ran: an `Opaque` part, its signature with it.
+        # Code the model ran and its output: native parts, the signature with the code.
         parts.append(
             {
                 "executableCode": {"language": "PYTHON", "code": f"print({n})"},
                 "thoughtSignature": signature("E"),
             }
         )
+        parts.append({"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": f"{n}\n"}})
     if call:
         parts.append(
             {
@@ -120,10 +133,21 @@ def _gemini_turn(origin: Origin, n: int, thinking: bool, call: bool) -> Message:
                 "thoughtSignature": signature("C"),
             }
         )
-    body = {
-        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}],
-        "modelVersion": origin.model,
+    candidate: dict[str, Any] = {
+        "content": {"role": "model", "parts": parts},
+        "finishReason": "STOP",
     }
+    if thinking:
+        # Google Search grounding: the search, and the answer's text citing a page.
+        page = {"uri": f"https://example.com/grounded/{n}", "title": f"Grounded {n}"}
+        candidate["groundingMetadata"] = {
+            "webSearchQueries": [f"GQ-{n}"],
+            "groundingChunks": [{"web": page}],
+            "groundingSupports": [
+                {"segment": {"startIndex": 0, "endIndex": 6}, "groundingChunkIndices": [0]}
+            ],
+        }
+    body = {"candidates": [candidate], "modelVersion": origin.model}
     return gemini_wire.decode_response(body, endpoint=origin.endpoint).message
 
 
@@ -235,7 +259,7 @@ def _signed(block: Any) -> list[str]:
         return [block.signature]
     if isinstance(block, RedactedThinking):
         return [block.data]
-    if isinstance(block, Opaque):
+    if isinstance(block, Opaque) and block.raw:
         return [block.raw]
     return []
 
@@ -293,6 +317,7 @@ def check_switch(history: list[Message], target: WireCase, naming: str = "dated"
     reported = {(d.index, d.kind) for d in encoded.downgrades}
     for index, message in enumerate(history):
         for block in message.content:
+            _check_common(block, index, asked, sent, reported, target_name)
             origin = getattr(block, "origin", None)
             tokens = _signed(block)
             if not tokens or _at_home(origin, asked):
@@ -309,6 +334,24 @@ def check_switch(history: list[Message], target: WireCase, naming: str = "dated"
                 continue  # its text goes, never its signature (checked above)
             kind = _KIND.get(type(block), "opaque")
             assert (index, kind) in reported, f"{kind} at {index} left off without a word"
+
+
+def _check_common(
+    block: Any, index: int, asked: Origin, sent: str, reported: set[tuple[int, str]], to: str
+) -> None:
+    """The common forms away from home: a provider-run tool as its reading, cited text with
+    footnotes naming every source's URL and a `citations` downgrade; their raw never goes."""
+    if isinstance(block, ServerToolCall | ServerToolResult) and not _at_home(block.origin, asked):
+        assert json.dumps(block.text)[1:-1] in sent, f"{block.tool} at {index} not read to {to}"
+    if isinstance(block, Text) and block.citations:
+        if all(_at_home(c.origin, asked) for c in block.citations):
+            return
+        assert (index, "citations") in reported, f"citations at {index} left off without a word"
+        for citation in block.citations:
+            if citation.url:
+                assert citation.url in sent, f"source {citation.url} not footnoted on {to}"
+            if citation.raw:
+                assert citation.raw not in sent, f"a citation's own form reached {to}"
 
 
 @pytest.mark.parametrize(("recorded", "target"), PAIRS)
@@ -382,6 +425,19 @@ def test_the_matrix_catches_a_signature_sent_abroad_and_a_silent_loss() -> None:
         return Encoded(anthropic.encode(request).body, ())
 
     check_switch(history, anthropic)
+    # A cited Responses text sent on without its footnotes is caught too.
+    responses = WIRES["responses"]
+    cited = responses.turn(responses.origin, 1, True, False)
+    plain = [Message.user("start"), cited, Message.user("next")]
+    url = f"https://example.com/{responses.origin.model}/1"
+
+    def unnoted(request: Request) -> Encoded:
+        encoded = anthropic.encode(request)
+        return Encoded(json.loads(json.dumps(encoded.body).replace(url, "")), encoded.downgrades)
+
+    check_switch(plain, anthropic)
+    with pytest.raises(AssertionError, match="not footnoted"):
+        check_switch(plain, anthropic._replace(encode=unnoted))
     with pytest.raises(AssertionError, match=r"ToolUse of .* reached anthropic"):
         check_switch(history, anthropic._replace(encode=leaky))
     with pytest.raises(AssertionError, match="left off without a word"):

@@ -277,6 +277,7 @@ def assemble_openai_stream(chunks: list[Any]) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant"}
     parts: dict[str, list[str]] = {}
     details: list[Any] = []
+    served: dict[str, list[Any]] = {}
     calls: dict[int, dict[str, Any]] = {}
     body: dict[str, Any] = {}
     finish = None
@@ -293,6 +294,8 @@ def assemble_openai_stream(chunks: list[Any]) -> dict[str, Any]:
                 if isinstance(delta.get(key), str):
                     parts.setdefault(key, []).append(delta[key])
             details.extend(delta.get("reasoning_details") or [])
+            for key in ("annotations", "executed_tools"):
+                served.setdefault(key, []).extend(delta.get(key) or [])
             for call in delta.get("tool_calls") or []:
                 slot = calls.setdefault(call["index"], {"arguments": []})
                 if call.get("id"):
@@ -309,6 +312,7 @@ def assemble_openai_stream(chunks: list[Any]) -> dict[str, Any]:
     message.setdefault("content", None)
     if details:
         message["reasoning_details"] = details
+    message.update({key: items for key, items in served.items() if items})
     if calls:
         message["tool_calls"] = [
             {

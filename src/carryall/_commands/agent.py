@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import msgspec
 import typer
@@ -46,7 +46,7 @@ from carryall.agent import (
 )
 from carryall.blocks import Document, Downgrade, Image, Message, ToolUse
 from carryall.errors import AttachmentError, CarryallError, StructuredOutputError
-from carryall.providers import CachePolicy, OutputSchema, Response
+from carryall.providers import CachePolicy, HostedTool, HostedToolKind, OutputSchema, Response
 from carryall.request_options import layered, parse_pairs, read_table
 from carryall.tools import Tool
 from carryall.tools.builtin import BUILTIN_TOOL_NAMES, DEFAULT_TOOL_NAMES, builtin_tools
@@ -237,6 +237,20 @@ ImageOption = Annotated[
         show_default=False,
     ),
 ]
+HostedOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--hosted",
+        metavar="KIND",
+        help=(
+            "A tool the provider runs itself: web_search, web_fetch, code_execution, "
+            "file_search, url_context or mcp, with its settings as a JSON object after = "
+            "(mcp needs server_url and server_label); refused by name on a backend without "
+            "it; repeatable."
+        ),
+        show_default=False,
+    ),
+]
 NoRecordOption = Annotated[
     bool, typer.Option("--no-record", help="Do not record this run as a session.")
 ]
@@ -323,6 +337,7 @@ def run(
     image: ImageOption = None,
     mcp: McpOption = None,
     cache: CacheOption = None,
+    hosted: HostedOption = None,
     continue_: ContinueOption = False,
     session_id: SessionOption = None,
     as_json: Annotated[
@@ -450,6 +465,7 @@ def chat(
     store: StoreOption = None,
     mcp: McpOption = None,
     cache: CacheOption = None,
+    hosted: HostedOption = None,
     continue_: ContinueOption = False,
     session_id: SessionOption = None,
     image: ImageOption = None,
@@ -519,6 +535,7 @@ class _Setup:
     """The request options a continued session was sent with, under `option`."""
     output_schema: OutputSchema | None = None
     """`run --schema`'s, or a resumed session's own (`SessionMeta.output_schema`)."""
+    hosted: list[str] | None = None
 
     @classmethod
     def of(cls, options: dict[str, Any]) -> _Setup:
@@ -536,6 +553,33 @@ class _Setup:
             "no_vision": self.no_vision or None,
         }
         return {name: value for name, value in given.items() if value is not None}
+
+
+def hosted_tools(given: Sequence[str]) -> tuple[HostedTool, ...]:
+    """`--hosted` values as hosted tools: a kind, or a kind and its settings as a JSON object.
+
+    A kind carryall does not know, or settings that are not a JSON object,
+    is refused here, naming the value; whether the backend runs the kind is
+    its codec's to say, before the first request is sent.
+    """
+    out: list[HostedTool] = []
+    for value in given:
+        kind, eq, settings = value.partition("=")
+        kind = kind.strip()
+        if kind not in get_args(HostedToolKind):
+            known = ", ".join(get_args(HostedToolKind))
+            raise CarryallError(f"--hosted {kind!r}: not a hosted tool (one of: {known})")
+        config: Any = {}
+        if eq:
+            try:
+                config = json.loads(settings)
+            except ValueError as exc:
+                reason = f"the settings are not JSON ({exc})"
+                raise CarryallError(f"--hosted {value!r}: {reason}") from None
+            if not isinstance(config, dict):
+                raise CarryallError(f"--hosted {value!r}: the settings must be a JSON object")
+        out.append(HostedTool(kind, config))  # type: ignore[arg-type]
+    return tuple(out)
 
 
 @contextmanager
@@ -556,6 +600,7 @@ def _opened(
     try:
         try:
             given = parse_pairs(setup.option or ())
+            hosted = hosted_tools(setup.hosted or ())
             system = _read_system(setup.system)
             history: list[Message] | None = None
             if setup.resume is not None:
@@ -614,6 +659,7 @@ def _opened(
             effort=chosen.effort,
             thinking=bool(chosen.thinking),
             thinking_budget=chosen.thinking_budget,
+            hosted_tools=hosted,
             session=None if setup.no_record else session,
             messages=history,
             on_text=display.on_text,

@@ -22,6 +22,7 @@ from carryall._text import shorten
 from carryall.blocks import (
     Block,
     Document,
+    Footnotes,
     Image,
     Message,
     Opaque,
@@ -126,6 +127,7 @@ _NO_PDF = "this wire takes no PDF documents: sent as its placeholder line"
 _DOC_TEXT = "this wire takes no text documents: sent as the document's text"
 _OPAQUE_TEXT = "provider-native {kind} block of {origin}: sent as its text line"
 _OPAQUE_OFF = "provider-native {kind} block of {origin}: nothing of it can go on this wire"
+_CITED = "citations of {origin}: this wire takes no citations from it, sent as numbered footnotes"
 _TOOL_SIGNATURE = "the call's signature was made by {origin}: the call goes without it"
 _FOLDED = "this wire takes no system message inside the history: folded into a user turn"
 
@@ -268,10 +270,20 @@ def _fit(
     """The message with what `wire` cannot take left off or as text; None when unchanged."""
     out: list[Block] = []
     changed = False
+    notes: Footnotes | None = None
     for at, block in enumerate(message.content):
         fitted: Block | None = block
         made = len(downgrades)
-        if isinstance(block, Thinking):
+        if type(block) is Text:
+            if block.citations and not all(
+                _matches(c.origin, wire, target, every_origin) and c.origin is not None
+                for c in block.citations
+            ):
+                notes = notes or Footnotes()
+                fitted = Text(notes.mark(block))
+                reason = _CITED.format(origin=_named(block.citations[0].origin))
+                downgrades.append(Downgrade(index, "citations", reason))
+        elif isinstance(block, Thinking):
             fitted = _fit_thinking(block, index, wire, target, every_origin, downgrades)
         elif isinstance(block, RedactedThinking):
             if not wire.signed:
@@ -318,6 +330,8 @@ def _fit(
             changed = True
         if fitted is not None:
             out.append(fitted)
+    if notes is not None:
+        out.append(Text(notes.text()))  # the list the markers point to, at the message's end
     if not changed:
         return None
     return Message(message.role, tuple(out))

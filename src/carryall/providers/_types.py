@@ -8,7 +8,7 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from carryall.blocks import Block, Downgrade, Message, Origin
+from carryall.blocks import Block, Citation, Downgrade, Message, Origin, Text
 from carryall.capabilities import CachePolicy, Capabilities
 from carryall.errors import CarryallError
 from carryall.usage import Usage
@@ -242,14 +242,33 @@ class Sent(msgspec.Struct, frozen=True, gc=False):
 
 
 def _requested_block(block: Block, model: str, account: str) -> Block:
+    if type(block) is Text and block.citations:
+        # A text's citations carry their origin, one each.
+        cited = tuple(_requested_citation(c, model, account) for c in block.citations)
+        if all(map(operator.is_, cited, block.citations)):
+            return block
+        return Text(block.text, cited)
     origin: Origin | None = getattr(block, "origin", None)
-    if origin is None or not origin.dialect or origin.requested:
+    stamped = _requested_origin(origin, model, account)
+    if stamped is origin:
         return block
+    return msgspec.structs.replace(block, origin=stamped)
+
+
+def _requested_citation(citation: Citation, model: str, account: str) -> Citation:
+    stamped = _requested_origin(citation.origin, model, account)
+    if stamped is citation.origin:
+        return citation
+    return msgspec.structs.replace(citation, origin=stamped)
+
+
+def _requested_origin(origin: Origin | None, model: str, account: str) -> Origin | None:
+    if origin is None or not origin.dialect or origin.requested:
+        return origin
     # The asked-for name is written only where it differs from the answered
     # one: a transcript of a model asked for by its own name reads as before.
     requested = model if model != origin.model else ""
     account = account or origin.account
     if not requested and account == origin.account:
-        return block
-    stamped = msgspec.structs.replace(origin, requested=requested, account=account)
-    return msgspec.structs.replace(block, origin=stamped)
+        return origin
+    return msgspec.structs.replace(origin, requested=requested, account=account)

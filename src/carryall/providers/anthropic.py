@@ -25,14 +25,19 @@ Choices this dialect forces, each made once here:
   goes back only to that origin (`_common.prepare`): a signature from
   another model or server is left off and reported. Redacted thinking is a
   `RedactedThinking`; decoding then encoding gives it back byte for byte.
-- **Provider-native blocks** (server-tool use and results, MCP blocks,
-  `tool_reference`, anything newer) are `Opaque` blocks holding the block's
-  JSON, echoed as they came to their origin and elsewhere their one text
-  line; a text block's `citations` ride an `Opaque` of kind `citations`
-  right after its `Text`, joined back onto the text for its origin, and a
-  `tool_result`'s own native parts (a `tool_reference`) ride one of kind
-  `tool_result_content` right after the result, back inside it for its
-  origin. A response is never refused for a block type it does not know.
+- **Provider-native blocks** (`tool_reference`, anything newer) are `Opaque`
+  blocks holding the block's JSON, echoed as they came to their origin and
+  elsewhere their one text line; server-tool and MCP calls and their
+  results are the common `ServerToolCall` and `ServerToolResult` (the same
+  JSON, with a reading); a text block's `citations` are its
+  `Text.citations`, each keeping its JSON, joined back onto the text for
+  their origin (an older transcript's `Opaque` of kind `citations` right
+  after its `Text` still is). A `tool_result`'s own native parts (a
+  `tool_reference`) ride an `Opaque` of kind `tool_result_content` right
+  after the result, back inside it for its origin. A response is never
+  refused for a block type it does not know. Hosted tools
+  (`Request.hosted_tools`) are server tools and `mcp_servers`
+  (`providers.hosted`).
 - **Documents** go as `document` blocks (PDF by base64 or URL, plain text
   as a `text` source, with the title); images by URL as `url` sources. A
   mid-conversation `system` message is folded into the next user turn
@@ -86,6 +91,7 @@ from carryall._json import (
 from carryall._text import json_type_phrase, shorten
 from carryall.blocks import (
     Block,
+    Citation,
     Document,
     Downgrade,
     Image,
@@ -93,13 +99,15 @@ from carryall.blocks import (
     Opaque,
     Origin,
     RedactedThinking,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     Thinking,
     ToolResult,
     ToolUse,
 )
 from carryall.errors import BlockError, CarryallError, ProviderError, wire_error
-from carryall.providers import caching, structured
+from carryall.providers import caching, hosted, structured
 from carryall.providers._common import (
     Prepared,
     Wire,
@@ -306,6 +314,12 @@ def _body(
                     "thinking (the API takes only 'auto' or 'none' then)"
                 )
             wire["tool_choice"] = dict(_TOOL_CHOICES[request.tool_choice])
+    if request.hosted_tools:
+        served = hosted.anthropic_fields(request.hosted_tools)
+        if "tools" in served:
+            wire["tools"] = [*wire.get("tools", ()), *served["tools"]]
+        if "mcp_servers" in served:
+            wire["mcp_servers"] = served["mcp_servers"]
     if request.thinking and caps.thinking:
         wire["thinking"] = {"type": "enabled", "budget_tokens": _thinking_budget(request)}
     if request.effort is not None:
@@ -466,6 +480,8 @@ def _encode_message(message: Message, payload: Callable[[str], Any]) -> dict[str
             last_text = last_result = None
             if block.text and not block.text.isspace():
                 last_text = {"type": "text", "text": block.text}
+                if block.citations:  # `prepare` kept them: this origin's own
+                    last_text["citations"] = _native_citations(block.citations)
                 content.append(last_text)
             continue
         if isinstance(block, Opaque) and block.kind == CITATIONS:
@@ -482,7 +498,8 @@ def _encode_message(message: Message, payload: Callable[[str], Any]) -> dict[str
             continue
         last_text = last_result = None
         if isinstance(block, Opaque):
-            content.append(json.loads(block.raw))
+            if block.raw:  # "" is a result its call's item holds
+                content.append(json.loads(block.raw))
         elif isinstance(block, ToolResult):
             result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.tool_use_id}
             if block.content:
@@ -636,32 +653,125 @@ onto their text. Images and documents that rode inside are lifted instead.
 
 
 def _opaque(kind: str, block: Mapping[str, Any], origin: Origin | None) -> Opaque:
-    line = repair_text(_native_line(kind, block))
-    return Opaque(repair_text(kind), _raw_value(block), origin, line)
-
-
-def _native_line(kind: str, block: Mapping[str, Any]) -> str:
-    """The one honest line a provider-native block is on other wires and to readers."""
+    """A provider-native block kept whole; a server tool's call or result in its common form."""
     if kind in ("server_tool_use", "mcp_tool_use"):
         name = block.get("name")
-        value = block.get("input")
-        shown = ""
-        if isinstance(value, Mapping):
-            query = value.get("query", value.get("url", value.get("command")))
-            shown = query if isinstance(query, str) else json.dumps(value, ensure_ascii=False)
-        return f"[{kind} {name if isinstance(name, str) else '?'}: {shorten(shown, 200)}]"
-    content = block.get("content")
-    if kind.endswith("_tool_result") and isinstance(content, list):
-        titles: list[str] = []
-        for item in content:
-            name = item.get("title") or item.get("url") if isinstance(item, Mapping) else None
-            if isinstance(name, str):
-                titles.append(name)
-        if titles:
-            return f"[{kind}: {shorten('; '.join(titles), 300)}]"
+        name = name if isinstance(name, str) else ""
+        tool = "mcp" if kind == "mcp_tool_use" else _SERVER_TOOLS.get(name, name or kind)
+        ident = block.get("id")
+        return ServerToolCall.made(
+            kind,
+            _raw_value(block),
+            origin,
+            tool=tool,
+            id=ident if isinstance(ident, str) else "",
+            name=name,
+            input=block.get("input"),
+        )
     if kind.endswith("_tool_result"):
-        return f"[{kind}]"
-    return ""
+        return _server_result(kind, block, origin)
+    return Opaque(repair_text(kind), _raw_value(block), origin)
+
+
+_SERVER_TOOLS: Final = {
+    "web_search": "web_search",
+    "web_fetch": "web_fetch",
+    "code_execution": "code_execution",
+    "bash_code_execution": "code_execution",
+    "text_editor_code_execution": "code_execution",
+}
+"""The common kind of each Anthropic server tool by its name; any other keeps its own name."""
+
+
+def _server_result(kind: str, block: Mapping[str, Any], origin: Origin | None) -> ServerToolResult:
+    """A server tool's result in the common form: its sources, its output, whether it failed.
+
+    The result block's type names its tool (`web_search_tool_result`,
+    `bash_code_execution_tool_result`, `mcp_tool_result`); its content is
+    a list of search results, one result object, or an MCP tool's text.
+    """
+    stem = kind.removesuffix("_tool_result")
+    tool = "mcp" if stem == "mcp" else _SERVER_TOOLS.get(stem, stem)
+    content = block.get("content")
+    sources: list[Citation] = []
+    output: list[str] = []
+    failed = block.get("is_error") is True
+    items = content if isinstance(content, list) else [content]
+    for item in items:
+        if isinstance(item, str):
+            output.append(item)
+            continue
+        if not isinstance(item, Mapping):
+            continue
+        part = item.get("type")
+        if isinstance(part, str) and part.endswith("_error"):
+            failed = True
+            output.append(str(item.get("error_code", part)))
+        url = item.get("url")
+        if isinstance(url, str):
+            title = item.get("title")
+            fetched = item.get("content")
+            if not isinstance(title, str) and isinstance(fetched, Mapping):
+                title = fetched.get("title")
+            sources.append(Citation(url, title if isinstance(title, str) else ""))
+        for key in ("text", "stdout", "stderr", "content"):
+            value = item.get(key)
+            if isinstance(value, str) and value:
+                output.append(value)
+    call = block.get("tool_use_id")
+    return ServerToolResult.made(
+        kind,
+        _raw_value(block),
+        origin,
+        tool=tool,
+        call_id=call if isinstance(call, str) else "",
+        output=repair_text("\n".join(output)),
+        sources=sources,
+        is_error=failed,
+    )
+
+
+def _cited(text: str, citations: Sequence[Any], origin: Origin | None) -> Text:
+    """A text with its citations in the common form, each keeping its own JSON for `origin`."""
+    return Text(text, tuple(_citation(c, origin) for c in citations))
+
+
+def _citation(raw: Any, origin: Origin | None) -> Citation:
+    # The location kinds name their fields apart (`char_location`,
+    # `page_location`, `content_block_location`, `web_search_result_location`,
+    # `search_result_location`); each is read for what it has.
+    c = raw if isinstance(raw, Mapping) else {}
+
+    def text(*keys: str) -> str:
+        for key in keys:
+            value = c.get(key)
+            if isinstance(value, str):
+                return value
+        return ""
+
+    def number(*keys: str) -> int | None:
+        for key in keys:
+            value = c.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return None
+
+    index = number("document_index", "search_result_index")
+    return Citation(
+        url=text("url"),
+        title=text("document_title", "title"),
+        cited_text=text("cited_text"),
+        start=number("start_char_index", "start_page_number", "start_block_index"),
+        end=number("end_char_index", "end_page_number", "end_block_index"),
+        source=text("source") or ("" if index is None else str(index)),
+        raw=_raw_value(raw),
+        origin=origin,
+    )
+
+
+def _native_citations(citations: Sequence[Citation]) -> list[Any]:
+    """Citations kept for this origin, as the API gave them."""
+    return [json.loads(c.raw) for c in citations if c.raw]
 
 
 def _tool_input(raw: str) -> tuple[Any, bool]:
@@ -708,12 +818,11 @@ def _response_blocks(
         index, at = place
         unmodelled(block, _BLOCK_FIELDS[kind], where, lost, index=index, block=at)
     if kind == "text":
-        text = Text(_str(block, "text", where))
         citations = block.get("citations")
         if citations:
             _array(citations, f"{where}.citations")
-            return [text, Opaque(CITATIONS, _raw_value(citations), native)]
-        return [text]
+            return [_cited(_str(block, "text", where), citations, native)]
+        return [Text(_str(block, "text", where))]
     if kind == "thinking":
         signature = _opt_str(block, "signature", where)
         return [_thinking(signature, _str(block, "thinking", where), origin)]
@@ -1270,9 +1379,8 @@ class StreamDecoder:
                 whole["content"] = (whole.get("content") or "") + "".join(opened.compacted)
             blocks = [_opaque(opened.kind, whole, origin)]
         elif opened.kind == "text":
-            blocks = [Text("".join(opened.parts))]
-            if opened.citations:
-                blocks.append(Opaque(CITATIONS, _raw_value(opened.citations), origin))
+            text = "".join(opened.parts)
+            blocks = [_cited(text, opened.citations, origin) if opened.citations else Text(text)]
         elif opened.kind == "thinking":
             blocks = [_thinking("".join(opened.signature), "".join(opened.parts), origin)]
         elif opened.kind == "redacted_thinking":

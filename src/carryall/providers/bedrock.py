@@ -56,9 +56,11 @@ The wire:
 Decoding: `output.message.content` in order. `text` is `Text`,
 `reasoningContent.reasoningText` `Thinking` (signed, and stamped with its
 origin, when it has a signature), `redactedContent` `RedactedThinking`, a
-`toolUse` a `ToolUse`; any other block (citations, a server tool's use and
-result, guard content) is kept whole as an `Opaque` of its key, echoed only
-to its origin, with its text as the honest line elsewhere. Stop reasons:
+`toolUse` a `ToolUse`, `citationsContent` a `Text` with its citations
+(sent back as a cited block to its origin), a server tool's `toolUse` and
+`toolResult` a `ServerToolCall` and `ServerToolResult`; any other block
+(guard content, anything newer) is kept whole as an `Opaque` of its key,
+echoed only to its origin, with its text as the honest line elsewhere. Stop reasons:
 `end_turn` and `stop_sequence` are `end_turn`, `tool_use` (or any answer
 holding calls) `tool_use`, `max_tokens` and `model_context_window_exceeded`
 `max_tokens`, `guardrail_intervened` and `content_filtered` `refusal`,
@@ -86,6 +88,7 @@ from carryall._json import Payload, WrittenAhead, body_bytes, load_json, repair_
 from carryall._text import shorten
 from carryall.blocks import (
     Block,
+    Citation,
     Document,
     Downgrade,
     Image,
@@ -93,6 +96,8 @@ from carryall.blocks import (
     Opaque,
     Origin,
     RedactedThinking,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     Thinking,
     ToolResult,
@@ -101,7 +106,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError, wire_error
-from carryall.providers import caching, structured
+from carryall.providers import caching, hosted, structured
 from carryall.providers._common import (
     Wire,
     _shown,
@@ -233,6 +238,7 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
         if marks.system:
             system.append({"cachePoint": {"type": "default"}})
         body["system"] = system
+    hosted.refuse_all(request.hosted_tools, "bedrock")
     body["inferenceConfig"] = {"maxTokens": request.max_tokens}
     if request.tools:
         tools: list[dict[str, Any]] = []
@@ -375,9 +381,10 @@ def _user_content(
             append({"image": {"format": fmt, "source": {"bytes": payload(block.data)}}})
         elif type(block) is Document:
             append({"document": _document(block, payload)})
-        elif type(block) is Opaque:
+        elif isinstance(block, Opaque):
             # `prepare` kept it: this origin's own block, as it came.
-            append(json.loads(block.raw))
+            if block.raw:
+                append(json.loads(block.raw))
         else:
             raise HistoryError(index, f"a {type(block).__name__} block has no place in a user turn")
     return content or [{"text": ""}]
@@ -408,7 +415,12 @@ def _assistant_content(message: Message, index: int) -> list[dict[str, Any]]:
     for block in message.content:
         if type(block) is Text:
             text = block.text
-            if text and not text.isspace():
+            if block.citations and all(c.raw for c in block.citations):
+                # `prepare` kept them: this origin's own, as a cited block again.
+                citations = [json.loads(c.raw) for c in block.citations]
+                cited = {"content": [{"text": text}], "citations": citations}
+                append({"citationsContent": cited})
+            elif text and not text.isspace():
                 append({"text": text})
         elif type(block) is ToolUse:
             value = block.input if type(block.input) is dict else _input(block)
@@ -422,7 +434,7 @@ def _assistant_content(message: Message, index: int) -> list[dict[str, Any]]:
             append({"reasoningContent": {"reasoningText": reasoning}})
         elif type(block) is RedactedThinking:
             append({"reasoningContent": {"redactedContent": block.data}})
-        elif type(block) is Opaque:
+        elif isinstance(block, Opaque) and block.raw:
             append(json.loads(block.raw))
     return content
 
@@ -542,7 +554,97 @@ def _answer_blocks(
     (kind,) = block
     if not isinstance(kind, str):
         raise error(f"{where}: a content block kind must be a string")
+    if kind == "citationsContent" and isinstance(block[kind], Mapping):
+        cited = _cited(block[kind], origin)
+        if cited is not None:
+            return [cited], 0
+    if kind in ("toolUse", "toolResult") and isinstance(block[kind], Mapping):
+        return [_server_tool(kind, block, origin)], 0
     return [Opaque(kind, _raw(block), origin, _opaque_text(kind, block[kind]))], 0
+
+
+_SERVER_TOOLS: Final = {
+    "nova_grounding": "web_search",
+    "nova_code_interpreter": "code_execution",
+}
+"""The common kind of each Bedrock server tool (Nova's) by its name; any other keeps its own."""
+
+
+def _server_tool(kind: str, block: Mapping[str, Any], origin: Origin) -> Opaque:
+    """A server tool's call (`toolUse` of type `server_tool_use`) or its result, in the common
+    form: the result's type names its tool (`nova_code_interpreter_result`)."""
+    body: Mapping[str, Any] = block[kind]
+    ident = body.get("toolUseId")
+    ident = ident if isinstance(ident, str) else ""
+    if kind == "toolUse":
+        name = body.get("name")
+        name = name if isinstance(name, str) else ""
+        tool = _SERVER_TOOLS.get(name, name or "server_tool")
+        given = body.get("input")
+        return ServerToolCall.made(
+            kind, _raw(block), origin, tool=tool, id=ident, name=name, input=given
+        )
+    named = body.get("type")
+    stem = named.removesuffix("_result") if isinstance(named, str) else ""
+    output: list[str] = []
+    for part in _items(body.get("content")):
+        if isinstance(part, Mapping):
+            if isinstance(part.get("text"), str):
+                output.append(part["text"])
+            elif isinstance(part.get("json"), Mapping):
+                value = part["json"]
+                shown = [value.get(k) for k in ("stdOut", "stdErr", "output")]
+                found = [s for s in shown if isinstance(s, str) and s]
+                output.extend(found or [json.dumps(value, ensure_ascii=False)])
+    return ServerToolResult.made(
+        kind,
+        _raw(block),
+        origin,
+        tool=_SERVER_TOOLS.get(stem, stem or "server_tool"),
+        call_id=ident,
+        output="\n".join(output),
+        is_error=body.get("status") == "error",
+    )
+
+
+def _cited(content: Mapping[str, Any], origin: Origin) -> Text | None:
+    """A `citationsContent` block as its text and its citations; None when it is not one.
+
+    Its generated text is the answer's; each citation names its document
+    (`title`, `source`), the passages quoted (`sourceContent`) and where in
+    the document they sit (`location`, one key per kind of location).
+    """
+    parts = content.get("content")
+    if not isinstance(parts, list) or not all(
+        isinstance(p, Mapping) and isinstance(p.get("text"), str) for p in parts
+    ):
+        return None
+    citations: list[Citation] = []
+    for raw in _items(content.get("citations")):
+        if not isinstance(raw, Mapping):
+            return None
+        quoted = [q.get("text") for q in _items(raw.get("sourceContent")) if isinstance(q, Mapping)]
+        location = raw.get("location")
+        span: Mapping[str, Any] = {}
+        if isinstance(location, Mapping) and len(location) == 1:
+            (inner,) = location.values()
+            span = inner if isinstance(inner, Mapping) else {}
+        start, end = span.get("start"), span.get("end")
+        url = span.get("url")
+        title, source = raw.get("title"), raw.get("source")
+        citations.append(
+            Citation(
+                url=url if isinstance(url, str) else "",
+                title=title if isinstance(title, str) else "",
+                cited_text="\n".join(q for q in quoted if isinstance(q, str)),
+                start=start if type(start) is int else None,
+                end=end if type(end) is int else None,
+                source=source if isinstance(source, str) else "",
+                raw=_raw(raw),
+                origin=origin,
+            )
+        )
+    return Text("".join(p["text"] for p in parts), tuple(citations))
 
 
 def _stop_reason(stop: Any, calls: bool) -> StopReason:
@@ -1062,3 +1164,8 @@ def _import_document(part: Mapping[str, Any], at: str) -> Block:
     if media_type is None or data is None:
         return Opaque("document", _raw(part), _IMPORTED, _opaque_text("document", document))
     return Document(media_type, data, title=title)
+
+
+def _items(value: Any) -> list[Any]:
+    """A field read as a list of entries: anything else (absent, null, a stray value) as none."""
+    return value if isinstance(value, list) else []

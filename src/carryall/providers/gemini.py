@@ -40,7 +40,12 @@ The wire:
 Decoding: the first candidate's parts, in order: `thought: true` parts
 become `Thinking` (signed by their `thoughtSignature`), other text parts
 `Text`, `functionCall` parts `ToolUse` (a call without an id gets a minted
-one, `call_<n>`). `finishReason` `STOP` is `end_turn` (`tool_use` when the
+one, `call_<n>`), `executableCode` and `codeExecutionResult` (and a
+server-side `toolCall` and `toolResponse`) `ServerToolCall` and
+`ServerToolResult` holding the part; the candidate's `groundingMetadata`
+and `urlContextMetadata` become a provider-run search (or fetch) with its
+result ahead of the text, and the grounding supports the text's
+citations. `finishReason` `STOP` is `end_turn` (`tool_use` when the
 answer holds calls), `MAX_TOKENS` is `max_tokens`, `SAFETY`, `RECITATION`,
 `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII`, `IMAGE_SAFETY` and a blocked
 prompt (`promptFeedback.blockReason`) are `refusal`, anything else `other`.
@@ -49,9 +54,9 @@ cachedContentTokenCount`, the cached figure `cache_read_input_tokens`;
 `output_tokens` is `candidatesTokenCount + thoughtsTokenCount`.
 
 Every parser here answers hostile input with a `ProviderError` naming the
-place (or, for `decode_messages`, a `BlockError`); unknown fields and part
-kinds the block model has no use for (executable code and the like) are
-skipped, so new server features do not break old clients.
+place (or, for `decode_messages`, a `BlockError`); part kinds the block
+model does not model are kept whole as `Opaque` blocks and unknown fields
+named in the report, so new server features do not break old clients.
 """
 
 from __future__ import annotations
@@ -70,11 +75,14 @@ from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
     IMAGE_MEDIA_TYPES,
     Block,
+    Citation,
     Document,
     Image,
     Message,
     Opaque,
     Origin,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     Thinking,
     ToolResult,
@@ -82,7 +90,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError, wire_error
-from carryall.providers import structured
+from carryall.providers import hosted, structured
 from carryall.providers._common import (
     Wire,
     _shown,
@@ -235,6 +243,8 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
                     f"tool_choice {request.tool_choice!r} is not one of {', '.join(_MODES)}"
                 )
             body["toolConfig"] = {"functionCallingConfig": {"mode": mode}}
+    if request.hosted_tools:
+        body["tools"] = [*body.get("tools", ()), *hosted.gemini_tools(request.hosted_tools)]
     config: dict[str, Any] = {"maxOutputTokens": request.max_tokens}
     if request.thinking:
         thinking: dict[str, Any] = {"includeThoughts": True}
@@ -467,6 +477,8 @@ def _model_parts(content: Sequence[Block], names: dict[str, str]) -> list[Any]:
         if isinstance(block, Opaque):
             # `prepare` kept it: this origin's own native block. A text part's
             # signature goes back on that part; anything else as it came.
+            if not block.raw:  # a result its call's part holds, or grounding
+                continue
             native = json.loads(block.raw)
             if block.kind == SIGNATURE and text_part is not None:
                 parts[-1] = {"text": text_part.text, **native}
@@ -537,7 +549,159 @@ def _part_blocks(
     kind = next((key for key in raw if key not in _PART_META), None)
     if kind is None:
         return []
-    return [Opaque(kind, json.dumps(raw, ensure_ascii=False), origin, _part_line(kind, raw[kind]))]
+    return [_native_part(kind, raw, origin)]
+
+
+def _native_part(kind: str, raw: Mapping[str, Any], origin: Origin | None) -> Opaque:
+    """A part the block model does not hold, whole; code execution and server tools read too.
+
+    `executableCode` and `codeExecutionResult` are the code the model ran
+    and its output; `toolCall` and `toolResponse` a server-side tool's
+    call and answer (file search, Google Search), named by `toolType`.
+    """
+    whole = json.dumps(raw, ensure_ascii=False)
+    value = raw[kind]
+    held = value if isinstance(value, Mapping) else {}
+    ident = held.get("id")
+    ident = ident if isinstance(ident, str) else ""
+    if kind == "executableCode":
+        given = {k: held[k] for k in ("language", "code") if k in held}
+        tool = "code_execution"
+        return ServerToolCall.made(kind, whole, origin, tool=tool, id=ident, input=given)
+    if kind == "codeExecutionResult":
+        output = held.get("output")
+        return ServerToolResult.made(
+            kind,
+            whole,
+            origin,
+            tool="code_execution",
+            call_id=ident,
+            output=output if isinstance(output, str) else "",
+            is_error=held.get("outcome") not in (None, "OUTCOME_OK"),
+        )
+    if kind in ("toolCall", "toolResponse"):
+        tool_type = held.get("toolType")
+        tool_type = tool_type if isinstance(tool_type, str) else ""
+        tool = _SERVER_TOOL_TYPES.get(tool_type, tool_type.lower() or kind)
+        if kind == "toolCall":
+            return ServerToolCall.made(
+                kind, whole, origin, tool=tool, id=ident, name=tool_type, input=held.get("args")
+            )
+        answer = held.get("response")
+        shown = json.dumps(answer, ensure_ascii=False) if answer is not None else ""
+        return ServerToolResult.made(
+            kind, whole, origin, tool=tool, call_id=ident, output=shorten(shown, 2000)
+        )
+    return Opaque(kind, whole, origin, _part_line(kind, value))
+
+
+_SERVER_TOOL_TYPES: Final = {
+    "GOOGLE_SEARCH": "web_search",
+    "GOOGLE_SEARCH_RETRIEVAL": "web_search",
+    "FILE_SEARCH": "file_search",
+    "URL_CONTEXT": "url_context",
+    "CODE_EXECUTION": "code_execution",
+    "GOOGLE_MAPS": "google_maps",
+}
+"""The common kind of each Gemini server-side `toolType`; any other is its own, lowercased."""
+
+GROUNDING: Final = ("groundingMetadata", "urlContextMetadata")
+"""The candidate fields that say what the answer rests on: a provider-run search or URL fetch.
+
+They have no place in a request (a `Content` holds parts), so they are
+read into the common form with no raw of their own: a call and result
+every other wire and reader gets as text, and citations on the answer's
+text. What of them that form does not hold is named in the answer's report.
+"""
+
+_GROUNDING_HELD: Final = frozenset(
+    {"webSearchQueries", "retrievalQueries", "groundingChunks", "web", "retrievedContext"}
+    | {"maps", "uri", "title", "text", "fileSearchStore", "groundingSupports", "segment"}
+    | {"startIndex", "endIndex", "urlMetadata", "retrievedUrl", "urlRetrievalStatus"}
+)
+"""The grounding fields the common form holds; any other is named as not kept."""
+
+
+def _grounding_unheld(value: Any, path: str, out: list[str], held: bool = True) -> None:
+    """The paths of the grounding fields the common form does not hold, each once, to the leaf."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            kept = held and key in _GROUNDING_HELD
+            at = f"{path}.{key}"
+            if not kept and not isinstance(item, Mapping) and at not in out:
+                out.append(at)
+            _grounding_unheld(item, at, out, kept)
+    elif isinstance(value, list):
+        for item in value:
+            _grounding_unheld(item, path, out, held)
+
+
+def _grounding(kind: str, value: Any, origin: Origin) -> tuple[list[Block], list[Citation]]:
+    """A candidate's grounding or URL context as a provider-run tool's call and result.
+
+    Google Search and file search grounding name their queries, the chunks
+    found (a web page or a retrieved passage) and which chunks support which
+    span of the answer: the supports become the answer's citations, the
+    chunks the result's sources. URL context names each URL it retrieved.
+    """
+    held = value if isinstance(value, Mapping) else {}
+    if kind == "urlContextMetadata":
+        sources: list[Citation] = []
+        statuses: list[str] = []
+        for item in _items(held.get("urlMetadata")):
+            if isinstance(item, Mapping) and isinstance(item.get("retrievedUrl"), str):
+                sources.append(Citation(item["retrievedUrl"]))
+                status = item.get("urlRetrievalStatus")
+                statuses.append(f"{item['retrievedUrl']}: {status}")
+        urls = [s.url for s in sources]
+        call = ServerToolCall.made(kind, "", origin, tool="url_context", input={"urls": urls})
+        result = ServerToolResult.made(
+            kind, "", origin, tool="url_context", output="\n".join(statuses), sources=sources
+        )
+        return [call, result], []
+    chunks: list[Citation] = []
+    tool = "web_search"
+    for chunk in _items(held.get("groundingChunks")):
+        found = chunk if isinstance(chunk, Mapping) else {}
+        page = found.get("web") or found.get("retrievedContext") or found.get("maps") or {}
+        if "retrievedContext" in found:
+            tool = "file_search"
+        page = page if isinstance(page, Mapping) else {}
+        chunks.append(
+            Citation(
+                url=_text_of(page, "uri"),
+                title=_text_of(page, "title"),
+                cited_text=_text_of(page, "text"),
+                source=_text_of(page, "fileSearchStore"),
+                origin=origin,
+            )
+        )
+    cited: list[Citation] = []
+    for support in _items(held.get("groundingSupports")):
+        if not isinstance(support, Mapping):
+            continue
+        segment = support.get("segment")
+        segment = segment if isinstance(segment, Mapping) else {}
+        start, end = segment.get("startIndex", 0), segment.get("endIndex")
+        for number in _items(support.get("groundingChunkIndices")):
+            if isinstance(number, int) and 0 <= number < len(chunks):
+                cited.append(
+                    msgspec.structs.replace(
+                        chunks[number],
+                        cited_text=_text_of(segment, "text"),
+                        start=start if isinstance(start, int) else None,
+                        end=end if isinstance(end, int) else None,
+                    )
+                )
+    queries = held.get("webSearchQueries") or held.get("retrievalQueries") or []
+    call = ServerToolCall.made(kind, "", origin, tool=tool, input={"queries": queries})
+    result = ServerToolResult.made(kind, "", origin, tool=tool, sources=chunks)
+    return [call, result], cited
+
+
+def _text_of(value: Mapping[str, Any], key: str) -> str:
+    found = value.get(key)
+    return found if isinstance(found, str) else ""
 
 
 _PART_META: Final = frozenset({"thoughtSignature", "thought", "partMetadata", "videoMetadata"})
@@ -710,7 +874,7 @@ _ANSWER_FIELDS: Final = frozenset(
 )
 _CANDIDATE_FIELDS: Final = frozenset(
     {"content", "finishReason", "index", "safetyRatings", "avgLogprobs", "tokenCount"}
-    | {"logprobsResult", "finishMessage"}
+    | {"logprobsResult", "finishMessage", *GROUNDING}
 )
 _CONTENT_FIELDS: Final = frozenset({"role", "parts"})
 _PART_FIELDS: Final = frozenset({"text", "thought", "thoughtSignature", "functionCall"})
@@ -731,6 +895,7 @@ class _Answer:
         """The last `usageMetadata` as the wire sent it (a stream's last chunk has the totals)."""
         self.model: str | None = None
         self.blocked: str | None = None
+        self.grounding: dict[str, dict[str, Any]] = {}
 
     def chunk(self, data: Any, where: str) -> str:
         body = _mapping(data, where)
@@ -755,6 +920,11 @@ class _Answer:
         where = f"{where}.candidates[0]"
         candidate = _mapping(candidates[0], where)
         unmodelled(candidate, _CANDIDATE_FIELDS, where, self.lost)
+        for kind in GROUNDING:
+            value = candidate.get(kind)
+            if isinstance(value, Mapping):
+                # A stream may give it in pieces, the later naming more.
+                self.grounding.setdefault(kind, {}).update(value)
         finish = candidate.get("finishReason")
         if finish is not None:
             if not isinstance(finish, str):
@@ -792,6 +962,33 @@ class _Answer:
                     shown.append(block.text)
         return "".join(shown)
 
+    def _grounded(self, blocks: list[Block], lost: list[Downgrade]) -> list[Block]:
+        """The answer with what it rests on: the search ahead of the text, its citations on it.
+
+        The supports' spans count over the whole answer's text, so the
+        citations ride on its last text block (adjacent text parts are
+        already one); what of the grounding that form does not hold is
+        named in `lost`.
+        """
+        origin = Origin(DIALECT, self.endpoint, self.model or "")
+        ran: list[Block] = []
+        cited: list[Citation] = []
+        unheld: list[str] = []
+        for kind, value in self.grounding.items():
+            held, citations = _grounding(kind, value, origin)
+            ran += held
+            cited += citations
+            _grounding_unheld(value, f"candidate.{kind}", unheld)
+        if unheld:
+            reason = f"{', '.join(unheld)}: what the answer rested on, not kept"
+            lost.append(Downgrade(0, "field", reason))
+        last = max((i for i, b in enumerate(blocks) if type(b) is Text), default=None)
+        if last is not None and cited:
+            text: Text = blocks[last]  # type: ignore[assignment]
+            blocks[last] = Text(text.text, (*text.citations, *cited))
+        first = next((i for i, b in enumerate(blocks) if type(b) is Text), len(blocks))
+        return [*blocks[:first], *ran, *blocks[first:]]
+
     def _add(self, block: Block) -> None:
         last = self.blocks[-1] if self.blocks else None
         if type(block) is Text and type(last) is Text:
@@ -803,6 +1000,9 @@ class _Answer:
 
     def response(self) -> Response:
         blocks = list(self.blocks)
+        lost = list(self.lost)  # the answer may be asked for twice: the report is made anew
+        if self.grounding:
+            blocks = self._grounded(blocks, lost)
         calls = any(isinstance(b, ToolUse) for b in blocks)
         refusal: str | None = None
         stop = _stop_reason(self.finish, calls)
@@ -821,7 +1021,7 @@ class _Answer:
             model=self.model,
             refusal=refusal,
             raw_usage=self.raw_usage,
-            downgrades=tuple(self.lost),
+            downgrades=tuple(lost),
         )
 
 
@@ -956,8 +1156,7 @@ def _import_user(parts: list[Any], where: str, calls: list[ToolUse]) -> Message:
             kind = next((key for key in raw if key not in _PART_META), None)
             if kind is None:
                 raise BlockError(f"{part_where}: this part has no block form")
-            line = _part_line(kind, raw[kind])
-            rest.append(Opaque(kind, json.dumps(raw, ensure_ascii=False), _IMPORTED, line))
+            rest.append(_native_part(kind, raw, _IMPORTED))
     return Message("user", (*results, *rest) or (Text(""),))
 
 
@@ -1060,3 +1259,8 @@ def _texts(content: Any, where: str) -> list[str]:
             raise BlockError(f"{where}.parts[{i}] must be a text part")
         texts.append(part["text"])
     return texts
+
+
+def _items(value: Any) -> list[Any]:
+    """A field read as a list of entries: anything else (absent, null, a stray value) as none."""
+    return value if isinstance(value, list) else []

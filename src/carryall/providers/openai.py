@@ -57,8 +57,10 @@ and Kimi want their reasoning back on a tool round); each `reasoning_details` en
 encrypted `data` or a `signature` (OpenRouter passing through an OpenAI or
 Claude model's own) follows as an `Opaque` stamped with its origin (the
 dialect, the transport's endpoint, the response's model), sent back on the
-assistant message's `reasoning_details` to that origin alone; the text
-follows, then the tool calls. Arguments that are not JSON are counted in
+assistant message's `reasoning_details` to that origin alone; the tools
+the server ran (Groq's `executed_tools`) follow as `ServerToolCall` and
+`ServerToolResult`, then the text (OpenRouter's `url_citation` annotations
+its citations), then the tool calls. Arguments that are not JSON are counted in
 `Response.malformed_tool_args` and surface as a `ToolUse` whose input is
 the raw text, so the loop can answer it with an error result (empty
 arguments read as `{}`); sent back, that input is the JSON string of the
@@ -130,7 +132,7 @@ import contextlib
 import json
 import re
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
-from typing import Any, Final, get_args
+from typing import Any, Final, NamedTuple, get_args
 from urllib.parse import urlsplit
 
 import msgspec
@@ -143,6 +145,7 @@ from carryall._json import (
     body_bytes,
     builtins,
     carryable,
+    load_json,
     repair_surrogates,
 )
 from carryall._text import shorten
@@ -150,11 +153,14 @@ from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
     IMAGE_MEDIA_TYPES,
     Block,
+    Citation,
     Document,
     Image,
     Message,
     Opaque,
     Origin,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     Thinking,
     ToolResult,
@@ -163,7 +169,7 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError, wire_error
-from carryall.providers import caching, structured
+from carryall.providers import caching, hosted, structured
 from carryall.providers._common import (
     Wire,
     _parse_arguments,
@@ -396,6 +402,9 @@ def encode_prepared(
     if key is not None:
         body["prompt_cache_key"] = key
     structured.add_openai(body, request)
+    if request.hosted_tools:
+        dialect = "llama-server" if llama else "openai"
+        body.update(hosted.chat_options(request.hosted_tools, dialect))
     return body
 
 
@@ -625,7 +634,7 @@ def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -
             calls.append(_call(block, index, spaced))
         elif type(block) is Thinking:
             thinking.append(block.text)
-        elif type(block) is Opaque:
+        elif isinstance(block, Opaque) and block.raw:
             # `prepare` kept it, so it is this origin's: a `reasoning_details`
             # entry, the only native thing an answer on this wire holds.
             details.append(json.loads(block.raw))
@@ -745,9 +754,11 @@ def decode_response(
         raise ProviderError(
             f"response.choices[0].finish_reason must be a string, got {_shown(finish)}"
         )
+    served = _served(message.get("annotations"), message.get("executed_tools"), origin, where)
     return Response(
         message=answer_message(
-            _assistant_blocks(reasoning, texts, refusal, calls, signed, origin), "OpenAI response"
+            _assistant_blocks(reasoning, texts, refusal, calls, signed, origin, served),
+            "OpenAI response",
         ),
         stop_reason=_stop_reason(finish, bool(calls), bool(refusal)),
         usage=_usage(body.get("usage"), "response.usage"),
@@ -786,7 +797,7 @@ _CHOICE_FIELDS: Final = frozenset(
 _STREAM_CHOICE_FIELDS: Final = (_CHOICE_FIELDS - {"message"}) | {"delta"}
 _MESSAGE_FIELDS: Final = frozenset(
     {"role", "content", "refusal", "tool_calls", "reasoning_content", "reasoning"}
-    | {"reasoning_details"}
+    | {"reasoning_details", "annotations", "executed_tools"}
 )
 _JOINED: Final = frozenset({"text", "summary", "data", "signature"})
 """The `reasoning_details` fields a stream sends in pieces, joined in the order they came."""
@@ -812,21 +823,110 @@ def _assistant_blocks(
     calls: Sequence[ToolUse],
     signed: Sequence[Opaque] = (),
     origin: Origin | None = None,
+    served: _Served | None = None,
 ) -> tuple[Block, ...]:
-    """One order for every reader: thinking (its signed entries after it), text, tool calls;
-    never an empty message. The thinking is stamped with `origin`: unsigned, it still goes
-    back to the model that made it (`Wire.own_thinking`)."""
+    """One order for every reader: thinking (its signed entries after it), the tools the
+    server ran, text (the last one with the sources it cites), tool calls; never an empty
+    message. The thinking is stamped with `origin`: unsigned, it still goes back to the
+    model that made it (`Wire.own_thinking`)."""
     blocks: list[Block] = []
     if reasoning:
         blocks.append(Thinking(reasoning, origin=origin))
     blocks.extend(signed)
-    blocks.extend(Text(text) for text in texts if text)
+    if served is not None:
+        blocks.extend(served.ran)
+    shown = [Text(text) for text in texts if text]
+    if shown and served is not None and served.cited:
+        shown[-1] = Text(shown[-1].text, served.cited)
+    blocks.extend(shown)
     if refusal and not any(texts):
         blocks.append(Text(refusal))
     blocks.extend(calls)
     if not blocks:
         blocks.append(Text(""))
     return tuple(blocks)
+
+
+class _Served(NamedTuple):
+    """What a server did beside the model's own answer: the tools it ran, the sources cited."""
+
+    ran: list[Block]
+    cited: tuple[Citation, ...]
+
+
+def _served(annotations: Any, executed: Any, origin: Origin, where: str) -> _Served | None:
+    """A message's `annotations` (OpenRouter's web search citations) and `executed_tools`
+    (Groq's compound models: search, browsing, code) in the common forms.
+
+    Neither has a place in a request on this wire, so they carry no raw to
+    echo: the citations ride on the text as its sources, each executed tool
+    is a provider-run call and its result.
+    """
+    if not annotations and not executed:
+        return None
+    cited: list[Citation] = []
+    for raw in annotations if isinstance(annotations, list) else ():
+        note = raw if isinstance(raw, Mapping) else {}
+        inner = note.get(str(note.get("type")), note)
+        body = inner if isinstance(inner, Mapping) else {}
+        start, end = body.get("start_index"), body.get("end_index")
+        cited.append(
+            Citation(
+                url=_text_value(body.get("url")),
+                title=_text_value(body.get("title")),
+                cited_text=_text_value(body.get("content")),
+                start=start if type(start) is int else None,
+                end=end if type(end) is int else None,
+                raw=_kept_json(raw, f"{where}.annotations", ProviderError),
+                origin=origin,
+            )
+        )
+    ran: list[Block] = []
+    for i, raw in enumerate(executed if isinstance(executed, list) else ()):
+        ran += _executed_tool(_mapping(raw, f"{where}.executed_tools[{i}]"), i, origin)
+    return _Served(ran, tuple(cited))
+
+
+_EXECUTED: Final = {"search": "web_search", "browser_search": "web_search", "visit": "web_fetch"}
+"""Groq's executed tool types by common kind; code runs under `python` or `code_interpreter`."""
+
+
+def _executed_tool(tool: Mapping[str, Any], index: int, origin: Origin) -> list[Block]:
+    """One of Groq's executed tools: the call with its arguments, and what it gave back."""
+    kind = _text_value(tool.get("type")) or "tool"
+    common = _EXECUTED.get(kind, "code_execution" if kind in _CODE_TOOLS else kind)
+    arguments = tool.get("arguments")
+    ok, given = load_json(arguments) if isinstance(arguments, str) else (False, None)
+    ident = f"executed_{index}"
+    call = ServerToolCall.made(
+        "executed_tools", "", origin, tool=common, id=ident, input=given if ok else arguments
+    )
+    sources: list[Citation] = []
+    found = tool.get("search_results")
+    results = found.get("results") if isinstance(found, Mapping) else None
+    for item in results if isinstance(results, list) else ():
+        if isinstance(item, Mapping):
+            score = item.get("score")
+            sources.append(
+                Citation(
+                    url=_text_value(item.get("url")),
+                    title=_text_value(item.get("title")),
+                    cited_text=_text_value(item.get("content")),
+                    source=str(score) if isinstance(score, int | float) else "",
+                )
+            )
+    output = _text_value(tool.get("output"))
+    result = ServerToolResult.made(
+        "executed_tools", "", origin, tool=common, call_id=ident, output=output, sources=sources
+    )
+    return [call, result]
+
+
+_CODE_TOOLS: Final = frozenset({"python", "code_interpreter", "code_execution"})
+
+
+def _text_value(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _stop_reason(finish: str | None, has_calls: bool, refused: bool = False) -> StopReason:
@@ -996,6 +1096,10 @@ class StreamDecoder:
         # `reasoning_details` entries as their pieces arrive, merged by `index`:
         # a signature streamed apart from its text goes back with it.
         self._details: dict[tuple[str, int], dict[str, Any]] = {}
+        # What the server did beside the answer, as the deltas gave it:
+        # citations, and executed tools merged by their `index`.
+        self._annotations: list[Any] = []
+        self._executed: dict[Any, dict[str, Any]] = {}
         self._lost: list[Downgrade] = []
         self._refusal: list[str] = []
         self._calls: dict[int, _CallParts] = {}
@@ -1077,6 +1181,7 @@ class StreamDecoder:
         content = _optional_str(delta, "content", where_delta)
         reasoning = _reasoning(delta, where_delta)
         self._detail_pieces(delta.get("reasoning_details"), where_delta)
+        self._served_pieces(delta, where_delta)
         refusal = _optional_str(delta, "refusal", where_delta)
         calls = delta.get("tool_calls")
         if calls is not None and not isinstance(calls, list):
@@ -1133,6 +1238,15 @@ class StreamDecoder:
         if arguments:
             call.arguments.append(arguments)
 
+    def _served_pieces(self, delta: Mapping[str, Any], where: str) -> None:
+        annotations = delta.get("annotations")
+        if isinstance(annotations, list):
+            self._annotations += annotations
+        executed = delta.get("executed_tools")
+        for i, raw in enumerate(executed if isinstance(executed, list) else ()):
+            piece = _mapping(raw, f"{where}.executed_tools[{i}]")
+            self._executed.setdefault(piece.get("index", len(self._executed)), {}).update(piece)
+
     def response(self) -> Response:
         """The whole response; a `ProviderError` when the stream never finished.
 
@@ -1164,10 +1278,12 @@ class StreamDecoder:
         refusal = "".join(self._refusal)
         origin = Origin(self._dialect, self._endpoint, self._model or "")
         signed = _signed_details(list(self._details.values()), origin, "stream")
+        executed = list(self._executed.values())
+        served = _served(self._annotations, executed, origin, "stream")
         return Response(
             message=answer_message(
                 _assistant_blocks(
-                    "".join(self._reasoning), [text], refusal or None, calls, signed, origin
+                    "".join(self._reasoning), [text], refusal or None, calls, signed, origin, served
                 ),
                 "OpenAI stream",
             ),

@@ -40,8 +40,11 @@ The wire:
 Decoding: a `reasoning` item with `encrypted_content` becomes an `Opaque`
 block of kind `reasoning` (the item whole, stamped with its origin; its
 `content` texts, else its `summary` texts, are its text line), one without
-becomes `Thinking` of that text; `message` items' `output_text` parts become `Text`
-(a `refusal` part is the refusal, and its text when nothing else was said);
+becomes `Thinking` of that text; `message` items' `output_text` parts become `Text`,
+their annotations its citations (a `refusal` part is the refusal, and its text
+when nothing else was said); a hosted tool's item (web search, file search,
+code interpreter, MCP, image generation) becomes a `ServerToolCall` holding
+the item and a `ServerToolResult` of what it gave back;
 `function_call` items become `ToolUse` by `call_id`, arguments that are not
 JSON counted in `Response.malformed_tool_args`. Blocks keep the order of the
 output items. `status: incomplete` for `max_output_tokens` is `max_tokens`,
@@ -50,9 +53,9 @@ anything else `other`. `input_tokens` excludes the cached prompt tokens,
 which go in `cache_read_input_tokens`; `output_tokens` includes reasoning.
 
 Every wire parser here answers hostile input with a `ProviderError` naming
-the place (or, for `decode_messages`, a `BlockError`); unknown fields and
-item types the block model has no use for (web search calls and the like)
-are skipped, so new server features do not break old clients.
+the place (or, for `decode_messages`, a `BlockError`); item types the block
+model does not model are kept whole as `Opaque` blocks and unknown fields
+named in the report, so new server features do not break old clients.
 """
 
 from __future__ import annotations
@@ -64,16 +67,27 @@ from typing import Any, Final, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from carryall._json import KeptItems, One, Payload, body_bytes, builtins, repair_surrogates
+from carryall._json import (
+    KeptItems,
+    One,
+    Payload,
+    body_bytes,
+    builtins,
+    load_json,
+    repair_surrogates,
+)
 from carryall._text import shorten
 from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
     Block,
+    Citation,
     Document,
     Image,
     Message,
     Opaque,
     Origin,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     Thinking,
     ToolResult,
@@ -81,7 +95,7 @@ from carryall.blocks import (
     document_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError, wire_error
-from carryall.providers import caching, structured
+from carryall.providers import caching, hosted, structured
 from carryall.providers import prompt as prompt_mode
 from carryall.providers._common import (
     Wire,
@@ -390,6 +404,8 @@ def _encode(request: Request, items: list[Any], sent: bool, llama: bool = False)
         choice = openai_tool_choice(request)
         if choice is not None:
             body["tool_choice"] = choice
+    if request.hosted_tools:
+        body["tools"] = [*body.get("tools", ()), *hosted.responses_tools(request.hosted_tools)]
     if request.effort is not None:
         body["reasoning"] = {"effort": request.effort}
     if request.thinking:
@@ -502,11 +518,14 @@ def _encode_assistant(message: Message, index: int, append: Callable[[Any], None
             call: ToolUse = block  # type: ignore[assignment]
             append(_FunctionCall(call.id, call.name, _arguments(call, index)))
             written = True
-        elif kind is Opaque:
+        elif kind is Opaque or kind is ServerToolCall or kind is ServerToolResult:
             # `prepare` kept it: this origin's own item (reasoning, a hosted
-            # tool's call, compaction), as it came.
-            append(json.loads(block.raw))  # type: ignore[union-attr]
-            written = True
+            # tool's call, compaction), as it came; a result with no raw of
+            # its own rides in its call's item.
+            raw: str = block.raw  # type: ignore[union-attr]
+            if raw:
+                append(json.loads(raw))
+                written = True
         elif kind is Thinking and block.signature:  # type: ignore[union-attr]
             # `prepare` kept it: this origin's own plain reasoning, under its item id.
             thought: Thinking = block  # type: ignore[assignment]
@@ -566,7 +585,7 @@ class _Answer:
         else:
             # Hosted tools' calls and results, compaction, and whatever comes
             # next: kept whole for this origin, one line for everyone else.
-            self.blocks.append(_native_item(kind, item, self.origin))
+            self.blocks.extend(_native_item(kind, item, self.origin))
 
     def _message(self, item: Mapping[str, Any], where: str) -> None:
         unmodelled(item, _MESSAGE_FIELDS, where, self.lost, block=len(self.blocks))
@@ -582,12 +601,13 @@ class _Answer:
             if kind == "output_text":
                 text = _optional_str(part, "text", part_where) or ""
                 unmodelled(part, _TEXT_FIELDS, part_where, self.lost, block=len(self.blocks))
-                if part.get("annotations"):
-                    reason = f"{part_where}.annotations: sources carryall does not hold; not kept"
-                    self.lost.append(Downgrade(0, "field", reason, len(self.blocks)))
+                annotations = part.get("annotations")
                 if text:
-                    self.blocks.append(Text(text))
+                    self.blocks.append(_cited(text, annotations, self.origin))
                     self.texts += 1
+                elif annotations:
+                    reason = f"{part_where}.annotations: sources of no text; not kept"
+                    self.lost.append(Downgrade(0, "field", reason, len(self.blocks)))
             elif kind == "refusal":
                 refusal = _optional_str(part, "refusal", part_where) or ""
                 self.refusal.append(refusal)
@@ -642,24 +662,142 @@ _RESPONSE_FIELDS: Final = frozenset(
 )
 
 
-def _native_item(kind: str, item: Mapping[str, Any], origin: Origin | None) -> Opaque:
-    """An item this codec does not model, whole, with the one line a reader of any wire gets.
+def _native_item(kind: str, item: Mapping[str, Any], origin: Origin | None) -> list[Block]:
+    """An item this codec does not model as a message part, whole, for its origin.
 
-    A hosted tool's call names what it did (a search's query, the code it
-    ran); anything else names its type.
+    A hosted tool's item (`web_search_call`, `file_search_call`,
+    `code_interpreter_call`, `mcp_call`, `image_generation_call`) holds its
+    call and its result at once: it becomes a `ServerToolCall` holding the
+    item, and a `ServerToolResult` (no raw of its own) when it gave back
+    anything. Anything else is an `Opaque` with one line naming its type
+    and what it names (a server's label, a name).
     """
-    detail = ""
-    action = item.get("action")
-    for source in (action if isinstance(action, Mapping) else {}, item):
-        for key in ("query", "code", "url", "name", "server_label"):
-            value = source.get(key)
+    raw = json.dumps(item, ensure_ascii=False)
+    hosted = _HOSTED.get(kind)
+    if hosted is None:
+        detail = ""
+        for key in ("name", "server_label", "query", "code", "url"):
+            value = item.get(key)
             if isinstance(value, str) and value:
                 detail = value
                 break
-        if detail:
-            break
-    line = f"[{kind}: {shorten(detail, 200)}]" if detail else f"[{kind}]"
-    return Opaque(kind, json.dumps(item, ensure_ascii=False), origin, line)
+        line = f"[{kind}: {shorten(detail, 200)}]" if detail else f"[{kind}]"
+        return [Opaque(kind, raw, origin, line)]
+    ident = item.get("id")
+    ident = ident if isinstance(ident, str) else ""
+    name, given, output, sources, failed = _hosted_parts(kind, item)
+    call = ServerToolCall.made(kind, raw, origin, tool=hosted, id=ident, name=name, input=given)
+    if not (output or sources or failed):
+        return [call]
+    result = ServerToolResult.made(
+        kind,
+        "",
+        origin,
+        tool=hosted,
+        call_id=ident,
+        output=output,
+        sources=sources,
+        is_error=failed,
+    )
+    return [call, result]
+
+
+_HOSTED: Final = {
+    "web_search_call": "web_search",
+    "file_search_call": "file_search",
+    "code_interpreter_call": "code_execution",
+    "mcp_call": "mcp",
+    "image_generation_call": "image_generation",
+}
+"""The hosted tools' items, each by the common kind of its tool."""
+
+
+def _hosted_parts(kind: str, item: Mapping[str, Any]) -> tuple[str, Any, str, list[Citation], bool]:
+    """A hosted tool item's name, input, output, sources and failure, as each item spells them."""
+    name = ""
+    given: Any = None
+    output: list[str] = []
+    sources: list[Citation] = []
+    failed = item.get("status") == "failed" or bool(item.get("error"))
+    if kind == "web_search_call":
+        action = item.get("action")
+        if isinstance(action, Mapping):
+            given = {k: v for k, v in action.items() if k != "sources"}
+            for source in _entries(action.get("sources")):
+                if isinstance(source, Mapping) and isinstance(source.get("url"), str):
+                    sources.append(Citation(source["url"], _string(source.get("title"))))
+    elif kind == "file_search_call":
+        given = {"queries": item.get("queries") or []}
+        for found in _entries(item.get("results")):
+            if isinstance(found, Mapping):
+                sources.append(
+                    Citation(
+                        title=_string(found.get("filename")),
+                        cited_text=_string(found.get("text")),
+                        source=_string(found.get("file_id")),
+                    )
+                )
+    elif kind == "code_interpreter_call":
+        given = {"code": _string(item.get("code"))}
+        for out in _entries(item.get("outputs")):
+            if isinstance(out, Mapping):
+                logs, url = out.get("logs"), out.get("url")
+                if isinstance(logs, str):
+                    output.append(logs)
+                elif isinstance(url, str):
+                    sources.append(Citation(url, "image"))
+    elif kind == "mcp_call":
+        label, tool = _string(item.get("server_label")), _string(item.get("name"))
+        name = f"{label}.{tool}" if label else tool
+        arguments = item.get("arguments")
+        ok, value = load_json(arguments) if isinstance(arguments, str) else (False, None)
+        given = value if ok else arguments
+        output.append(_string(item.get("output")))
+        error = item.get("error")
+        if error:
+            output.append(error if isinstance(error, str) else json.dumps(error))
+    elif kind == "image_generation_call":
+        prompt = item.get("revised_prompt")
+        given = {"prompt": prompt} if isinstance(prompt, str) else None
+        if item.get("result"):
+            output.append(f"(an image, {_string(item.get('output_format')) or 'png'})")
+    return name, given, "\n".join(filter(None, output)), sources, failed
+
+
+def _string(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _entries(value: Any) -> list[Any]:
+    """A field read as a list of entries: anything else (absent, null, a stray value) as none."""
+    return value if isinstance(value, list) else []
+
+
+def _cited(text: str, annotations: Any, origin: Origin | None) -> Text:
+    """An output text with its annotations as citations, each kept whole for its origin.
+
+    `url_citation`, `file_citation`, `container_file_citation` and
+    `file_path` name their sources apart; an annotation of a type not
+    known is kept by its JSON alone.
+    """
+    if not isinstance(annotations, list) or not annotations:
+        return Text(text)
+    held: list[Citation] = []
+    for note in annotations:
+        c = note if isinstance(note, Mapping) else {}
+        start, end = c.get("start_index"), c.get("end_index", c.get("index"))
+        held.append(
+            Citation(
+                url=_string(c.get("url")),
+                title=_string(c.get("title")) or _string(c.get("filename")),
+                start=start if isinstance(start, int) else None,
+                end=end if isinstance(end, int) else None,
+                source=_string(c.get("file_id")),
+                raw=json.dumps(note, ensure_ascii=False),
+                origin=origin,
+            )
+        )
+    return Text(text, tuple(held))
 
 
 def _reasoning(
@@ -1007,7 +1145,11 @@ def decode_messages(
                 turn("user").extend(_user_parts(raw.get("content"), f"{where}.content"))
             elif item_role == "assistant":
                 target = turn("assistant")
-                target.extend(Text(t) for t in _texts(raw.get("content"), f"{where}.content") if t)
+                content = raw.get("content")
+                notes = _annotations(content)
+                texts = _texts(content, f"{where}.content")
+                paired = zip(texts, notes, strict=True)
+                target.extend(_cited(text, note, _IMPORTED) for text, note in paired if text)
             else:
                 raise BlockError(f"{where}: role {_shown(item_role)} has no block form")
         elif kind == "reasoning":
@@ -1035,11 +1177,18 @@ def decode_messages(
             results.extend(riders)
         elif isinstance(kind, str):
             # A hosted tool's call or result, compaction: the model's, kept whole.
-            turn("assistant").append(_native_item(kind, raw, _IMPORTED))
+            turn("assistant").extend(_native_item(kind, raw, _IMPORTED))
         else:
             raise BlockError(f"{where}: item type {_shown(kind)} has no block form")
     close()
     return ("\n\n".join(systems) or None), Imported(out, lost)
+
+
+def _annotations(content: Any) -> list[Any]:
+    """Each text part's annotations (None for a part with none), in the order `_texts` reads."""
+    if not isinstance(content, list):
+        return [None]
+    return [raw.get("annotations") if isinstance(raw, Mapping) else None for raw in content]
 
 
 def _texts(content: Any, where: str) -> list[str]:

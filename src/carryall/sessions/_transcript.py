@@ -54,6 +54,8 @@ from carryall.blocks import (
     Message,
     Opaque,
     RedactedThinking,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     Thinking,
     ToolResult,
@@ -169,6 +171,8 @@ StoredBlock = (
     | ToolResult
     | StoredImage
     | StoredDocument
+    | ServerToolCall
+    | ServerToolResult
     | Opaque
 )
 

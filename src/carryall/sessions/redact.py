@@ -46,11 +46,14 @@ from typing import Any, Final, Protocol
 import msgspec
 
 from carryall.blocks import (
+    Citation,
     Document,
     Image,
     Message,
     Opaque,
     RedactedThinking,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     Thinking,
     ToolResult,
@@ -304,6 +307,13 @@ class _Walk:
             return out
         return msgspec.structs.replace(out, signature=None, origin=None)
 
+    def citation(self, citation: Citation) -> Any:
+        """A citation walked; one that changed loses its native form, which no longer says it."""
+        out = self.struct(citation)
+        if out is citation:
+            return citation
+        return msgspec.structs.replace(out, raw="", origin=None)
+
     def opaque(self, block: Opaque) -> Any:
         """A native block echoed byte for byte or not at all: one holding a match anywhere (its
         kind, JSON, text or origin) is its redacted text line."""
@@ -336,6 +346,9 @@ _FIELDS: Final[dict[tuple[type, str], Callable[[_Walk, Any, Any], Any]]] = {
 _STRUCTS: Final[dict[type, Callable[[_Walk, Any], Any]]] = {
     Thinking: _Walk.thinking,
     Opaque: _Walk.opaque,
+    ServerToolCall: _Walk.opaque,
+    ServerToolResult: _Walk.opaque,
+    Citation: _Walk.citation,
     StoredDocument: _Walk.stored_document,
 }
 """Structs whose fields hang together: walked by a rule that keeps them consistent."""

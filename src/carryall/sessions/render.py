@@ -28,11 +28,14 @@ from carryall.blocks import (
     Message,
     Opaque,
     RedactedThinking,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     Thinking,
     ToolResult,
     ToolUse,
     block_to_dict,
+    footnoted,
 )
 from carryall.carrier import Marker, marker_line
 from carryall.errors import CarrierError
@@ -303,7 +306,7 @@ def render_text(
 def render_message_text(index: int, message: Message, time: datetime | None = None) -> str:
     """One message as plain text under a heading naming its index, role and time."""
     lines = [_heading(index, message, [time] if time is not None else None, at=0)]
-    for block in message.content:
+    for block in footnoted(message.content):
         lines.extend(_text_block(block))
     return printable("\n".join(lines))
 
@@ -348,7 +351,7 @@ def render_markdown(
         if index < len(messages):
             message = messages[index]
             out += ["", f"## {_heading(index, message, times, rule=False)}"]
-            for block in message.content:
+            for block in footnoted(message.content):
                 out += ["", *_markdown_block(block)]
     return printable("\n".join(out) + "\n")
 
@@ -369,6 +372,9 @@ def _markdown_block(block: Block) -> list[str]:
             *_fence(block.content),
             *(f"\nattachment: {_md_code(attachment_label(m))}" for m in block.attachments),
         ]
+    if isinstance(block, ServerToolCall | ServerToolResult):
+        # Run by the provider: a query, code and its output, results with their URLs.
+        return _fence(block_line(block))
     # Code: a source name can hold brackets and parentheses that would make a link.
     return [_md_code(block_line(block))]
 
@@ -662,7 +668,7 @@ def render_html(
             message = messages[index]
             out.append(f'<section class="{message.role}" id="m{index}">')
             out.append(f"<h2>{e(_heading(index, message, times, rule=False))}</h2>")
-            out.extend(_html_block(block, embed_images) for block in message.content)
+            out.extend(_html_block(block, embed_images) for block in footnoted(message.content))
             out.append("</section>")
     if downgrades:
         out.append(f'<section class="downgrades"><h2>{e(DOWNGRADES_HEADING)}</h2><ul>')
@@ -731,6 +737,8 @@ def _html_block(block: Block, embed_images: bool) -> str:
             f"<pre>{e(block.content)}</pre>{attached}</div>"
         )
     label = e(block_line(block))
+    if isinstance(block, ServerToolCall | ServerToolResult):
+        return f'<pre class="server-tool">{label}</pre>'
     if embed_images and isinstance(block, Image) and block.data:
         return (
             f'<figure><img src="{e(block.data_uri())}" alt="{label}">'

@@ -41,6 +41,7 @@ import contextlib
 import email.utils
 import random
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from carryall.errors import RETRYABLE_STATUSES
@@ -147,7 +148,9 @@ class Poster:
         """The headers of every attempt but its retry count (a copy)."""
         return self._headers.copy()
 
-    def send(self, body: bytes, *, stream: bool) -> httpx2.Response:
+    def send(
+        self, body: bytes, *, stream: bool, headers: Mapping[str, str] | None = None
+    ) -> httpx2.Response:
         """POST `body`; the answer of the first attempt with a 2xx status, unread when `stream`.
 
         A failed status the SDK would retry, a timeout or a failed connection
@@ -162,10 +165,12 @@ class Poster:
         send_options: dict[str, Any] = {} if self._auth is None else {"auth": self._auth}
         retries = 0
         while True:
-            headers = self._headers.copy()
-            headers["x-stainless-retry-count"] = str(retries)
+            sent = self._headers.copy()
+            if headers:
+                sent.update(headers)  # this request's own (a beta it opts into)
+            sent["x-stainless-retry-count"] = str(retries)
             request = httpx2.Request(
-                "POST", self.url, headers=headers, content=body, extensions=self._extensions
+                "POST", self.url, headers=sent, content=body, extensions=self._extensions
             )
             asked: httpx2.Headers | None = None
             try:

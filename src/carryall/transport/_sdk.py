@@ -237,6 +237,7 @@ class SdkBackend(WireBackend):
         image_limits: ImageLimits,
         model_info: Callable[[Any], ModelInfo | None],
         binds_key: bool = False,
+        request_headers: Callable[[Request], Mapping[str, str]] | None = None,
     ) -> None:
         super().__init__(
             name=name,
@@ -253,6 +254,8 @@ class SdkBackend(WireBackend):
         )
         self._errors = errors
         self._model_info = model_info
+        # Headers one request needs beyond the SDK's own: a beta its body opts into.
+        self._request_headers = request_headers
         self._make_client = client
         self._path = path
         self._connect(base_url)
@@ -303,9 +306,10 @@ class SdkBackend(WireBackend):
         sent = codec.sent(fitted, self.stream)
         downgrades = (*sent.downgrades, *fittings) if fittings else sent.downgrades
         body = sent.data
+        extra = self._request_headers(fitted) if self._request_headers is not None else None
         response = sending(
             lambda: send_whole(
-                lambda: self._attempt(codec, body, on_text),
+                lambda: self._attempt(codec, body, on_text, extra),
                 max_retries=self.max_retries,
                 retry_delay=self.retry_delay,
             ),
@@ -333,13 +337,17 @@ class SdkBackend(WireBackend):
     # One attempt ----------------------------------------------------------------
 
     def _attempt(
-        self, codec: Codec, body: bytes, on_text: Callable[[str], None] | None
+        self,
+        codec: Codec,
+        body: bytes,
+        on_text: Callable[[str], None] | None,
+        headers: Mapping[str, str] | None = None,
     ) -> Response:
         """Send `body` once; `Broken` when the answer broke off after it began."""
         try:
             # Unread when streaming, after the SDK's retry policy and its typed
             # errors for a status (`_http.Poster`).
-            raw = self._poster.send(body, stream=self.stream)
+            raw = self._poster.send(body, stream=self.stream, headers=headers)
         except opening_errors(self._errors) as exc:
             raise sdk_failure(self._where, exc, self._errors, self.timeout) from exc
         with contextlib.closing(raw):

@@ -11,6 +11,7 @@ from typing import Any, Final
 from carryall.backend_specs import hosted_capabilities
 from carryall.providers import Capabilities
 from carryall.providers.codec import anthropic_codec
+from carryall.providers.hosted import anthropic_headers
 from carryall.transport import RETRY_DELAY, ModelInfo, model_info
 from carryall.transport._errors import SdkErrors, anthropic_status
 from carryall.transport._images import WIRE_IMAGE_LIMITS
@@ -72,4 +73,5 @@ class AnthropicBackend(SdkBackend):
             stream=stream,
             image_limits=WIRE_IMAGE_LIMITS["anthropic"],
             model_info=anthropic_model,
+            request_headers=anthropic_headers,
         )

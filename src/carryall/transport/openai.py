@@ -21,7 +21,7 @@ from carryall.transport._images import WIRE_IMAGE_LIMITS
 from carryall.transport._sdk import SdkBackend
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from carryall.local import LocalServer
 
@@ -169,10 +169,14 @@ class OpenAIBackend(SdkBackend):
         return ids[0] if len(ids) == 1 and isinstance(ids[0], str) and ids[0] else None
 
     def _attempt(
-        self, codec: Codec, body: bytes, on_text: Callable[[str], None] | None
+        self,
+        codec: Codec,
+        body: bytes,
+        on_text: Callable[[str], None] | None,
+        headers: Mapping[str, str] | None = None,
     ) -> Response:
         self._follow_server()
-        return super()._attempt(codec, body, on_text)
+        return super()._attempt(codec, body, on_text, headers)
 
     def _follow_server(self) -> None:
         """Make sure the local server runs, and send to wherever it now listens."""
