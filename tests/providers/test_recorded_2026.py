@@ -221,7 +221,10 @@ def _holds_signed(exchange: Exchange) -> bool:
 
 def check_alias(exchange: Exchange) -> None:
     system, messages = _imported(exchange)
-    answer = decoded(exchange).message
+    # As a backend hands it on: the transport stamps every origin the decoder
+    # made with the model name the request asked by (`Response.as_requested`,
+    # in `transport/_sdk.py`), so the next request to that name is its home.
+    answer = decoded(exchange).as_requested(exchange.model).message
     body = _own_body(exchange, [*messages, answer, next_turn(answer)], system)
     sent = json.dumps(body, ensure_ascii=False)
     left = []
