@@ -64,3 +64,23 @@ def test_an_unknown_kind_is_refused_with_the_known_ones(
     assert result.exit_code == 1
     said = " ".join(result.stderr.split())
     assert "--hosted 'telepathy': not a hosted tool" in said and "url_context" in said
+
+
+def test_a_continued_session_declares_its_hosted_tools_again_and_show_lists_them(
+    home: Path, tmp_path: Path, keys: None
+) -> None:
+    settings = json.dumps({"search_context_size": "low"})
+    first = [a for a in _argv("URL", tmp_path) if a != "--no-record"]
+    with served([Reply(sse="openai_text.sse"), Reply(sse="openai_text.sse")]) as server:
+        argv = [server.url if a == "URL" else a for a in first]
+        argv = [f"{server.url}/v1" if a == "URL/v1" else a for a in argv]
+        result = invoke(*argv, "--hosted", f"web_search={settings}")
+        assert result.exit_code == 0, result.stderr
+        again = invoke("run", "-c", "And tomorrow?", "--json")
+        assert again.exit_code == 0, again.stderr
+    assert [r["body"]["web_search_options"] for r in server.requests] == [
+        {"search_context_size": "low"}
+    ] * 2
+    shown = invoke("sessions", "show", "last")
+    assert shown.exit_code == 0, shown.stderr
+    assert f"web_search={settings}" in shown.stdout

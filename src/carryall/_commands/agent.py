@@ -600,7 +600,7 @@ def _opened(
     try:
         try:
             given = parse_pairs(setup.option or ())
-            hosted = hosted_tools(setup.hosted or ())
+            hosted_tools(setup.hosted or ())  # a bad --hosted fails before a session opens
             system = _read_system(setup.system)
             history: list[Message] | None = None
             if setup.resume is not None:
@@ -612,6 +612,7 @@ def _opened(
                     system = session.system
                 elif not setup.no_record:
                     session.change_system(system)  # --system on a continued session
+            hosted = hosted_tools(setup.hosted or ())
             tools = _choose_tools(setup.tools or _DEFAULT_TOOLS, setup.workspace, setup.allow_write)
             toolbox = open_toolbox(setup.mcp, [t.name for t in tools], setup.workspace)
             try:
@@ -824,6 +825,8 @@ def _create_session(
     options: dict[str, Any] = setup.options()
     if request:
         options["request"] = request
+    if setup.hosted:
+        options["hosted"] = list(setup.hosted)  # as `--hosted` takes them
 
     return open_store(setup.store).create(
         backend=backend,
@@ -895,6 +898,7 @@ def _resumed(setup: _Setup, session: AnySession) -> _Setup:
         ),
         no_vision=setup.no_vision or bool(kept.get("no_vision", False)),
         request=kept.get("request") if isinstance(kept.get("request"), dict) else None,
+        hosted=setup.hosted if setup.hosted is not None else _strings(kept.get("hosted")),
         output_schema=setup.output_schema or _stored_schema(meta.output_schema),
     )
     if setup.backend not in (None, meta.backend) or not meta.backend:
@@ -951,6 +955,13 @@ def _parsed(response: Response, agent: Agent) -> Any:
     from carryall.schema import parse
 
     return parse(response, agent.schema)
+
+
+def _strings(value: Any) -> list[str] | None:
+    """A kept list of strings (the `--hosted` values), or None when it is not one."""
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    return None
 
 
 def _int(options: dict[str, Any], name: str) -> int | None:

@@ -765,6 +765,10 @@ def _meta_rows(meta: SessionMeta) -> list[tuple[str, str]]:
         from carryall.request_options import as_pairs  # loads the codecs' option names
 
         rows.append(("options", " ".join(as_pairs(request))))
+    hosted = (meta.options or {}).get("hosted")
+    if isinstance(hosted, list) and hosted:
+        # As `--hosted` takes them, so a person can give the same again.
+        rows.append(("hosted", " ".join(str(h) for h in hosted)))
     if meta.output_schema is not None:
         rows.append(("schema", _schema_line(meta.output_schema)))
     return rows
