@@ -63,19 +63,8 @@ class RequestOptions(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unk
     thinking_budget: int | None = None
 
 
-class _Table(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class _Table(ModelOptions, frozen=True, forbid_unknown_fields=True):
     # The table's own shape: ModelOptions' fields and the reasoning, side by side.
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    seed: int | None = None
-    stop: tuple[str, ...] = ()
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    parallel_tool_calls: bool | None = None
-    service_tier: str | None = None
-    store: bool | None = None
-    extra: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
     effort: Effort | None = None
     thinking: bool | None = None
     thinking_budget: int | None = None
