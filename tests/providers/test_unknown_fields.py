@@ -405,6 +405,10 @@ def test_a_field_read_past_is_named_in_its_own_words() -> None:
     body["output"][0]["id"] = "msg_kept_nowhere"
     reasons = [d.reason for d in responses_wire.decode_response(body).downgrades]
     assert any(r == UNKEPT.format(path="response.output[0].id") for r in reasons), reasons
+    history = copy.deepcopy(RESPONSES_HISTORY)
+    history[1]["id"] = "fc_kept_nowhere"
+    imported = responses_wire.decode_messages(history)[1]
+    assert [d.reason for d in imported.downgrades] == [UNKEPT.format(path="input[1].id")]
     answer = copy.deepcopy(GEMINI)
     answer["candidates"][0]["finishMessage"] = "Model generated function call(s)."
     reasons = [d.reason for d in gemini_wire.decode_response(answer).downgrades]

@@ -1148,7 +1148,7 @@ def decode_messages(
             raise BlockError(f"{where}: an item must be an object, got {_shown(raw)}")
         kind = raw.get("type", "message" if "role" in raw else None)
         if kind == "message":
-            unmodelled(raw, _MESSAGE_FIELDS, where, lost, index=len(out))
+            unmodelled(raw, _MESSAGE_FIELDS, where, lost, index=len(out), unkept=_ITEM_ID)
             item_role = raw.get("role")
             if item_role in ("system", "developer"):
                 systems.append("".join(_texts(raw.get("content"), f"{where}.content")))
@@ -1168,8 +1168,10 @@ def decode_messages(
             thinking = _reasoning(raw, where, BlockError, _IMPORTED)
             if thinking is not None:
                 turn("assistant").append(thinking)
+            else:
+                unmodelled(raw, _REASONING_FIELDS, where, lost, index=len(out), unkept=_ITEM_ID)
         elif kind == "function_call":
-            unmodelled(raw, _CALL_FIELDS, where, lost, index=len(out))
+            unmodelled(raw, _CALL_FIELDS, where, lost, index=len(out), unkept=_ITEM_ID)
             turn("assistant").append(_import_call(raw, where))
         elif kind == "function_call_output":
             results = turn("user")
