@@ -23,9 +23,10 @@ writes):
   right after that round's carriers, and folded back into it on reading;
 - system `in_history: true`: a system message given mid-conversation (one
   without it joins the system prompt);
-- assistant and plain user `blocks`: the message's blocks whole, in their
-  JSON form, when its strings cannot say them (an origin, a signed call,
-  redacted thinking, an opaque block); read back in place of the rest.
+- assistant and user `blocks`: the message's blocks whole, in their JSON
+  form, when its strings cannot say them (an origin, a signed call,
+  redacted thinking, an opaque block, two texts the strings would join);
+  read back in place of the rest. A tool round's ride on its last entry.
 
 Images are lifted back by the one lifting every carrier reader uses
 (`carryall.carrier.load_declared_images`: declared markers only, each target
@@ -40,9 +41,8 @@ whole (`document_target`: a `data:` URI, or the URL of one held by URL) and
 are read back into `Document` blocks by a pure reading of that target; a
 declared document by path stays a declared attachment (no file is read).
 
-Normalizations (what a round trip through the flat form does not keep): the
-text blocks of one message are joined into one; a round's images come back
-before its documents, and a document's title with no source reads back as
+Normalizations (what a round trip through the flat form does not keep): a
+round's images come back before its documents, and a document's title with no source reads back as
 its source; an assistant message's
 blocks come back in the canonical order thinking, text, tool calls. In prompt
 mode also: the prose before calls loses trailing whitespace, and a round's
