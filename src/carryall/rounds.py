@@ -23,9 +23,10 @@ writes):
   right after that round's carriers, and folded back into it on reading;
 - system `in_history: true`: a system message given mid-conversation (one
   without it joins the system prompt);
-- assistant and plain user `blocks`: the message's blocks whole, in their
-  JSON form, when its strings cannot say them (an origin, a signed call,
-  redacted thinking, an opaque block); read back in place of the rest.
+- assistant and user `blocks`: the message's blocks whole, in their JSON
+  form, when its strings cannot say them (an origin, a signed call,
+  redacted thinking, an opaque block, two texts the strings would join);
+  read back in place of the rest. A tool round's ride on its last entry.
 
 Images are lifted back by the one lifting every carrier reader uses
 (`carryall.carrier.load_declared_images`: declared markers only, each target
@@ -40,9 +41,8 @@ whole (`document_target`: a `data:` URI, or the URL of one held by URL) and
 are read back into `Document` blocks by a pure reading of that target; a
 declared document by path stays a declared attachment (no file is read).
 
-Normalizations (what a round trip through the flat form does not keep): the
-text blocks of one message are joined into one; a round's images come back
-before its documents, and a document's title with no source reads back as
+Normalizations (what a round trip through the flat form does not keep): a
+round's images come back before its documents, and a document's title with no source reads back as
 its source; an assistant message's
 blocks come back in the canonical order thinking, text, tool calls. In prompt
 mode also: the prose before calls loses trailing whitespace, and a round's
@@ -385,6 +385,9 @@ def to_flat(
             )
         if text:
             flat.append({"role": "user", "content": text, "round_text": True})
+        # What the carriers cannot say (an opaque rider, cited or split text)
+        # rides whole on the round's last entry, where its reader looks.
+        _with_blocks(flat[-1], message)
     return flat
 
 
@@ -408,15 +411,21 @@ def _assistant_to_flat(message: Message, native: bool) -> FlatMessage:
 def _with_blocks(out: FlatMessage, message: Message) -> FlatMessage:
     """`out` with the message's blocks whole under `blocks`, when its strings cannot say them.
 
-    An origin (on thinking, a signed call), redacted thinking and opaque
-    blocks have no string form: the message's own JSON form rides at this
+    An origin (on thinking, a signed call), redacted thinking, opaque
+    blocks and a message's texts apart (the strings join them) have no
+    string form: the message's own JSON form rides at this
     fixed position, which only carryall writes and reads, so the history
     comes back as it was. The other keys are written as ever, for any other
     reader of the file.
     """
-    if any(_unsayable(block) for block in message.content):
+    if any(_unsayable(block) for block in message.content) or _texts(message) > 1:
         out["blocks"] = messages_to_dicts([message])[0]["content"]
     return out
+
+
+def _texts(message: Message) -> int:
+    # The string form joins a message's texts into one: two or more cannot be said apart.
+    return sum(type(block) is Text for block in message.content)
 
 
 def _unsayable(block: Block) -> bool:
@@ -430,12 +439,15 @@ def _unsayable(block: Block) -> bool:
     return False
 
 
-def _blocks_of(entry: Mapping[str, Any], index: int) -> Message | None:
-    """The message a flat entry's `blocks` key holds whole, or None when it has none."""
+def _blocks_of(entry: Mapping[str, Any], index: int, role: str | None = None) -> Message | None:
+    """The message a flat entry's `blocks` key holds whole, or None when it has none.
+
+    `role` is the message's when the entry's own is not (a round's last `tool` entry).
+    """
     blocks = entry.get("blocks")
     if blocks is None:
         return None
-    role = entry.get("role")
+    role = role or entry.get("role")
     try:
         return Message.from_dict({"role": role, "content": blocks})
     except BlockError as exc:
@@ -539,7 +551,8 @@ def from_flat(
                     rest = [b for b in blocks if not isinstance(b, ToolResult)]
                     blocks = [*results, Text(extra), *rest]
                 end += 1
-            messages.append(Message("user", tuple(blocks)))
+            whole = _blocks_of(flat[end - 1], end - 1, "user")
+            messages.append(whole or Message("user", tuple(blocks)))
             index = end
             continue
         if role == "user":

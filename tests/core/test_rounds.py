@@ -8,7 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from carryall.blocks import Document, Image, Message, Text, Thinking, ToolResult, ToolUse
+from carryall.blocks import (
+    Document,
+    Image,
+    Message,
+    Opaque,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+)
 from carryall.carrier import (
     CarrierKind,
     Marker,
@@ -440,3 +449,23 @@ def test_a_declared_document_by_path_stays_declared_and_no_file_is_read() -> Non
     [result] = back[-1].tool_results_in()
     assert result.attachments == (marker,)
     assert not back[-1].documents()
+
+
+def test_texts_apart_and_an_opaque_rider_come_back_from_the_flat_form() -> None:
+    """The strings join a message's texts and carry no opaque rider: the blocks ride whole."""
+    call = ToolUse("toolu_1", "find", {"q": "x"})
+    rider = Opaque("tool_result_content", '[{"type": "tool_reference"}]', None, "[ref]")
+    history = [
+        Message.user("look"),
+        Message("assistant", (Text("First."), call, Text("Second."))),
+        Message("user", (ToolResult("toolu_1", ""), rider)),
+        Message("assistant", (Text("a"), Text("b"))),
+    ]
+    for native in (True, False):
+        flat = to_flat(history, native=native)
+        assert from_flat(flat) == (None, history), native
+        # Any other reader still sees each round's carriers and the joined text.
+        assert [e["role"] for e in flat][2] == ("tool" if native else "user")
+        assert flat[-1]["content"] == "ab"
+    plain = [Message.user("look"), Message.assistant("one text")]
+    assert all("blocks" not in entry for entry in to_flat(plain))

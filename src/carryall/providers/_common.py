@@ -39,6 +39,7 @@ from carryall.providers._types import Capabilities, Downgrade, Request
 
 __all__ = [
     "SYSTEM_NOTE",
+    "UNKEPT",
     "UNMODELLED",
     "Prepared",
     "Wire",
@@ -488,6 +489,9 @@ def answer_message(blocks: Iterable[Block], where: str) -> Message:
 UNMODELLED: Final = "{path}: a field carryall does not model; not kept"
 """How a decoder or importer names a wire field that no block holds (a `field` downgrade)."""
 
+UNKEPT: Final = "{path}: a field carryall reads but keeps in no block; not kept"
+"""How it names a field it knows and reads past: an item's own id, a server's note, logprobs."""
+
 
 def unmodelled(
     obj: Mapping[str, Any],
@@ -497,19 +501,28 @@ def unmodelled(
     *,
     index: int = 0,
     block: int | None = None,
+    unkept: frozenset[str] = frozenset(),
 ) -> None:
     """Name in `lost` every field of `obj` outside `known`, by its path: nothing goes unsaid.
 
     The one reader every decoder and importer asks of each object it takes
     apart, so a field a wire adds tomorrow reaches the loss report rather
-    than nowhere. `index` is the message (0 for a decoded answer), `block`
-    the block the object became, when there is one.
+    than nowhere. `unkept` are the fields of `known` the codec reads past
+    (knows, and keeps in no block): they are named too, in their own words,
+    so knowing a field never stands in for keeping it. `index` is the
+    message (0 for a decoded answer), `block` the block the object became,
+    when there is one.
     """
     for key, value in obj.items():
         # A field that carries nothing (null, empty) loses nothing.
-        if key not in known and value is not None and value != [] and value != {}:
+        if value is None or value == [] or value == {}:
+            continue
+        if key not in known:
             path = f"{where}.{shorten(str(key), 60)}"
             lost.append(Downgrade(index, "field", UNMODELLED.format(path=path), block))
+        elif key in unkept:
+            path = f"{where}.{key}"
+            lost.append(Downgrade(index, "field", UNKEPT.format(path=path), block))
 
 
 _SNAKE: Final = re.compile(r"_([a-z0-9])")

@@ -876,6 +876,9 @@ _CANDIDATE_FIELDS: Final = frozenset(
     {"content", "finishReason", "index", "safetyRatings", "avgLogprobs", "tokenCount"}
     | {"logprobsResult", "finishMessage", *GROUNDING}
 )
+# Read past, kept in no block: the server's note on why the answer stopped, the
+# tokens' probabilities.
+_CANDIDATE_UNKEPT: Final = frozenset({"finishMessage", "logprobsResult"})
 _CONTENT_FIELDS: Final = frozenset({"role", "parts"})
 _PART_FIELDS: Final = frozenset({"text", "thought", "thoughtSignature", "functionCall"})
 
@@ -919,7 +922,7 @@ class _Answer:
             return ""
         where = f"{where}.candidates[0]"
         candidate = _mapping(candidates[0], where)
-        unmodelled(candidate, _CANDIDATE_FIELDS, where, self.lost)
+        unmodelled(candidate, _CANDIDATE_FIELDS, where, self.lost, unkept=_CANDIDATE_UNKEPT)
         for kind in GROUNDING:
             value = candidate.get(kind)
             if isinstance(value, Mapping):

@@ -569,8 +569,13 @@ class _Answer:
             thinking = _reasoning(item, where, ProviderError, self.origin)
             if thinking is not None:
                 self.blocks.append(thinking)
+            else:
+                # Reasoning of no text and no encrypted content: nothing to carry but its id.
+                unmodelled(item, _REASONING_FIELDS, where, self.lost, unkept=_ITEM_ID)
         elif kind == "function_call":
-            unmodelled(item, _CALL_FIELDS, where, self.lost, block=len(self.blocks))
+            unmodelled(
+                item, _CALL_FIELDS, where, self.lost, block=len(self.blocks), unkept=_ITEM_ID
+            )
             call_id = _optional_str(item, "call_id", where) or f"call_{len(self.seen)}"
             if call_id in self.seen:
                 raise ProviderError(f"{where}: call_id {call_id!r} is used twice")
@@ -588,7 +593,7 @@ class _Answer:
             self.blocks.extend(_native_item(kind, item, self.origin))
 
     def _message(self, item: Mapping[str, Any], where: str) -> None:
-        unmodelled(item, _MESSAGE_FIELDS, where, self.lost, block=len(self.blocks))
+        unmodelled(item, _MESSAGE_FIELDS, where, self.lost, block=len(self.blocks), unkept=_ITEM_ID)
         content = item.get("content")
         if content is None:
             return
@@ -600,7 +605,8 @@ class _Answer:
             kind = part.get("type")
             if kind == "output_text":
                 text = _optional_str(part, "text", part_where) or ""
-                unmodelled(part, _TEXT_FIELDS, part_where, self.lost, block=len(self.blocks))
+                at = len(self.blocks)
+                unmodelled(part, _TEXT_FIELDS, part_where, self.lost, block=at, unkept=_LOGPROBS)
                 annotations = part.get("annotations")
                 if text:
                     self.blocks.append(_cited(text, annotations, self.origin))
@@ -648,6 +654,11 @@ class _Answer:
 _MESSAGE_FIELDS: Final = frozenset({"type", "id", "role", "status", "content"})
 _TEXT_FIELDS: Final = frozenset({"type", "text", "annotations", "logprobs"})
 _CALL_FIELDS: Final = frozenset({"type", "id", "call_id", "name", "arguments", "status"})
+_REASONING_FIELDS: Final = frozenset(_REASONING_KEYS) | {"status"}
+# Read past, kept in no block: an output item's own id (a message or a call is
+# sent back in the easy form, which needs none) and a text's logprobs.
+_ITEM_ID: Final = frozenset({"id"})
+_LOGPROBS: Final = frozenset({"logprobs"})
 # A response object's own fields: the answer, its status and usage, and the
 # request's settings echoed back (bookkeeping, nothing of the conversation).
 _RESPONSE_FIELDS: Final = frozenset(
@@ -1137,7 +1148,7 @@ def decode_messages(
             raise BlockError(f"{where}: an item must be an object, got {_shown(raw)}")
         kind = raw.get("type", "message" if "role" in raw else None)
         if kind == "message":
-            unmodelled(raw, _MESSAGE_FIELDS, where, lost, index=len(out))
+            unmodelled(raw, _MESSAGE_FIELDS, where, lost, index=len(out), unkept=_ITEM_ID)
             item_role = raw.get("role")
             if item_role in ("system", "developer"):
                 systems.append("".join(_texts(raw.get("content"), f"{where}.content")))
@@ -1157,8 +1168,10 @@ def decode_messages(
             thinking = _reasoning(raw, where, BlockError, _IMPORTED)
             if thinking is not None:
                 turn("assistant").append(thinking)
+            else:
+                unmodelled(raw, _REASONING_FIELDS, where, lost, index=len(out), unkept=_ITEM_ID)
         elif kind == "function_call":
-            unmodelled(raw, _CALL_FIELDS, where, lost, index=len(out))
+            unmodelled(raw, _CALL_FIELDS, where, lost, index=len(out), unkept=_ITEM_ID)
             turn("assistant").append(_import_call(raw, where))
         elif kind == "function_call_output":
             results = turn("user")
