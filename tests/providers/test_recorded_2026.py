@@ -43,6 +43,7 @@ from typing import Any
 import pytest
 
 from carryall.blocks import Message, Opaque, RedactedThinking, Text, Thinking, ToolUse
+from carryall.providers import Response
 from carryall.rounds import from_flat, to_flat
 from tests.providers.recorded_2026_gaps import GAPS
 from tests.support.recorded_2026 import (
@@ -155,9 +156,19 @@ def check_echo(exchange: Exchange) -> None:
         raise AssertionError(f"echo differs at {key}[{at}]: sent {got} recorded {want}")
 
 
+def _as_handed_on(exchange: Exchange) -> Response:
+    """The answer as a backend hands it on to the history.
+
+    The transport stamps every origin the decoder made with the model name
+    the request asked by (`Response.as_requested`, in `transport/_sdk.py`),
+    so the next request to that name (an alias, as often as not) is its home.
+    """
+    return decoded(exchange).as_requested(exchange.model)
+
+
 def _continued(exchange: Exchange) -> tuple[list[Message], str | None]:
     system, messages = _imported(exchange)
-    answer = decoded(exchange).message
+    answer = _as_handed_on(exchange).message
     return [*messages, answer, next_turn(answer)], system
 
 
@@ -221,10 +232,7 @@ def _holds_signed(exchange: Exchange) -> bool:
 
 def check_alias(exchange: Exchange) -> None:
     system, messages = _imported(exchange)
-    # As a backend hands it on: the transport stamps every origin the decoder
-    # made with the model name the request asked by (`Response.as_requested`,
-    # in `transport/_sdk.py`), so the next request to that name is its home.
-    answer = decoded(exchange).as_requested(exchange.model).message
+    answer = _as_handed_on(exchange).message
     body = _own_body(exchange, [*messages, answer, next_turn(answer)], system)
     sent = json.dumps(body, ensure_ascii=False)
     left = []
