@@ -29,15 +29,14 @@ for a bounded time; the write's `token` says on reconnecting whether the
 lost commit had in fact landed, so a retry never records an event twice.
 
 Recall is PostgreSQL full-text search (`english` stemming) over
-`carryall_messages`. A recording never writes it: parsing and indexing the
-text would cost every append as much again, and writers on every session
-would queue on the one GIN index. Before a search, the index catches up
-with every session whose `seq` is past its `carryall_indexed` mark,
-reading only the events after it (a rewrite among them: the whole
-session), so a search still finds every recorded message. A query is the
-person's words taken literally (`plainto_tsquery` over the words
-`carryall.sessions.recall` splits), and hits are the same `Hit` values with
-snippets marked the same way.
+`carryall_messages`. A recording never writes it, so an append is one
+statement over the session row and the event, with no text to parse or
+index. Before a search, the index catches up with every session whose
+`seq` is past its `carryall_indexed` mark, reading only the events after
+it (a rewrite among them: the whole session), so a search still finds
+every recorded message. A query is the person's words taken literally
+(`plainto_tsquery` over the words `carryall.sessions.recall` splits), and
+hits are the same `Hit` values with snippets marked the same way.
 """
 
 from __future__ import annotations
