@@ -181,6 +181,8 @@ def test_eight_workers_on_fifty_sessions_lose_and_interleave_nothing(
     assert total == 8000
     for w, indices in seen.items():
         assert sorted(indices) == list(range(1000)), f"worker {w} lost or doubled an event"
+    # Recordings leave the search index to the next search, which catches it up.
+    assert len(store.recall.search("w3", limit=5000)) == 1000
     with psycopg.connect(postgres_url) as conn:
         row = conn.execute("SELECT count(*) FROM carryall_messages").fetchone()
     assert row is not None and row[0] == 8000
@@ -294,3 +296,57 @@ def test_an_error_of_the_statement_is_reported_at_once_not_retried(postgres_url:
     assert "too big (test)" in str(caught.value)
     assert "cannot reach the server" not in str(caught.value)
     assert "keeps every earlier event" in str(caught.value)
+
+
+def test_search_catches_the_index_up_with_appends_and_rewrites(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url)
+    session = store.create()
+    session.append([Message.user("a heron by the lake"), Message.user("a stork nearby")])
+    assert [h.message for h in store.recall.search("stork")] == [1]
+    session.append([Message.user("an egret too")])
+    history = session.messages()
+    session.record(history, [Message.user("only a crane now")])  # a rewrite
+    session.append([Message.user("and a heron again")])
+    other = PostgresStore(postgres_url)  # another process's store finds the same
+    assert [h.message for h in other.recall.search("heron")] == [1]
+    assert other.recall.search("stork") == [] and other.recall.search("egret") == []
+    assert [h.message for h in other.recall.search("crane")] == [0]
+    with psycopg.connect(postgres_url) as conn:
+        rows = conn.execute(
+            "SELECT idx, body FROM carryall_messages WHERE session_id = %s ORDER BY idx",
+            (session.id,),
+        ).fetchall()
+    assert rows == [(0, "only a crane now"), (1, "and a heron again")]
+
+
+def test_a_recording_never_waits_for_a_search_catching_up(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url)
+    session = store.create()
+    session.append([Message.user("first of many")])
+    with psycopg.connect(postgres_url) as conn, conn.transaction():
+        # What a search catching this session up holds: its index lock and mark.
+        conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (0x63617273, session.id))
+        conn.execute("INSERT INTO carryall_indexed (session_id, seq) VALUES (%s, 0)", (session.id,))
+        session.append([Message.user("second, while the index is busy")])
+        session.record(session.messages(), [Message.user("rewritten meanwhile")])
+    assert [h.message for h in store.recall.search("rewritten")] == [0]
+
+
+def test_sessions_of_an_older_schema_stay_found_without_a_catch_up(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url)
+    session = store.create()
+    session.append([Message.user("an okapi in the old schema")])
+    store.recall.search("okapi")
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        # Back to schema 3, where every recording indexed its own text.
+        conn.execute("DROP TABLE carryall_indexed")
+        conn.execute("DELETE FROM carryall_schema WHERE version = 4")
+    store.close()
+    migrated = PostgresStore(postgres_url)
+    migrated.create()  # the first operation migrates
+    with psycopg.connect(postgres_url) as conn:
+        row = conn.execute(
+            "SELECT seq FROM carryall_indexed WHERE session_id = %s", (session.id,)
+        ).fetchone()
+    assert row == (1,)
+    assert [h.message for h in migrated.recall.search("okapi")] == [0]

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carryall.blocks import Image, Message, Text, Thinking, ToolResult, ToolUse
-from carryall.sessions import Store, fts_query
+from carryall.sessions import Store, fts_query, searchable_text
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 32
 
@@ -301,3 +301,72 @@ def test_held_back_events_of_a_deleted_store_are_dropped_not_recreated(tmp_path:
     shutil.rmtree(tmp_path / "sessions")
     store.recall.flush()
     assert not (tmp_path / "sessions").exists()
+
+
+def _hold_the_index(store: Store) -> sqlite3.Connection:
+    """Another process's view: a connection holding the index's write lock."""
+    store.create().append([Message.user("the index is laid out")])
+    store.recall.flush()
+    other = sqlite3.connect(store.recall.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    return other
+
+
+def test_a_recording_keeps_its_events_while_another_process_writes_the_index(
+    store: Store,
+) -> None:
+    store.recall.batch = 2
+    other = _hold_the_index(store)
+    session = store.create()
+    for i in range(6):
+        session.append([Message.user(f"tamarind {i}")])
+    assert len(store.recall._pending) == 6  # nothing waited, nothing dropped
+    other.execute("COMMIT")
+    other.close()
+    # Indexed from what was held back, not read again from the transcript.
+    hits = store.recall.search("tamarind", sync=False, limit=10)
+    assert sorted(h.message for h in hits) == list(range(6))
+
+
+def test_events_held_past_the_bound_are_left_to_the_catch_up(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import carryall.sessions.recall as recall
+
+    monkeypatch.setattr(recall, "_HELD_MOST", 3)
+    store.recall.batch = 1
+    other = _hold_the_index(store)
+    session = store.create()
+    for i in range(5):
+        session.append([Message.user(f"sapodilla {i}")])
+    assert len(store.recall._pending) < 5
+    other.execute("COMMIT")
+    other.close()
+    hits = store.recall.search("sapodilla", limit=10)
+    assert sorted(h.message for h in hits) == list(range(5))
+
+
+def test_a_batch_of_appends_and_rewrites_of_two_sessions_indexes_what_they_hold(
+    store: Store,
+) -> None:
+    store.recall.batch = 10_000
+    one, two = store.create(), store.create()
+    for i in range(3):
+        one.append([Message.user(f"loquat {i}")])
+        two.append([Message.user(f"medlar {i}")])
+    history = one.messages()
+    one.record(history, [Message.user("loquat kept"), Message.user("now a quince")])
+    one.append([Message.user("loquat after")])
+    two.append([Message.user("medlar after")])
+    store.recall.flush()
+    indexed = {
+        (h.session, h.message, h.snippet)
+        for word in ("loquat", "medlar", "quince")
+        for h in store.recall.search(word, sync=False, limit=50)
+    }
+    held = {
+        (s.id, i, searchable_text(m))
+        for s in (store.open(one.id), store.open(two.id))
+        for i, m in enumerate(s.messages())
+    }
+    assert indexed == held

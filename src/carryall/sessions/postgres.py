@@ -16,6 +16,8 @@ Tables (all named `carryall_*`, so a store can share a database):
     carryall_blobs      image bytes, stored once by content hash
     carryall_blob_refs  which session refers to which blob (for `rm`, `gc`)
     carryall_messages   the current history's text, for full-text search
+    carryall_indexed    for each session, the last event `carryall_messages`
+                        holds (no row: none)
 
 Every write is one transaction that holds the session row's lock: it reads
 the events other writers added (by `seq`), makes the append-or-rewrite
@@ -27,8 +29,12 @@ for a bounded time; the write's `token` says on reconnecting whether the
 lost commit had in fact landed, so a retry never records an event twice.
 
 Recall is PostgreSQL full-text search (`english` stemming) over
-`carryall_messages`, kept in the same transaction as the events, so the
-index is never behind. A query is the person's words taken literally
+`carryall_messages`. A recording never writes it, so an append is one
+statement over the session row and the event, with no text to parse or
+index. Before a search, the index catches up with every session whose
+`seq` is past its `carryall_indexed` mark, reading only the events after
+it (a rewrite among them: the whole session), so a search still finds
+every recorded message. A query is the person's words taken literally
 (`plainto_tsquery` over the words `carryall.sessions.recall` splits), and
 hits are the same `Hit` values with snippets marked the same way.
 """
@@ -72,7 +78,6 @@ from carryall.sessions._transcript import (
     SessionMeta,
     Stored,
     StoredMessage,
-    common_prefix,
     decode_event,
     decode_header,
     encode_event,
@@ -82,6 +87,7 @@ from carryall.sessions._transcript import (
     image_stand_in,
     now,
     parse_time,
+    restore,
     title_from,
     with_title,
 )
@@ -102,13 +108,14 @@ __all__ = [
     "PostgresStore",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The newest schema this carryall creates and reads."""
 
 INDEXED_BYTES = 256 * 1024
 """How much of one message's text (UTF-8 bytes, from its start) full-text search takes in."""
 
 _LOCK_KEY = 0x63617272  # the advisory lock that serializes schema migrations
+_INDEX_KEY = 0x63617273  # with a session id's hash: one catch-up of its index rows at a time
 _OPEN, _CLOSE = "\x02", "\x03"
 _HEADLINE = f"StartSel={_OPEN}, StopSel={_CLOSE}, MaxWords=16, MinWords=8, MaxFragments=1"
 
@@ -161,6 +168,15 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE carryall_sessions"
         " ALTER COLUMN title TYPE bytea USING convert_to(title, 'UTF8'),"
         " ALTER COLUMN failed TYPE bytea USING convert_to(failed, 'UTF8')",
+    ),
+    # The search index is fed by the next search, not by each recording:
+    # the mark of what it holds, every session indexed up to its last event.
+    4: (
+        """CREATE TABLE carryall_indexed (
+            session_id text PRIMARY KEY REFERENCES carryall_sessions(id) ON DELETE CASCADE,
+            seq integer NOT NULL
+        )""",
+        "INSERT INTO carryall_indexed (session_id, seq) SELECT id, seq FROM carryall_sessions",
     ),
 }
 
@@ -554,6 +570,7 @@ class PostgresStore:
                 blobs.refer(full, before)
                 conn.execute("DELETE FROM carryall_messages WHERE session_id = %s", (full,))
                 _index(conn, full, 0, replay.messages, replay.times)
+                _mark_indexed(conn, full, events[-1][0] if events else 0)
             return changed
 
         changed = self._retrying(rewrite)
@@ -633,6 +650,7 @@ class PostgresStore:
                         [(meta.id, sha) for sha in sorted(hashes)],
                     )
                 _index(conn, meta.id, 0, replay.messages, replay.times)
+                _mark_indexed(conn, meta.id, len(lines))
 
         self._retrying(insert)
 
@@ -893,8 +911,11 @@ class PostgresSession(ReplayedSession):
                     return plan.kind
                 planned.clear()  # another writer came first: decide again under the lock
             with conn.transaction():
+                # NO KEY: the key stays, so a search marking this session's
+                # index rows caught up (a key share, through its foreign key)
+                # never makes a recording wait.
                 row = conn.execute(
-                    "SELECT seq FROM carryall_sessions WHERE id = %s FOR UPDATE", (self.id,)
+                    "SELECT seq FROM carryall_sessions WHERE id = %s FOR NO KEY UPDATE", (self.id,)
                 ).fetchone()
                 if row is None:
                     raise TranscriptError(
@@ -996,9 +1017,6 @@ class PostgresSession(ReplayedSession):
                     "failed": _utf8(failed),
                     "token": token,
                     "body": line,
-                    "idx": list(range(start, total)),
-                    "roles": [m.role for m in clean],
-                    "bodies": [_indexed(passage(m)) for m in clean],
                 },
             ).fetchone()
         except self.store._pg.errors.UniqueViolation:
@@ -1064,14 +1082,6 @@ class PostgresSession(ReplayedSession):
                     " ON CONFLICT DO NOTHING",
                     [(self.id, sha) for sha in sorted(hashes)],
                 )
-        first = start
-        if kind == "rewrite":
-            first = common_prefix(self._replay.messages, messages)
-            clean = clean[first:]
-        conn.execute(
-            "DELETE FROM carryall_messages WHERE session_id = %s AND idx >= %s", (self.id, first)
-        )
-        _index(conn, self.id, first, clean, [stamp] * len(clean))
         conn.execute(
             "UPDATE carryall_sessions SET seq = %s, turns = %s, updated = %s,"
             " title = coalesce(title, %s), failed = %s WHERE id = %s",
@@ -1121,7 +1131,7 @@ class PostgresSession(ReplayedSession):
 
 
 class PostgresRecall:
-    """Full-text search over a PostgreSQL store, kept in the same transactions as the events."""
+    """Full-text search over a PostgreSQL store, caught up with the events before each search."""
 
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
@@ -1139,12 +1149,15 @@ class PostgresRecall:
     ) -> list[Hit]:
         """The best-ranked messages containing every word of `query` (see `RecallIndex.search`).
 
-        `sync` and `progress` are accepted for the same call shape: this index
-        is never behind, so `progress` is never called.
+        The index first catches up with what was recorded since the last
+        search, whatever `sync` says (recordings never feed it, so without
+        that a search would miss them); `progress` hears of each session
+        caught up, as `RecallIndex.sync` tells it.
         """
         words = bounded_words(query, limit)
         if not words or limit <= 0:
             return []
+        self.sync(progress)
         sql = [
             # Snippets only for the hits kept: ts_headline reparses the text.
             "SELECT s, i, r, t, ts_headline('english', body, q, %s), score FROM (",
@@ -1179,24 +1192,112 @@ class PostgresRecall:
         ids = [info.meta.id for info in self.store.list(on_error=lambda exc: None)]
         count = 0
         for session_id in ids:
-            _, replay, _ = self.store._load(session_id, keep_versions=False, images=False)
+            _, replay, seq = self.store._load(session_id, keep_versions=False, images=False)
 
             def rebuild(
-                conn: psycopg.Connection[Any], sid: str = session_id, replay: Replay = replay
+                conn: psycopg.Connection[Any],
+                sid: str = session_id,
+                replay: Replay = replay,
+                seq: int = seq,
             ) -> None:
                 with conn.transaction():
+                    _lock_index(conn, sid)
                     conn.execute("DELETE FROM carryall_messages WHERE session_id = %s", (sid,))
                     _index(conn, sid, 0, replay.messages, replay.times)
+                    _mark_indexed(conn, sid, seq)
 
             self.store._retrying(rebuild)
             count += len(replay.messages)
         return count
 
-    def sync(self) -> None:
-        """Nothing to catch up: the index is written with the events."""
+    def sync(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Index every event recorded since the index last caught up, one session at a time.
+
+        Each session is caught up in a transaction of its own, so an
+        interrupted catch-up keeps what it finished. `progress(done, total)`
+        is called first with 0, then after each session (not at all when
+        none was behind).
+        """
+
+        def behind(conn: psycopg.Connection[Any]) -> builtins.list[str]:
+            return [
+                row[0]
+                for row in conn.execute(
+                    "SELECT s.id FROM carryall_sessions s"
+                    " LEFT JOIN carryall_indexed i ON i.session_id = s.id"
+                    " WHERE s.seq > coalesce(i.seq, 0) ORDER BY s.id"
+                ).fetchall()
+            ]
+
+        stale = self.store._retrying(behind)
+        if stale and progress is not None:
+            progress(0, len(stale))
+        for done, session_id in enumerate(stale, 1):
+
+            def catch_up(conn: psycopg.Connection[Any], sid: str = session_id) -> None:
+                self._catch_up(conn, sid)
+
+            self.store._retrying(catch_up)
+            if progress is not None:
+                progress(done, len(stale))
 
     def flush(self) -> None:
-        """Nothing held back: the index is written with the events."""
+        """Index what was recorded since the last catch-up (`sync`)."""
+        self.sync()
+
+    def _catch_up(self, conn: psycopg.Connection[Any], session_id: str) -> None:
+        """Bring one session's index rows up to its last event, in one transaction.
+
+        Append events after the mark add their messages where they start;
+        anything else among them (a rewrite, a damaged event) indexes the
+        whole session again from all its events. Two searches catching up
+        one session take turns on an advisory lock; a recording takes none
+        of it, and never waits for a search.
+        """
+        where = self.store._where(session_id)
+        with conn.transaction():
+            _lock_index(conn, session_id)
+            row = conn.execute(
+                "SELECT seq FROM carryall_indexed WHERE session_id = %s", (session_id,)
+            ).fetchone()
+            mark = row[0] if row is not None else 0
+            rows = conn.execute(
+                "SELECT seq, body FROM carryall_events WHERE session_id = %s AND seq > %s"
+                " ORDER BY seq",
+                (session_id, mark),
+            ).fetchall()
+            if not rows:
+                return
+            appends: builtins.list[Any] = []
+            for seq, body in rows:
+                try:
+                    event = decode_event(bytes(body), where, seq + 1)
+                except TranscriptError:
+                    appends = []
+                    break
+                if event.event != "append":
+                    appends = []
+                    break
+                appends.append(event)
+            if appends:
+                for event in appends:
+                    messages = [restore(m, image_stand_in) for m in event.messages]
+                    conn.execute(
+                        "DELETE FROM carryall_messages WHERE session_id = %s AND idx >= %s",
+                        (session_id, event.start),
+                    )
+                    _index(conn, session_id, event.start, messages, [event.time] * len(messages))
+            else:
+                replay = Replay(where, image_stand_in)
+                every = conn.execute(
+                    "SELECT seq, body FROM carryall_events WHERE session_id = %s ORDER BY seq",
+                    (session_id,),
+                ).fetchall()
+                for seq, body in every:
+                    replay.apply_line(bytes(body), seq + 1)
+                conn.execute("DELETE FROM carryall_messages WHERE session_id = %s", (session_id,))
+                _index(conn, session_id, 0, replay.messages, replay.times)
+            _mark_indexed(conn, session_id, rows[-1][0])
 
 
 def _migrate(conn: psycopg.Connection[Any], where: str) -> None:
@@ -1219,8 +1320,9 @@ def _migrate(conn: psycopg.Connection[Any], where: str) -> None:
 
 # One append in one statement: the session row moves from `prev` to `seq`
 # only if no other writer moved it first (the row lock orders two writers,
-# and the second finds `seq` changed), and the event and its index rows go
-# in only with it. Every part runs once, whatever the outer query reads.
+# and the second finds `seq` changed), and the event goes in only with it
+# (its text is indexed by the next search). Every part runs once, whatever
+# the outer query reads.
 _APPEND = """
 WITH s AS (
     UPDATE carryall_sessions SET seq = %(seq)s, turns = %(total)s, updated = %(stamp)s,
@@ -1229,11 +1331,6 @@ WITH s AS (
 ), e AS (
     INSERT INTO carryall_events (session_id, seq, token, body)
     SELECT id, %(seq)s, %(token)s, %(body)s FROM s RETURNING seq
-), m AS (
-    INSERT INTO carryall_messages (session_id, idx, role, time, body)
-    SELECT s.id, x.idx, x.role, %(stamp)s, x.body
-    FROM s, unnest(%(idx)s::integer[], %(roles)s::text[], %(bodies)s::text[])
-        AS x(idx, role, body)
 )
 SELECT count(*) FROM e
 """
@@ -1257,6 +1354,20 @@ def _index(
                 for i, (m, t) in enumerate(zip(messages, times, strict=True))
             ],
         )
+
+
+def _lock_index(conn: psycopg.Connection[Any], session_id: str) -> None:
+    """Take (until the transaction ends) the lock on one session's index rows."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_INDEX_KEY, session_id))
+
+
+def _mark_indexed(conn: psycopg.Connection[Any], session_id: str, seq: int) -> None:
+    """Record that a session's index rows hold its history up to event `seq`."""
+    conn.execute(
+        "INSERT INTO carryall_indexed (session_id, seq) VALUES (%s, %s)"
+        " ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq",
+        (session_id, seq),
+    )
 
 
 def _indexed(text: str) -> str:

@@ -80,6 +80,8 @@ log = lazy_logger("carryall.sessions")
 
 _SCHEMA_VERSION = "1"  # bump to rebuild indexes written by an older layout
 _BULK_ROWS = 2000  # rows a sync changed beyond which it merges the FTS5 segments at once
+_HELD_MOST = 4096  # messages held back while the index is busy; past it `sync` reads them
+_BUSY = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
 _OPEN, _CLOSE = "\x02", "\x03"
 _MARKS = str.maketrans({_OPEN: " ", _CLOSE: " ", "\x00": " "})
 _CONTROLS = str.maketrans({chr(c): " " for c in range(32)})
@@ -160,6 +162,7 @@ class RecallIndex:
         self._lock = threading.RLock()
         self._pending: list[Recorded] = []
         self._pending_messages = 0
+        self._put_off = 0  # messages past `batch` a busy index makes the next try wait for
 
     # -- searching ----------------------------------------------------------
 
@@ -243,29 +246,54 @@ class RecallIndex:
         It is indexed once `batch` messages are waiting (see `batch`), or
         before the next search. When the index had not seen the transcript
         up to `recorded.before` (a missed update, another writer), it
-        catches up from the file instead.
+        catches up from the file instead. A recording never waits for the
+        index: when another process is writing it, the events stay held
+        back and the next batch tries again (see `_HELD_MOST`).
         """
         with self._lock:
             if not self._pending:
                 _unflushed.add(self)
             self._pending.append(recorded)
             self._pending_messages += max(len(recorded.messages), 1)
-            if self._pending_messages < self.batch:
+            if self._pending_messages < self.batch + self._put_off:
                 return
-        self.flush()
+        self._flush(wait_ms=0)
 
     def flush(self) -> None:
-        """Index every event held back (`batch`), in one transaction."""
+        """Index every event held back (`batch`), in one transaction.
+
+        Waits up to a second for another process writing the index; what
+        it cannot index then is caught up from the transcripts by `sync`.
+        """
+        self._flush(wait_ms=1000)
+
+    def _flush(self, *, wait_ms: int) -> None:
+        import sqlite3
+
         with self._lock:
-            pending, self._pending, self._pending_messages = self._pending, [], 0
+            pending, held = self._pending, self._pending_messages
+            self._pending, self._pending_messages = [], 0
+            self._put_off = 0
             _unflushed.discard(self)
             if not pending or not self.store.root.is_dir():
                 return  # nothing held back, or the store itself is gone
-            # A recording waits briefly for the index: a busy index is caught
-            # up later from the files, while a stalled recording stalls the agent.
-            with self._connection(busy_ms=1000) as conn, _transaction(conn):
-                for recorded in pending:
-                    self._take(conn, recorded)
+            with self._connection(busy_ms=wait_ms) as conn:
+                try:
+                    with _transaction(conn):
+                        for run in _runs(pending):
+                            self._take(conn, run)
+                except sqlite3.OperationalError as exc:
+                    if wait_ms or exc.sqlite_errorcode not in _BUSY:
+                        raise
+                    # Another process holds the index. SQLite's busy handler
+                    # would sleep this recording; instead the events wait for
+                    # the next batch, and past `_HELD_MOST` they are left to
+                    # `sync`, which reads them from the transcripts.
+                    if held < _HELD_MOST:
+                        self._pending = pending
+                        self._pending_messages = held
+                        self._put_off = held
+                        _unflushed.add(self)
 
     def _flush_or_log(self) -> None:
         try:
@@ -273,18 +301,32 @@ class RecallIndex:
         except TranscriptError as exc:  # the files hold it all; sync catches up from them
             log.warning("recall index: could not index held-back events: %s", exc)
 
-    def _take(self, conn: sqlite3.Connection, recorded: Recorded) -> None:
-        session_id = recorded.session_id
+    def _take(self, conn: sqlite3.Connection, run: list[Recorded]) -> None:
+        """Index a run of one session's events, each written where the one before ended."""
+        first = run[0]
+        session_id = first.session_id
         row = conn.execute(
             "SELECT offset, ident FROM sources WHERE session = ?", (session_id,)
         ).fetchone()
-        if row is None or row[0] != recorded.before or row[1] != _ident_text(recorded.ident):
+        if row is None or row[0] != first.before or row[1] != _ident_text(first.ident):
             self._sync_session(conn, session_id, self.store.path(session_id))
             return
-        _replace(conn, session_id, recorded.first, recorded.messages, recorded.times)
+        # The run's events folded into one change from message `start` on:
+        # one replace and one update for the run, not one per event.
+        start = first.first
+        messages: list[Message] = []
+        times: list[str] = []
+        for recorded in run:
+            if recorded.first <= start:
+                start, messages, times = recorded.first, [*recorded.messages], [*recorded.times]
+            else:
+                cut = recorded.first - start
+                messages[cut:] = recorded.messages
+                times[cut:] = recorded.times
+        _replace(conn, session_id, start, messages, times)
         conn.execute(
             "UPDATE sources SET offset = ?, count = ? WHERE session = ?",
-            (recorded.after, recorded.total, session_id),
+            (run[-1].after, run[-1].total, session_id),
         )
 
     def on_remove(self, session_id: str, /) -> None:
@@ -501,6 +543,10 @@ class RecallIndex:
             # The index is rebuilt from the transcripts, so it need not be
             # synced on every commit; only the transcripts carry that cost.
             conn.execute("PRAGMA synchronous=NORMAL")
+            if _current(conn):
+                # Every writer process opens the index: only the first waits
+                # for the write lock to lay out the tables.
+                return conn
             with _transaction(conn):
                 conn.execute("CREATE TABLE IF NOT EXISTS info(key TEXT PRIMARY KEY, value TEXT)")
                 version = conn.execute("SELECT value FROM info WHERE key = 'schema'").fetchone()
@@ -554,6 +600,35 @@ def _create_private(path: Path) -> bool:
     finally:
         os.unlink(temp)
     return True
+
+
+def _current(conn: sqlite3.Connection) -> bool:
+    """Whether the index already has this schema's tables (read without a write lock)."""
+    tables = conn.execute(
+        "SELECT count(*) FROM sqlite_master WHERE name IN ('info', 'sources', 'docs', 'passages')"
+    ).fetchone()[0]
+    if tables != 4:
+        return False
+    version = conn.execute("SELECT value FROM info WHERE key = 'schema'").fetchone()
+    return version is not None and version[0] == _SCHEMA_VERSION
+
+
+def _runs(pending: list[Recorded]) -> Iterator[list[Recorded]]:
+    """`pending` cut into runs of one session's events, each starting where the last ended.
+
+    Sessions keep their own order; a gap (an event this index never heard
+    of) starts a new run, which `_take` then catches up from the file.
+    """
+    runs: dict[str, list[list[Recorded]]] = {}
+    for recorded in pending:
+        of_session = runs.setdefault(recorded.session_id, [])
+        last = of_session[-1][-1] if of_session else None
+        if last is not None and last.after == recorded.before and last.ident == recorded.ident:
+            of_session[-1].append(recorded)
+        else:
+            of_session.append([recorded])
+    for of_session in runs.values():
+        yield from of_session
 
 
 _unflushed: weakref.WeakSet[RecallIndex] = weakref.WeakSet()
