@@ -14,7 +14,11 @@ It prints each prompt's correct count, the answers' median length and
 wall time, and one line per wrong answer, so what a small model gets wrong
 is seen, not guessed.
 
-    .venv/bin/python benchmarks/tour.py [--count 10] [--show]
+    .venv/bin/python benchmarks/tour.py [--count 10] [--show] [--keep DIR]
+
+`--keep DIR` keeps each run's workspace and `CARRYALL_HOME` under DIR, so
+a wrong answer's whole session (every request's tool calls and results)
+can be read with `CARRYALL_HOME=DIR/<run> carryall sessions show last`.
 """
 
 from __future__ import annotations
@@ -82,10 +86,15 @@ def _workspace(root: Path) -> Path:
     return ws
 
 
-def one_run(prompt: Prompt) -> tuple[str, float, int]:
-    """The answer, the wall time and the exit code of one `carryall run`."""
+def one_run(prompt: Prompt, keep: Path | None = None) -> tuple[str, float, int]:
+    """The answer, the wall time and the exit code of one `carryall run`.
+
+    Its files go in a temporary folder, or under `keep` to be read afterwards.
+    """
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="carryall-tour-") as tmp:
-        root = Path(tmp)
+        root = Path(tempfile.mkdtemp(prefix="run-", dir=keep)) if keep is not None else Path(tmp)
         ws = _workspace(root)
         env = {**os.environ, "CARRYALL_HOME": str(root / "home"), "COLUMNS": "80"}
         for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CARRYALL_STORE"):
@@ -111,6 +120,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=10, help="runs per prompt")
     parser.add_argument("--show", action="store_true", help="print every answer")
+    parser.add_argument("--keep", type=Path, help="keep each run's home and workspace here")
     args = parser.parse_args()
     if not local.status().ready:
         sys.exit("the local backend is not installed: run `carryall local install`")
@@ -122,7 +132,7 @@ def main() -> None:
         correct, walls, lengths = 0, [], []
         wrong: list[str] = []
         for _ in range(args.count):
-            answer, wall, _code = one_run(prompt)
+            answer, wall, _code = one_run(prompt, args.keep)
             walls.append(wall)
             lengths.append(len(answer))
             if prompt.check(answer):

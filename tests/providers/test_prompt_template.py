@@ -64,3 +64,15 @@ def test_the_choices_a_grammar_holds_a_call_to_are_the_ones_described() -> None:
         "notes.txt",
         "plan.md",
     ]
+
+
+@pytest.mark.parametrize("constrained", [True, False])
+@pytest.mark.parametrize("tool_choice", [None, "none"])
+def test_how_results_read_is_said_without_an_example_line_to_copy(
+    constrained: bool, tool_choice: str | None
+) -> None:
+    text = describe_tools(TOOLS, constrained=constrained, tool_choice=tool_choice)
+    about_results = next(line for line in text.splitlines() if "[Tool results]" in line)
+    assert "<" not in about_results and "[Result" not in about_results
+    if tool_choice == "none":
+        assert "<" not in text  # nothing at all to fill in where no call may be made

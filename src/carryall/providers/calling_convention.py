@@ -220,11 +220,12 @@ def describe_tools(
         ]
     lines += [
         "",
+        # Said in words, not by an example header: a small model copies an
+        # example line (and its placeholders) into its answer word for word.
         "The results come back in a user message whose first line is [Tool results], "
         "with one section per call, in the order you made them. Each section starts "
-        "with a header line such as "
-        "[Result 1/2 tool=<tool name> id=<call id> ok chars=<length>] "
-        "(or error instead of ok when the call failed), followed by the result text. "
+        "with one line in square brackets naming the tool and the call and saying ok, "
+        "or error when the call failed; the result text follows it. "
         "Pictures a tool made follow the results, each named by an [IMAGE:name] line.",
     ]
     if tool_choice == "none":
