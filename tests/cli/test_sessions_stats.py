@@ -19,7 +19,12 @@ from carryall.sessions._transcript import format_time
 from carryall.usage import RequestUsage, Usage
 from tests.support.cli import invoke, script
 
-NOW = datetime.now(UTC).replace(microsecond=0)
+
+def _now() -> datetime:
+    # Taken when a test records, never at import: a worker may run this
+    # module's tests minutes after collecting it, and a window such as
+    # `--since 10m` is measured from the real time of the command.
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 def _answer(text: str, n: int) -> Response:
@@ -32,9 +37,9 @@ def _answer(text: str, n: int) -> Response:
     )
 
 
-def _recorded(backend: str, model: str, hours_ago: float, n: int) -> RequestUsage:
+def _recorded(backend: str, model: str, hours_ago: float, n: int, now: datetime) -> RequestUsage:
     return RequestUsage(
-        time=NOW - timedelta(hours=hours_ago),
+        time=now - timedelta(hours=hours_ago),
         backend=backend,
         wire=backend,
         model=model,
@@ -43,19 +48,20 @@ def _recorded(backend: str, model: str, hours_ago: float, n: int) -> RequestUsag
     )
 
 
-def _two_sessions(home: Path) -> tuple[str, str]:
+def _two_sessions(home: Path, now: datetime | None = None) -> tuple[str, str]:
     # Created before the requests they record, as a run creates them.
+    now = now or _now()
     store = Store()
     local = store.create(backend="local", model="SmolLM2")
     hosted = store.create(backend="openai", model="my-finetune")
     history = [Message.user("ask"), Message.assistant([Text("answer")])]
-    local.record([], history, usage=[_recorded("local", "SmolLM2", 0.5, 100)])
+    local.record([], history, usage=[_recorded("local", "SmolLM2", 0.5, 100, now)])
     hosted.record(
         [],
         history,
         usage=[
-            _recorded("openai", "my-finetune", 0.4, 1_000),
-            _recorded("openai", "my-finetune", 0.1, 2_000),
+            _recorded("openai", "my-finetune", 0.4, 1_000, now),
+            _recorded("openai", "my-finetune", 0.1, 2_000, now),
         ],
     )
     return local.id, hosted.id
@@ -101,9 +107,10 @@ def test_stats_table_names_each_session_model_and_backend_with_cost(home: Path) 
 
 
 def test_stats_json_over_a_window(home: Path) -> None:
-    local, hosted = _two_sessions(home)
-    since = format_time(NOW - timedelta(minutes=45))
-    until = format_time(NOW - timedelta(minutes=15))
+    now = _now()
+    local, hosted = _two_sessions(home, now)
+    since = format_time(now - timedelta(minutes=45))
+    until = format_time(now - timedelta(minutes=15))
     result = invoke("sessions", "stats", "--since", since, "--until", until, "--json")
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)

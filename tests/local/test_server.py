@@ -471,13 +471,13 @@ def test_server_that_exits_at_start_reports_its_output(tmp_path: Path) -> None:
     assert not own.is_running
 
 
-def test_the_wheel_server_takes_the_sampling_the_supervisor_starts_it_with() -> None:
-    # Both installs are started with the same arguments: the wheel's command
-    # line must read the sampling ones rather than refuse them.
+def test_the_wheel_server_takes_sampling_arguments_as_the_built_one_does() -> None:
+    # Both installs take the same extra arguments: the wheel's command line
+    # must read llama-server's sampling ones rather than refuse them.
     from carryall.local import _xllamacpp
-    from carryall.local.server import SAMPLING
 
-    args = _xllamacpp._parser().parse_args(["-m", "model.gguf", *SAMPLING])
+    sampling = ["--temp", "0.2", "--top-p", "0.9"]
+    args = _xllamacpp._parser().parse_args(["-m", "model.gguf", *sampling])
     assert (args.temp, args.top_p) == (0.2, 0.9)
     with pytest.raises(SystemExit):
         _xllamacpp._parser().parse_args(["-m", "model.gguf", "--no-such-option"])

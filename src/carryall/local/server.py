@@ -56,14 +56,6 @@ def _free_port(host: str) -> int:
         return port
 
 
-SAMPLING: Final = ("--temp", "0.2", "--top-p", "0.9")
-"""How the server samples unless a request says otherwise: as SmolLM2's model card runs it.
-
-At llama-server's own default (temperature 0.8) the 135M model wanders off
-a tool result it was just given; `extra_args` after these override them.
-"""
-
-
 class LocalServer:
     """One `llama-server` process on a loopback port, serving the bundled model.
 
@@ -303,7 +295,6 @@ class LocalServer:
             "-np",
             "1",
             "--jinja",
-            *SAMPLING,
             *self.extra_args,
         ]
         with self._log_path.open("ab") as sink:
