@@ -268,8 +268,6 @@ class RecallIndex:
         self._flush(wait_ms=1000)
 
     def _flush(self, *, wait_ms: int) -> None:
-        import sqlite3
-
         with self._lock:
             pending, held = self._pending, self._pending_messages
             self._pending, self._pending_messages = [], 0
@@ -277,6 +275,8 @@ class RecallIndex:
             _unflushed.discard(self)
             if not pending or not self.store.root.is_dir():
                 return  # nothing held back, or the store itself is gone
+            import sqlite3  # loaded with the first thing to index, as `_connection` says
+
             with self._connection(busy_ms=wait_ms) as conn:
                 try:
                     with _transaction(conn):
