@@ -17,6 +17,13 @@ whole histories in wire formats is `carryall.interchange`.
 from carryall.sessions._core import SessionInfo
 from carryall.sessions._transcript import FORMAT_VERSION, SessionMeta, SystemChange
 from carryall.sessions.indexed import Store, open_store
+from carryall.sessions.jsonl import (
+    Recorded,
+    Session,
+    SessionStore,
+    StoreListener,
+    default_root,
+)
 from carryall.sessions.protocol import AnySession, AnyStore, Recall, RecordKind
 from carryall.sessions.recall import Hit, RecallIndex, fts_query
 from carryall.sessions.render import (
@@ -28,13 +35,6 @@ from carryall.sessions.render import (
     render_message_text,
     render_text,
     searchable_text,
-)
-from carryall.sessions.store import (
-    Recorded,
-    Session,
-    SessionStore,
-    StoreListener,
-    default_root,
 )
 
 __all__ = [

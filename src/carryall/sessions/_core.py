@@ -1,6 +1,6 @@
 """The session core both stores build on: what a session reads, how an event is made storable.
 
-`carryall.sessions.store` (JSON Lines) and `carryall.sessions.postgres`
+`carryall.sessions.jsonl` (JSON Lines) and `carryall.sessions.postgres`
 keep sessions in different places and lock them differently; everything
 else about a session is here, written once: the replayed session both
 session classes read from (`ReplayedSession`), a sessions-list row

@@ -46,8 +46,8 @@ from carryall.sessions._transcript import (
     restore,
     split_lines,
 )
+from carryall.sessions.jsonl import Recorded, SessionStore
 from carryall.sessions.render import searchable_text
-from carryall.sessions.store import Recorded, SessionStore
 
 if TYPE_CHECKING:
     import sqlite3
