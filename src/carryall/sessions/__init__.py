@@ -24,7 +24,7 @@ from carryall.sessions.jsonl import (
     StoreListener,
     default_root,
 )
-from carryall.sessions.protocol import AnySession, AnyStore, Recall, RecordKind
+from carryall.sessions.protocol import AnySession, AnyStore, NewSession, Recall, RecordKind
 from carryall.sessions.recall import Hit, RecallIndex, fts_query
 from carryall.sessions.render import (
     export_dict,
@@ -42,6 +42,7 @@ __all__ = [
     "AnySession",
     "AnyStore",
     "Hit",
+    "NewSession",
     "Recall",
     "RecallIndex",
     "RecordKind",

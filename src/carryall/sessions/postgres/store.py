@@ -5,7 +5,6 @@ from __future__ import annotations
 import builtins
 import contextlib
 import hashlib
-import os
 import re
 import secrets
 import threading
@@ -13,32 +12,29 @@ import time
 import urllib.parse
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack
 
 from carryall.blocks import Downgrade, Message
 from carryall.errors import SessionConflict, TranscriptError
 from carryall.sessions._core import (
     LAST,
+    Extras,
     MissingBlob,
     ReplayedSession,
     SessionInfo,
     blob_loader,
-    check_replaces,
     checked_hash,
     checked_id,
+    event_hashes,
     last_used_first,
-    storable,
-    writable,
+    new_meta,
 )
 from carryall.sessions._transcript import (
     BlobLoader,
-    Event,
     Replay,
     SessionMeta,
-    Stored,
-    StoredMessage,
     decode_event,
     decode_header,
     encode_event,
@@ -48,12 +44,11 @@ from carryall.sessions._transcript import (
     image_stand_in,
     now,
     parse_time,
-    title_from,
     with_title,
 )
 from carryall.sessions.postgres.recall import PostgresRecall, index_rows, mark_indexed
 from carryall.sessions.postgres.schema import migrate
-from carryall.sessions.protocol import Plan, RecordKind
+from carryall.sessions.protocol import NewSession, Plan, RecordKind
 from carryall.sessions.redact import Redactor, compile_pattern, configured_redactor
 from carryall.usage import RequestUsage
 
@@ -231,39 +226,12 @@ class PostgresStore:
 
     # -- sessions -----------------------------------------------------------
 
-    def create(
-        self,
-        *,
-        backend: str = "",
-        model: str = "",
-        cwd: str | os.PathLike[str] | None = None,
-        title: str | None = None,
-        system: str | None = None,
-        origin: str | None = None,
-        tools: Sequence[str] | None = None,
-        base_url: str | None = None,
-        options: Mapping[str, Any] | None = None,
-        output_schema: Mapping[str, Any] | None = None,
-    ) -> PostgresSession:
+    def create(self, **fields: Unpack[NewSession]) -> PostgresSession:
         """Start a new, empty session and write its row (the same meta as the JSONL store)."""
         created = datetime.now(UTC)
         for _ in range(16):
-            meta = self.redactor.walk(
-                SessionMeta(
-                    id=f"{created:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}",
-                    created=created,
-                    backend=backend,
-                    model=model,
-                    cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
-                    title=title,
-                    system=system,
-                    origin=origin,
-                    tools=tuple(tools) if tools is not None else None,
-                    base_url=base_url,
-                    options=dict(options) if options else None,
-                    output_schema=dict(output_schema) if output_schema else None,
-                )
-            )
+            session_id = f"{created:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+            meta = new_meta(self.redactor, created, session_id, fields)
             if self._insert_session(meta, meta.title, 0, format_time(created), 0):
                 replay = Replay(self._where(meta.id), self._blob_loader(meta.id))
                 return PostgresSession(self, meta, replay, 0)
@@ -427,7 +395,7 @@ class PostgresStore:
                 for seq, body in events:
                     event = decode_event(bytes(body), where, seq + 1)
                     clean = redactor.walk(event, blobs=blobs)
-                    before.update(_event_hashes(event))
+                    before.update(event_hashes(event))
                     line = bytes(body)
                     if clean is not event or _matches(redactor, line):
                         line = encode_event(clean)[:-1]
@@ -438,7 +406,7 @@ class PostgresStore:
                             (line, full, seq),
                         )
                         changed += 1
-                    blobs.referred.update(_event_hashes(clean))
+                    blobs.referred.update(event_hashes(clean))
                     failed = clean.failed
                     replay.apply_line(line, seq + 1)
                 conn.execute(
@@ -501,7 +469,7 @@ class PostgresStore:
             event = replay.apply_line(line, line_no)
             if event is None:  # a damaged line is not copied as if it were whole
                 raise TranscriptError(f"{replay.damage[-1]}; nothing was imported")
-            hashes.update(_event_hashes(event))
+            hashes.update(event_hashes(event))
         header = encode_header(meta)[:-1]
         updated = replay.updated or format_time(meta.created)
 
@@ -642,6 +610,8 @@ class PostgresStore:
 class PostgresSession(ReplayedSession):
     """One conversation in a PostgreSQL store; the same use as `carryall.sessions.Session`."""
 
+    store: PostgresStore
+
     def __init__(self, store: PostgresStore, meta: SessionMeta, replay: Replay, seq: int) -> None:
         self.store = store
         self._meta = meta
@@ -650,74 +620,6 @@ class PostgresSession(ReplayedSession):
 
     def __repr__(self) -> str:
         return f"<PostgresSession {self.id} {len(self)} messages>"
-
-    def record(
-        self,
-        started_from: Sequence[Message],
-        left_behind: Sequence[Message],
-        downgrades: Sequence[Downgrade] = (),
-        *,
-        usage: Sequence[RequestUsage] = (),
-    ) -> RecordKind:
-        """Record what a run left behind, given the history it started from.
-
-        The same decision as `carryall.sessions.Session.record`
-        (`carryall.sessions.protocol.plan_record`), made inside the
-        transaction that holds the session's row, after reading what other
-        writers added: an append, a merge after another writer's turn, or a
-        rewrite; a write that would hide another writer's messages raises
-        `SessionConflict` and writes nothing. `downgrades` and `usage` ride
-        on the event written (usage alone is written as an empty append).
-        """
-        seen = self._replay.rewrites
-        return self._write(
-            lambda: self._plan(started_from, left_behind, seen),
-            downgrades=list(downgrades),
-            usage=list(usage),
-        )
-
-    def append(self, messages: Sequence[Message], *, failed: str | None = None) -> None:
-        """Append messages after whatever the store holds now (another writer's included).
-
-        `failed` is the error of the request they were sent in (the prompt is kept, with why).
-        """
-        tail = list(messages)
-        self._write(lambda: self._plan_append(tail), self.store.redactor.optional(failed))
-
-    def change_system(self, system: str | None) -> None:
-        """Record that the system prompt is `system` from the next message on (None: cleared).
-
-        The same event as `carryall.sessions.Session.change_system`, written
-        in the transaction that holds the session's row; the prompt the
-        session already has (after catching up) writes nothing.
-        """
-        kept = self.store.redactor.text(system or "")
-
-        def decide() -> Plan:
-            return Plan("append", [], self._base)
-
-        self._write(decide, system=kept)
-
-    def rewrite(
-        self,
-        replaces: Sequence[Message],
-        history: Sequence[Message],
-        *,
-        changes: Sequence[str] = (),
-    ) -> None:
-        """Replace the current history, which must be `replaces`, with `history`, naming changes.
-
-        The same explicit rewrite as `carryall.sessions.Session.rewrite`.
-        """
-        seen = self._replay.rewrites
-        new = list(history)
-
-        def decide() -> Plan:
-            check_replaces(self.id, self._replay, replaces, new, seen)
-            return Plan("rewrite", new, None)
-
-        notes = [self.store.redactor.text(c) for c in changes]
-        self._write(decide, changes=notes)
 
     def refresh(self) -> None:
         """Read events other writers added since this session was loaded."""
@@ -750,18 +652,11 @@ class PostgresSession(ReplayedSession):
             self._replay.apply_line(bytes(body), seq + 1)
             self._seq = seq
 
-    def _write(
-        self,
-        decide: Callable[[], Plan],
-        failed: str | None = None,
-        downgrades: list[Downgrade] | None = None,
-        changes: list[str] | None = None,
-        usage: list[RequestUsage] | None = None,
-        system: str | None = None,
-    ) -> RecordKind:
+    def _write(self, decide: Callable[[], Plan], extras: Extras) -> RecordKind:
         """Write the event `decide` plans, under the session's row lock unless it is a plain
         append nobody raced; `system` (a prompt change, "" for cleared) goes on an event of
         its own and only when the session's prompt differs."""
+        failed, downgrades, changes, usage, system = extras
         token = uuid.uuid4()
         planned: list[Any] = []  # the event the last try sent, should its commit be lost
 
@@ -808,7 +703,7 @@ class PostgresSession(ReplayedSession):
                 if row[0] != self._seq:
                     self._catch_up(conn)
                 plan = decide()
-                noted = system if system is not None and (system or None) != self.system else None
+                noted = self._noted(extras).system
                 if plan.kind != "rewrite" and not plan.messages and not usage and noted is None:
                     self._base = plan.base
                     return plan.kind
@@ -871,23 +766,11 @@ class PostgresSession(ReplayedSession):
         Returns the title it gave the session (None for none), or False when
         another writer had moved the session on and nothing was written.
         """
-        start = len(self._replay.messages)
-        clean = self._redacted(messages, start)
-        title = None if self._titled() else title_from(clean)
-        total = start + len(messages)
-        line = encode_event(
-            Event(
-                "append",
-                stamp,
-                n=total,
-                start=start,
-                title=title,
-                messages=clean,
-                failed=failed,
-                downgrades=self.store.redactor.walk(downgrades),
-                usage=self.store.redactor.walk(usage) if usage else [],
-            )
-        )[:-1]
+        # No put_blob: `_optimistic` lets no message with an image come here.
+        extras = Extras(failed=failed, downgrades=downgrades, usage=usage)
+        event, _, title = self._event("append", messages, stamp, None, extras)
+        total = event.n
+        line = encode_event(event)[:-1]
         try:
             row = conn.execute(
                 _APPEND,
@@ -927,25 +810,16 @@ class PostgresSession(ReplayedSession):
         system: str | None = None,
     ) -> str | None:
         """Write one event and its index rows; returns the title it gave the session, if any."""
-        start = len(self._replay.messages) if kind == "append" else 0
-        clean = self._redacted(messages, start)
         hashes: set[str] = set()
-        stored = [self._storable(conn, m, start + i, hashes) for i, m in enumerate(clean)]
-        title = None if self._titled() else title_from(clean)
-        total = start + len(messages)
-        event = Event(
-            kind,
-            stamp,
-            n=total,
-            start=start,
-            title=title,
-            messages=stored,
-            failed=failed,
-            downgrades=self.store.redactor.walk(downgrades or []),
-            changes=[self.store.redactor.text(c) for c in changes or ()],
-            usage=self.store.redactor.walk(usage) if usage else [],
-            system=system,
-        )
+
+        def put(data: bytes) -> str:
+            sha = _put_blob(conn, data)
+            hashes.add(sha)
+            return sha
+
+        extras = Extras(failed, downgrades, changes, usage, system)
+        event, _, title = self._event(kind, messages, stamp, put, extras)
+        total = event.n
         line = encode_event(event)[:-1]
         pg = self.store._pg
         try:
@@ -984,34 +858,10 @@ class PostgresSession(ReplayedSession):
         system: str | None = None,
     ) -> None:
         """The committed event, applied to the history in memory (unredacted, as the run has it)."""
-        if plan.kind == "rewrite":
-            self._replay.rewrite(list(plan.messages), stamp)
-            self._replay.unsettled = False
-        else:
-            self._replay.append(plan.messages, stamp)
-        if title and not self._replay.title:
-            self._replay.title = title
-        self._replay.updated = stamp
-        self._replay.events += 1
-        self._replay.downgrades.extend(downgrades or ())
-        self._replay.usage.extend(usage or ())
-        if system is not None:
-            self._replay.change_system(system, stamp)
+        extras = Extras(downgrades=downgrades, usage=usage, system=system)
+        self._apply(plan.kind, plan.messages, stamp, title, extras)
         self._seq = seq
         self._base = plan.base
-
-    def _redacted(self, messages: list[Message], start: int) -> list[Message]:
-        return writable(self.store.redactor, self.id, messages, start)
-
-    def _storable(
-        self, conn: psycopg.Connection[Any], message: Message, index: int, hashes: set[str]
-    ) -> Message | StoredMessage:
-        def put(data: bytes) -> str:
-            sha = _put_blob(conn, data)
-            hashes.add(sha)
-            return sha
-
-        return storable(message, f"session {self.id}: message {index}", put)
 
 
 # One append in one statement: the session row moves from `prev` to `seq`
@@ -1098,12 +948,6 @@ class _Blobs:
                 "(SELECT 1 FROM carryall_blob_refs r WHERE r.sha256 = b.sha256)",
                 (gone,),
             )
-
-
-def _event_hashes(event: Event[Any]) -> Iterator[str]:
-    for message in event.messages:
-        if isinstance(message, StoredMessage):
-            yield from (b.sha256 for b in message.content if isinstance(b, Stored) and b.sha256)
 
 
 def _close_pool(pool: psycopg_pool.ConnectionPool[Any]) -> None:
