@@ -61,6 +61,7 @@ __all__ = [
     "event_hashes",
     "last_used_first",
     "new_meta",
+    "resolve_id",
     "storable",
     "writable",
 ]
@@ -545,6 +546,32 @@ def event_hashes(event: Event[Any]) -> set[str]:
         for b in m.content
         if isinstance(b, Stored) and b.sha256
     }
+
+
+def resolve_id(
+    session_id: str,
+    location: str,
+    sessions: Callable[[], list[SessionInfo]],
+    matches: Callable[[], list[str]],
+) -> str:
+    """The full id of a session named by its id, a unique prefix of it, or `last`, in any store.
+
+    `sessions` lists the store, the session used last first; `matches`
+    gives the ids that are `session_id` or begin with it (the id alone when
+    it names a session whole).
+    """
+    if session_id == LAST:
+        newest = sessions()
+        if not newest:
+            raise TranscriptError(f"no session yet in {location}, so none is the last")
+        return newest[0].meta.id
+    found = matches()
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise TranscriptError(f"no session {session_id!r} in {location}")
+    shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
+    raise TranscriptError(f"session id {session_id!r} is ambiguous: {shown}")
 
 
 def last_used_first(info: SessionInfo) -> tuple[datetime, datetime, str]:

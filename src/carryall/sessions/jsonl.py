@@ -64,6 +64,7 @@ from carryall.sessions._core import (
     event_hashes,
     last_used_first,
     new_meta,
+    resolve_id,
 )
 from carryall.sessions._transcript import (
     BlobLoader,
@@ -264,21 +265,15 @@ class SessionStore:
         continues, and the top row of `sessions list`); an id is a timestamp
         first, so no real id or prefix of one reads as that word.
         """
-        if session_id == LAST:
-            newest = self.list(on_error=lambda exc: None)
-            if not newest:
-                raise TranscriptError(f"no session yet in {self.root}, so none is the last")
-            return newest[0].meta.id
-        if self.path(session_id).exists():
-            return session_id
-        names = sorted(self.transcripts())
-        matches = [m for m in names if m.startswith(session_id)]
-        if len(matches) == 1:
-            return matches[0]
-        if not matches:
-            raise TranscriptError(f"no session {session_id!r} in {self.root}")
-        shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
-        raise TranscriptError(f"session id {session_id!r} is ambiguous: {shown}")
+
+        def matches() -> builtins.list[str]:
+            if self.path(session_id).exists():
+                return [session_id]
+            return [m for m in sorted(self.transcripts()) if m.startswith(session_id)]
+
+        return resolve_id(
+            session_id, self.location, lambda: self.list(on_error=lambda exc: None), matches
+        )
 
     def remove(self, session_id: str) -> builtins.list[str]:
         """Delete a session's transcript, its index entries and every blob only it referenced.

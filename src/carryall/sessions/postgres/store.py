@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack
 from carryall.blocks import Downgrade, Message
 from carryall.errors import SessionConflict, TranscriptError
 from carryall.sessions._core import (
-    LAST,
     Extras,
     MissingBlob,
     ReplayedSession,
@@ -30,6 +29,7 @@ from carryall.sessions._core import (
     event_hashes,
     last_used_first,
     new_meta,
+    resolve_id,
 )
 from carryall.sessions._transcript import (
     BlobLoader,
@@ -303,11 +303,6 @@ class PostgresStore:
 
         `last` is the session used last, by its last write, as in the folder store.
         """
-        if session_id == LAST:
-            newest = self.list(on_error=lambda exc: None)
-            if not newest:
-                raise TranscriptError(f"no session yet in {self.location}, so none is the last")
-            return newest[0].meta.id
         checked_id(session_id)
 
         def find(conn: psycopg.Connection[Any]) -> builtins.list[str]:
@@ -322,13 +317,12 @@ class PostgresStore:
             ).fetchall()
             return [row[0] for row in rows]
 
-        matches = self._retrying(find)
-        if len(matches) == 1:
-            return matches[0]
-        if not matches:
-            raise TranscriptError(f"no session {session_id!r} in {self.location}")
-        shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
-        raise TranscriptError(f"session id {session_id!r} is ambiguous: {shown}")
+        return resolve_id(
+            session_id,
+            self.location,
+            lambda: self.list(on_error=lambda exc: None),
+            lambda: self._retrying(find),
+        )
 
     def remove(self, session_id: str) -> builtins.list[str]:
         """Delete a session, its events, its index rows and every blob only it referenced."""
