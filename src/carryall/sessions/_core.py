@@ -327,7 +327,7 @@ class ReplayedSession(abc.ABC):
             messages=stored,
             failed=failed,
             downgrades=redactor.walk(downgrades or []),
-            changes=[redactor.text(c) for c in changes or ()],
+            changes=[redactor.text(c) for c in changes] if changes else [],
             usage=redactor.walk(usage) if usage else [],
             system=system,
         )
