@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 from rich.console import Console
 from rich.padding import Padding
 
+from carryall._commands._display import Display
 from carryall._commands._images import named_image, sendable
 from carryall._commands._output import Terminated, print_columns, print_error, shown
 from carryall._commands.sessions import keep_interrupted_prompt, recorded_in
@@ -31,7 +32,6 @@ from carryall.errors import CarryallError
 if TYPE_CHECKING:
     from prompt_toolkit.history import FileHistory
 
-    from carryall._commands.agent import _Display
     from carryall.agent import Agent
 
 __all__ = ["COMMANDS", "converse"]
@@ -140,7 +140,7 @@ class _Chat:
     """What a conversation keeps between lines: the agent and what waits for the next prompt."""
 
     agent: Agent
-    display: _Display
+    display: Display
     out: Console
     err: Console
     pending: list[Image | Document] = field(default_factory=list)
@@ -285,7 +285,7 @@ class _Chat:
 
 def converse(
     agent: Agent,
-    display: _Display,
+    display: Display,
     out: Console,
     err: Console,
     *,
