@@ -248,7 +248,7 @@ def bench_step(args: argparse.Namespace) -> None:
                 if name == "anew":
                     # The worst case: every step's history fitted anew, as
                     # when each step's output outgrows the slack of the last cut.
-                    agent._last_fit = None
+                    agent._fitter.forget()
                 start = cpu()
                 agent.send(f"step {n}: what now?")
                 samples[name].append(cpu() - start)
