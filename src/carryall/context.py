@@ -155,8 +155,8 @@ class TokenEstimates:
 
     An agent estimates its whole history before every request, and each
     step's history is the last one with a few messages added; writing every
-    message to JSON again each time made a step's cost grow with everything
-    said before it. One conversation holds one of these (`Agent` does): it
+    message to JSON again each time would make a step's cost grow with
+    everything said before it. One conversation holds one of these (`Agent` does): it
     keeps the last history it was asked about and the estimate of each of
     its messages, and answers a history that goes on from it by estimating
     only what was added (`blocks._shared_start` says how much repeats).

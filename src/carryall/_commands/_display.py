@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.status import Status
 
-from carryall._commands._output import shown
+from carryall._commands._output import markup_safe
 from carryall._text import printable, shorten
 from carryall.agent import (
     AgentEvent,
@@ -84,7 +84,7 @@ class Display:
         elif isinstance(event, ToolCallStarted):
             self._stop_spinner()
             self._break_line()
-            self.err.print(f"[cyan]→[/] {shown(call_line(event.call))}", soft_wrap=True)
+            self.err.print(f"[cyan]→[/] {markup_safe(call_line(event.call))}", soft_wrap=True)
             self._running.add(event.call.id)
             self._spin("running tools…")
         elif isinstance(event, ToolCallFinished):
@@ -100,7 +100,7 @@ class Display:
             self.err.print(
                 f"[yellow]context:[/] about {event.fitted.tokens_before} tokens would not fit "
                 f"the {event.context_window}-token context; "
-                f"{shown(summary.removeprefix('[carryall: context fitted] '))} "
+                f"{markup_safe(summary.removeprefix('[carryall: context fitted] '))} "
                 "(the request only: the session keeps the whole history)",
                 soft_wrap=True,
             )
@@ -109,13 +109,13 @@ class Display:
             self._break_line()
             if event.result.is_error:
                 self.err.print(
-                    f"[yellow]stopped:[/] {shown(call_line(event.call))} failed the same way "
+                    f"[yellow]stopped:[/] {markup_safe(call_line(event.call))} failed the same way "
                     f"{event.times} times; the turn ends here instead of repeating it",
                     soft_wrap=True,
                 )
             else:
                 self.err.print(
-                    f"[dim]{shown(call_line(event.call))} gave the same result again; "
+                    f"[dim]{markup_safe(call_line(event.call))} gave the same result again; "
                     "asking the model to answer without tools[/]",
                     soft_wrap=True,
                 )
@@ -151,17 +151,17 @@ class Display:
         mark = "[red]✗[/]" if event.result.is_error else "[green]←[/]"
         style = "red" if event.result.is_error else "dim"
         first, *rest = visible
-        self.err.print(f"  {mark} [{style}]{shown(first)}[/]", soft_wrap=True)
+        self.err.print(f"  {mark} [{style}]{markup_safe(first)}[/]", soft_wrap=True)
         for line in rest:
-            self.err.print(f"    [{style}]{shown(line)}[/]", soft_wrap=True)
+            self.err.print(f"    [{style}]{markup_safe(line)}[/]", soft_wrap=True)
         for image in event.images:
-            self.err.print(f"    [magenta]{shown(image.placeholder())}[/]", soft_wrap=True)
+            self.err.print(f"    [magenta]{markup_safe(image.placeholder())}[/]", soft_wrap=True)
 
     def _spin(self, message: str) -> None:
         self._stop_spinner()
         if not self.err.is_terminal:
             return
-        self._status = self.err.status(f"[dim]{shown(message)}[/]")
+        self._status = self.err.status(f"[dim]{markup_safe(message)}[/]")
         self._status.start()
 
     def _stop_spinner(self) -> None:

@@ -23,7 +23,7 @@ from rich.console import Console
 
 from carryall._commands._display import Display
 from carryall._commands._images import fetched_history, named_image, sendable
-from carryall._commands._output import fail, masked, shown, warn_damage
+from carryall._commands._output import fail, markup_safe, masked, warn_damage
 from carryall._commands.mcp import McpOption, attach_host, open_toolbox, start_toolbox
 from carryall._commands.sessions import StoreOption, keep_interrupted_prompt, recorded_in
 from carryall._text import shorten
@@ -409,7 +409,9 @@ def run(
         except StructuredOutputError as exc:
             # The answer was said and is kept; it only is not what was asked for.
             display.finish()
-            err.print(f"[dim]the answer: {shown(shorten(exc.answer, 400))}[/]", soft_wrap=True)
+            err.print(
+                f"[dim]the answer: {markup_safe(shorten(exc.answer, 400))}[/]", soft_wrap=True
+            )
             fail(str(exc), console=err)
         except CarryallError as exc:
             display.finish()
@@ -419,10 +421,10 @@ def run(
         parsed = _parsed(response, agent)
         downgrades = [msgspec.to_builtins(d) for d in agent.turn_downgrades]
         for downgrade in agent.turn_downgrades:
-            err.print(f"[yellow]note:[/] {shown(_downgrade_line(downgrade))}", soft_wrap=True)
+            err.print(f"[yellow]note:[/] {markup_safe(_downgrade_line(downgrade))}", soft_wrap=True)
         if show_usage:
             err.print(
-                shown(
+                markup_safe(
                     responses_total(
                         display.responses, agent.backend.name, agent.backend.model
                     ).line()
@@ -479,8 +481,8 @@ def chat(
 
     with _opened(setup, out, err) as (agent, display):
         err.print(
-            f"[dim]{shown(_backend_label(agent))} · "
-            f"tools: {shown(', '.join(agent.tools) or 'none')} · /help for commands, "
+            f"[dim]{markup_safe(_backend_label(agent))} · "
+            f"tools: {markup_safe(', '.join(agent.tools) or 'none')} · /help for commands, "
             "Ctrl-D or /exit to leave[/]"
         )
         if agent.messages:
@@ -670,7 +672,7 @@ def _opened(
         if backend is not None:
             backend.close()
         if session is not None and not setup.no_record:
-            err.print(f"[dim]session {shown(session.id)}[/]")
+            err.print(f"[dim]session {markup_safe(session.id)}[/]")
 
 
 def _note_demonstration_model(err: Console) -> None:
@@ -711,7 +713,7 @@ def _fetched_media(history: list[Message], backend: Backend, err: Console) -> li
         return history
     fetched, failed = fetched_history(history, backend, hosts)
     for exc in failed:
-        err.print(f"[yellow]warning[/]: {shown(str(exc))}; sent as its placeholder")
+        err.print(f"[yellow]warning[/]: {markup_safe(str(exc))}; sent as its placeholder")
     return fetched
 
 
