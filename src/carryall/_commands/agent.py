@@ -23,6 +23,7 @@ from rich.console import Console
 
 from carryall._commands._display import Display
 from carryall._commands._images import fetched_history, named_image, sendable
+from carryall._commands._options import BaseUrlOption
 from carryall._commands._output import fail, markup_safe, masked, warn_damage
 from carryall._commands.mcp import McpOption, attach_host, open_toolbox, start_toolbox
 from carryall._commands.sessions import StoreOption, keep_interrupted_prompt, recorded_in
@@ -97,15 +98,6 @@ ModelOption = Annotated[
         "-m",
         metavar="NAME",
         help="Model name (default: the backend's default).",
-        show_default=False,
-    ),
-]
-BaseUrlOption = Annotated[
-    str | None,
-    typer.Option(
-        "--base-url",
-        metavar="URL",
-        help="Server URL, for a self-hosted or proxied backend.",
         show_default=False,
     ),
 ]
