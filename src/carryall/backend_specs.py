@@ -15,37 +15,25 @@ config reader can check names against it without loading them.
 
 from __future__ import annotations
 
-from typing import Final, Literal, NamedTuple
+from typing import Final, Literal
 
 import msgspec
 
 from carryall.attachments import DEFAULT_MAX_IMAGE_BYTES
 from carryall.capabilities import Capabilities
-from carryall.imagefit import IMAGE_FIT_INPUT_BYTES, MAX_EDGE, RECOMMENDED_EDGE
+from carryall.imagefit import IMAGE_FIT_INPUT_BYTES, MAX_EDGE, RECOMMENDED_EDGE, ImageLimits
 
 __all__ = [
     "BACKENDS",
     "BACKEND_NAMES",
     "LLAMA_SERVER_URL",
     "BackendSpec",
-    "ImageLimits",
     "Transport",
     "hosted_capabilities",
 ]
 
 Transport = Literal["anthropic", "openai", "responses", "gemini", "bedrock"]
 """The transport module (`carryall.transport.NAME`) that carries a backend's requests."""
-
-
-class ImageLimits(NamedTuple):
-    """What one wire accepts per image, and the long edge a fitted copy gets."""
-
-    max_edge: int | None
-    """The longest edge the wire takes; None where it publishes no limit (it scales down itself)."""
-    fit_edge: int
-    """The long edge an image that must be fitted is scaled to: what the provider would keep."""
-    max_bytes: int
-    """The largest image file the wire takes."""
 
 
 class BackendSpec(msgspec.Struct, frozen=True, kw_only=True):

@@ -356,6 +356,10 @@ def test_every_reader_of_a_backend_fact_reads_the_one_table() -> None:
     assert dict(backends.DEFAULT_MODELS) == defaults
     limits = {spec.wire: spec.image_limits for spec in table.values()}
     assert dict(_images.WIRE_IMAGE_LIMITS) == limits
+    from carryall import tracing
+
+    providers = {name: spec.otel_provider for name, spec in table.items()}
+    assert dict(tracing.PROVIDER_NAMES) == providers
     for module, name in (
         (anthropic, "ANTHROPIC"),
         (openai, "OPENAI"),

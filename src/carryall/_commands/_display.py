@@ -26,6 +26,7 @@ from carryall.agent import (
     ToolCallStarted,
 )
 from carryall.blocks import ToolUse
+from carryall.context import FIT_MARK
 from carryall.providers import Response
 
 __all__ = ["Display", "call_line"]
@@ -82,9 +83,7 @@ class Display:
                     "is not complete (raise --max-tokens for a longer one)"
                 )
         elif isinstance(event, ToolCallStarted):
-            self._stop_spinner()
-            self._break_line()
-            self.err.print(f"[cyan]→[/] {markup_safe(call_line(event.call))}", soft_wrap=True)
+            self._note(f"[cyan]→[/] {markup_safe(call_line(event.call))}", soft_wrap=True)
             self._running.add(event.call.id)
             self._spin("running tools…")
         elif isinstance(event, ToolCallFinished):
@@ -94,42 +93,34 @@ class Display:
             if self._running:
                 self._spin("running tools…")
         elif isinstance(event, ContextFitted):
-            self._stop_spinner()
-            self._break_line()
-            summary = event.fitted.summary or ""
-            self.err.print(
+            summary = (event.fitted.summary or "").removeprefix(f"{FIT_MARK} ")
+            self._note(
                 f"[yellow]context:[/] about {event.fitted.tokens_before} tokens would not fit "
-                f"the {event.context_window}-token context; "
-                f"{markup_safe(summary.removeprefix('[carryall: context fitted] '))} "
+                f"the {event.context_window}-token context; {markup_safe(summary)} "
                 "(the request only: the session keeps the whole history)",
                 soft_wrap=True,
             )
         elif isinstance(event, RepeatedCall):
-            self._stop_spinner()
-            self._break_line()
+            call = markup_safe(call_line(event.call))
             if event.result.is_error:
-                self.err.print(
-                    f"[yellow]stopped:[/] {markup_safe(call_line(event.call))} failed the same way "
+                self._note(
+                    f"[yellow]stopped:[/] {call} failed the same way "
                     f"{event.times} times; the turn ends here instead of repeating it",
                     soft_wrap=True,
                 )
             else:
-                self.err.print(
-                    f"[dim]{markup_safe(call_line(event.call))} gave the same result again; "
+                self._note(
+                    f"[dim]{call} gave the same result again; "
                     "asking the model to answer without tools[/]",
                     soft_wrap=True,
                 )
         elif isinstance(event, SessionMerged):
-            self._stop_spinner()
-            self._break_line()
-            self.err.print(
+            self._note(
                 "[yellow]session:[/] another writer recorded in this session meanwhile; "
                 f"this turn's {event.messages} message(s) are recorded after its turn"
             )
         elif isinstance(event, StepLimitReached):
-            self._stop_spinner()
-            self._break_line()
-            self.err.print(
+            self._note(
                 f"[yellow]step limit:[/] {event.max_steps} tool round(s) run; asking the model "
                 "to answer without tools (raise --max-steps to let it go on)"
             )
@@ -141,6 +132,12 @@ class Display:
         self._break_line()
 
     # Helpers.
+
+    def _note(self, line: str, *, soft_wrap: bool = False) -> None:
+        """`line` on stderr, on a line of its own with no spinner over it."""
+        self._stop_spinner()
+        self._break_line()
+        self.err.print(line, soft_wrap=soft_wrap)
 
     def _show_result(self, event: ToolCallFinished) -> None:
         text = event.result.content
