@@ -44,7 +44,6 @@ from carryall.blocks import (
 from carryall.context import (
     ContextFitter,
     Fitted,
-    estimate_fixed_tokens,
     known_context_window,
 )
 from carryall.errors import CarryallError, HistoryError, ProviderError, ToolError
@@ -521,7 +520,7 @@ class Agent:
         """The next request, its history fitted into the context window (`ContextFitter`)."""
         request = self.request(tool_choice=tool_choice)
         fit = self._fitter.fit(
-            self.messages, max_tokens=request.max_tokens, fixed_tokens=self._fixed_tokens()
+            self.messages, max_tokens=request.max_tokens, system=request.system, tools=request.tools
         )
         if fit.fitted is not None and self.context_window is not None:
             self._emit(ContextFitted(step, self.context_window, fit.fitted))
@@ -531,10 +530,6 @@ class Agent:
             request, messages=tuple(fit.messages), max_tokens=fit.max_tokens
         )
 
-    def _fixed_tokens(self) -> int:
-        """The estimate, in tokens, of what every request carries besides the history."""
-        return estimate_fixed_tokens(self.system, [t.spec for t in self.tools.values()])
-
     def _send(self, step: int, tool_choice: ToolChoice | None) -> Response:
         """Fit, send and answer one request; fitted again once if the server counts more."""
         request = self._fitted_request(step, tool_choice)
@@ -542,7 +537,7 @@ class Agent:
         try:
             response = self._complete(request)
         except ProviderError as exc:
-            if not self._fitter.learn(exc.message, request.messages, self._fixed_tokens()):
+            if not self._fitter.learn(exc.message, request.messages, request.system, request.tools):
                 raise
             request = self._fitted_request(step, tool_choice)
             sent, clock = datetime.now(UTC), time.monotonic()

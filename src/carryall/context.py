@@ -349,10 +349,17 @@ class ContextFitter:
         # The history the last fit was made from, and what it became.
         self._last_fit: tuple[list[Message], list[Message]] | None = None
 
-    def fit(self, history: list[Message], *, max_tokens: int, fixed_tokens: int) -> Fit:
-        """`history` and an answer of `max_tokens` fitted beside the system prompt and the tools.
+    def fit(
+        self,
+        history: list[Message],
+        *,
+        max_tokens: int,
+        system: str | None,
+        tools: Sequence[object],
+    ) -> Fit:
+        """`history` and an answer of `max_tokens` fitted beside `system` and `tools` (the specs).
 
-        `fixed_tokens` is their estimate (`estimate_fixed_tokens`).
+        With no context known, `history` goes whole and nothing is estimated.
 
         Raises `HistoryError` when even the newest round and its prompt do
         not fit (`fit_history`): a request that would overflow is not sent.
@@ -362,7 +369,7 @@ class ContextFitter:
         scale = self.token_scale
         # The system prompt, the tools' descriptions and the answer's budget
         # take their room first; the history gets the rest.
-        room = self.context_window - math.ceil(fixed_tokens * scale)
+        room = self.context_window - math.ceil(estimate_fixed_tokens(system, tools) * scale)
         messages = self._after_last_fit(history)
         # An answer budget larger than the context leaves (a `--max-tokens`
         # near the window) gives way first, down to `MIN_ANSWER_TOKENS`: the
@@ -388,10 +395,12 @@ class ContextFitter:
         self._last_fit = (fitted.messages, list(history))
         return Fit(fitted.messages, answer, fitted)
 
-    def learn(self, error: str, sent: Sequence[Message], fixed_tokens: int) -> bool:
+    def learn(
+        self, error: str, sent: Sequence[Message], system: str | None, tools: Sequence[object]
+    ) -> bool:
         """Take a server's own count from its context-overflow `error`; whether to fit again.
 
-        `sent` is the history of the request it refused. The scale of the
+        `sent`, `system` and `tools` are those of the request it refused. The scale of the
         server's count to the estimate, with a tenth to spare, and the
         context it named when none was known (a hosted model not in any
         table) shape the fits after it.
@@ -400,7 +409,7 @@ class ContextFitter:
         if overflow is None:
             return False
         counted, context = overflow
-        estimated = fixed_tokens + estimate_tokens(sent)
+        estimated = estimate_fixed_tokens(system, tools) + estimate_tokens(sent)
         scale = counted / max(estimated, 1) * 1.1
         learned = False
         if scale > self.token_scale * 1.01:
