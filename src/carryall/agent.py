@@ -524,11 +524,11 @@ class Agent:
         )
         if fit.fitted is not None and self.context_window is not None:
             self._emit(ContextFitted(step, self.context_window, fit.fitted))
-        if fit.messages is self.messages and fit.max_tokens == request.max_tokens:
+        if fit.max_tokens != request.max_tokens:
+            request = msgspec.structs.replace(request, max_tokens=fit.max_tokens)
+        if fit.messages is self.messages:
             return request
-        return msgspec.structs.replace(
-            request, messages=tuple(fit.messages), max_tokens=fit.max_tokens
-        )
+        return msgspec.structs.replace(request, messages=tuple(fit.messages))
 
     def _send(self, step: int, tool_choice: ToolChoice | None) -> Response:
         """Fit, send and answer one request; fitted again once if the server counts more."""

@@ -133,7 +133,7 @@ class Display:
 
     # Helpers.
 
-    def _note(self, line: str, *, soft_wrap: bool = False) -> None:
+    def _note(self, line: str, *, soft_wrap: bool | None = None) -> None:
         """`line` on stderr, on a line of its own with no spinner over it."""
         self._stop_spinner()
         self._break_line()
