@@ -69,7 +69,7 @@ from typing import Any
 import msgspec
 
 from carryall.blocks import Message
-from carryall.context import estimate_tokens, fit_history
+from carryall.context import estimate_fixed_tokens, estimate_tokens, fit_history
 from carryall.sessions import SessionMeta, Store
 from carryall.sessions._transcript import Event, encode_event, encode_header, now
 from sessions import WORDS, _history
@@ -227,7 +227,9 @@ def bench_step(args: argparse.Namespace) -> None:
             if window is None:
                 # Just over the window: the history is about 1% too long for
                 # it, and the first step is fitted.
-                window = agent._fixed_tokens() + 256 + int(need * 0.99)
+                request = agent.request()
+                fixed = estimate_fixed_tokens(request.system, request.tools)
+                window = fixed + 256 + int(need * 0.99)
 
             def seen(event: object, name: str = name) -> None:
                 if isinstance(event, ContextFitted):
@@ -248,7 +250,7 @@ def bench_step(args: argparse.Namespace) -> None:
                 if name == "anew":
                     # The worst case: every step's history fitted anew, as
                     # when each step's output outgrows the slack of the last cut.
-                    agent._last_fit = None
+                    agent._fitter.forget()
                 start = cpu()
                 agent.send(f"step {n}: what now?")
                 samples[name].append(cpu() - start)

@@ -141,7 +141,7 @@ class _Plain:
     Whether a text needs none is asked of msgspec itself the first time it
     is written (its JSON is the text between two quotes exactly when it
     escapes nothing), so a text that does need escaping (not base64 after
-    all) is written escaped as before, and a plain one gives the very bytes
+    all) is written escaped by msgspec, and a plain one gives the very bytes
     msgspec would have written. The same history goes out with every request
     of a turn and of the turns after it, so a text is then known at once.
     Texts are held (their identity is the key) up to `LIMIT` characters in

@@ -25,12 +25,11 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import json
-import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, overload
 
 import msgspec
 
@@ -40,16 +39,11 @@ from carryall.blocks import (
     Message,
     ToolResult,
     ToolUse,
-    _shared_start,
     validate_history,
 )
 from carryall.context import (
-    CHARS_PER_TOKEN,
+    ContextFitter,
     Fitted,
-    TokenEstimates,
-    context_overflow,
-    estimate_tokens,
-    fit_history,
     known_context_window,
 )
 from carryall.errors import CarryallError, HistoryError, ProviderError, ToolError
@@ -81,10 +75,8 @@ __all__ = [
     "DEFAULT_MAX_STEPS",
     "DEFAULT_MAX_TOKENS",
     "DEFAULT_TOOL_TIMEOUT",
-    "FIT_SLACK",
     "LOCAL_MAX_STEPS",
     "LOCAL_MAX_TOKENS",
-    "MIN_ANSWER_TOKENS",
     "WRAP_UP_TOKENS",
     "Agent",
     "AgentEvent",
@@ -201,13 +193,6 @@ class StepLimitReached(msgspec.Struct, frozen=True):
     wrapping_up: bool = True
 
 
-MIN_ANSWER_TOKENS: Final = 256
-"""The least answer budget a request keeps when the context is tight (see `Agent`)."""
-
-FIT_SLACK: Final = 0.05
-"""The share of the history's room a fit leaves free, so the next steps fit without a new cut."""
-
-
 class ContextFitted(msgspec.Struct, frozen=True):
     """The history was cut to fit the model's context before a request (`carryall.context`).
 
@@ -322,7 +307,7 @@ class Agent:
         schema: SchemaSpec | None = None,
         hosted_tools: Iterable[HostedTool] = (),
     ) -> None:
-        steps_default, tokens_default = default_budget(getattr(backend, "name", ""))
+        steps_default, tokens_default = default_budget(backend.name)
         max_steps = steps_default if max_steps is None else max_steps
         max_tokens = tokens_default if max_tokens is None else max_tokens
         if max_steps < 1:
@@ -361,21 +346,14 @@ class Agent:
         # model, else None and the history is sent whole (until a server's
         # overflow error names its context).
         if context_window is None:
-            context_window = getattr(backend, "context_window", None)
+            context_window = backend.context_window
         if context_window is None:
-            context_window = known_context_window(getattr(backend, "model", None))
+            context_window = known_context_window(backend.model)
         if context_window is not None and context_window < 1:
             raise CarryallError(f"agent context_window must be positive, got {context_window}")
-        self.context_window = context_window
-        # How many tokens the server was seen to count for one of the
-        # estimate's (`carryall.context`): raised when a server answers that a
-        # request overflowed its context, so the next fit is by its measure.
-        self.token_scale = 1.0
-        # Each message's share of the estimate, kept from one request's
-        # fitting to the next (the history grows by a few messages a step).
-        self._estimates = TokenEstimates()
-        # The history the last request was fitted from, and what it became.
-        self._last_fit: tuple[list[Message], list[Message]] | None = None
+        # Every request's history is fitted into that context by one fitter,
+        # which keeps its cut for the requests after it.
+        self._fitter = ContextFitter(context_window)
         self.session = session
         self.on_text = on_text
         self.on_event = on_event
@@ -493,6 +471,21 @@ class Agent:
             )
         return self._turn(rollback_to=len(self.messages))
 
+    @property
+    def context_window(self) -> int | None:
+        """The model's context in tokens; None while unknown (the history then goes whole)."""
+        return self._fitter.context_window
+
+    @context_window.setter
+    def context_window(self, tokens: int | None) -> None:
+        self._fitter.context_window = tokens
+
+    @property
+    def token_scale(self) -> float:
+        """How many tokens the server was seen to count for one of the estimate's (1.0 until
+        a server answers that a request overflowed its context)."""
+        return self._fitter.token_scale
+
     def record(self) -> None:
         """Record the history as it stands, after an edit between turns (a kept prompt)."""
         self._record()
@@ -524,97 +517,18 @@ class Agent:
         )
 
     def _fitted_request(self, step: int, tool_choice: ToolChoice | None) -> Request:
-        """The next request, the history first fitted into the context window when one is known.
-
-        A fit is kept for the steps after it: the next request is the fitted
-        history and what was said since, while that fits. Only when it no
-        longer does is the history fitted again, to `FIT_SLACK` under the
-        room, so the steps after that go on from it too. A request that goes
-        on from the last one keeps the server's prompt cache and the
-        transport's kept JSON, and the cut moves once every so often instead
-        of a little at every step.
-        """
+        """The next request, its history fitted into the context window (`ContextFitter`)."""
         request = self.request(tool_choice=tool_choice)
-        if self.context_window is None:
+        fit = self._fitter.fit(
+            self.messages, max_tokens=request.max_tokens, system=request.system, tools=request.tools
+        )
+        if fit.fitted is not None and self.context_window is not None:
+            self._emit(ContextFitted(step, self.context_window, fit.fitted))
+        if fit.max_tokens != request.max_tokens:
+            request = msgspec.structs.replace(request, max_tokens=fit.max_tokens)
+        if fit.messages is self.messages:
             return request
-        scale = self.token_scale
-        # The system prompt, the tools' descriptions and the answer's budget
-        # take their room first; the history gets the rest.
-        room = self.context_window - math.ceil(self._fixed_tokens() * scale)
-        history = self._after_last_fit()
-        # An answer budget larger than the context leaves (a `--max-tokens`
-        # near the window) gives way first, down to `MIN_ANSWER_TOKENS`: the
-        # server would stop at the window's end anyway, and cutting the
-        # history for room the answer cannot use would lose it for nothing.
-        answer = request.max_tokens
-        need = estimate_tokens(history, scale=scale, estimates=self._estimates)
-        if need + answer > room and answer > MIN_ANSWER_TOKENS:
-            answer = max(MIN_ANSWER_TOKENS, room - need)
-            request = msgspec.structs.replace(request, max_tokens=answer)
-        budget = room - answer
-        if need <= budget:
-            if history is self.messages:
-                return request
-            return msgspec.structs.replace(request, messages=tuple(history))
-        try:
-            fitted = fit_history(
-                history,
-                budget=budget - math.floor(budget * FIT_SLACK),
-                scale=scale,
-                estimates=self._estimates,
-            )
-        except HistoryError:
-            # Too long for the slack: the room itself decides what is refused.
-            fitted = fit_history(history, budget=budget, scale=scale, estimates=self._estimates)
-        self._last_fit = (fitted.messages, list(self.messages))
-        self._emit(ContextFitted(step, self.context_window, fitted))
-        return msgspec.structs.replace(request, messages=tuple(fitted.messages))
-
-    def _after_last_fit(self) -> list[Message]:
-        """The last fitted history and what was said since; the history itself when it changed.
-
-        An edit between turns, a failed step taken back or a compaction: the
-        history no longer goes on from what was fitted, so it is fitted anew.
-        """
-        if self._last_fit is None:
-            return self.messages
-        fitted, source = self._last_fit
-        if len(self.messages) < len(source) or _shared_start(source, self.messages) < len(source):
-            self._last_fit = None
-            return self.messages
-        return [*fitted, *self.messages[len(source) :]]
-
-    def _fixed_tokens(self) -> int:
-        """The estimate, in tokens, of what every request carries besides the history."""
-        fixed = len(msgspec.json.encode([t.spec for t in self.tools.values()]))
-        fixed += len(self.system or "")
-        # 64 more for the chat template around the system prompt and a prompt
-        # mode's rendering of the tools.
-        return fixed // CHARS_PER_TOKEN + 64
-
-    def _learn_context(self, request: Request, error: ProviderError) -> bool:
-        """Take the server's own count from a context-overflow error; whether to try again.
-
-        The request is fitted again by the server's measure: the scale of
-        its count to the estimate, with a tenth to spare, and the context
-        it named when none was known (a hosted model not in any table).
-        """
-        overflow = context_overflow(error.message)
-        if overflow is None:
-            return False
-        counted, context = overflow
-        estimated = self._fixed_tokens() + estimate_tokens(request.messages)
-        scale = counted / max(estimated, 1) * 1.1
-        learned = False
-        if scale > self.token_scale * 1.01:
-            self.token_scale = scale
-            learned = True
-        if self.context_window is None or context < self.context_window:
-            self.context_window = context
-            learned = True
-        # Nothing new (the estimate already had this measure): fitting again
-        # would send the same request.
-        return learned
+        return msgspec.structs.replace(request, messages=tuple(fit.messages))
 
     def _send(self, step: int, tool_choice: ToolChoice | None) -> Response:
         """Fit, send and answer one request; fitted again once if the server counts more."""
@@ -623,7 +537,7 @@ class Agent:
         try:
             response = self._complete(request)
         except ProviderError as exc:
-            if not self._learn_context(request, exc):
+            if not self._fitter.learn(exc.message, request.messages, request.system, request.tools):
                 raise
             request = self._fitted_request(step, tool_choice)
             sent, clock = datetime.now(UTC), time.monotonic()

@@ -49,7 +49,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
@@ -174,20 +174,31 @@ def load_image(target: str, policy: AttachmentPolicy | None = None) -> Image:
     `load_image(img.data_uri())` gives back `Image(img.media_type, img.data)`.
     """
     policy = policy if policy is not None else AttachmentPolicy()
+    kind = _target_kind(target)
+    if kind == "data":
+        return _load_data_uri(target, policy)
+    if kind == "url":
+        return _load_remote(target, policy)
+    return _load_path(target, policy)
+
+
+def _target_kind(target: str) -> Literal["data", "url", "path"]:
+    """Which of the three kinds of target `target` is, for both loaders; an `AttachmentError`
+    for an empty one, one holding a NUL, or a URL of another scheme."""
     if not target:
         raise AttachmentError(target, "the target is empty")
     if "\x00" in target:
         raise AttachmentError(target, "the target contains a NUL character")
     head = target[:8].lower()
     if head.startswith("data:"):
-        return _load_data_uri(target, policy)
+        return "data"
     if head.startswith(("http://", "https://")):
-        return _load_remote(target, policy)
+        return "url"
     if _URL_SCHEME.match(target):
         raise AttachmentError(
             target, "unsupported URL scheme: only data: URIs, local paths and http(s) are loaded"
         )
-    return _load_path(target, policy)
+    return "path"
 
 
 def _sniff(head: bytes) -> str | None:
@@ -311,19 +322,11 @@ def load_document(target: str, policy: AttachmentPolicy | None = None) -> Docume
     for text). Raises `AttachmentError` naming the target and the reason.
     """
     policy = policy if policy is not None else AttachmentPolicy()
-    if not target:
-        raise AttachmentError(target, "the target is empty")
-    if "\x00" in target:
-        raise AttachmentError(target, "the target contains a NUL character")
-    head = target[:8].lower()
-    if head.startswith("data:"):
+    kind = _target_kind(target)
+    if kind == "data":
         media_type, _, data, source = _data_uri(target, policy, DOCUMENT_MEDIA_TYPES)
-    elif head.startswith(("http://", "https://")):
+    elif kind == "url":
         data, media_type, source = _fetch(target, policy, DOCUMENT_MEDIA_TYPES, document_media_type)
-    elif _URL_SCHEME.match(target):
-        raise AttachmentError(
-            target, "unsupported URL scheme: only data: URIs, local paths and http(s) are loaded"
-        )
     else:
         media_type, data = _document_path(target, policy)
         source = os.path.basename(target)

@@ -15,37 +15,25 @@ config reader can check names against it without loading them.
 
 from __future__ import annotations
 
-from typing import Final, Literal, NamedTuple
+from typing import Final, Literal
 
 import msgspec
 
 from carryall.attachments import DEFAULT_MAX_IMAGE_BYTES
 from carryall.capabilities import Capabilities
-from carryall.imagefit import IMAGE_FIT_INPUT_BYTES, MAX_EDGE, RECOMMENDED_EDGE
+from carryall.imagefit import IMAGE_FIT_INPUT_BYTES, MAX_EDGE, RECOMMENDED_EDGE, ImageLimits
 
 __all__ = [
     "BACKENDS",
     "BACKEND_NAMES",
     "LLAMA_SERVER_URL",
     "BackendSpec",
-    "ImageLimits",
     "Transport",
     "hosted_capabilities",
 ]
 
 Transport = Literal["anthropic", "openai", "responses", "gemini", "bedrock"]
 """The transport module (`carryall.transport.NAME`) that carries a backend's requests."""
-
-
-class ImageLimits(NamedTuple):
-    """What one wire accepts per image, and the long edge a fitted copy gets."""
-
-    max_edge: int | None
-    """The longest edge the wire takes; None where it publishes no limit (it scales down itself)."""
-    fit_edge: int
-    """The long edge an image that must be fitted is scaled to: what the provider would keep."""
-    max_bytes: int
-    """The largest image file the wire takes."""
 
 
 class BackendSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -83,6 +71,9 @@ class BackendSpec(msgspec.Struct, frozen=True, kw_only=True):
     """What one image may be before the transport fits it (`carryall.transport._images`)."""
     models: str
     """Where `carryall models` reads what it serves."""
+    otel_provider: str
+    """Its `gen_ai.provider.name` on a trace (`carryall.tracing`), as OpenTelemetry's GenAI
+    conventions name the provider."""
     extra: str | None = None
     """The `pip install 'carryall[EXTRA]'` its SDK comes with, when not a core dependency."""
 
@@ -94,6 +85,23 @@ _SEES_CALLS_THINKS: Final = Capabilities(vision=True, native_tools=True, thinkin
 _OPENAI_IMAGES: Final = ImageLimits(None, 2048, IMAGE_FIT_INPUT_BYTES)
 # llama-server's projector scales every image itself; the byte cap is the loader's.
 _LLAMA_IMAGES: Final = ImageLimits(None, 2048, IMAGE_FIT_INPUT_BYTES)
+
+_OPENAI: Final = BackendSpec(
+    name="openai",
+    summary="OpenAI Chat Completions, or any compatible server at a base URL",
+    transport="openai",
+    wire="openai",
+    default_model="gpt-4.1-mini",
+    key_variables=("OPENAI_API_KEY",),
+    key_optional_at_base_url=True,
+    # Thinking stays off this wire; a server that cannot see or call tools is
+    # told so in the config file (`vision = false`, `native_tools = false`).
+    capabilities=Capabilities(vision=True, native_tools=True, thinking=False),
+    # 20 MB per image; no edge limit, images are scaled to fit 2048 px.
+    image_limits=_OPENAI_IMAGES,
+    models="the server's GET /v1/models",
+    otel_provider="openai",
+)
 
 BACKENDS: Final[dict[str, BackendSpec]] = {
     spec.name: spec
@@ -111,34 +119,18 @@ BACKENDS: Final[dict[str, BackendSpec]] = {
             # 8000 px refused, 1568 px recommended (larger is scaled down by the API), 5 MB.
             image_limits=ImageLimits(MAX_EDGE, RECOMMENDED_EDGE, DEFAULT_MAX_IMAGE_BYTES),
             models="Anthropic's model list (GET /v1/models)",
+            otel_provider="anthropic",
         ),
-        BackendSpec(
-            name="openai",
-            summary="OpenAI Chat Completions, or any compatible server at a base URL",
-            transport="openai",
-            wire="openai",
-            default_model="gpt-4.1-mini",
-            key_variables=("OPENAI_API_KEY",),
-            key_optional_at_base_url=True,
-            # Thinking stays off this wire; a server that cannot see or call tools is
-            # told so in the config file (`vision = false`, `native_tools = false`).
-            capabilities=Capabilities(vision=True, native_tools=True, thinking=False),
-            # 20 MB per image; no edge limit, images are scaled to fit 2048 px.
-            image_limits=_OPENAI_IMAGES,
-            models="the server's GET /v1/models",
-        ),
-        BackendSpec(
+        _OPENAI,
+        # The same account, key, models and image limits as Chat Completions, another API.
+        msgspec.structs.replace(
+            _OPENAI,
             name="responses",
             summary="the OpenAI Responses API (llama-server answers it too)",
             transport="responses",
             wire="responses",
-            default_model="gpt-4.1-mini",
-            key_variables=("OPENAI_API_KEY",),
-            key_optional_at_base_url=True,
             capabilities=_SEES_CALLS_THINKS,
             prompt_mode=False,
-            image_limits=_OPENAI_IMAGES,
-            models="the server's GET /v1/models",
         ),
         BackendSpec(
             name="gemini",
@@ -151,6 +143,7 @@ BACKENDS: Final[dict[str, BackendSpec]] = {
             # Inline data is 20 MB per request; images are scaled to fit 3072 px.
             image_limits=ImageLimits(None, 3072, IMAGE_FIT_INPUT_BYTES),
             models="Gemini's model list, those that answer generateContent",
+            otel_provider="gcp.gemini",
             extra="gemini",
         ),
         BackendSpec(
@@ -164,6 +157,7 @@ BACKENDS: Final[dict[str, BackendSpec]] = {
             # 8000 px and 3.75 MB per image; the Claude models behind it keep 1568 px.
             image_limits=ImageLimits(MAX_EDGE, RECOMMENDED_EDGE, 3_750_000),
             models="Bedrock's foundation models in the region (ListFoundationModels)",
+            otel_provider="aws.bedrock",
             extra="bedrock",
         ),
         BackendSpec(
@@ -176,6 +170,7 @@ BACKENDS: Final[dict[str, BackendSpec]] = {
             served_by="props",
             image_limits=_LLAMA_IMAGES,
             models="the server's GET /v1/models, with the context from /props",
+            otel_provider="llama.cpp",
         ),
         BackendSpec(
             name="local",
@@ -185,6 +180,7 @@ BACKENDS: Final[dict[str, BackendSpec]] = {
             served_by="embedded",
             image_limits=_LLAMA_IMAGES,
             models="the embedded server's GET /v1/models, with the context from /props",
+            otel_provider="llama.cpp",
         ),
     )
 }

@@ -159,7 +159,7 @@ def open_backend(
         return _open_local(opening)
     if spec.served_by == "props":
         return _open_llama_server(opening)
-    return _OPEN[spec.transport](opening, _capabilities(spec, spec.capabilities, opening))
+    return _open_row(opening, _capabilities(spec, spec.capabilities, opening))
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,70 +180,48 @@ class _Opening:
         return self.model or self.spec.default_model or self.spec.name
 
 
-def _open_anthropic(opening: _Opening, caps: Capabilities) -> Backend:
-    return AnthropicBackend(
+def _open_row(opening: _Opening, caps: Capabilities) -> Backend:
+    """The backend of a row whose capabilities and model the row itself states.
+
+    Every transport's backend takes the same settings; a row with no key
+    (`takes_key`) is given none, and the Anthropic SDK, which needs one
+    string, gets `NO_KEY` for a server at a base URL that wants none.
+    """
+    spec = opening.spec
+    keys: dict[str, str | None] = {}
+    if spec.takes_key:
+        keys["api_key"] = (
+            opening.api_key or NO_KEY if spec.transport == "anthropic" else opening.api_key
+        )
+    backend = _backend_class(spec.transport)(
         model=opening.default_model,
-        api_key=opening.api_key or NO_KEY,
         base_url=opening.base_url,
         capabilities=caps,
+        **keys,
         **opening.options,
     )
-
-
-def _open_openai(opening: _Opening, caps: Capabilities) -> Backend:
-    backend = OpenAIBackend(
-        model=opening.default_model,
-        base_url=opening.base_url,
-        api_key=opening.api_key,
-        capabilities=caps,
-        **opening.options,
-    )
-    if opening.model is None and opening.base_url is not None:
+    if isinstance(backend, OpenAIBackend) and opening.model is None and opening.base_url:
+        # A compatible server at a base URL: the one model it lists, if it lists one.
         backend.model = backend.served_model() or backend.model
     return backend
 
 
-def _open_responses(opening: _Opening, caps: Capabilities) -> Backend:
-    return ResponsesBackend(
-        model=opening.default_model,
-        base_url=opening.base_url,
-        api_key=opening.api_key,
-        capabilities=caps,
-        **opening.options,
-    )
+def _backend_class(transport: Transport) -> Callable[..., Backend]:
+    """The backend class of `transport`; Gemini's and Bedrock's SDKs load only when asked for."""
+    if transport == "gemini":
+        from carryall.transport.gemini import GeminiBackend
 
+        return GeminiBackend
+    if transport == "bedrock":
+        from carryall.transport.bedrock import BedrockBackend
 
-def _open_gemini(opening: _Opening, caps: Capabilities) -> Backend:
-    from carryall.transport.gemini import GeminiBackend
-
-    return GeminiBackend(
-        model=opening.default_model,
-        api_key=opening.api_key,
-        base_url=opening.base_url,
-        capabilities=caps,
-        **opening.options,
-    )
-
-
-def _open_bedrock(opening: _Opening, caps: Capabilities) -> Backend:
-    from carryall.transport.bedrock import BedrockBackend
-
-    return BedrockBackend(
-        model=opening.default_model,
-        base_url=opening.base_url,
-        capabilities=caps,
-        **opening.options,
-    )
-
-
-_OPEN: Final[dict[Transport, Callable[[_Opening, Capabilities], Backend]]] = {
-    "anthropic": _open_anthropic,
-    "openai": _open_openai,
-    "responses": _open_responses,
-    "gemini": _open_gemini,
-    "bedrock": _open_bedrock,
-}
-"""How each transport's backend is made once its row, key and capabilities are settled."""
+        return BedrockBackend
+    classes: dict[Transport, Callable[..., Backend]] = {
+        "anthropic": AnthropicBackend,
+        "openai": OpenAIBackend,
+        "responses": ResponsesBackend,
+    }
+    return classes[transport]
 
 
 def _open_llama_server(opening: _Opening) -> Backend:

@@ -32,7 +32,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 import msgspec
 
@@ -42,10 +42,15 @@ from carryall.errors import HistoryError
 __all__ = [
     "CHARS_PER_TOKEN",
     "FIT_MARK",
+    "FIT_SLACK",
     "KNOWN_CONTEXT_WINDOWS",
+    "MIN_ANSWER_TOKENS",
+    "ContextFitter",
+    "Fit",
     "Fitted",
     "TokenEstimates",
     "context_overflow",
+    "estimate_fixed_tokens",
     "estimate_tokens",
     "fit_history",
     "known_context_window",
@@ -76,6 +81,12 @@ KNOWN_CONTEXT_WINDOWS: Final[tuple[tuple[str, int], ...]] = (
     ("gemini-", 1_048_576),
 )
 """Context windows in tokens of hosted models, as `(model name prefix, tokens)`."""
+
+MIN_ANSWER_TOKENS: Final = 256
+"""The least answer budget a request keeps when the context is tight (`ContextFitter`)."""
+
+FIT_SLACK: Final = 0.05
+"""The share of the history's room a fit leaves free, so the next steps fit without a new cut."""
 
 _PER_MESSAGE: Final = 8
 """Tokens a chat template adds around each message (role markers, separators)."""
@@ -144,8 +155,8 @@ class TokenEstimates:
 
     An agent estimates its whole history before every request, and each
     step's history is the last one with a few messages added; writing every
-    message to JSON again each time made a step's cost grow with everything
-    said before it. One conversation holds one of these (`Agent` does): it
+    message to JSON again each time would make a step's cost grow with
+    everything said before it. One conversation holds one of these (`Agent` does): it
     keeps the last history it was asked about and the estimate of each of
     its messages, and answers a history that goes on from it by estimating
     only what was added (`blocks._shared_start` says how much repeats).
@@ -299,6 +310,147 @@ def fit_history(
         cut_outputs=cut,
         summary=summary,
     )
+
+
+class Fit(NamedTuple):
+    """What one request sends after `ContextFitter.fit`: the history and the answer's budget."""
+
+    messages: list[Message]
+    """The history to send: the caller's own list when nothing of it was cut."""
+    max_tokens: int
+    """The answer's budget, lowered where the context leaves less (to `MIN_ANSWER_TOKENS`)."""
+    fitted: Fitted | None
+    """The cut made for this request; None when it goes on from an earlier cut, or needs none."""
+
+
+class ContextFitter:
+    """Fits every request of one conversation into a model's context window.
+
+    A fit is kept for the requests after it: the next one sends the fitted
+    history and what was said since, while that fits. Only when it does
+    not is the history fitted again, to `FIT_SLACK` under the room, so the
+    requests after that go on from it too. A request that goes on from the
+    last one keeps the server's prompt cache and the transport's kept JSON,
+    and the cut moves once every so often instead of a little at every step.
+
+    `context_window` is None while the model's context is unknown: the
+    history is then sent whole, until a server's overflow error names its
+    context (`learn`). `token_scale` is how many tokens the server was seen
+    to count for one of the estimate's, raised by `learn`, so the next fit
+    is by the server's measure.
+    """
+
+    def __init__(self, context_window: int | None) -> None:
+        self.context_window = context_window
+        self.token_scale = 1.0
+        # Each message's share of the estimate, kept from one request's
+        # fitting to the next (the history grows by a few messages a step).
+        self._estimates = TokenEstimates()
+        # The history the last fit was made from, and what it became.
+        self._last_fit: tuple[list[Message], list[Message]] | None = None
+
+    def fit(
+        self,
+        history: list[Message],
+        *,
+        max_tokens: int,
+        system: str | None,
+        tools: Sequence[object],
+    ) -> Fit:
+        """`history` and an answer of `max_tokens` fitted beside `system` and `tools` (the specs).
+
+        With no context known, `history` goes whole and nothing is estimated.
+
+        Raises `HistoryError` when even the newest round and its prompt do
+        not fit (`fit_history`): a request that would overflow is not sent.
+        """
+        if self.context_window is None:
+            return Fit(history, max_tokens, None)
+        scale = self.token_scale
+        # The system prompt, the tools' descriptions and the answer's budget
+        # take their room first; the history gets the rest.
+        room = self.context_window - math.ceil(estimate_fixed_tokens(system, tools) * scale)
+        messages = self._after_last_fit(history)
+        # An answer budget larger than the context leaves (a `--max-tokens`
+        # near the window) gives way first, down to `MIN_ANSWER_TOKENS`: the
+        # server would stop at the window's end anyway, and cutting the
+        # history for room the answer cannot use would lose it for nothing.
+        answer = max_tokens
+        need = estimate_tokens(messages, scale=scale, estimates=self._estimates)
+        if need + answer > room and answer > MIN_ANSWER_TOKENS:
+            answer = max(MIN_ANSWER_TOKENS, room - need)
+        budget = room - answer
+        if need <= budget:
+            return Fit(messages, answer, None)
+        try:
+            fitted = fit_history(
+                messages,
+                budget=budget - math.floor(budget * FIT_SLACK),
+                scale=scale,
+                estimates=self._estimates,
+            )
+        except HistoryError:
+            # Too long for the slack: the room itself decides what is refused.
+            fitted = fit_history(messages, budget=budget, scale=scale, estimates=self._estimates)
+        self._last_fit = (fitted.messages, list(history))
+        return Fit(fitted.messages, answer, fitted)
+
+    def learn(
+        self, error: str, sent: Sequence[Message], system: str | None, tools: Sequence[object]
+    ) -> bool:
+        """Take a server's own count from its context-overflow `error`; whether to fit again.
+
+        `sent`, `system` and `tools` are those of the request it refused. The scale of the
+        server's count to the estimate, with a tenth to spare, and the
+        context it named when none was known (a hosted model not in any
+        table) shape the fits after it.
+        """
+        overflow = context_overflow(error)
+        if overflow is None:
+            return False
+        counted, context = overflow
+        estimated = estimate_fixed_tokens(system, tools) + estimate_tokens(sent)
+        scale = counted / max(estimated, 1) * 1.1
+        learned = False
+        if scale > self.token_scale * 1.01:
+            self.token_scale = scale
+            learned = True
+        if self.context_window is None or context < self.context_window:
+            self.context_window = context
+            learned = True
+        # Nothing new (the estimate already had this measure): fitting again
+        # would send the same request.
+        return learned
+
+    def forget(self) -> None:
+        """Fit the next request from the whole history, not from the last fit."""
+        self._last_fit = None
+
+    def _after_last_fit(self, history: list[Message]) -> list[Message]:
+        """The last fitted history and what was said since; `history` itself when it changed.
+
+        An edit between turns, a failed step taken back or a compaction: the
+        history does not go on from what was fitted, so it is fitted anew.
+        """
+        if self._last_fit is None:
+            return history
+        fitted, source = self._last_fit
+        if len(history) < len(source) or _shared_start(source, history) < len(source):
+            self._last_fit = None
+            return history
+        return [*fitted, *history[len(source) :]]
+
+
+def estimate_fixed_tokens(system: str | None, tools: Sequence[object]) -> int:
+    """The estimate, in tokens, of what every request carries besides the history.
+
+    `tools` are the tools' specs as the request declares them.
+    """
+    fixed = len(msgspec.json.encode(tools))
+    fixed += len(system or "")
+    # 64 more for the chat template around the system prompt and a prompt
+    # mode's rendering of the tools.
+    return fixed // CHARS_PER_TOKEN + 64
 
 
 def _is_prompt(message: Message) -> bool:

@@ -14,8 +14,13 @@ OpenAI takes up to 20 MB.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
+import functools
+import importlib.util
 import io
+import logging
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final, NamedTuple
@@ -32,10 +37,15 @@ __all__ = [
     "MAX_EDGE",
     "RECOMMENDED_EDGE",
     "Fitted",
+    "ImageLimits",
     "check_image",
     "fit_image",
+    "fit_to_limits",
     "image_size",
 ]
+
+# The transport's logger: the note is about a request a transport is sending.
+log = logging.getLogger("carryall.transport")
 
 MAX_EDGE: Final = 8000
 """The longest edge any provider accepts (Anthropic's limit)."""
@@ -55,6 +65,25 @@ _FORMATS: Final = {
     "image/gif": "GIF",
     "image/webp": "WEBP",
 }
+
+
+_NO_PILLOW: Final = (
+    "an image over this wire's limits (or with an unreadable header) is sent as it is: "
+    "install carryall[images] (Pillow) to have it fitted"
+)
+_HEAD_CHARS: Final = 4 * 16384
+"""Base64 read for a header: 48 KiB of file, past the metadata most JPEGs carry."""
+
+
+class ImageLimits(NamedTuple):
+    """What one wire accepts per image, and the long edge a fitted copy gets."""
+
+    max_edge: int | None
+    """The longest edge the wire takes; None where it publishes no limit (it scales down itself)."""
+    fit_edge: int
+    """The long edge an image that must be fitted is scaled to: what the provider would keep."""
+    max_bytes: int
+    """The largest image file the wire takes."""
 
 
 class Fitted(NamedTuple):
@@ -228,6 +257,73 @@ def _written(frame: PilImage, media_type: str) -> bytes:
     else:
         frame.save(out, _FORMATS[media_type])
     return out.getvalue()
+
+
+@functools.lru_cache(maxsize=64)
+def fit_to_limits(image: Image, limits: ImageLimits) -> Fitted | None:
+    """`image` fitted to one wire's `limits`; None when it goes as it is.
+
+    Fast when there is nothing to do: the size is read from the header
+    (`image_size`), and an image within limits goes byte for byte once
+    Pillow has found its body whole (`check_image`), once per image in the
+    process, not per request. Without Pillow the header is all that is
+    read, and an image over the limits goes as it is, with one warning.
+    Cached: the same history goes out with every request of a turn (and
+    of the turns after it), so an image is fitted once, not once per request.
+    """
+    size, data_bytes = _declared(image)
+    pillow = importlib.util.find_spec("PIL") is not None
+    if size is not None and _within(size, data_bytes, limits):
+        reason = _damage(image) if pillow else None
+        return None if reason is None else Fitted(None, reason)
+    if not pillow:
+        _note_no_pillow()
+        return None
+    max_edge = limits.max_edge if limits.max_edge is not None else 1 << 30
+    fitted = fit_image(
+        image, max_edge=max_edge, max_bytes=limits.max_bytes, fit_edge=limits.fit_edge
+    )
+    return None if fitted.image is image else fitted
+
+
+@functools.lru_cache(maxsize=256)
+def _damage(image: Image) -> str | None:
+    """Why an image within limits cannot go as it is (`check_image`); None when it can.
+
+    An image whose header reads fine may still have a garbage body, which a
+    provider refuses along with the whole request. Checked once per image
+    for every wire (the cache outlives `fit_to_limits`', which is per wire), so
+    a history's images are read once, not once per request.
+    """
+    return check_image(image)
+
+
+def _declared(image: Image) -> tuple[tuple[int, int] | None, int]:
+    """The size `image`'s header declares (None if unreadable) and its length in bytes."""
+    data = image.data
+    length = len(data) * 3 // 4 - data[-2:].count("=")
+    try:
+        head = base64.b64decode(data[:_HEAD_CHARS])
+        size = image_size(head)
+        if size is None and len(data) > _HEAD_CHARS and image.media_type == "image/jpeg":
+            size = image_size(base64.b64decode(data))
+    except (binascii.Error, ValueError):
+        return None, length
+    return size, length
+
+
+def _within(size: tuple[int, int], data_bytes: int, limits: ImageLimits) -> bool:
+    width, height = size
+    if width <= 0 or height <= 0:
+        return False
+    edge_ok = limits.max_edge is None or max(width, height) <= limits.max_edge
+    return edge_ok and data_bytes <= limits.max_bytes
+
+
+@functools.cache
+def _note_no_pillow() -> None:
+    # Once per process: the same history would say it with every request.
+    log.warning(_NO_PILLOW)
 
 
 def image_size(data: bytes) -> tuple[int, int] | None:

@@ -141,12 +141,12 @@ def as_pairs(table: Mapping[str, Any]) -> list[str]:
             for wire, settings in value.items():
                 if not isinstance(settings, Mapping):
                     # Not a table `-o` makes (a damaged file's): shown as it is held.
-                    pairs.append(f"extra.{wire}={_shown(settings)}")
+                    pairs.append(f"extra.{wire}={_as_text(settings)}")
                     continue
                 for name, setting in settings.items():
-                    pairs.append(f"extra.{wire}.{name}={_shown(setting)}")
+                    pairs.append(f"extra.{wire}.{name}={_as_text(setting)}")
         else:
-            pairs.append(f"{key}={_shown(value)}")
+            pairs.append(f"{key}={_as_text(value)}")
     return pairs
 
 
@@ -157,7 +157,7 @@ def _value(text: str) -> Any:
         return text
 
 
-def _shown(value: Any) -> str:
+def _as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 

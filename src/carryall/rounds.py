@@ -166,7 +166,8 @@ def _document_from_target(target: str) -> Document | None:
     """A declared document's block when its target holds it whole (a `data:` URI, a URL).
 
     Pure: no file is read and no URL fetched. A path, or a target that does
-    not parse, gives None and stays a declared attachment, as before.
+    not parse, gives None and stays a declared attachment (a
+    marker among the round's others).
     """
     if target[:8].lower().startswith(("http://", "https://")):
         media_type = document_media_type(urllib.parse.urlsplit(target).path) or "application/pdf"

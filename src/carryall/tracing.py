@@ -34,6 +34,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
+from carryall.backend_specs import BACKENDS
 from carryall.errors import CarryallError
 
 if TYPE_CHECKING:
@@ -59,16 +60,8 @@ INSTRUMENTATION_NAME: Final = "carryall"
 CAPTURE_CONTENT_VARIABLE: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The variable GenAI instrumentations read to put message content on spans (`true` to opt in)."""
 
-PROVIDER_NAMES: Final = {
-    "anthropic": "anthropic",
-    "openai": "openai",
-    "responses": "openai",
-    "gemini": "gcp.gemini",
-    "bedrock": "aws.bedrock",
-    "llama-server": "llama.cpp",
-    "local": "llama.cpp",
-}
-"""`gen_ai.provider.name` for each backend: the conventions' well-known values where one exists."""
+PROVIDER_NAMES: Final = {spec.name: spec.otel_provider for spec in BACKENDS.values()}
+"""`gen_ai.provider.name` for each backend, as its row of `BACKENDS` states it."""
 
 _OPERATION: Final = {"gemini": "generate_content"}
 """The conventions' operation name where a provider's API is not called `chat`."""

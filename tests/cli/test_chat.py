@@ -39,6 +39,7 @@ class Echo:
     name = "echo"
     model = "echo-1"
     capabilities = Capabilities(vision=True)
+    context_window = None
 
     def complete(self, request, on_text=None):
         last = request.messages[-1]

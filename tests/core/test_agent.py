@@ -14,7 +14,6 @@ from carryall.agent import (
     DEFAULT_MAX_TOKENS,
     LOCAL_MAX_STEPS,
     LOCAL_MAX_TOKENS,
-    MIN_ANSWER_TOKENS,
     WRAP_UP_TOKENS,
     Agent,
     AgentEvent,
@@ -26,6 +25,7 @@ from carryall.agent import (
     ToolCallStarted,
 )
 from carryall.blocks import Image, Message, Text, ToolResult, ToolUse, validate_history
+from carryall.context import MIN_ANSWER_TOKENS
 from carryall.errors import CarryallError, HistoryError, ProviderError, ToolError
 from carryall.providers import Request, Response
 from carryall.tools import Tool, ToolOutput

@@ -7,6 +7,8 @@ import pytest
 from carryall.blocks import Image, Message, Text, ToolResult, ToolUse, validate_history
 from carryall.context import (
     FIT_MARK,
+    MIN_ANSWER_TOKENS,
+    ContextFitter,
     context_overflow,
     estimate_tokens,
     fit_history,
@@ -168,3 +170,42 @@ def test_context_overflow_reads_the_servers_count(
 )
 def test_hosted_models_context_windows_are_known(model: str | None, tokens: int | None) -> None:
     assert known_context_window(model) == tokens
+
+
+def test_the_fitter_keeps_its_cut_for_the_requests_after_it_and_cuts_anew_after_an_edit() -> None:
+    history = _history(30, 2000)
+    fitter = ContextFitter(estimate_tokens(history) // 2)
+    first = fitter.fit(history, max_tokens=256, system=None, tools=())
+    assert first.fitted is not None and first.fitted.changed
+    # A step later: the same cut, with what was said since after it.
+    grown = [*history, *_round(30, "short")]
+    second = fitter.fit(grown, max_tokens=256, system=None, tools=())
+    assert second.fitted is None
+    assert second.messages == [*first.messages, *grown[len(history) :]]
+    # An edit between turns: the history no longer goes on from the cut.
+    edited = [Message.user("Read every file, please."), *grown[1:]]
+    third = fitter.fit(edited, max_tokens=256, system=None, tools=())
+    assert third.fitted is not None and third.messages[0] != first.messages[0]
+
+
+def test_the_fitter_sends_the_history_whole_until_a_server_names_its_context() -> None:
+    history = _history(30, 2000)
+    fitter = ContextFitter(None)
+    whole = fitter.fit(history, max_tokens=256, system=None, tools=())
+    assert whole.messages is history and whole.fitted is None
+    counted = 2 * (estimate_tokens(history) + 64)  # the server counts twice the estimate
+    error = f"request ({counted} tokens) exceeds the available context size (4096 tokens)"
+    assert fitter.learn(error, history, None, ())
+    assert fitter.context_window == 4096 and fitter.token_scale > 2.0
+    assert not fitter.learn(error, history, None, ())  # nothing new: no second try
+    assert not fitter.learn("rate limited", history, None, ())
+    assert fitter.fit(history, max_tokens=256, system=None, tools=()).fitted is not None
+
+
+def test_an_answer_budget_over_the_room_gives_way_before_the_history_is_cut() -> None:
+    history = _history(2, 100)
+    need = estimate_tokens(history)
+    fitter = ContextFitter(need + 64 + MIN_ANSWER_TOKENS + 100)
+    fit = fitter.fit(history, max_tokens=10_000, system=None, tools=())
+    assert fit.fitted is None and fit.messages is history
+    assert MIN_ANSWER_TOKENS <= fit.max_tokens < 10_000

@@ -15,6 +15,7 @@ class ScriptedBackend:
 
     name = "scripted"
     model = "scripted-1"
+    context_window: int | None = None
 
     def __init__(self) -> None:
         self.requests: list[Request] = []

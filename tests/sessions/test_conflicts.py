@@ -99,6 +99,7 @@ class _Answers:
 
     name = "scripted"
     model = "scripted-1"
+    context_window: int | None = None
 
     def __init__(self, text: str) -> None:
         self.text = text

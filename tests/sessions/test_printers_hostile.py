@@ -24,8 +24,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from carryall._commands import sessions as commands
+from carryall._commands._display import Display
 from carryall._commands._output import print_error
-from carryall._commands.agent import _Display
 from carryall.agent import ToolCallFinished, ToolCallStarted
 from carryall.blocks import Image, Message, Text, Thinking, ToolResult, ToolUse
 from carryall.carrier import Marker, MarkerKind
@@ -226,7 +226,7 @@ def test_no_terminal_printer_lets_a_control_sequence_out(s: str) -> None:
     from carryall._commands._output import snippet_text
 
     out, err = io.StringIO(), io.StringIO()
-    display = _Display(
+    display = Display(
         Console(file=out, force_terminal=True, width=200), Console(file=err, width=200)
     )
     call = ToolUse("c1", s or "t", {"path": s})

@@ -219,7 +219,7 @@ def test_a_bad_checksum_on_an_ancillary_chunk_is_taken_as_every_model_takes_it()
 def test_a_whole_image_within_limits_is_read_once_and_sent_byte_for_byte(
     fmt: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from carryall.transport import _images
+    from carryall import imagefit
 
     checked: list[Image] = []
 
@@ -227,9 +227,9 @@ def test_a_whole_image_within_limits_is_read_once_and_sent_byte_for_byte(
         checked.append(image)
         return check_image(image)
 
-    monkeypatch.setattr(_images, "check_image", counting)
-    _images._fitted.cache_clear()
-    _images._damage.cache_clear()
+    monkeypatch.setattr(imagefit, "check_image", counting)
+    imagefit.fit_to_limits.cache_clear()
+    imagefit._damage.cache_clear()
     image = Image.from_bytes(f"image/{fmt.lower()}", _noise(640, 480, fmt))
     request = Request(model="m", messages=[Message.user("hi", [image])])
     for _ in range(3):  # three requests of a turn, on every wire
@@ -242,15 +242,15 @@ def test_a_whole_image_within_limits_is_read_once_and_sent_byte_for_byte(
 def test_without_pillow_an_image_over_the_limit_goes_as_it_is_with_one_note(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from carryall.transport import _images
+    from carryall import imagefit
 
     wide = Image.from_bytes("image/png", _png(8001, 2))
     # Within limits, and damaged: without Pillow its header is all that can be read.
     damaged = Image.from_bytes("image/png", _garbage_png_body())
     monkeypatch.setitem(sys.modules, "PIL", None)  # import PIL now fails, as when not installed
-    _images._fitted.cache_clear()
-    _images._damage.cache_clear()
-    _images._note_no_pillow.cache_clear()
+    imagefit.fit_to_limits.cache_clear()
+    imagefit._damage.cache_clear()
+    imagefit._note_no_pillow.cache_clear()
     request = Request(model="m", messages=[Message.user("hi", [wide, damaged])])
     with caplog.at_level("WARNING", logger="carryall.transport"):
         for _ in range(2):
@@ -258,8 +258,8 @@ def test_without_pillow_an_image_over_the_limit_goes_as_it_is_with_one_note(
             assert kept is request and downgrades == []
     [note] = caplog.messages
     assert "install carryall[images]" in note
-    _images._fitted.cache_clear()
-    _images._damage.cache_clear()
+    imagefit.fit_to_limits.cache_clear()
+    imagefit._damage.cache_clear()
 
 
 def test_a_model_that_sees_no_images_has_none_fitted() -> None:

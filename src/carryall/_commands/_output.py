@@ -1,7 +1,7 @@
 """How every command prints content and says it failed.
 
 Content (a model's text, a tool's output, a title, an error a server sent)
-reaches the terminal only through `echo`, `shown` or `snippet_text`, which
+reaches the terminal only through `echo`, `markup_safe` or `snippet_text`, which
 show its control characters as escapes (`carryall._text.printable`) and never
 read it as console markup. A failure is one `error:` line on stderr, so
 `run`, `sessions` and `local` word it alike, and no credential reaches the
@@ -29,10 +29,10 @@ __all__ = [
     "echo",
     "fail",
     "listed_title",
+    "markup_safe",
     "masked",
     "print_columns",
     "print_error",
-    "shown",
     "snippet_text",
     "warn_damage",
 ]
@@ -79,7 +79,7 @@ def print_error(message: str, console: Console | None = None) -> None:
     err = console or _stderr()
     message = masked(message)
     first, _, rest = message.partition("\n")
-    err.print(f"[bold red]error:[/] {shown(first)}", soft_wrap=True)
+    err.print(f"[bold red]error:[/] {markup_safe(first)}", soft_wrap=True)
     if rest:
         err.print(printable(rest), style="dim", soft_wrap=True, markup=False)
 
@@ -90,7 +90,7 @@ def fail(message: str, code: int = 1, console: Console | None = None) -> NoRetur
     raise typer.Exit(code)
 
 
-def shown(text: str) -> str:
+def markup_safe(text: str) -> str:
     """`text` ready to stand inside console markup: controls shown, brackets escaped."""
     from rich.markup import escape
 
@@ -117,7 +117,7 @@ def warn_damage(damage: Iterable[str], console: Console | None = None) -> None:
         return
     err = console or _stderr()
     for note in notes:
-        err.print(f"[yellow]warning:[/] {shown(note)}", soft_wrap=True)
+        err.print(f"[yellow]warning:[/] {markup_safe(note)}", soft_wrap=True)
 
 
 def listed_title(info: SessionInfo) -> str:

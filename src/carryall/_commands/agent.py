@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Annotated, Any, get_args
 import msgspec
 import typer
 from rich.console import Console
-from rich.status import Status
 
+from carryall._commands._display import Display
 from carryall._commands._images import fetched_history, named_image, sendable
-from carryall._commands._output import fail, masked, shown, warn_damage
+from carryall._commands._options import BaseUrlOption
+from carryall._commands._output import fail, markup_safe, masked, warn_damage
 from carryall._commands.mcp import McpOption, attach_host, open_toolbox, start_toolbox
 from carryall._commands.sessions import StoreOption, keep_interrupted_prompt, recorded_in
-from carryall._text import printable, shorten
+from carryall._text import shorten
 from carryall.agent import (
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_TOKENS,
@@ -35,16 +36,9 @@ from carryall.agent import (
     LOCAL_MAX_TOKENS,
     Agent,
     AgentEvent,
-    ContextFitted,
-    RepeatedCall,
     RequestStarted,
-    ResponseReceived,
-    SessionMerged,
-    StepLimitReached,
-    ToolCallFinished,
-    ToolCallStarted,
 )
-from carryall.blocks import Document, Downgrade, Image, Message, ToolUse
+from carryall.blocks import Document, Downgrade, Image, Message
 from carryall.errors import AttachmentError, CarryallError, StructuredOutputError
 from carryall.providers import CachePolicy, HostedTool, HostedToolKind, OutputSchema, Response
 from carryall.request_options import layered, parse_pairs, read_table
@@ -60,9 +54,6 @@ if TYPE_CHECKING:
 
 __all__ = ["register"]
 
-_RESULT_LINES = 4
-_RESULT_WIDTH = 160
-_ARG_WIDTH = 60
 _DEFAULT_TOOLS = ",".join(DEFAULT_TOOL_NAMES)
 
 # -- shared options -------------------------------------------------------------
@@ -107,15 +98,6 @@ ModelOption = Annotated[
         "-m",
         metavar="NAME",
         help="Model name (default: the backend's default).",
-        show_default=False,
-    ),
-]
-BaseUrlOption = Annotated[
-    str | None,
-    typer.Option(
-        "--base-url",
-        metavar="URL",
-        help="Server URL, for a self-hosted or proxied backend.",
         show_default=False,
     ),
 ]
@@ -419,7 +401,9 @@ def run(
         except StructuredOutputError as exc:
             # The answer was said and is kept; it only is not what was asked for.
             display.finish()
-            err.print(f"[dim]the answer: {shown(shorten(exc.answer, 400))}[/]", soft_wrap=True)
+            err.print(
+                f"[dim]the answer: {markup_safe(shorten(exc.answer, 400))}[/]", soft_wrap=True
+            )
             fail(str(exc), console=err)
         except CarryallError as exc:
             display.finish()
@@ -429,10 +413,10 @@ def run(
         parsed = _parsed(response, agent)
         downgrades = [msgspec.to_builtins(d) for d in agent.turn_downgrades]
         for downgrade in agent.turn_downgrades:
-            err.print(f"[yellow]note:[/] {shown(_downgrade_line(downgrade))}", soft_wrap=True)
+            err.print(f"[yellow]note:[/] {markup_safe(_downgrade_line(downgrade))}", soft_wrap=True)
         if show_usage:
             err.print(
-                shown(
+                markup_safe(
                     responses_total(
                         display.responses, agent.backend.name, agent.backend.model
                     ).line()
@@ -489,8 +473,8 @@ def chat(
 
     with _opened(setup, out, err) as (agent, display):
         err.print(
-            f"[dim]{shown(_backend_label(agent))} · "
-            f"tools: {shown(', '.join(agent.tools) or 'none')} · /help for commands, "
+            f"[dim]{markup_safe(_backend_label(agent))} · "
+            f"tools: {markup_safe(', '.join(agent.tools) or 'none')} · /help for commands, "
             "Ctrl-D or /exit to leave[/]"
         )
         if agent.messages:
@@ -585,7 +569,7 @@ def hosted_tools(given: Sequence[str]) -> tuple[HostedTool, ...]:
 @contextmanager
 def _opened(
     setup: _Setup, out: Console, err: Console, *, prompt: Message | None = None
-) -> Iterator[tuple[Agent, _Display]]:
+) -> Iterator[tuple[Agent, Display]]:
     """Open the backend, the session and the agent; close the backend however it ends.
 
     A failure to open any of them is one `error:` line and exit code 1. A
@@ -645,7 +629,7 @@ def _opened(
             err.print("[yellow]interrupted[/]")
             raise typer.Exit(130) from None
         assert backend is not None  # fail raised otherwise
-        display = _Display(out, err)
+        display = Display(out, err)
         tracer = _tracer(session, err)
         agent = Agent(
             backend,
@@ -680,7 +664,7 @@ def _opened(
         if backend is not None:
             backend.close()
         if session is not None and not setup.no_record:
-            err.print(f"[dim]session {shown(session.id)}[/]")
+            err.print(f"[dim]session {markup_safe(session.id)}[/]")
 
 
 def _note_demonstration_model(err: Console) -> None:
@@ -721,7 +705,7 @@ def _fetched_media(history: list[Message], backend: Backend, err: Console) -> li
         return history
     fetched, failed = fetched_history(history, backend, hosts)
     for exc in failed:
-        err.print(f"[yellow]warning[/]: {shown(str(exc))}; sent as its placeholder")
+        err.print(f"[yellow]warning[/]: {markup_safe(str(exc))}; sent as its placeholder")
     return fetched
 
 
@@ -1154,162 +1138,3 @@ def _sendable(images: list[Image | Document], agent: Agent, err: Console) -> lis
         return sendable(images, agent.backend)
     except AttachmentError as exc:
         fail(str(exc), console=err)
-
-
-class _Display:
-    """Turns the loop's text and events into terminal output.
-
-    The spinner runs while nothing is arriving (waiting for the first token,
-    or for tools) and stops before anything is printed, so it never tears a
-    line of streamed text.
-    """
-
-    def __init__(self, out: Console, err: Console) -> None:
-        self.out = out
-        self.err = err
-        self._status: Status | None = None
-        self._mid_line = False
-        self._streamed = False
-        self._running: set[str] = set()
-        self.responses: list[Response] = []
-        """Every response of the turns shown so far, for the usage `run --json` sums."""
-
-    # The loop's callbacks.
-
-    def on_text(self, chunk: str) -> None:
-        if not chunk:
-            return
-        self._stop_spinner()
-        self.out.print(printable(chunk), end="", markup=False, highlight=False)
-        self._mid_line = not chunk.endswith("\n")
-        self._streamed = True
-
-    def on_event(self, event: AgentEvent) -> None:
-        if isinstance(event, RequestStarted):
-            self._streamed = False
-            self._spin("thinking…" if event.step == 1 else f"thinking… (step {event.step})")
-        elif isinstance(event, ResponseReceived):
-            self.responses.append(event.response)
-            self._stop_spinner()
-            if not self._streamed:
-                # A server that answered in one piece streamed nothing: the
-                # text is shown whole rather than lost.
-                self.on_text(event.response.message.text())
-            self._break_line()
-            if event.response.stop_reason == "max_tokens":
-                cut = "a tool call" if event.response.malformed_tool_args else "the reply"
-                self.err.print(
-                    f"[yellow]max_tokens:[/] {cut} was cut at the output limit and "
-                    "is not complete (raise --max-tokens for a longer one)"
-                )
-        elif isinstance(event, ToolCallStarted):
-            self._stop_spinner()
-            self._break_line()
-            self.err.print(f"[cyan]→[/] {shown(_call_line(event.call))}", soft_wrap=True)
-            self._running.add(event.call.id)
-            self._spin("running tools…")
-        elif isinstance(event, ToolCallFinished):
-            self._stop_spinner()
-            self._running.discard(event.call.id)
-            self._show_result(event)
-            if self._running:
-                self._spin("running tools…")
-        elif isinstance(event, ContextFitted):
-            self._stop_spinner()
-            self._break_line()
-            summary = event.fitted.summary or ""
-            self.err.print(
-                f"[yellow]context:[/] about {event.fitted.tokens_before} tokens would not fit "
-                f"the {event.context_window}-token context; "
-                f"{shown(summary.removeprefix('[carryall: context fitted] '))} "
-                "(the request only: the session keeps the whole history)",
-                soft_wrap=True,
-            )
-        elif isinstance(event, RepeatedCall):
-            self._stop_spinner()
-            self._break_line()
-            if event.result.is_error:
-                self.err.print(
-                    f"[yellow]stopped:[/] {shown(_call_line(event.call))} failed the same way "
-                    f"{event.times} times; the turn ends here instead of repeating it",
-                    soft_wrap=True,
-                )
-            else:
-                self.err.print(
-                    f"[dim]{shown(_call_line(event.call))} gave the same result again; "
-                    "asking the model to answer without tools[/]",
-                    soft_wrap=True,
-                )
-        elif isinstance(event, SessionMerged):
-            self._stop_spinner()
-            self._break_line()
-            self.err.print(
-                "[yellow]session:[/] another writer recorded in this session meanwhile; "
-                f"this turn's {event.messages} message(s) are recorded after its turn"
-            )
-        elif isinstance(event, StepLimitReached):
-            self._stop_spinner()
-            self._break_line()
-            self.err.print(
-                f"[yellow]step limit:[/] {event.max_steps} tool round(s) run; asking the model "
-                "to answer without tools (raise --max-steps to let it go on)"
-            )
-
-    def finish(self) -> None:
-        """End the turn's output: no spinner left running, the cursor on a fresh line."""
-        self._stop_spinner()
-        self._running.clear()
-        self._break_line()
-
-    # Helpers.
-
-    def _show_result(self, event: ToolCallFinished) -> None:
-        text = event.result.content
-        lines = text.splitlines() or [""]
-        visible = [shorten(line, _RESULT_WIDTH, ellipsis="…") for line in lines[:_RESULT_LINES]]
-        if len(lines) > _RESULT_LINES:
-            visible.append(f"… {len(lines) - _RESULT_LINES} more line(s)")
-        mark = "[red]✗[/]" if event.result.is_error else "[green]←[/]"
-        style = "red" if event.result.is_error else "dim"
-        first, *rest = visible
-        self.err.print(f"  {mark} [{style}]{shown(first)}[/]", soft_wrap=True)
-        for line in rest:
-            self.err.print(f"    [{style}]{shown(line)}[/]", soft_wrap=True)
-        for image in event.images:
-            self.err.print(f"    [magenta]{shown(image.placeholder())}[/]", soft_wrap=True)
-
-    def _spin(self, message: str) -> None:
-        self._stop_spinner()
-        if not self.err.is_terminal:
-            return
-        self._status = self.err.status(f"[dim]{shown(message)}[/]")
-        self._status.start()
-
-    def _stop_spinner(self) -> None:
-        if self._status is not None:
-            status, self._status = self._status, None
-            status.stop()
-
-    def _break_line(self) -> None:
-        if self._mid_line:
-            self.out.print()
-            self._mid_line = False
-
-
-def _call_line(call: ToolUse) -> str:
-    """A tool call in one line: `read_file(path="notes.txt")`."""
-    args: Any = call.input
-    if isinstance(args, dict):
-        inner = ", ".join(
-            f"{k}={shorten(_json(v), _ARG_WIDTH, ellipsis='…')}" for k, v in args.items()
-        )
-    else:
-        inner = shorten(args if isinstance(args, str) else _json(args), _ARG_WIDTH, ellipsis="…")
-    return f"{call.name}({inner})"
-
-
-def _json(value: Any) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(value)

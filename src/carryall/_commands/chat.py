@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Final, Protocol
 from rich.console import Console
 from rich.padding import Padding
 
+from carryall._commands._display import Display
 from carryall._commands._images import named_image, sendable
-from carryall._commands._output import Terminated, print_columns, print_error, shown
+from carryall._commands._output import Terminated, markup_safe, print_columns, print_error
 from carryall._commands.sessions import keep_interrupted_prompt, recorded_in
 from carryall.blocks import Document, Image, Message
 from carryall.errors import CarryallError
@@ -31,7 +32,6 @@ from carryall.errors import CarryallError
 if TYPE_CHECKING:
     from prompt_toolkit.history import FileHistory
 
-    from carryall._commands.agent import _Display
     from carryall.agent import Agent
 
 __all__ = ["COMMANDS", "converse"]
@@ -140,7 +140,7 @@ class _Chat:
     """What a conversation keeps between lines: the agent and what waits for the next prompt."""
 
     agent: Agent
-    display: _Display
+    display: Display
     out: Console
     err: Console
     pending: list[Image | Document] = field(default_factory=list)
@@ -166,7 +166,7 @@ class _Chat:
 
         backend = self.agent.backend
         totals = responses_total(self.display.responses, backend.name, backend.model)
-        self.err.print(f"[dim]{shown(totals.line())}[/]")
+        self.err.print(f"[dim]{markup_safe(totals.line())}[/]")
 
     def _help(self, argument: str) -> None:
         print_columns(self.err, list(COMMANDS.items()))
@@ -189,7 +189,7 @@ class _Chat:
             return
         self.pending.append(image)
         self.err.print(
-            f"[dim]attached {shown(image.placeholder())} to your next prompt "
+            f"[dim]attached {markup_safe(image.placeholder())} to your next prompt "
             f"({len(self.pending)} waiting)[/]"
         )
 
@@ -209,10 +209,10 @@ class _Chat:
 
     def _model(self, argument: str) -> None:
         if not argument:
-            self.err.print(f"[dim]model: {shown(self.agent.backend.model)}[/]")
+            self.err.print(f"[dim]model: {markup_safe(self.agent.backend.model)}[/]")
             return
         self.agent.backend.model = argument
-        self.err.print(f"[dim]model {shown(argument)} from the next turn on[/]")
+        self.err.print(f"[dim]model {markup_safe(argument)} from the next turn on[/]")
 
     def _tools(self, argument: str) -> None:
         if not self.agent.tools:
@@ -229,7 +229,7 @@ class _Chat:
         if not argument:
             where = f"session {session.id}" if session is not None else "no session (--no-record)"
             self.err.print(
-                f"[dim]every turn is recorded as it ends: {shown(where)}; "
+                f"[dim]every turn is recorded as it ends: {markup_safe(where)}; "
                 "/save PATH writes a Markdown copy[/]"
             )
             return
@@ -254,7 +254,9 @@ class _Chat:
         except OSError as exc:
             print_error(f"cannot write {argument}: {exc.strerror or exc}", self.err)
             return
-        self.err.print(f"[dim]saved {len(self.agent.messages)} message(s) to {shown(argument)}[/]")
+        self.err.print(
+            f"[dim]saved {len(self.agent.messages)} message(s) to {markup_safe(argument)}[/]"
+        )
 
     def _exit(self, argument: str) -> None:
         self.done = True
@@ -285,7 +287,7 @@ class _Chat:
 
 def converse(
     agent: Agent,
-    display: _Display,
+    display: Display,
     out: Console,
     err: Console,
     *,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from carryall._commands._output import fail, print_columns, shown
+from carryall._commands._output import fail, markup_safe, print_columns
 from carryall._commands.sessions import StoreOption
 from carryall.config import McpServer, load_config
 from carryall.errors import CarryallError, McpError
@@ -93,10 +93,10 @@ def list_servers(mcp: McpOption = None) -> None:
     for result in results:
         if result.error is not None:
             failed = True
-            where = f"MCP server {shown(result.server)}"
-            err.print(f"[bold red]error:[/] {where}: {shown(result.error)}", soft_wrap=True)
+            where = f"MCP server {markup_safe(result.server)}"
+            err.print(f"[bold red]error:[/] {where}: {markup_safe(result.error)}", soft_wrap=True)
             continue
-        out.print(f"[bold]{shown(result.server)}[/] ({len(result.tools)} tools)")
+        out.print(f"[bold]{markup_safe(result.server)}[/] ({len(result.tools)} tools)")
         rows = [(made.name, made.description.strip().split("\n", 1)[0]) for made in result.tools]
         print_columns(out, rows)
     if toolbox.reader is not None:
@@ -246,7 +246,8 @@ def ask_person(
             if before is not None:
                 before()
             err.print(
-                f"[bold]MCP server {shown(question.server)} asks:[/] {shown(question.message)}",
+                f"[bold]MCP server {markup_safe(question.server)} asks:[/] "
+                f"{markup_safe(question.message)}",
                 soft_wrap=True,
             )
             typed = read or sys.stdin.readline
@@ -267,7 +268,7 @@ def ask_person(
                     try:
                         value = field_value(name, spec, raw, name in required)
                     except ValueError as exc:
-                        err.print(f"  [yellow]{shown(str(exc))}[/]")
+                        err.print(f"  [yellow]{markup_safe(str(exc))}[/]")
                         continue
                     if value is not None:
                         content[name] = value
@@ -304,7 +305,8 @@ def _field_label(name: str, spec: dict[str, Any], required: bool) -> str:
 def _noticer(err: Console) -> Callable[[McpNotice], None]:
     def notice(event: McpNotice) -> None:
         err.print(
-            f"[dim]{shown(event.server)} {event.kind}: {shown(event.text)}[/]", soft_wrap=True
+            f"[dim]{markup_safe(event.server)} {event.kind}: {markup_safe(event.text)}[/]",
+            soft_wrap=True,
         )
 
     return notice
@@ -327,8 +329,8 @@ def start_toolbox(toolbox: McpToolbox, tools: dict[str, Tool], err: Console) -> 
     for result in results:
         if result.error is not None:
             err.print(
-                f"[yellow]warning:[/] MCP server {shown(result.server)} left out: "
-                f"{shown(result.error)}",
+                f"[yellow]warning:[/] MCP server {markup_safe(result.server)} left out: "
+                f"{markup_safe(result.error)}",
                 soft_wrap=True,
             )
     tools.update((t.name, t) for t in toolbox.tools)

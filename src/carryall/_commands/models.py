@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import msgspec
 import typer
 
+from carryall._commands._options import BaseUrlOption
 from carryall._commands._output import echo, fail
 from carryall.errors import CarryallError
 
@@ -35,15 +36,7 @@ def models(
             show_default=False,
         ),
     ] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            "--base-url",
-            metavar="URL",
-            help="Server URL, for a self-hosted or proxied backend.",
-            show_default=False,
-        ),
-    ] = None,
+    base_url: BaseUrlOption = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON array, one object per model.")
     ] = False,

@@ -513,7 +513,7 @@ def remove(
 
 @_clear_errors
 def collect(location: StoreOption = None) -> None:
-    """Delete the image blobs no session refers to any more (left by older versions or crashes).
+    """Delete the image blobs no session refers to (a crash mid-write can leave some behind).
 
     A blob stored since the collection began is kept, so a writer that is
     recording right now keeps the image it is about to refer to.

@@ -18,7 +18,7 @@ __all__ = ["LocalPaths", "cache_root", "local_paths"]
 
 _EXE: Final = ".exe" if sys.platform == "win32" else ""
 
-# The name this package has always exported for the cache folder; the folder
+# The name callers of this package read the cache folder by; the folder
 # itself is decided in `carryall.paths`, with every other folder.
 cache_root = cache_dir
 

@@ -175,7 +175,7 @@ def _field_default(value: Any) -> Any:
 def _shape(
     schema: dict[str, Any], literals: Mapping[frozenset[tuple[type, Any]], list[Any]]
 ) -> dict[str, Any]:
-    """msgspec's schema in the spellings tool schemas have always used.
+    """msgspec's schema in the spellings the providers' tool schemas use.
 
     Walks only the keys that hold schemas, so a parameter named `enum` or
     `items` is never mistaken for the keyword.

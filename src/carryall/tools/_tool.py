@@ -100,7 +100,7 @@ class Tool:
         problems = self.check(arguments)
         if problems:
             raise ToolError(f"invalid arguments for {self.name}: " + "; ".join(problems))
-        # The decoded JSON itself, as before: the struct checks, it does not convert.
+        # The decoded JSON itself: the struct checks the arguments, it does not convert them.
         result = self.function(**arguments)
         if inspect.isawaitable(result):
             # A coroutine tool runs on its own loop in the calling worker

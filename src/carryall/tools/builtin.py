@@ -212,7 +212,7 @@ def _path_choices(root: Path, pick: str) -> dict[str, tuple[str, ...]]:
     return {"path": tuple(values)} if values else {}
 
 
-def _shown(root: Path, target: Path) -> str:
+def _workspace_name(root: Path, target: Path) -> str:
     """A path as the model should name it: relative to the workspace."""
     rel = target.relative_to(root)
     return rel.as_posix() if rel.parts else "."
@@ -317,7 +317,7 @@ def _list_dir_tool(root: Path) -> Tool:
         if len(entries) > MAX_LIST_ENTRIES:
             lines.append(f"[{len(entries) - MAX_LIST_ENTRIES} more entries not shown]")
         if not lines:
-            return f"{_shown(root, target)} is empty"
+            return f"{_workspace_name(root, target)} is empty"
         return "\n".join(lines)
 
     return _offering(Tool.from_function(list_dir), root, "dirs")
@@ -384,6 +384,6 @@ def _write_file_tool(root: Path) -> Tool:
                 view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
-        return f"wrote {len(data)} bytes to {_shown(root, target)}"
+        return f"wrote {len(data)} bytes to {_workspace_name(root, target)}"
 
     return Tool.from_function(write_file)
