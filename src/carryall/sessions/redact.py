@@ -211,7 +211,9 @@ class Redactor:
         kept as it is (an event being written holds its documents whole).
         """
         scan = self._scan
-        return value if scan is None else _Walk(scan, blobs).value(value)
+        if scan is None or (blobs is None and scan.passes(value)):
+            return value
+        return _Walk(scan, blobs).value(value)
 
     def value(self, value: Any) -> Any:
         """A JSON value with every string in it (object keys included) redacted (`walk`)."""
@@ -244,6 +246,31 @@ class _Scan:
         self._users = _alternation(users) if builtin and users else None
         marks = sorted({m for ms in _MARKS.values() for m in ms})
         self._marks = re.compile("|".join(map(re.escape, marks))) if builtin else None
+        # In a JSON form, a doubled backslash is an escape in a native block's
+        # JSON and a document's tag starts its base64: both are walked.
+        unseen = [*(m.encode() for m in marks), b"\\\\", *sorted(_HIDDEN_TAGS)]
+        self._json_marks = (
+            re.compile(b"|".join(map(re.escape, unseen))) if builtin and not users else None
+        )
+
+    def passes(self, value: Any) -> bool:
+        """Whether a walk of `value` surely meets no match, told from its JSON form in one scan.
+
+        Every string a walk meets is in that form as it is, for the marks
+        are letters, digits, `_`, `-` and spaces, which JSON never escapes,
+        and no field left out at its default holds text. Two things a walk
+        reads are not: text a native block's JSON spells with escapes
+        (every escape is a backslash, which the form doubles) and a plain
+        text document's base64; a value holding either is walked. So is
+        every value when there are user patterns, which have no marks.
+        """
+        if self._json_marks is None:
+            return False
+        try:
+            data = _json.encode(value)
+        except (msgspec.EncodeError, TypeError, ValueError, RecursionError):
+            return False
+        return self._json_marks.search(data) is None
 
     def _for(self, text: str) -> re.Pattern[str] | None:
         """The patterns that can match somewhere in `text` (None: none can)."""
@@ -279,9 +306,10 @@ class _Walk:
             return self.scan.sub(value)
         if kind is list or kind is tuple:
             items = [self.value(item) for item in value]
-            if all(new is old for new, old in zip(items, value, strict=True)):
-                return value
-            return items if kind is list else tuple(items)
+            for new, old in zip(items, value, strict=True):
+                if new is not old:
+                    return items if kind is list else tuple(items)
+            return value
         if kind is dict:
             out = {}
             changed = False
@@ -298,13 +326,11 @@ class _Walk:
 
     def struct(self, value: msgspec.Struct) -> Any:
         """Every field of a struct walked but those `_KEPT` names."""
-        kind = type(value)
         changes: dict[str, Any] = {}
-        for name in kind.__struct_fields__:
-            if (kind, name) in _KEPT:
-                continue
+        for name, rule in _walked(type(value)):
             old = getattr(value, name)
-            rule = _FIELDS.get((kind, name))
+            if old is None:
+                continue  # an unset optional field: nothing in it
             new = rule(self, value, old) if rule is not None else self.value(old)
             if new is not old:
                 changes[name] = new
@@ -404,6 +430,23 @@ _STRUCTS: Final[dict[type, Callable[[_Walk, Any], Any]]] = {
     StoredDocument: _Walk.stored_document,
 }
 """Structs whose fields hang together: walked by a rule that keeps them consistent."""
+
+_json: Final = msgspec.json.Encoder()
+
+_HIDDEN_TAGS: Final = frozenset(
+    f'"{kind.__struct_config__.tag_field}":"{kind.__struct_config__.tag}"'.encode()  # type: ignore[attr-defined]
+    for (kind, _), rule in _FIELDS.items()
+    if rule is _Walk.document_data
+)
+"""How the JSON form of a struct holding text as base64 starts (`_Scan.passes` walks those)."""
+
+
+@functools.cache
+def _walked(kind: type) -> tuple[tuple[str, Callable[[_Walk, Any, Any], Any] | None], ...]:
+    """A struct type's fields a walk visits, each with its own rule (None: walked as a value);
+    worked out once a type, since every event walks the same few."""
+    fields: tuple[str, ...] = getattr(kind, "__struct_fields__", ())
+    return tuple((name, _FIELDS.get((kind, name))) for name in fields if (kind, name) not in _KEPT)
 
 
 def configured_redactor() -> Redactor:
