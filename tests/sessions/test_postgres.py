@@ -247,6 +247,56 @@ def test_a_conflicting_append_is_detected_and_refused(postgres_url: str) -> None
     assert _seqs(postgres_url, session.id) == [1, 2]
 
 
+def _backends(url: str) -> int:
+    """Connections to the database at `url` other than the one asking."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_store_opens_pool_min_connections_before_its_threads_ask(postgres_url: str) -> None:
+    def opened(store: PostgresStore, least: int) -> int:
+        store.create()  # the first operation opens the pool
+        deadline = time.monotonic() + 10
+        while _backends(postgres_url) < least and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)  # for any the pool is still opening
+        return _backends(postgres_url)
+
+    # One thread's store opens one connection (two if it asked before the
+    # first was ready); one for eight threads opens eight, with no thread
+    # waiting for it.
+    single = PostgresStore(postgres_url)
+    assert opened(single, 1) < 8
+    single.close()
+    deadline = time.monotonic() + 10
+    while _backends(postgres_url) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    shared = PostgresStore(postgres_url, pool_min=8)
+    assert opened(shared, 8) == 8
+    session = shared.create()
+    threads = [
+        threading.Thread(target=shared.open(session.id).append, args=([Message.user("x")],))
+        for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(_seqs(postgres_url, session.id)) == 8
+    assert _backends(postgres_url) == 8
+    shared.close()
+
+
+def test_a_pool_min_past_the_pool_size_is_refused(postgres_url: str) -> None:
+    with pytest.raises(ValueError, match=r"pool_min \(9\) must be at least 1 and at most"):
+        PostgresStore(postgres_url, pool_min=9, pool_size=8)
+
+
 def test_schema_is_created_once_and_a_newer_one_is_refused(postgres_url: str) -> None:
     stores: list[PostgresStore] = []
     threads = [

@@ -252,8 +252,12 @@ BlobLoader = Callable[[StoredImage | StoredDocument], Image | Document | Text]
 
 
 def now() -> str:
-    """The current UTC time as the transcript writes it (sortable as text)."""
-    return format_time(datetime.now(UTC))
+    """The current UTC time as the transcript writes it (sortable as text).
+
+    `format_time`'s wording, made by `isoformat` (its `+00:00` cut), which
+    costs a writer half what `strftime` does.
+    """
+    return datetime.now(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def format_time(moment: datetime) -> str:
@@ -371,8 +375,18 @@ def _with_crc(body: bytes) -> bytes:
         ^ tables[2][move >> 16 & 0xFF]
         ^ tables[3][move >> 24]
     )
-    letters = bytes(_LETTER | (bits >> 4 * i & 15) for i in range(_CRC_LETTERS))
+    # Nibble i becomes letter i: the even nibbles and the odd ones each
+    # spread one to a byte at once, then interleaved.
+    letters = bytearray(_CRC_LETTERS)
+    letters[0::2] = (bits & _EVEN | _EVEN_LETTERS).to_bytes(len(letters[0::2]), "little")
+    letters[1::2] = (bits >> 4 & _ODD | _ODD_LETTERS).to_bytes(len(letters[1::2]), "little")
     return blank[: -_CRC_LETTERS - 2] + letters + b'"}\n'
+
+
+_EVEN = int.from_bytes(b"\x0f" * ((_CRC_LETTERS + 1) // 2), "little")
+_ODD = int.from_bytes(b"\x0f" * (_CRC_LETTERS // 2), "little")
+_EVEN_LETTERS = int.from_bytes(bytes([_LETTER]) * ((_CRC_LETTERS + 1) // 2), "little")
+_ODD_LETTERS = int.from_bytes(bytes([_LETTER]) * (_CRC_LETTERS // 2), "little")
 
 
 def _check_matches(line: bytes) -> bool:

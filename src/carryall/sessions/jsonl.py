@@ -730,17 +730,12 @@ class Session(ReplayedSession):
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
-        with self._held():
-            self._catch_up(repair=True)
-            yield
+        """The session's writer lock, held with the session caught up with the transcript.
 
-    @contextlib.contextmanager
-    def _held(self) -> Iterator[None]:
-        """The session's writer lock, on a lock file this session keeps open.
-
-        The same `flock` on the same file as the store's `_lock` (used by
-        `remove` and `redact`), so every writer excludes every other; keeping
-        the descriptor saves opening the lock file on every append.
+        The lock is a `flock` on a lock file this session keeps open: the
+        same lock on the same file as the store's `_lock` (used by `remove`
+        and `redact`), so every writer excludes every other; keeping the
+        descriptor saves opening the lock file on every append.
         """
         import fcntl
 
@@ -773,6 +768,7 @@ class Session(ReplayedSession):
             except OSError as exc:
                 raise _failed(f"cannot lock session {self.id}", exc) from None
         try:
+            self._catch_up(repair=True)
             yield
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)

@@ -94,6 +94,26 @@ BUILTIN_PATTERNS: Final[Mapping[str, str]] = {
 }
 """The shapes of common API keys and tokens, by the name of who issues them."""
 
+_MARKS: Final[Mapping[str, tuple[str, ...]]] = {
+    "anthropic": ("sk-",),
+    "openai": ("sk-",),
+    "github": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "aws-access-key": ("AKIA", "ASIA"),
+    "bedrock": ("ABSK",),
+    "slack": ("xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-"),
+    "google": ("AIza",),
+    "stripe": ("k_live_", "k_test_"),
+    "huggingface": ("hf_",),
+    "private-key": ("-----BEGIN ",),
+}
+"""For each built-in pattern, the text of which every match of it holds one.
+
+Most stored text holds no key, and one scan for these few literals says so
+several times faster than the patterns (whose boundary lookbehind is tried
+at every position): text holding none of them is passed over by the
+built-in patterns whole, and a match is cut by the patterns as ever.
+"""
+
 _KEPT: Final = frozenset(
     {
         # Opaque tokens, for their origin only: a signature certifies its
@@ -155,29 +175,26 @@ class Redactor:
     """
 
     def __init__(self, patterns: Iterable[re.Pattern[str]] = (), *, builtin: bool = True) -> None:
-        self._sources = [
-            *(BUILTIN_PATTERNS.values() if builtin else ()),
-            *(p.pattern for p in patterns),
-        ]
+        self._builtin = builtin
+        self._users = [p.pattern for p in patterns]
 
     @functools.cached_property
-    def _pattern(self) -> re.Pattern[str] | None:
-        # One alternation, so a string is scanned once however many patterns
-        # there are; compiled with the first thing redacted, since every store
-        # has a redactor and a reader (`sessions list`, `recall`) writes nothing.
-        sources = self._sources
-        return re.compile("|".join(f"(?:{s})" for s in sources)) if sources else None
+    def _scan(self) -> _Scan | None:
+        # Compiled with the first thing redacted, since every store has a
+        # redactor and a reader (`sessions list`, `recall`) writes nothing.
+        if not self.active:
+            return None
+        return _Scan(builtin=self._builtin, users=self._users)
 
     @property
     def active(self) -> bool:
         """Whether any pattern is set."""
-        return bool(self._sources)
+        return self._builtin or bool(self._users)
 
     def text(self, text: str) -> str:
         """`text` with every match replaced (the same object when nothing matched)."""
-        if self._pattern is None:
-            return text
-        return self._pattern.sub(REDACTED, text)
+        scan = self._scan
+        return text if scan is None else scan.sub(text)
 
     def optional(self, text: str | None) -> str | None:
         """`text` redacted, `None` kept."""
@@ -193,9 +210,10 @@ class Redactor:
         stored again under their new hash. Without it such a document is
         kept as it is (an event being written holds its documents whole).
         """
-        if self._pattern is None:
+        scan = self._scan
+        if scan is None or (blobs is None and scan.passes(value)):
             return value
-        return _Walk(self._pattern, blobs).value(value)
+        return _Walk(scan, blobs).value(value)
 
     def value(self, value: Any) -> Any:
         """A JSON value with every string in it (object keys included) redacted (`walk`)."""
@@ -214,22 +232,84 @@ class Redactor:
         return [self.message(m) for m in messages]
 
 
+class _Scan:
+    """A redactor's patterns as one alternation, so a string is scanned once however many there
+    are, behind one scan for the built-in patterns' `_MARKS`.
+
+    Where no mark is, no built-in alternative matches at any position, so
+    the alternation cuts exactly what the user's patterns alone cut: they
+    come after the built-in ones, which hold no group to renumber theirs.
+    """
+
+    def __init__(self, *, builtin: bool, users: list[str]) -> None:
+        self.pattern = _alternation([*(BUILTIN_PATTERNS.values() if builtin else ()), *users])
+        self._users = _alternation(users) if builtin and users else None
+        marks = sorted({m for ms in _MARKS.values() for m in ms})
+        self._marks = re.compile("|".join(map(re.escape, marks))) if builtin else None
+        # In a JSON form, a doubled backslash is an escape in a native block's
+        # JSON and a document's tag starts its base64: both are walked.
+        unseen = [*(m.encode() for m in marks), b"\\\\", *sorted(_HIDDEN_TAGS)]
+        self._json_marks = (
+            re.compile(b"|".join(map(re.escape, unseen))) if builtin and not users else None
+        )
+
+    def passes(self, value: Any) -> bool:
+        """Whether a walk of `value` surely meets no match, told from its JSON form in one scan.
+
+        Every string a walk meets is in that form as it is, for the marks
+        are letters, digits, `_`, `-` and spaces, which JSON never escapes,
+        and no field left out at its default holds text. Two things a walk
+        reads are not: text a native block's JSON spells with escapes
+        (every escape is a backslash, which the form doubles) and a plain
+        text document's base64; a value holding either is walked. So is
+        every value when there are user patterns, which have no marks.
+        """
+        if self._json_marks is None:
+            return False
+        try:
+            data = _json.encode(value)
+        except (msgspec.EncodeError, TypeError, ValueError, RecursionError):
+            return False
+        return self._json_marks.search(data) is None
+
+    def _for(self, text: str) -> re.Pattern[str] | None:
+        """The patterns that can match somewhere in `text` (None: none can)."""
+        if self._marks is None or self._marks.search(text) is not None:
+            return self.pattern
+        return self._users
+
+    def sub(self, text: str) -> str:
+        """`text` with every match replaced (the same object when nothing matched)."""
+        pattern = self._for(text)
+        return text if pattern is None else pattern.sub(REDACTED, text)
+
+    def search(self, text: str) -> bool:
+        """Whether anything in `text` matches."""
+        pattern = self._for(text)
+        return pattern is not None and pattern.search(text) is not None
+
+
+def _alternation(sources: Iterable[str]) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{s})" for s in sources))
+
+
 class _Walk:
     """One walk of `Redactor.walk`: the compiled patterns and the blob access it was given."""
 
-    def __init__(self, pattern: re.Pattern[str], blobs: BlobAccess | None) -> None:
-        self.pattern = pattern
+    def __init__(self, scan: _Scan, blobs: BlobAccess | None) -> None:
+        self.scan = scan
         self.blobs = blobs
 
     def value(self, value: Any) -> Any:
         kind = type(value)
         if kind is str:
-            return self.pattern.sub(REDACTED, value)
+            return self.scan.sub(value)
         if kind is list or kind is tuple:
             items = [self.value(item) for item in value]
-            if all(new is old for new, old in zip(items, value, strict=True)):
-                return value
-            return items if kind is list else tuple(items)
+            for new, old in zip(items, value, strict=True):
+                if new is not old:
+                    return items if kind is list else tuple(items)
+            return value
         if kind is dict:
             out = {}
             changed = False
@@ -246,13 +326,11 @@ class _Walk:
 
     def struct(self, value: msgspec.Struct) -> Any:
         """Every field of a struct walked but those `_KEPT` names."""
-        kind = type(value)
         changes: dict[str, Any] = {}
-        for name in kind.__struct_fields__:
-            if (kind, name) in _KEPT:
-                continue
+        for name, rule in _walked(type(value)):
             old = getattr(value, name)
-            rule = _FIELDS.get((kind, name))
+            if old is None:
+                continue  # an unset optional field: nothing in it
             new = rule(self, value, old) if rule is not None else self.value(old)
             if new is not old:
                 changes[name] = new
@@ -261,7 +339,7 @@ class _Walk:
     def identifier(self, _: Any, text: str) -> str:
         """A matching id as a stand-in derived from it, so equal ids stay equal and distinct ones
         distinct (a call and its result keep their pairing)."""
-        if self.pattern.search(text) is None:
+        if not self.scan.search(text):
             return text
         import hashlib  # OpenSSL's library loads with the first digest, which is rare here
 
@@ -281,7 +359,7 @@ class _Walk:
     def bytes(self, raw: bytes) -> bytes:
         """Text bytes redacted as UTF-8 (bytes that are not are kept as they are)."""
         text = raw.decode("utf-8", "surrogateescape")
-        clean = self.pattern.sub(REDACTED, text)
+        clean = self.scan.sub(text)
         return raw if clean is text else clean.encode("utf-8", "surrogateescape")
 
     def stored_document(self, document: StoredDocument) -> Any:
@@ -320,7 +398,7 @@ class _Walk:
         decoded = _json_value(block.raw)
         if self.struct(block) is block and self.value(decoded) is decoded:
             return block
-        return Text(self.pattern.sub(REDACTED, block.text))
+        return Text(self.scan.sub(block.text))
 
 
 _NOT_JSON: Final = object()
@@ -352,6 +430,23 @@ _STRUCTS: Final[dict[type, Callable[[_Walk, Any], Any]]] = {
     StoredDocument: _Walk.stored_document,
 }
 """Structs whose fields hang together: walked by a rule that keeps them consistent."""
+
+_json: Final = msgspec.json.Encoder()
+
+_HIDDEN_TAGS: Final = frozenset(
+    f'"{kind.__struct_config__.tag_field}":"{kind.__struct_config__.tag}"'.encode()  # type: ignore[attr-defined]
+    for (kind, _), rule in _FIELDS.items()
+    if rule is _Walk.document_data
+)
+"""How the JSON form of a struct holding text as base64 starts (`_Scan.passes` walks those)."""
+
+
+@functools.cache
+def _walked(kind: type) -> tuple[tuple[str, Callable[[_Walk, Any, Any], Any] | None], ...]:
+    """A struct type's fields a walk visits, each with its own rule (None: walked as a value);
+    worked out once a type, since every event walks the same few."""
+    fields: tuple[str, ...] = getattr(kind, "__struct_fields__", ())
+    return tuple((name, _FIELDS.get((kind, name))) for name in fields if (kind, name) not in _KEPT)
 
 
 def configured_redactor() -> Redactor:

@@ -91,8 +91,12 @@ class PostgresStore:
     `retry_for` bounds, in seconds, how long one operation keeps retrying a
     lost connection or a server that is restarting before it fails with a
     clear error. The schema is created or migrated on first connection.
-    Threads that share a store take connections from a pool of up to
-    `pool_size` (`psycopg_pool`), so their writes do not wait on each other.
+    Threads that share a store take connections from a pool (`psycopg_pool`),
+    so their writes do not wait on each other: it opens `pool_min`
+    connections with the first operation and grows, one connection at a
+    time while threads wait, to at most `pool_size`. A program that runs N
+    threads on one store passes `pool_min=N`, so none of them queues while
+    the pool grows; one thread needs one connection, the default.
     """
 
     def __init__(
@@ -103,11 +107,18 @@ class PostgresStore:
         retry_for: float = 30.0,
         connect_timeout: float = 5.0,
         pool_size: int = 8,
+        pool_min: int = 1,
     ) -> None:
+        if not 1 <= pool_min <= pool_size:
+            raise ValueError(
+                f"PostgresStore: pool_min ({pool_min}) must be at least 1 and at most "
+                f"pool_size ({pool_size})"
+            )
         self.url = url
         self.retry_for = retry_for
         self.connect_timeout = connect_timeout
         self.pool_size = pool_size
+        self.pool_min = pool_min
         self.redactor = redactor if redactor is not None else configured_redactor()
         """What is cut out of every event before it is written."""
         self._pg = _psycopg()
@@ -165,8 +176,8 @@ class PostgresStore:
                         "autocommit": True,
                         "connect_timeout": max(1, round(self.connect_timeout)),
                     },
-                    min_size=1,
-                    max_size=max(1, self.pool_size),
+                    min_size=self.pool_min,
+                    max_size=self.pool_size,
                     timeout=self.retry_for,
                     # A server gone for longer than `retry_for` fails the
                     # operation; the pool itself keeps trying for the next.
