@@ -17,8 +17,7 @@ from typer.testing import CliRunner
 from carryall._commands.chat import COMMANDS
 from carryall._commands.sessions import _sessions_table
 from carryall.cli import app
-from carryall.sessions import SessionMeta
-from carryall.sessions.store import SessionInfo
+from carryall.sessions import SessionInfo, SessionMeta
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 

@@ -32,8 +32,8 @@ from carryall.imagefit import RECOMMENDED_EDGE
 from carryall.mcp import McpToolbox
 from carryall.mcp._results import MAX_CONTENT_ITEMS
 from carryall.providers import Capabilities, anthropic
+from carryall.sessions import Session, SessionStore
 from carryall.sessions.redact import Redactor
-from carryall.sessions.store import Session, SessionStore
 from carryall.tools.builtin import builtin_tools
 from tests.support.agent import ScriptedBackend, call, say
 from tests.support.scripted import ANTHROPIC, Reply, served

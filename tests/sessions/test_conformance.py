@@ -4,7 +4,7 @@ Each test takes `store_location` (tests/conftest.py), once a JSON Lines
 folder and once a database on a real PostgreSQL server, and opens it with
 `open_store` as the CLI does. What only one store has (the transcript file
 format, torn lines, PostgreSQL's server faults) is tested beside that store:
-`test_sessions_store.py`, `test_sessions_faults.py`, `test_postgres_store.py`.
+`test_jsonl.py`, `test_faults.py`, `test_postgres.py`.
 """
 
 from __future__ import annotations
@@ -86,6 +86,12 @@ def _drop_blob(store: AnyStore, sha: str) -> None:
 
 
 # -- append or rewrite -------------------------------------------------------------
+
+
+def test_create_refuses_a_field_it_does_not_know(store: AnyStore) -> None:
+    with pytest.raises(TypeError, match="'nickname'"):
+        store.create(nickname="x")  # type: ignore[call-arg]
+    assert store.list() == []
 
 
 def test_unchanged_prefix_appends_only_the_tail(store: AnyStore, open_any: OpenAny) -> None:

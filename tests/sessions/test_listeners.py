@@ -102,8 +102,8 @@ def _imports(module: str) -> set[str]:
 
 
 def test_imports_run_one_way_recall_store_transcript() -> None:
-    assert _imports("carryall.sessions.recall") >= {"carryall.sessions.store"}
+    assert _imports("carryall.sessions.recall") >= {"carryall.sessions.jsonl"}
     assert "carryall.sessions.indexed" not in _imports("carryall.sessions.recall")
-    for lower in ("carryall.sessions.store", "carryall.sessions._transcript"):
+    for lower in ("carryall.sessions.jsonl", "carryall.sessions._transcript"):
         assert not _imports(lower) & {"carryall.sessions.recall", "carryall.sessions.indexed"}
-    assert "carryall.sessions.store" not in _imports("carryall.sessions._transcript")
+    assert "carryall.sessions.jsonl" not in _imports("carryall.sessions._transcript")

@@ -10,8 +10,8 @@ import pytest
 
 from carryall.blocks import Message, messages_from_dicts
 from carryall.interchange import export_messages
+from carryall.sessions.jsonl import SessionStore
 from carryall.sessions.redact import Redactor
-from carryall.sessions.store import SessionStore
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "transcripts"
 SESSION = "20261201-110312-188c35"

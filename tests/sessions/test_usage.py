@@ -2,7 +2,7 @@
 
 The round trip through both stores is in the conformance suite
 (`test_conformance.py`); the fast reading of events with usage beside the
-transcript format's other tests (`test_store.py`). Here: the loop records
+transcript format's other tests (`test_jsonl.py`). Here: the loop records
 one `RequestUsage` per answered request, each export format shows the
 figures and their total, and `usage_stats` adds them up over a window.
 """

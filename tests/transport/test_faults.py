@@ -455,8 +455,8 @@ def test_a_foreign_signature_stays_off_the_wire_and_the_session_records_the_down
     tmp_path: Path,
 ) -> None:
     from carryall._commands.sessions import ShowFormat, _render
+    from carryall.sessions import SessionStore
     from carryall.sessions.redact import Redactor
-    from carryall.sessions.store import SessionStore
 
     store = SessionStore(tmp_path, redactor=Redactor((), builtin=False))
     session = store.create(backend="anthropic", model="claude-sonnet-4-6")

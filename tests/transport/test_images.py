@@ -22,8 +22,8 @@ from carryall.agent import Agent
 from carryall.blocks import Image, Message
 from carryall.imagefit import check_image, image_size
 from carryall.providers import Request
+from carryall.sessions import SessionStore
 from carryall.sessions.redact import Redactor
-from carryall.sessions.store import SessionStore
 from carryall.transport._images import WIRE_IMAGE_LIMITS, fit_request_images
 from tests.support.scripted import ANTHROPIC, OPENAI, Reply, served
 

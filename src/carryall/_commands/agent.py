@@ -984,7 +984,7 @@ def _continued(continue_: bool, session_id: str | None, err: Console) -> str | N
         fail("give -c/--continue or --session, not both", 2, console=err)
     if not continue_:
         return session_id
-    from carryall.sessions.store import LAST
+    from carryall.sessions.jsonl import LAST
 
     return LAST
 

@@ -17,7 +17,14 @@ whole histories in wire formats is `carryall.interchange`.
 from carryall.sessions._core import SessionInfo
 from carryall.sessions._transcript import FORMAT_VERSION, SessionMeta, SystemChange
 from carryall.sessions.indexed import Store, open_store
-from carryall.sessions.protocol import AnySession, AnyStore, Recall, RecordKind
+from carryall.sessions.jsonl import (
+    Recorded,
+    Session,
+    SessionStore,
+    StoreListener,
+    default_root,
+)
+from carryall.sessions.protocol import AnySession, AnyStore, NewSession, Recall, RecordKind
 from carryall.sessions.recall import Hit, RecallIndex, fts_query
 from carryall.sessions.render import (
     export_dict,
@@ -29,19 +36,13 @@ from carryall.sessions.render import (
     render_text,
     searchable_text,
 )
-from carryall.sessions.store import (
-    Recorded,
-    Session,
-    SessionStore,
-    StoreListener,
-    default_root,
-)
 
 __all__ = [
     "FORMAT_VERSION",
     "AnySession",
     "AnyStore",
     "Hit",
+    "NewSession",
     "Recall",
     "RecallIndex",
     "RecordKind",

@@ -1,6 +1,6 @@
 """The session core both stores build on: what a session reads, how an event is made storable.
 
-`carryall.sessions.store` (JSON Lines) and `carryall.sessions.postgres`
+`carryall.sessions.jsonl` (JSON Lines) and `carryall.sessions.postgres`
 keep sessions in different places and lock them differently; everything
 else about a session is here, written once: the replayed session both
 session classes read from (`ReplayedSession`), a sessions-list row
@@ -12,11 +12,13 @@ asked through `ReplayedSession._plan`).
 
 from __future__ import annotations
 
+import abc
 import base64
+import os
 import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Final
+from typing import Any, Final, NamedTuple, Protocol
 
 import msgspec
 
@@ -25,8 +27,10 @@ from carryall.blocks import Document, Downgrade, Image, Message, Text
 from carryall.errors import BlockError, SessionConflict, TranscriptError
 from carryall.sessions._transcript import (
     BlobLoader,
+    Event,
     Replay,
     SessionMeta,
+    Stored,
     StoredBlock,
     StoredDocument,
     StoredImage,
@@ -37,14 +41,16 @@ from carryall.sessions._transcript import (
     image_stand_in,
     parse_time,
     revive,
+    title_from,
     with_title,
 )
-from carryall.sessions.protocol import Base, Plan, plan_record
+from carryall.sessions.protocol import Base, NewSession, Plan, RecordKind, plan_record
 from carryall.sessions.redact import Redactor
 from carryall.usage import RequestUsage
 
 __all__ = [
     "LAST",
+    "Extras",
     "MissingBlob",
     "ReplayedSession",
     "SessionInfo",
@@ -52,7 +58,10 @@ __all__ = [
     "check_replaces",
     "checked_hash",
     "checked_id",
+    "event_hashes",
     "last_used_first",
+    "new_meta",
+    "resolve_id",
     "storable",
     "writable",
 ]
@@ -98,14 +107,38 @@ class SessionInfo(msgspec.Struct, frozen=True):
     """The error of the last request, when the last thing recorded is a prompt that failed."""
 
 
-class ReplayedSession:
-    """What every store's session reads off its replayed events: the one home of these.
+class Extras(NamedTuple):
+    """What rides on an event besides its messages, as a recording method hands it to a store."""
 
-    A store's session class (`Session`, `PostgresSession`) keeps its header
-    meta in `_meta`, its replayed events in `_replay` and, after a merge,
-    where its writer's history stands in the session in `_base`.
+    failed: str | None = None
+    """The error of the request the messages were sent in (redacted already)."""
+    downgrades: list[Downgrade] | None = None
+    """What the run's requests could not send as held."""
+    changes: list[str] | None = None
+    """What an explicit rewrite changed, one line each."""
+    usage: list[RequestUsage] | None = None
+    """What each request of the run used."""
+    system: str | None = None
+    """A new system prompt (redacted already, "" for cleared), written only when it differs."""
+
+
+class _Redacting(Protocol):
+    @property
+    def redactor(self) -> Redactor: ...
+
+
+class ReplayedSession(abc.ABC):
+    """What every store's session reads off its replayed events, and how it records: the one home.
+
+    A store's session class (`Session`, `PostgresSession`) keeps its store
+    in `store`, its header meta in `_meta`, its replayed events in `_replay`
+    and, after a merge, where its writer's history stands in the session in
+    `_base`. The recording methods decide here what to write; the store
+    writes it (`_write`), under its own lock, after catching up with other
+    writers.
     """
 
+    store: _Redacting
     _meta: SessionMeta
     _replay: Replay
     _base: Base | None = None
@@ -173,6 +206,168 @@ class ReplayedSession:
             )
         self._base = Base(list(view), held, self._replay.rewrites)
 
+    # -- recording ----------------------------------------------------------
+
+    def record(
+        self,
+        started_from: Sequence[Message],
+        left_behind: Sequence[Message],
+        downgrades: Sequence[Downgrade] = (),
+        *,
+        usage: Sequence[RequestUsage] = (),
+    ) -> RecordKind:
+        """Record what a run left behind, given the history it started from.
+
+        When `started_from` is what the store holds and is an unchanged
+        prefix of `left_behind` (compared by value), only the new tail is
+        appended ("append"); when another writer appended meanwhile, the
+        tail goes after its messages if that is a new turn after a finished
+        one ("merge"). When the run trimmed, compacted or edited the history
+        it started from, the whole of `left_behind` is written as one
+        rewrite event replacing it ("rewrite"), and every earlier version
+        stays recoverable through `versions()`. A write that would hide
+        another writer's messages raises `SessionConflict` and writes
+        nothing (`carryall.sessions.protocol.plan_record` decides, on the
+        history as the store holds it once caught up). Nothing new to add
+        is an "append" that writes nothing, unless there is `usage` to
+        keep. `downgrades` (what the run's requests could not send as held)
+        and `usage` (what each of them used) ride on the event written.
+        """
+        seen = self._replay.rewrites
+        return self._write(
+            lambda: self._plan(started_from, left_behind, seen),
+            Extras(downgrades=list(downgrades), usage=list(usage)),
+        )
+
+    def append(self, messages: Sequence[Message], *, failed: str | None = None) -> None:
+        """Append messages after whatever the store holds now (another writer's included).
+
+        `failed` is the error of the request they were sent in: a prompt
+        whose request failed is kept, with why, rather than lost.
+        """
+        tail = list(messages)
+        failed_note = self.store.redactor.optional(failed)
+        self._write(lambda: self._plan_append(tail), Extras(failed=failed_note))
+
+    def change_system(self, system: str | None) -> None:
+        """Record that the system prompt is `system` from the next message on (None: cleared).
+
+        An append of no messages holding the prompt (redacted like every
+        stored string), so a continued run and every reader find it; the
+        prompt the session already has (once caught up) writes nothing.
+        """
+        kept = self.store.redactor.text(system or "")
+        self._write(lambda: Plan("append", [], self._base), Extras(system=kept))
+
+    def rewrite(
+        self,
+        replaces: Sequence[Message],
+        history: Sequence[Message],
+        *,
+        changes: Sequence[str] = (),
+    ) -> None:
+        """Replace the current history, which must be `replaces`, with `history`, naming changes.
+
+        An explicit rewrite (a repair, an edit): `changes` are written on
+        the event. When `replaces` is no longer what the session holds,
+        `SessionConflict` is raised and nothing is written.
+        """
+        seen = self._replay.rewrites
+        new = list(history)
+
+        def decide() -> Plan:
+            check_replaces(self.id, self._replay, replaces, new, seen)
+            return Plan("rewrite", new, None)
+
+        self._write(decide, Extras(changes=list(changes)))
+
+    @abc.abstractmethod
+    def _write(self, decide: Callable[[], Plan], extras: Extras) -> RecordKind:
+        """Write the event `decide` plans, deciding once caught up under the session's lock.
+
+        A rewrite plan writes a rewrite event; an append plan writes an
+        append event when it has messages, usage, or a system prompt that
+        differs from the session's; otherwise nothing is written. Either
+        way `_base` becomes the plan's.
+        """
+
+    def _event(
+        self,
+        kind: RecordKind,
+        messages: list[Message],
+        stamp: str,
+        put_blob: Callable[[bytes], str] | None,
+        extras: Extras,
+    ) -> tuple[Event[Any], list[Message], str | None]:
+        """The event that writes `messages`, every string on it redacted once.
+
+        Returns the event, the redacted messages (what an index takes) and
+        the title it gives the session, if any. An append starts after the
+        history held; a rewrite holds the whole history. Images and
+        documents go to `put_blob` and are kept by hash; None says the
+        messages hold none.
+        """
+        redactor = self.store.redactor
+        failed, downgrades, changes, usage, system = extras
+        start = 0 if kind == "rewrite" else len(self._replay.messages)
+        clean = writable(redactor, self.id, messages, start)
+        stored: list[Message | StoredMessage] | list[Message] = clean
+        if put_blob is not None:
+            stored = [
+                storable(m, f"session {self.id}: message {start + i}", put_blob)
+                for i, m in enumerate(clean)
+            ]
+        title = None if self._titled() else title_from(clean)
+        event: Event[Any] = Event(
+            "rewrite" if kind == "rewrite" else "append",
+            stamp,
+            n=start + len(messages),
+            start=start,
+            title=title,
+            messages=stored,
+            failed=failed,
+            downgrades=redactor.walk(downgrades or []),
+            changes=[redactor.text(c) for c in changes] if changes else [],
+            usage=redactor.walk(usage) if usage else [],
+            system=system,
+        )
+        return event, clean, title
+
+    def _apply(
+        self,
+        kind: RecordKind,
+        messages: list[Message],
+        stamp: str,
+        title: str | None,
+        extras: Extras,
+    ) -> int:
+        """A written event, applied to the history in memory (unredacted, as the run holds it).
+
+        Returns how many messages of the history held before stay unchanged.
+        """
+        replay = self._replay
+        if kind == "rewrite":
+            keep = replay.rewrite(list(messages), stamp)
+            replay.unsettled = False
+        else:
+            keep = len(replay.messages)
+            replay.append(messages, stamp)
+        if title and not replay.title:
+            replay.title = title
+        replay.updated = stamp
+        replay.events += 1
+        replay.downgrades.extend(extras.downgrades or ())
+        replay.usage.extend(extras.usage or ())
+        if extras.system is not None:
+            replay.change_system(extras.system, stamp)
+        return keep
+
+    def _noted(self, extras: Extras) -> Extras:
+        """`extras` with its system prompt left off when the session has that prompt already."""
+        if extras.system is not None and (extras.system or None) == self.system:
+            return extras._replace(system=None)
+        return extras
+
     def _titled(self) -> bool:
         return bool(self._meta.title or self._replay.title)
 
@@ -211,6 +406,35 @@ class ReplayedSession:
                 base = base._replace(version=base.version + 1)
             return Plan("rewrite", [*stored, *plan.messages], base)
         return plan
+
+
+def new_meta(
+    redactor: Redactor, created: datetime, session_id: str, fields: NewSession
+) -> SessionMeta:
+    """The header of a new session, as every store writes it: redacted, `cwd` filled in."""
+    unknown = sorted(fields.keys() - NewSession.__annotations__.keys())
+    if unknown:
+        raise TypeError(f"create() got an unexpected keyword argument {unknown[0]!r}")
+    cwd = fields.get("cwd")
+    tools = fields.get("tools")
+    options = fields.get("options")
+    output_schema = fields.get("output_schema")
+    meta = SessionMeta(
+        id=session_id,
+        created=created,
+        backend=fields.get("backend", ""),
+        model=fields.get("model", ""),
+        cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
+        title=fields.get("title"),
+        system=fields.get("system"),
+        origin=fields.get("origin"),
+        tools=None if tools is None else tuple(tools),
+        base_url=fields.get("base_url"),
+        options=dict(options) if options else None,
+        output_schema=dict(output_schema) if output_schema else None,
+    )
+    redacted: SessionMeta = redactor.walk(meta)
+    return redacted
 
 
 def check_replaces(
@@ -311,6 +535,43 @@ def blob_loader(where: str, get_blob: Callable[[str], bytes]) -> BlobLoader:
             raise TranscriptError(f"{where}: stored blob {stored.sha256}: {exc}") from None
 
     return load
+
+
+def event_hashes(event: Event[Any]) -> set[str]:
+    """The blob hashes one decoded event refers to."""
+    return {
+        b.sha256
+        for m in event.messages
+        if isinstance(m, StoredMessage)
+        for b in m.content
+        if isinstance(b, Stored) and b.sha256
+    }
+
+
+def resolve_id(
+    session_id: str,
+    location: str,
+    sessions: Callable[[], list[SessionInfo]],
+    matches: Callable[[], list[str]],
+) -> str:
+    """The full id of a session named by its id, a unique prefix of it, or `last`, in any store.
+
+    `sessions` lists the store, the session used last first; `matches`
+    gives the ids that are `session_id` or begin with it (the id alone when
+    it names a session whole).
+    """
+    if session_id == LAST:
+        newest = sessions()
+        if not newest:
+            raise TranscriptError(f"no session yet in {location}, so none is the last")
+        return newest[0].meta.id
+    found = matches()
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise TranscriptError(f"no session {session_id!r} in {location}")
+    shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
+    raise TranscriptError(f"session id {session_id!r} is ambiguous: {shown}")
 
 
 def last_used_first(info: SessionInfo) -> tuple[datetime, datetime, str]:

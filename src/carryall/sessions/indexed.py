@@ -20,10 +20,10 @@ from pathlib import Path
 from carryall import paths
 from carryall.config import load_config
 from carryall.errors import TranscriptError
+from carryall.sessions.jsonl import SessionStore, StoreListener
 from carryall.sessions.protocol import AnyStore
 from carryall.sessions.recall import RecallIndex
 from carryall.sessions.redact import Redactor
-from carryall.sessions.store import SessionStore, StoreListener
 
 __all__ = ["Store", "open_store"]
 

@@ -43,7 +43,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypedDict, Unpack
 
 from carryall.blocks import Downgrade, Message, ToolResult, validate_history
 from carryall.errors import HistoryError, SessionConflict, TranscriptError
@@ -54,7 +54,16 @@ if TYPE_CHECKING:
     from carryall.sessions._core import SessionInfo
     from carryall.sessions.recall import Hit
 
-__all__ = ["AnySession", "AnyStore", "Base", "Plan", "Recall", "RecordKind", "plan_record"]
+__all__ = [
+    "AnySession",
+    "AnyStore",
+    "Base",
+    "NewSession",
+    "Plan",
+    "Recall",
+    "RecordKind",
+    "plan_record",
+]
 
 RecordKind = Literal["append", "merge", "rewrite"]
 """What `record` did: appended the tail, appended it after another writer's, or rewrote."""
@@ -298,6 +307,28 @@ class Recall(Protocol):
         """Rebuild the index from the sessions themselves; returns the messages indexed."""
 
 
+class NewSession(TypedDict, total=False):
+    """What a session is created with (`AnyStore.create`): every field may be left out.
+
+    The same fields as the `SessionMeta` the store writes, which takes them
+    redacted, with `cwd` the current working directory when not given.
+    """
+
+    backend: str
+    model: str
+    cwd: str | os.PathLike[str] | None
+    title: str | None
+    """What the session is called; else the first thing a person says, once recorded."""
+    system: str | None
+    origin: str | None
+    """Where an imported history came from."""
+    tools: Sequence[str] | None
+    """The names of the tools offered."""
+    base_url: str | None
+    options: Mapping[str, Any] | None
+    output_schema: Mapping[str, Any] | None
+
+
 class AnyStore(Protocol):
     """A session store: sessions by id, their versions, blobs by content hash, and recall."""
 
@@ -309,20 +340,7 @@ class AnyStore(Protocol):
     def recall(self) -> Recall:
         """Full-text search over every session."""
 
-    def create(
-        self,
-        *,
-        backend: str = "",
-        model: str = "",
-        cwd: str | os.PathLike[str] | None = None,
-        title: str | None = None,
-        system: str | None = None,
-        origin: str | None = None,
-        tools: Sequence[str] | None = None,
-        base_url: str | None = None,
-        options: Mapping[str, Any] | None = None,
-        output_schema: Mapping[str, Any] | None = None,
-    ) -> AnySession:
+    def create(self, **fields: Unpack[NewSession]) -> AnySession:
         """Start a new, empty session (`origin`: where an imported history came from)."""
 
     def open(self, session_id: str) -> AnySession:

@@ -46,8 +46,8 @@ from carryall.sessions._transcript import (
     restore,
     split_lines,
 )
+from carryall.sessions.jsonl import Recorded, SessionStore
 from carryall.sessions.render import searchable_text
-from carryall.sessions.store import Recorded, SessionStore
 
 if TYPE_CHECKING:
     import sqlite3
@@ -67,7 +67,8 @@ __all__ = [
 
 MAX_QUERY_WORDS = 64
 """The most distinct words a query may hold: every one is a term all hits must contain,
-and FTS5's cost grows faster than the count (20,000 words took 15 s)."""
+and FTS5's cost grows faster than the count, so the bound keeps a pasted page from holding
+a search up."""
 
 RANKED = 2000
 """The most matches of a query that are ranked: a word held by more messages is ranked

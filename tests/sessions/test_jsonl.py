@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from carryall.blocks import Document, Image, Message, Text, Thinking, ToolResult, ToolUse
 from carryall.errors import SessionConflict, TranscriptError
 from carryall.sessions import Store, default_root
-from carryall.sessions import store as store_module
+from carryall.sessions import jsonl as jsonl_module
 from tests.support.sessions import PNG, rich_history
 
 
@@ -498,7 +498,7 @@ def test_any_history_round_trips_through_record_and_open(
 def test_module_docstring_example_is_the_api() -> None:
     # The agent loop relies on these names staying put.
     assert callable(Store.create) and callable(Store.open) and callable(Store.list)
-    assert hasattr(store_module.Session, "record") and hasattr(store_module.Session, "messages")
+    assert hasattr(jsonl_module.Session, "record") and hasattr(jsonl_module.Session, "messages")
 
 
 # -- loading in one pass ------------------------------------------------------------

@@ -42,37 +42,36 @@ import os
 import re
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol, Unpack
 
 from carryall import paths
 from carryall._lazy import lazy_logger, lazy_module
-from carryall.blocks import Downgrade, Message
+from carryall.blocks import Message
 from carryall.errors import TranscriptError
 from carryall.sessions._core import (
     LAST,
+    Extras,
     MissingBlob,
     ReplayedSession,
     SessionInfo,
     blob_loader,
-    check_replaces,
     checked_hash,
     checked_id,
+    event_hashes,
     last_used_first,
-    storable,
-    writable,
+    new_meta,
+    resolve_id,
 )
 from carryall.sessions._transcript import (
     BlobLoader,
-    Event,
     LineReader,
     Replay,
     SessionMeta,
     Stored,
-    StoredMessage,
     decode_event,
     decode_head,
     decode_header,
@@ -84,12 +83,10 @@ from carryall.sessions._transcript import (
     now,
     parse_time,
     split_lines,
-    title_from,
     with_title,
 )
-from carryall.sessions.protocol import RecordKind
+from carryall.sessions.protocol import NewSession, Plan, RecordKind
 from carryall.sessions.redact import Redactor, compile_pattern, configured_redactor
-from carryall.usage import RequestUsage
 
 if TYPE_CHECKING:
     import hashlib
@@ -196,20 +193,7 @@ class SessionStore:
 
     # -- sessions -----------------------------------------------------------
 
-    def create(
-        self,
-        *,
-        backend: str = "",
-        model: str = "",
-        cwd: str | os.PathLike[str] | None = None,
-        title: str | None = None,
-        system: str | None = None,
-        origin: str | None = None,
-        tools: Sequence[str] | None = None,
-        base_url: str | None = None,
-        options: Mapping[str, Any] | None = None,
-        output_schema: Mapping[str, Any] | None = None,
-    ) -> Session:
+    def create(self, **fields: Unpack[NewSession]) -> Session:
         """Start a new, empty session and write its header.
 
         `cwd` defaults to the current working directory; `title` defaults to
@@ -224,22 +208,7 @@ class SessionStore:
         for _ in range(16):
             session_id = f"{created:%Y%m%d-%H%M%S}-{os.urandom(3).hex()}"
             path = self.path(session_id)
-            meta = self.redactor.walk(
-                SessionMeta(
-                    id=session_id,
-                    created=created,
-                    backend=backend,
-                    model=model,
-                    cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
-                    title=title,
-                    system=system,
-                    origin=origin,
-                    tools=None if tools is None else tuple(tools),
-                    base_url=base_url,
-                    options=dict(options) if options else None,
-                    output_schema=dict(output_schema) if output_schema else None,
-                )
-            )
+            meta = new_meta(self.redactor, created, session_id, fields)
             line = encode_header(meta)
             try:
                 _write_new(path, line)
@@ -296,21 +265,15 @@ class SessionStore:
         continues, and the top row of `sessions list`); an id is a timestamp
         first, so no real id or prefix of one reads as that word.
         """
-        if session_id == LAST:
-            newest = self.list(on_error=lambda exc: None)
-            if not newest:
-                raise TranscriptError(f"no session yet in {self.root}, so none is the last")
-            return newest[0].meta.id
-        if self.path(session_id).exists():
-            return session_id
-        names = sorted(self.transcripts())
-        matches = [m for m in names if m.startswith(session_id)]
-        if len(matches) == 1:
-            return matches[0]
-        if not matches:
-            raise TranscriptError(f"no session {session_id!r} in {self.root}")
-        shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
-        raise TranscriptError(f"session id {session_id!r} is ambiguous: {shown}")
+
+        def matches() -> builtins.list[str]:
+            if self.path(session_id).exists():
+                return [session_id]
+            return [m for m in sorted(self.transcripts()) if m.startswith(session_id)]
+
+        return resolve_id(
+            session_id, self.location, lambda: self.list(on_error=lambda exc: None), matches
+        )
 
     def remove(self, session_id: str) -> builtins.list[str]:
         """Delete a session's transcript, its index entries and every blob only it referenced.
@@ -407,10 +370,7 @@ class SessionStore:
         path = self.path(full)
         where = str(path)
         with self._lock(full):
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                raise _failed(f"cannot read session file {path}", exc) from None
+            data = _read(path)
             lines, end = split_lines(data)
             if not lines:
                 raise TranscriptError(f"{where}: no complete header line to redact")
@@ -428,8 +388,8 @@ class SessionStore:
             for line_no, line in iter_events(lines[1:], 2):
                 event = decode_event(line, where, line_no)
                 clean = redactor.walk(event, blobs=self)
-                before |= _event_hashes(event)
-                after |= _event_hashes(clean)
+                before |= event_hashes(event)
+                after |= event_hashes(clean)
                 if clean is event and _redact_bytes(redactor, line) == line:
                     out.append(line + b"\n")
                     continue
@@ -480,11 +440,7 @@ class SessionStore:
     def export_events(self, session_id: str) -> tuple[SessionMeta, builtins.list[bytes]]:
         """A session as it is kept: its header meta and every complete event line, oldest first."""
         path = self.path(self.resolve(session_id))
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise _failed(f"cannot read session file {path}", exc) from None
-        lines, _ = split_lines(data)
+        lines, _ = split_lines(_read(path))
         if not lines:
             raise TranscriptError(f"{path}: no complete header line")
         return decode_header(lines[0], str(path)), [line for _, line in iter_events(lines[1:], 2)]
@@ -731,6 +687,8 @@ class Session(ReplayedSession):
     the session with `Store().open(ID)` and continues the same way.
     """
 
+    store: SessionStore
+
     def __init__(
         self,
         store: SessionStore,
@@ -754,88 +712,6 @@ class Session(ReplayedSession):
 
     def __repr__(self) -> str:
         return f"<Session {self.id} {len(self)} messages>"
-
-    # -- recording ----------------------------------------------------------
-
-    def record(
-        self,
-        started_from: Sequence[Message],
-        left_behind: Sequence[Message],
-        downgrades: Sequence[Downgrade] = (),
-        *,
-        usage: Sequence[RequestUsage] = (),
-    ) -> RecordKind:
-        """Record what a run left behind, given the history it started from.
-
-        When `started_from` is what the store holds and is an unchanged
-        prefix of `left_behind` (compared by value), only the new tail is
-        appended ("append"); when another writer appended meanwhile, the
-        tail goes after its messages if that is a new turn after a finished
-        one ("merge"). When the run trimmed, compacted or edited the history
-        it started from, the whole of `left_behind` is written as one
-        rewrite event replacing it ("rewrite"), and every earlier version
-        stays recoverable through `versions()`. A write that would hide
-        another writer's messages raises `SessionConflict` and writes
-        nothing (`carryall.sessions.protocol.plan_record` decides). Nothing
-        new to add is an "append" that writes nothing, unless there is
-        `usage` to keep. `downgrades` (what the run's requests could not send
-        as held) and `usage` (what each of them used) ride on the event written.
-        """
-        seen = self._replay.rewrites
-        with self._writing():
-            plan = self._plan(started_from, left_behind, seen)
-            if plan.kind == "rewrite":
-                self._write_rewrite(plan.messages, downgrades=list(downgrades), usage=list(usage))
-            elif plan.messages or usage:
-                self._write_append(plan.messages, downgrades=list(downgrades), usage=list(usage))
-            self._base = plan.base
-            return plan.kind
-
-    def append(self, messages: Sequence[Message], *, failed: str | None = None) -> None:
-        """Append messages after whatever the store holds now (another writer's included).
-
-        `failed` is the error of the request they were sent in: a prompt
-        whose request failed is kept, with why, rather than lost.
-        """
-        with self._writing():
-            plan = self._plan_append(list(messages))
-            failed_note = self.store.redactor.optional(failed)
-            if plan.kind == "rewrite":
-                self._write_rewrite(plan.messages, failed=failed_note)
-            elif plan.messages:
-                self._write_append(plan.messages, failed=failed_note)
-            self._base = plan.base
-
-    def change_system(self, system: str | None) -> None:
-        """Record that the system prompt is `system` from the next message on (None: cleared).
-
-        An append of no messages holding the prompt (redacted like every
-        stored string), so a continued run and every reader find it; the
-        prompt the session already has writes nothing.
-        """
-        kept = self.store.redactor.text(system or "")
-        with self._writing():
-            if (kept or None) != self.system:
-                self._write_append([], system=kept)
-
-    def rewrite(
-        self,
-        replaces: Sequence[Message],
-        history: Sequence[Message],
-        *,
-        changes: Sequence[str] = (),
-    ) -> None:
-        """Replace the current history, which must be `replaces`, with `history`, naming changes.
-
-        An explicit rewrite (a repair, an edit): `changes` are written on
-        the event. When `replaces` is no longer what the session holds,
-        `SessionConflict` is raised and nothing is written.
-        """
-        seen = self._replay.rewrites
-        with self._writing():
-            check_replaces(self.id, self._replay, replaces, history, seen)
-            self._write_rewrite(list(history), changes=list(changes))
-            self._base = None
 
     def refresh(self) -> None:
         """Read events other writers added since this session was loaded."""
@@ -973,90 +849,23 @@ class Session(ReplayedSession):
             ) from None
         log.warning("session %s: moved a torn last line (%d bytes) to %s", self.id, len(torn), keep)
 
-    def _write_append(
-        self,
-        tail: list[Message],
-        *,
-        downgrades: list[Downgrade] | None = None,
-        failed: str | None = None,
-        usage: list[RequestUsage] | None = None,
-        system: str | None = None,
-    ) -> None:
-        start = len(self._replay.messages)
-        clean = self._redacted(tail, start)
-        stored = [self._storable(m, start + i) for i, m in enumerate(clean)]
-        title = None if self._titled() else title_from(clean)
-        stamp = now()
-        n = start + len(tail)
-        line = encode_event(
-            Event(
-                "append",
-                stamp,
-                n=n,
-                start=start,
-                title=title,
-                messages=stored,
-                downgrades=self.store.redactor.walk(downgrades or []),
-                failed=failed,
-                usage=self.store.redactor.walk(usage) if usage else [],
-                system=system,
-            )
-        )
-        before = self._end
-        self._write_line(line)
-        self._replay.append(tail, stamp)
-        self._replay.downgrades.extend(downgrades or ())
-        self._replay.usage.extend(usage or ())
-        if system is not None:
-            self._replay.change_system(system, stamp)
-        self._after_write(title, stamp)
-        self._publish(before, start, clean, [stamp] * len(tail))
-
-    def _write_rewrite(
-        self,
-        history: list[Message],
-        *,
-        downgrades: list[Downgrade] | None = None,
-        failed: str | None = None,
-        changes: list[str] | None = None,
-        usage: list[RequestUsage] | None = None,
-    ) -> None:
-        clean = self._redacted(history, 0)
-        stored = [self._storable(m, i) for i, m in enumerate(clean)]
-        title = None if self._titled() else title_from(clean)
-        stamp = now()
-        event = Event(
-            "rewrite",
-            stamp,
-            n=len(history),
-            title=title,
-            messages=stored,
-            downgrades=self.store.redactor.walk(downgrades or []),
-            failed=failed,
-            changes=[self.store.redactor.text(c) for c in changes or ()],
-            usage=self.store.redactor.walk(usage) if usage else [],
-        )
-        line = encode_event(event)
-        before = self._end
-        self._write_line(line)
-        keep = self._replay.rewrite(list(history), stamp)
-        self._replay.unsettled = False
-        self._replay.downgrades.extend(downgrades or ())
-        self._replay.usage.extend(usage or ())
-        self._after_write(title, stamp)
-        self._publish(before, keep, clean[keep:], self._replay.times[keep:])
-
-    def _after_write(self, title: str | None, stamp: str) -> None:
-        if title and not self._replay.title:
-            self._replay.title = title
-        self._replay.updated = stamp
-        self._replay.events += 1
-
-    def _redacted(self, messages: list[Message], start: int) -> list[Message]:
-        return writable(self.store.redactor, self.id, messages, start)
-
-    def _storable(self, message: Message, index: int) -> Message | StoredMessage:
-        return storable(message, f"session {self.id}: message {index}", self.store.put_blob)
+    def _write(self, decide: Callable[[], Plan], extras: Extras) -> RecordKind:
+        with self._writing():
+            plan = decide()
+            extras = self._noted(extras)
+            if plan.kind == "rewrite" or plan.messages or extras.usage or extras.system is not None:
+                stamp = now()
+                put_blob = self.store.put_blob
+                event, clean, title = self._event(plan.kind, plan.messages, stamp, put_blob, extras)
+                before = self._end
+                self._write_line(encode_event(event))
+                keep = self._apply(plan.kind, plan.messages, stamp, title, extras)
+                if plan.kind == "rewrite":
+                    self._publish(before, keep, clean[keep:], self._replay.times[keep:])
+                else:
+                    self._publish(before, keep, clean, [stamp] * len(clean))
+            self._base = plan.base
+            return plan.kind
 
     def _write_line(self, line: bytes) -> None:
         """Append one event line whole and sync it, or leave the file as it was."""
@@ -1185,17 +994,6 @@ def _hashes(path: Path) -> set[str]:
     return found
 
 
-def _event_hashes(event: Event[Any]) -> set[str]:
-    """The blob hashes one decoded event refers to."""
-    return {
-        b.sha256
-        for m in event.messages
-        if isinstance(m, StoredMessage)
-        for b in m.content
-        if isinstance(b, Stored) and b.sha256
-    }
-
-
 def _replace_file(path: Path, data: bytes) -> None:
     """Replace a file's contents whole: a synced temporary file renamed over it."""
     import tempfile  # only a rewrite in place needs it, never a reader
@@ -1283,6 +1081,14 @@ def _name(listener: StoreListener) -> str:
 
 def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
+
+
+def _read(path: Path) -> bytes:
+    """A transcript's bytes; a file that cannot be read is an error naming it and why."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise _failed(f"cannot read session file {path}", exc) from None
 
 
 def _failed(what: str, exc: OSError) -> TranscriptError:

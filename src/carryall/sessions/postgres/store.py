@@ -1,50 +1,10 @@
-"""The PostgreSQL session store: the same events as the JSON Lines store, in a shared database.
-
-Opened by `carryall.sessions.open_store("postgresql://...")` (or `--store`,
-`$CARRYALL_STORE`, the config file's `store`); needs `carryall[postgres]`
-(psycopg 3). Several workers on several hosts can continue one
-conversation: whoever picks it up opens it and records.
-
-Tables (all named `carryall_*`, so a store can share a database):
-
-    carryall_schema     the schema version carryall created or migrated to
-    carryall_sessions   one row per session: its header (the meta as the
-                        transcript's line 1), title, turns, last time, and
-                        `seq`, the sequence number of its last event
-    carryall_events     the events: (session, seq) is the key, `body` is the
-                        transcript event line, `token` names the write
-    carryall_blobs      image bytes, stored once by content hash
-    carryall_blob_refs  which session refers to which blob (for `rm`, `gc`)
-    carryall_messages   the current history's text, for full-text search
-    carryall_indexed    for each session, the last event `carryall_messages`
-                        holds (no row: none)
-
-Every write is one transaction that holds the session row's lock: it reads
-the events other writers added (by `seq`), makes the append-or-rewrite
-decision, and inserts the next `seq`. Two writers therefore never
-interleave, and the primary key refuses a conflicting append even from a
-writer that skipped the lock. A failed write rolls back whole, so the
-session is as it was. A lost connection or a restarting server is retried
-for a bounded time; the write's `token` says on reconnecting whether the
-lost commit had in fact landed, so a retry never records an event twice.
-
-Recall is PostgreSQL full-text search (`english` stemming) over
-`carryall_messages`. A recording never writes it, so an append is one
-statement over the session row and the event, with no text to parse or
-index. Before a search, the index catches up with every session whose
-`seq` is past its `carryall_indexed` mark, reading only the events after
-it (a rewrite among them: the whole session), so a search still finds
-every recorded message. A query is the person's words taken literally
-(`plainto_tsquery` over the words `carryall.sessions.recall` splits), and
-hits are the same `Hit` values with snippets marked the same way.
-"""
+"""The PostgreSQL store and its sessions: every write one transaction on the session row's lock."""
 
 from __future__ import annotations
 
 import builtins
 import contextlib
 import hashlib
-import os
 import re
 import secrets
 import threading
@@ -52,32 +12,29 @@ import time
 import urllib.parse
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack
 
 from carryall.blocks import Downgrade, Message
 from carryall.errors import SessionConflict, TranscriptError
 from carryall.sessions._core import (
-    LAST,
+    Extras,
     MissingBlob,
     ReplayedSession,
     SessionInfo,
     blob_loader,
-    check_replaces,
     checked_hash,
     checked_id,
+    event_hashes,
     last_used_first,
-    storable,
-    writable,
+    new_meta,
+    resolve_id,
 )
 from carryall.sessions._transcript import (
     BlobLoader,
-    Event,
     Replay,
     SessionMeta,
-    Stored,
-    StoredMessage,
     decode_event,
     decode_header,
     encode_event,
@@ -87,12 +44,11 @@ from carryall.sessions._transcript import (
     image_stand_in,
     now,
     parse_time,
-    restore,
-    title_from,
     with_title,
 )
-from carryall.sessions.protocol import Plan, RecordKind
-from carryall.sessions.recall import Hit, bounded_words, marked_hit, passage
+from carryall.sessions.postgres.recall import PostgresRecall, index_rows, mark_indexed
+from carryall.sessions.postgres.schema import migrate
+from carryall.sessions.protocol import NewSession, Plan, RecordKind
 from carryall.sessions.redact import Redactor, compile_pattern, configured_redactor
 from carryall.usage import RequestUsage
 
@@ -100,85 +56,8 @@ if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
-__all__ = [
-    "INDEXED_BYTES",
-    "SCHEMA_VERSION",
-    "PostgresRecall",
-    "PostgresSession",
-    "PostgresStore",
-]
 
-SCHEMA_VERSION = 4
-"""The newest schema this carryall creates and reads."""
-
-INDEXED_BYTES = 256 * 1024
-"""How much of one message's text (UTF-8 bytes, from its start) full-text search takes in."""
-
-_LOCK_KEY = 0x63617272  # the advisory lock that serializes schema migrations
-_INDEX_KEY = 0x63617273  # with a session id's hash: one catch-up of its index rows at a time
-_OPEN, _CLOSE = "\x02", "\x03"
-_HEADLINE = f"StartSel={_OPEN}, StopSel={_CLOSE}, MaxWords=16, MinWords=8, MaxFragments=1"
-
-# Each entry takes the schema from the version before it to its own.
-_MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: (
-        """CREATE TABLE carryall_sessions (
-            id text PRIMARY KEY,
-            created timestamptz NOT NULL,
-            header bytea NOT NULL,
-            title text,
-            turns integer NOT NULL DEFAULT 0,
-            updated text NOT NULL,
-            seq integer NOT NULL DEFAULT 0
-        )""",
-        """CREATE TABLE carryall_events (
-            session_id text NOT NULL REFERENCES carryall_sessions(id) ON DELETE CASCADE,
-            seq integer NOT NULL CHECK (seq > 0),
-            token uuid NOT NULL UNIQUE,
-            body bytea NOT NULL,
-            PRIMARY KEY (session_id, seq)
-        )""",
-        """CREATE TABLE carryall_blobs (
-            sha256 text PRIMARY KEY,
-            data bytea NOT NULL,
-            stored timestamptz NOT NULL DEFAULT clock_timestamp()
-        )""",
-        """CREATE TABLE carryall_blob_refs (
-            session_id text NOT NULL REFERENCES carryall_sessions(id) ON DELETE CASCADE,
-            sha256 text NOT NULL,
-            PRIMARY KEY (session_id, sha256)
-        )""",
-        "CREATE INDEX carryall_blob_refs_sha ON carryall_blob_refs (sha256)",
-        """CREATE TABLE carryall_messages (
-            session_id text NOT NULL REFERENCES carryall_sessions(id) ON DELETE CASCADE,
-            idx integer NOT NULL,
-            role text NOT NULL,
-            time text NOT NULL,
-            body text NOT NULL,
-            tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', body)) STORED,
-            PRIMARY KEY (session_id, idx)
-        )""",
-        "CREATE INDEX carryall_messages_tsv ON carryall_messages USING gin (tsv)",
-    ),
-    # The error of the last request when the last event kept a prompt that failed.
-    2: ("ALTER TABLE carryall_sessions ADD COLUMN failed text",),
-    # A title or an error is whatever was typed or said, a NUL included, which
-    # `text` cannot hold: both are kept as their UTF-8 bytes.
-    3: (
-        "ALTER TABLE carryall_sessions"
-        " ALTER COLUMN title TYPE bytea USING convert_to(title, 'UTF8'),"
-        " ALTER COLUMN failed TYPE bytea USING convert_to(failed, 'UTF8')",
-    ),
-    # The search index is fed by the next search, not by each recording:
-    # the mark of what it holds, every session indexed up to its last event.
-    4: (
-        """CREATE TABLE carryall_indexed (
-            session_id text PRIMARY KEY REFERENCES carryall_sessions(id) ON DELETE CASCADE,
-            seq integer NOT NULL
-        )""",
-        "INSERT INTO carryall_indexed (session_id, seq) SELECT id, seq FROM carryall_sessions",
-    ),
-}
+__all__ = ["PostgresSession", "PostgresStore", "display_url"]
 
 T = TypeVar("T")
 
@@ -269,7 +148,7 @@ class PostgresStore:
             self.url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
         )
         try:
-            _migrate(conn, self.location)
+            migrate(conn, self.location)
         except BaseException:
             conn.close()
             raise
@@ -347,39 +226,12 @@ class PostgresStore:
 
     # -- sessions -----------------------------------------------------------
 
-    def create(
-        self,
-        *,
-        backend: str = "",
-        model: str = "",
-        cwd: str | os.PathLike[str] | None = None,
-        title: str | None = None,
-        system: str | None = None,
-        origin: str | None = None,
-        tools: Sequence[str] | None = None,
-        base_url: str | None = None,
-        options: Mapping[str, Any] | None = None,
-        output_schema: Mapping[str, Any] | None = None,
-    ) -> PostgresSession:
+    def create(self, **fields: Unpack[NewSession]) -> PostgresSession:
         """Start a new, empty session and write its row (the same meta as the JSONL store)."""
         created = datetime.now(UTC)
         for _ in range(16):
-            meta = self.redactor.walk(
-                SessionMeta(
-                    id=f"{created:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}",
-                    created=created,
-                    backend=backend,
-                    model=model,
-                    cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
-                    title=title,
-                    system=system,
-                    origin=origin,
-                    tools=tuple(tools) if tools is not None else None,
-                    base_url=base_url,
-                    options=dict(options) if options else None,
-                    output_schema=dict(output_schema) if output_schema else None,
-                )
-            )
+            session_id = f"{created:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+            meta = new_meta(self.redactor, created, session_id, fields)
             if self._insert_session(meta, meta.title, 0, format_time(created), 0):
                 replay = Replay(self._where(meta.id), self._blob_loader(meta.id))
                 return PostgresSession(self, meta, replay, 0)
@@ -451,11 +303,6 @@ class PostgresStore:
 
         `last` is the session used last, by its last write, as in the folder store.
         """
-        if session_id == LAST:
-            newest = self.list(on_error=lambda exc: None)
-            if not newest:
-                raise TranscriptError(f"no session yet in {self.location}, so none is the last")
-            return newest[0].meta.id
         checked_id(session_id)
 
         def find(conn: psycopg.Connection[Any]) -> builtins.list[str]:
@@ -470,13 +317,12 @@ class PostgresStore:
             ).fetchall()
             return [row[0] for row in rows]
 
-        matches = self._retrying(find)
-        if len(matches) == 1:
-            return matches[0]
-        if not matches:
-            raise TranscriptError(f"no session {session_id!r} in {self.location}")
-        shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
-        raise TranscriptError(f"session id {session_id!r} is ambiguous: {shown}")
+        return resolve_id(
+            session_id,
+            self.location,
+            lambda: self.list(on_error=lambda exc: None),
+            lambda: self._retrying(find),
+        )
 
     def remove(self, session_id: str) -> builtins.list[str]:
         """Delete a session, its events, its index rows and every blob only it referenced."""
@@ -543,7 +389,7 @@ class PostgresStore:
                 for seq, body in events:
                     event = decode_event(bytes(body), where, seq + 1)
                     clean = redactor.walk(event, blobs=blobs)
-                    before.update(_event_hashes(event))
+                    before.update(event_hashes(event))
                     line = bytes(body)
                     if clean is not event or _matches(redactor, line):
                         line = encode_event(clean)[:-1]
@@ -554,7 +400,7 @@ class PostgresStore:
                             (line, full, seq),
                         )
                         changed += 1
-                    blobs.referred.update(_event_hashes(clean))
+                    blobs.referred.update(event_hashes(clean))
                     failed = clean.failed
                     replay.apply_line(line, seq + 1)
                 conn.execute(
@@ -569,8 +415,8 @@ class PostgresStore:
                 )
                 blobs.refer(full, before)
                 conn.execute("DELETE FROM carryall_messages WHERE session_id = %s", (full,))
-                _index(conn, full, 0, replay.messages, replay.times)
-                _mark_indexed(conn, full, events[-1][0] if events else 0)
+                index_rows(conn, full, 0, replay.messages, replay.times)
+                mark_indexed(conn, full, events[-1][0] if events else 0)
             return changed
 
         changed = self._retrying(rewrite)
@@ -617,7 +463,7 @@ class PostgresStore:
             event = replay.apply_line(line, line_no)
             if event is None:  # a damaged line is not copied as if it were whole
                 raise TranscriptError(f"{replay.damage[-1]}; nothing was imported")
-            hashes.update(_event_hashes(event))
+            hashes.update(event_hashes(event))
         header = encode_header(meta)[:-1]
         updated = replay.updated or format_time(meta.created)
 
@@ -649,8 +495,8 @@ class PostgresStore:
                         "INSERT INTO carryall_blob_refs (session_id, sha256) VALUES (%s, %s)",
                         [(meta.id, sha) for sha in sorted(hashes)],
                     )
-                _index(conn, meta.id, 0, replay.messages, replay.times)
-                _mark_indexed(conn, meta.id, len(lines))
+                index_rows(conn, meta.id, 0, replay.messages, replay.times)
+                mark_indexed(conn, meta.id, len(lines))
 
         self._retrying(insert)
 
@@ -758,6 +604,8 @@ class PostgresStore:
 class PostgresSession(ReplayedSession):
     """One conversation in a PostgreSQL store; the same use as `carryall.sessions.Session`."""
 
+    store: PostgresStore
+
     def __init__(self, store: PostgresStore, meta: SessionMeta, replay: Replay, seq: int) -> None:
         self.store = store
         self._meta = meta
@@ -766,74 +614,6 @@ class PostgresSession(ReplayedSession):
 
     def __repr__(self) -> str:
         return f"<PostgresSession {self.id} {len(self)} messages>"
-
-    def record(
-        self,
-        started_from: Sequence[Message],
-        left_behind: Sequence[Message],
-        downgrades: Sequence[Downgrade] = (),
-        *,
-        usage: Sequence[RequestUsage] = (),
-    ) -> RecordKind:
-        """Record what a run left behind, given the history it started from.
-
-        The same decision as `carryall.sessions.Session.record`
-        (`carryall.sessions.protocol.plan_record`), made inside the
-        transaction that holds the session's row, after reading what other
-        writers added: an append, a merge after another writer's turn, or a
-        rewrite; a write that would hide another writer's messages raises
-        `SessionConflict` and writes nothing. `downgrades` and `usage` ride
-        on the event written (usage alone is written as an empty append).
-        """
-        seen = self._replay.rewrites
-        return self._write(
-            lambda: self._plan(started_from, left_behind, seen),
-            downgrades=list(downgrades),
-            usage=list(usage),
-        )
-
-    def append(self, messages: Sequence[Message], *, failed: str | None = None) -> None:
-        """Append messages after whatever the store holds now (another writer's included).
-
-        `failed` is the error of the request they were sent in (the prompt is kept, with why).
-        """
-        tail = list(messages)
-        self._write(lambda: self._plan_append(tail), self.store.redactor.optional(failed))
-
-    def change_system(self, system: str | None) -> None:
-        """Record that the system prompt is `system` from the next message on (None: cleared).
-
-        The same event as `carryall.sessions.Session.change_system`, written
-        in the transaction that holds the session's row; the prompt the
-        session already has (after catching up) writes nothing.
-        """
-        kept = self.store.redactor.text(system or "")
-
-        def decide() -> Plan:
-            return Plan("append", [], self._base)
-
-        self._write(decide, system=kept)
-
-    def rewrite(
-        self,
-        replaces: Sequence[Message],
-        history: Sequence[Message],
-        *,
-        changes: Sequence[str] = (),
-    ) -> None:
-        """Replace the current history, which must be `replaces`, with `history`, naming changes.
-
-        The same explicit rewrite as `carryall.sessions.Session.rewrite`.
-        """
-        seen = self._replay.rewrites
-        new = list(history)
-
-        def decide() -> Plan:
-            check_replaces(self.id, self._replay, replaces, new, seen)
-            return Plan("rewrite", new, None)
-
-        notes = [self.store.redactor.text(c) for c in changes]
-        self._write(decide, changes=notes)
 
     def refresh(self) -> None:
         """Read events other writers added since this session was loaded."""
@@ -866,18 +646,11 @@ class PostgresSession(ReplayedSession):
             self._replay.apply_line(bytes(body), seq + 1)
             self._seq = seq
 
-    def _write(
-        self,
-        decide: Callable[[], Plan],
-        failed: str | None = None,
-        downgrades: list[Downgrade] | None = None,
-        changes: list[str] | None = None,
-        usage: list[RequestUsage] | None = None,
-        system: str | None = None,
-    ) -> RecordKind:
+    def _write(self, decide: Callable[[], Plan], extras: Extras) -> RecordKind:
         """Write the event `decide` plans, under the session's row lock unless it is a plain
         append nobody raced; `system` (a prompt change, "" for cleared) goes on an event of
         its own and only when the session's prompt differs."""
+        failed, downgrades, changes, usage, system = extras
         token = uuid.uuid4()
         planned: list[Any] = []  # the event the last try sent, should its commit be lost
 
@@ -924,7 +697,7 @@ class PostgresSession(ReplayedSession):
                 if row[0] != self._seq:
                     self._catch_up(conn)
                 plan = decide()
-                noted = system if system is not None and (system or None) != self.system else None
+                noted = self._noted(extras).system
                 if plan.kind != "rewrite" and not plan.messages and not usage and noted is None:
                     self._base = plan.base
                     return plan.kind
@@ -987,23 +760,11 @@ class PostgresSession(ReplayedSession):
         Returns the title it gave the session (None for none), or False when
         another writer had moved the session on and nothing was written.
         """
-        start = len(self._replay.messages)
-        clean = self._redacted(messages, start)
-        title = None if self._titled() else title_from(clean)
-        total = start + len(messages)
-        line = encode_event(
-            Event(
-                "append",
-                stamp,
-                n=total,
-                start=start,
-                title=title,
-                messages=clean,
-                failed=failed,
-                downgrades=self.store.redactor.walk(downgrades),
-                usage=self.store.redactor.walk(usage) if usage else [],
-            )
-        )[:-1]
+        # No put_blob: `_optimistic` lets no message with an image come here.
+        extras = Extras(failed=failed, downgrades=downgrades, usage=usage)
+        event, _, title = self._event("append", messages, stamp, None, extras)
+        total = event.n
+        line = encode_event(event)[:-1]
         try:
             row = conn.execute(
                 _APPEND,
@@ -1043,25 +804,16 @@ class PostgresSession(ReplayedSession):
         system: str | None = None,
     ) -> str | None:
         """Write one event and its index rows; returns the title it gave the session, if any."""
-        start = len(self._replay.messages) if kind == "append" else 0
-        clean = self._redacted(messages, start)
         hashes: set[str] = set()
-        stored = [self._storable(conn, m, start + i, hashes) for i, m in enumerate(clean)]
-        title = None if self._titled() else title_from(clean)
-        total = start + len(messages)
-        event = Event(
-            kind,
-            stamp,
-            n=total,
-            start=start,
-            title=title,
-            messages=stored,
-            failed=failed,
-            downgrades=self.store.redactor.walk(downgrades or []),
-            changes=[self.store.redactor.text(c) for c in changes or ()],
-            usage=self.store.redactor.walk(usage) if usage else [],
-            system=system,
-        )
+
+        def put(data: bytes) -> str:
+            sha = _put_blob(conn, data)
+            hashes.add(sha)
+            return sha
+
+        extras = Extras(failed, downgrades, changes, usage, system)
+        event, _, title = self._event(kind, messages, stamp, put, extras)
+        total = event.n
         line = encode_event(event)[:-1]
         pg = self.store._pg
         try:
@@ -1100,222 +852,10 @@ class PostgresSession(ReplayedSession):
         system: str | None = None,
     ) -> None:
         """The committed event, applied to the history in memory (unredacted, as the run has it)."""
-        if plan.kind == "rewrite":
-            self._replay.rewrite(list(plan.messages), stamp)
-            self._replay.unsettled = False
-        else:
-            self._replay.append(plan.messages, stamp)
-        if title and not self._replay.title:
-            self._replay.title = title
-        self._replay.updated = stamp
-        self._replay.events += 1
-        self._replay.downgrades.extend(downgrades or ())
-        self._replay.usage.extend(usage or ())
-        if system is not None:
-            self._replay.change_system(system, stamp)
+        extras = Extras(downgrades=downgrades, usage=usage, system=system)
+        self._apply(plan.kind, plan.messages, stamp, title, extras)
         self._seq = seq
         self._base = plan.base
-
-    def _redacted(self, messages: list[Message], start: int) -> list[Message]:
-        return writable(self.store.redactor, self.id, messages, start)
-
-    def _storable(
-        self, conn: psycopg.Connection[Any], message: Message, index: int, hashes: set[str]
-    ) -> Message | StoredMessage:
-        def put(data: bytes) -> str:
-            sha = _put_blob(conn, data)
-            hashes.add(sha)
-            return sha
-
-        return storable(message, f"session {self.id}: message {index}", put)
-
-
-class PostgresRecall:
-    """Full-text search over a PostgreSQL store, caught up with the events before each search."""
-
-    def __init__(self, store: PostgresStore) -> None:
-        self.store = store
-
-    def search(
-        self,
-        query: str,
-        *,
-        since: datetime | None = None,
-        role: str | None = None,
-        session: str | None = None,
-        limit: int = 20,
-        sync: bool = True,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> list[Hit]:
-        """The best-ranked messages containing every word of `query` (see `RecallIndex.search`).
-
-        The index first catches up with what was recorded since the last
-        search, whatever `sync` says (recordings never feed it, so without
-        that a search would miss them); `progress` hears of each session
-        caught up, as `RecallIndex.sync` tells it.
-        """
-        words = bounded_words(query, limit)
-        if not words or limit <= 0:
-            return []
-        self.sync(progress)
-        sql = [
-            # Snippets only for the hits kept: ts_headline reparses the text.
-            "SELECT s, i, r, t, ts_headline('english', body, q, %s), score FROM (",
-            "SELECT m.session_id AS s, m.idx AS i, m.role AS r, m.time AS t, m.body, q,",
-            " ts_rank(m.tsv, q) AS score",
-            " FROM carryall_messages m, plainto_tsquery('english', %s) q WHERE m.tsv @@ q",
-        ]
-        args: list[Any] = [_HEADLINE, " ".join(words)]
-        if since is not None:
-            sql.append(" AND m.time >= %s")
-            args.append(format_time(since))
-        if role is not None:
-            sql.append(" AND m.role = %s")
-            args.append(role)
-        if session is not None:
-            sql.append(" AND m.session_id = %s")
-            args.append(session)
-        sql.append(" ORDER BY score DESC, m.time DESC LIMIT %s) top ORDER BY score DESC, t DESC")
-        args.append(limit)
-
-        def run(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
-            return conn.execute("".join(sql), args).fetchall()
-
-        # Lower ranks first, as FTS5's bm25 gives them.
-        return [
-            marked_hit(s, i, r, t, marked, -score)
-            for s, i, r, t, marked, score in self.store._retrying(run)
-        ]
-
-    def reindex(self) -> int:
-        """Rebuild every session's index rows from its events; returns the messages indexed."""
-        ids = [info.meta.id for info in self.store.list(on_error=lambda exc: None)]
-        count = 0
-        for session_id in ids:
-            _, replay, seq = self.store._load(session_id, keep_versions=False, images=False)
-
-            def rebuild(
-                conn: psycopg.Connection[Any],
-                sid: str = session_id,
-                replay: Replay = replay,
-                seq: int = seq,
-            ) -> None:
-                with conn.transaction():
-                    _lock_index(conn, sid)
-                    conn.execute("DELETE FROM carryall_messages WHERE session_id = %s", (sid,))
-                    _index(conn, sid, 0, replay.messages, replay.times)
-                    _mark_indexed(conn, sid, seq)
-
-            self.store._retrying(rebuild)
-            count += len(replay.messages)
-        return count
-
-    def sync(self, progress: Callable[[int, int], None] | None = None) -> None:
-        """Index every event recorded since the index last caught up, one session at a time.
-
-        Each session is caught up in a transaction of its own, so an
-        interrupted catch-up keeps what it finished. `progress(done, total)`
-        is called first with 0, then after each session (not at all when
-        none was behind).
-        """
-
-        def behind(conn: psycopg.Connection[Any]) -> builtins.list[str]:
-            return [
-                row[0]
-                for row in conn.execute(
-                    "SELECT s.id FROM carryall_sessions s"
-                    " LEFT JOIN carryall_indexed i ON i.session_id = s.id"
-                    " WHERE s.seq > coalesce(i.seq, 0) ORDER BY s.id"
-                ).fetchall()
-            ]
-
-        stale = self.store._retrying(behind)
-        if stale and progress is not None:
-            progress(0, len(stale))
-        for done, session_id in enumerate(stale, 1):
-
-            def catch_up(conn: psycopg.Connection[Any], sid: str = session_id) -> None:
-                self._catch_up(conn, sid)
-
-            self.store._retrying(catch_up)
-            if progress is not None:
-                progress(done, len(stale))
-
-    def flush(self) -> None:
-        """Index what was recorded since the last catch-up (`sync`)."""
-        self.sync()
-
-    def _catch_up(self, conn: psycopg.Connection[Any], session_id: str) -> None:
-        """Bring one session's index rows up to its last event, in one transaction.
-
-        Append events after the mark add their messages where they start;
-        anything else among them (a rewrite, a damaged event) indexes the
-        whole session again from all its events. Two searches catching up
-        one session take turns on an advisory lock; a recording takes none
-        of it, and never waits for a search.
-        """
-        where = self.store._where(session_id)
-        with conn.transaction():
-            _lock_index(conn, session_id)
-            row = conn.execute(
-                "SELECT seq FROM carryall_indexed WHERE session_id = %s", (session_id,)
-            ).fetchone()
-            mark = row[0] if row is not None else 0
-            rows = conn.execute(
-                "SELECT seq, body FROM carryall_events WHERE session_id = %s AND seq > %s"
-                " ORDER BY seq",
-                (session_id, mark),
-            ).fetchall()
-            if not rows:
-                return
-            appends: builtins.list[Any] = []
-            for seq, body in rows:
-                try:
-                    event = decode_event(bytes(body), where, seq + 1)
-                except TranscriptError:
-                    appends = []
-                    break
-                if event.event != "append":
-                    appends = []
-                    break
-                appends.append(event)
-            if appends:
-                for event in appends:
-                    messages = [restore(m, image_stand_in) for m in event.messages]
-                    conn.execute(
-                        "DELETE FROM carryall_messages WHERE session_id = %s AND idx >= %s",
-                        (session_id, event.start),
-                    )
-                    _index(conn, session_id, event.start, messages, [event.time] * len(messages))
-            else:
-                replay = Replay(where, image_stand_in)
-                every = conn.execute(
-                    "SELECT seq, body FROM carryall_events WHERE session_id = %s ORDER BY seq",
-                    (session_id,),
-                ).fetchall()
-                for seq, body in every:
-                    replay.apply_line(bytes(body), seq + 1)
-                conn.execute("DELETE FROM carryall_messages WHERE session_id = %s", (session_id,))
-                _index(conn, session_id, 0, replay.messages, replay.times)
-            _mark_indexed(conn, session_id, rows[-1][0])
-
-
-def _migrate(conn: psycopg.Connection[Any], where: str) -> None:
-    """Create the schema, or bring an older one up to `SCHEMA_VERSION`, under an advisory lock."""
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-        conn.execute("CREATE TABLE IF NOT EXISTS carryall_schema (version integer NOT NULL)")
-        row = conn.execute("SELECT max(version) FROM carryall_schema").fetchone()
-        version = row[0] if row is not None and row[0] is not None else 0
-        if version > SCHEMA_VERSION:
-            raise TranscriptError(
-                f"session store {where}: schema version {version} is newer than this "
-                f"carryall's ({SCHEMA_VERSION}); upgrade carryall"
-            )
-        for step in range(version + 1, SCHEMA_VERSION + 1):
-            for statement in _MIGRATIONS[step]:
-                conn.execute(statement)
-            conn.execute("INSERT INTO carryall_schema (version) VALUES (%s)", (step,))
 
 
 # One append in one statement: the session row moves from `prev` to `seq`
@@ -1334,52 +874,6 @@ WITH s AS (
 )
 SELECT count(*) FROM e
 """
-
-
-def _index(
-    conn: psycopg.Connection[Any],
-    session_id: str,
-    first: int,
-    messages: Sequence[Message],
-    times: Sequence[str],
-) -> None:
-    if not messages:
-        return
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO carryall_messages (session_id, idx, role, time, body)"
-            " VALUES (%s, %s, %s, %s, %s)",
-            [
-                (session_id, first + i, m.role, t, _indexed(passage(m)))
-                for i, (m, t) in enumerate(zip(messages, times, strict=True))
-            ],
-        )
-
-
-def _lock_index(conn: psycopg.Connection[Any], session_id: str) -> None:
-    """Take (until the transaction ends) the lock on one session's index rows."""
-    conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_INDEX_KEY, session_id))
-
-
-def _mark_indexed(conn: psycopg.Connection[Any], session_id: str, seq: int) -> None:
-    """Record that a session's index rows hold its history up to event `seq`."""
-    conn.execute(
-        "INSERT INTO carryall_indexed (session_id, seq) VALUES (%s, %s)"
-        " ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq",
-        (session_id, seq),
-    )
-
-
-def _indexed(text: str) -> str:
-    """The part of a message's text the index takes: its first `INDEXED_BYTES` of UTF-8.
-
-    A `tsvector` holds at most 1 MiB, so an unbounded message (a pasted log
-    of distinct words) would make its event impossible to write; the event
-    keeps the whole text, the index its start.
-    """
-    if len(text) * 4 <= INDEXED_BYTES:
-        return text
-    return text.encode("utf-8", "replace")[:INDEXED_BYTES].decode("utf-8", "ignore")
 
 
 def _put_blob(conn: psycopg.Connection[Any], data: bytes) -> str:
@@ -1448,12 +942,6 @@ class _Blobs:
                 "(SELECT 1 FROM carryall_blob_refs r WHERE r.sha256 = b.sha256)",
                 (gone,),
             )
-
-
-def _event_hashes(event: Event[Any]) -> Iterator[str]:
-    for message in event.messages:
-        if isinstance(message, StoredMessage):
-            yield from (b.sha256 for b in message.content if isinstance(b, Stored) and b.sha256)
 
 
 def _close_pool(pool: psycopg_pool.ConnectionPool[Any]) -> None:
