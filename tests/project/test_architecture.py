@@ -148,15 +148,15 @@ def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str
     ancestors = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
     if is_package:
         ancestors.add(name)
-    runs: set[str] = set()
+    named: set[str] = set()
     for target in targets:
         parts = target.split(".")
         for i in range(1, len(parts) + 1):
             prefix = ".".join(parts[:i])
             if prefix in modules and prefix not in ancestors:
-                runs.add(prefix)
-    runs.discard(name)
-    return runs
+                named.add(prefix)
+    named.discard(name)
+    return named
 
 
 def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
@@ -238,39 +238,22 @@ def test_the_cycle_finder_finds_a_planted_cycle() -> None:
     assert find_cycles({"a": {"b"}, "b": set()}) == []
 
 
-def _plant(root: Path, modules: dict[str, str]) -> Path:
-    """A package `planted` under `root` holding `modules` (file name to source)."""
-    package = root / "planted"
+@pytest.mark.parametrize(
+    "back",
+    [
+        "import typing\nif typing.TYPE_CHECKING:\n    from .high import Shape\n",
+        "def later():\n    from planted import high\n    return high\n",
+    ],
+    ids=["type-only", "lazy"],
+)
+def test_the_graph_finds_a_planted_type_only_or_lazy_cycle(tmp_path: Path, back: str) -> None:
+    package = tmp_path / "planted"
     package.mkdir()
-    for name, source in {"__init__.py": "", **modules}.items():
-        (package / name).write_text(source, encoding="utf-8")
-    return package
-
-
-def test_the_graph_finds_a_planted_type_only_cycle(tmp_path: Path) -> None:
-    package = _plant(
-        tmp_path,
-        {
-            "low.py": "import typing\nif typing.TYPE_CHECKING:\n    from .high import Shape\n",
-            "high.py": "from planted import low\n",
-        },
-    )
+    (package / "__init__.py").write_text("")
+    (package / "high.py").write_text("from planted import low\n")
+    (package / "low.py").write_text(back)
     graph = import_graph(package)
     assert graph["planted.low"] == {"planted.high"}
-    assert find_cycles(graph) == [["planted.high", "planted.low", "planted.high"]]
-
-
-def test_the_graph_finds_a_planted_lazy_cycle(tmp_path: Path) -> None:
-    package = _plant(
-        tmp_path,
-        {
-            "low.py": "def later():\n    from . import high\n    return high\n",
-            "high.py": "from .low import later\n",
-        },
-    )
-    graph = import_graph(package)
-    assert graph["planted.low"] == {"planted.high"}
-    assert graph["planted.high"] == {"planted.low"}
     assert find_cycles(graph) == [["planted.high", "planted.low", "planted.high"]]
 
 
