@@ -66,7 +66,6 @@ from carryall.usage import RequestUsage
 
 if TYPE_CHECKING:
     from carryall.schema import SchemaSpec
-    from carryall.tracing import AgentTracer
 
 T = TypeVar("T")
 
@@ -89,6 +88,7 @@ __all__ = [
     "StepLimitReached",
     "ToolCallFinished",
     "ToolCallStarted",
+    "Tracer",
 ]
 
 DEFAULT_MAX_STEPS = 20
@@ -247,6 +247,28 @@ AgentEvent: TypeAlias = (
 )
 
 
+class Tracer(Protocol):
+    """Where a turn's spans go: a `carryall.tracing.AgentTracer`, or any lookalike.
+
+    The loop names only the three hooks it calls, so the tracer (which
+    reads the loop's events) depends on the loop and never the other way.
+    """
+
+    def turn(self, backend: Backend) -> contextlib.AbstractContextManager[None]:
+        """Enclose one turn; its requests and tool calls happen inside."""
+        ...
+
+    def request(
+        self, backend: Backend, request: Request, send: Callable[[Request], Response]
+    ) -> Response:
+        """Send `request` through `send`, observed, and return the answer."""
+        ...
+
+    def on_event(self, event: AgentEvent) -> None:
+        """Hear each of the loop's events (tool calls start and finish here)."""
+        ...
+
+
 # -- the loop -----------------------------------------------------------------
 
 
@@ -297,7 +319,7 @@ class Agent:
         wrap_up: bool = True,
         max_repeats: int = DEFAULT_MAX_REPEATS,
         context_window: int | None = None,
-        tracer: AgentTracer | None = None,
+        tracer: Tracer | None = None,
         cache: CachePolicy = "auto",
         cache_key: str | None = None,
         options: ModelOptions = NO_OPTIONS,

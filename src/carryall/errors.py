@@ -7,12 +7,9 @@ and the reason, so a person reading one line knows what to fix.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import Any, Final
 
 from carryall._text import shorten
-
-if TYPE_CHECKING:
-    from carryall.blocks import Message
 
 __all__ = [
     "RETRYABLE_KINDS",
@@ -184,6 +181,10 @@ class SessionConflict(TranscriptError):
     `unrecorded` holds its messages, so the caller can show or keep them;
     `started` and `current` are the two versions (numbered as `versions()`
     lists them, from 1) with their message counts.
+
+    The messages are `carryall.blocks.Message`s, typed here as `Any`: the
+    block model raises errors of this module, so this module names none of
+    its types (the family sits below everything that raises it).
     """
 
     def __init__(
@@ -193,13 +194,13 @@ class SessionConflict(TranscriptError):
         *,
         started: tuple[int, int],
         current: tuple[int, int],
-        unrecorded: Sequence[Message] = (),
+        unrecorded: Sequence[Any] = (),
     ) -> None:
         self.session_id = session_id
         self.reason = reason
         self.started = started
         self.current = current
-        self.unrecorded = list(unrecorded)
+        self.unrecorded: list[Any] = list(unrecorded)
         (v1, n1), (v2, n2) = started, current
         super().__init__(
             f"session {session_id}: another writer changed it underneath this one: "

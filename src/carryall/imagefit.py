@@ -20,11 +20,11 @@ import contextlib
 import functools
 import importlib.util
 import io
-import logging
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final, NamedTuple
 
+from carryall._lazy import lazy_logger
 from carryall.attachments import DEFAULT_MAX_IMAGE_BYTES
 from carryall.blocks import Image
 from carryall.errors import BlockError
@@ -44,8 +44,9 @@ __all__ = [
     "image_size",
 ]
 
-# The transport's logger: the note is about a request a transport is sending.
-log = logging.getLogger("carryall.transport")
+# The transport's logger: the note is about a request a transport is sending. Lazy: the
+# backend table imports this module, and a session reader never fits an image.
+log = lazy_logger("carryall.transport")
 
 MAX_EDGE: Final = 8000
 """The longest edge any provider accepts (Anthropic's limit)."""

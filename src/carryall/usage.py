@@ -19,18 +19,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from typing import Annotated, Any, Final, Protocol
 
 import msgspec
-
-if TYPE_CHECKING:
-    # Only named: a session reader imports this module and never the codecs.
-    from carryall.providers import Response
 
 __all__ = [
     "FREE_BACKENDS",
     "UNPRICED",
     "WIRES",
+    "Answer",
     "Cost",
     "RequestUsage",
     "Totals",
@@ -81,6 +78,30 @@ class Usage(msgspec.Struct, frozen=True):
     reasoning_tokens: int = 0
 
 
+class Answer(Protocol):
+    """What this module reads of a model's answer: `carryall.providers.Response` is one.
+
+    Named by what it reads rather than by the codecs' class, so usage sits
+    below the codecs (which carry a `Usage` on every answer) and a session
+    reader that imports this module loads none of them.
+    """
+
+    @property
+    def usage(self) -> Usage:
+        """The answer's token counts."""
+        ...
+
+    @property
+    def model(self) -> str | None:
+        """The model the answer named, where the wire names one."""
+        ...
+
+    @property
+    def raw_usage(self) -> dict[str, Any] | None:
+        """The wire's usage object as it came."""
+        ...
+
+
 class RequestUsage(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """What one model request used, as a session records it (`AnySession.usage`).
 
@@ -110,7 +131,7 @@ class RequestUsage(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
 
     @classmethod
     def of(
-        cls, response: Response, backend: str, model: str, sent: datetime, duration: float
+        cls, response: Answer, backend: str, model: str, sent: datetime, duration: float
     ) -> RequestUsage:
         """The record of `response`, an answer from `backend` to a request for `model`."""
         return cls(
@@ -310,7 +331,7 @@ def records_total(records: Iterable[RequestUsage]) -> tuple[Totals, list[Cost | 
     return totals, costs
 
 
-def responses_total(responses: Iterable[Response], backend: str, model: str) -> Totals:
+def responses_total(responses: Iterable[Answer], backend: str, model: str) -> Totals:
     """`Totals` of a run's answers, each priced now as the model that answered (else `model`)."""
     totals = Totals()
     for response in responses:

@@ -9,7 +9,8 @@ Two checks, both about what is imported rather than what is done:
   loaded afterwards. A fresh interpreter because this one has long loaded
   them all; one per module because each must be clean on its own.
 - The import graph of the whole package, read from the source with `ast`,
-  has no cycle (see `test_the_import_graph_has_no_cycle` for what counts).
+  has no cycle, not even through imports for types only (see
+  `test_the_import_graph_has_no_cycle` for what counts).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import json
 import pkgutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -105,54 +105,38 @@ def test_the_agent_loop_loads_no_local_server_machinery() -> None:
 # -- the import graph ---------------------------------------------------------------
 
 
-def module_names() -> dict[str, Path]:
-    """Every module of the package by dotted name (a package by its own name)."""
+def module_names(root: Path = PACKAGE) -> dict[str, Path]:
+    """Every module of the package at `root` by dotted name (a package by its own name)."""
     names: dict[str, Path] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
         names[".".join(parts)] = path
     return names
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    if isinstance(test, ast.Name):
-        return test.id == "TYPE_CHECKING"
-    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package modules `name` imports, wherever the import is written.
 
-
-def _import_nodes(node: ast.AST, *, named: bool = False) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement under `node`, in functions too, except under `if TYPE_CHECKING:`
-    (those too when `named`: a module that names another for its types)."""
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.Import | ast.ImportFrom):
-            yield child
-        elif isinstance(child, ast.If) and _is_type_checking(child.test) and not named:
-            for other in child.orelse:
-                yield from _import_nodes(ast.Module(body=[other], type_ignores=[]))
-        else:
-            yield from _import_nodes(child, named=named)
-
-
-def imported_modules(
-    name: str, path: Path, modules: dict[str, Path], *, named: bool = False
-) -> set[str]:
-    """The package modules whose code runs when `name`'s imports run.
-
-    `import a.b.c` and `from a.b import c` run `a.b` (its `__init__`) and
-    `a.b.c`; `from a.b import name` runs `a.b`. A package the importer itself
-    lives in is left out: it is already running when the importer runs, so
-    naming it is not an arrow (and counting it would make every package
-    whose `__init__` re-exports its own modules a cycle).
+    Every import statement counts: at module level, inside a function (a
+    lazy import still runs), and under `if TYPE_CHECKING:` (it never runs,
+    but the module names the other for its types, and a type is a
+    dependency of the code's shape). `import a.b.c` and `from a.b import c`
+    name `a.b` (its `__init__`) and `a.b.c`; `from a.b import name` names
+    `a.b`. A package the importer itself lives in is left out: it is
+    already running when the importer runs, so naming it is not an arrow
+    (and counting it would make every package whose `__init__` re-exports
+    its own modules a cycle).
     """
     is_package = path.name == "__init__.py"
     package = name if is_package else name.rpartition(".")[0]
     targets: set[str] = set()
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    for node in _import_nodes(tree, named=named):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
             targets.update(alias.name for alias in node.names)
+            continue
+        if not isinstance(node, ast.ImportFrom):
             continue
         base = node.module or ""
         if node.level:
@@ -164,24 +148,21 @@ def imported_modules(
     ancestors = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
     if is_package:
         ancestors.add(name)
-    runs: set[str] = set()
+    named: set[str] = set()
     for target in targets:
         parts = target.split(".")
         for i in range(1, len(parts) + 1):
             prefix = ".".join(parts[:i])
             if prefix in modules and prefix not in ancestors:
-                runs.add(prefix)
-    runs.discard(name)
-    return runs
+                named.add(prefix)
+    named.discard(name)
+    return named
 
 
-def import_graph(*, named: bool = False) -> dict[str, set[str]]:
-    """Every package module and the package modules its imports run (or, when `named`, name,
-    `if TYPE_CHECKING:` imports included)."""
-    modules = module_names()
-    return {
-        name: imported_modules(name, path, modules, named=named) for name, path in modules.items()
-    }
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Every module of the package at `root` and the package modules it imports."""
+    modules = module_names(root)
+    return {name: imported_modules(name, path, modules) for name, path in modules.items()}
 
 
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -237,33 +218,17 @@ def _one_cycle(graph: dict[str, set[str]], group: set[str], start: str) -> list[
 
 
 def test_the_import_graph_has_no_cycle() -> None:
-    """Imports of package modules, at module level and inside functions, run one way.
+    """Imports of package modules run one way, type-only imports included.
 
-    Function-level imports count: a lazy import is still an arrow, and two
-    modules that each reach into the other are one concept in two homes
-    however late the second import runs. Imports under `if TYPE_CHECKING:`
-    do not count: they never run. Nor does a module's own package (see
-    `imported_modules`): that is how a package re-exports its parts.
+    A module that imports another while that one names it back, however
+    late the import runs (inside a function) or never (for types only,
+    under `if TYPE_CHECKING:`), is one concept in two homes: what both need
+    (a shared type, the terminal display `run` and `chat` share) lives in
+    the lower module, or in a module of its own that neither imports the
+    other for. A module's own package is no arrow (see `imported_modules`):
+    that is how a package re-exports its parts.
     """
     cycles = find_cycles(import_graph())
-    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
-
-
-def test_no_command_module_names_another_that_names_it() -> None:
-    """The CLI's modules form no circle even through imports for types only.
-
-    A command module that imports another lazily while that one names it
-    back for a type is one concept in two homes: what both need (the
-    terminal display `run` and `chat` share) lives in a module of its own
-    that neither command imports the other for.
-    """
-    graph = import_graph(named=True)
-    commands = {
-        name: {target for target in targets if target.startswith("carryall._commands")}
-        for name, targets in graph.items()
-        if name.startswith("carryall._commands")
-    }
-    cycles = find_cycles(commands)
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
@@ -273,19 +238,35 @@ def test_the_cycle_finder_finds_a_planted_cycle() -> None:
     assert find_cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_the_graph_sees_lazy_imports_and_skips_type_checking_ones() -> None:
+@pytest.mark.parametrize(
+    "back",
+    [
+        "import typing\nif typing.TYPE_CHECKING:\n    from .high import Shape\n",
+        "def later():\n    from planted import high\n    return high\n",
+    ],
+    ids=["type-only", "lazy"],
+)
+def test_the_graph_finds_a_planted_type_only_or_lazy_cycle(tmp_path: Path, back: str) -> None:
+    package = tmp_path / "planted"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "high.py").write_text("from planted import low\n")
+    (package / "low.py").write_text(back)
+    graph = import_graph(package)
+    assert graph["planted.low"] == {"planted.high"}
+    assert find_cycles(graph) == [["planted.high", "planted.low", "planted.high"]]
+
+
+def test_the_graph_sees_lazy_and_type_only_imports() -> None:
     graph = import_graph()
     # rounds imports the attachments loader inside a function only.
     assert "carryall.attachments" in graph["carryall.rounds"]
-    # attachments names httpx2 for its types only under TYPE_CHECKING, and
-    # imports carrier at module level.
     assert "carryall.carrier" in graph["carryall.attachments"]
     assert "carryall.providers.calling_convention" in graph["carryall.rounds"]
     assert "carryall.providers" in graph["carryall.rounds"]
     assert "carryall.providers" not in graph["carryall.providers.openai"]
-    # The agent names its tracer for its types only; the named graph sees it.
-    assert "carryall.tracing" not in graph["carryall.agent"]
-    assert "carryall.tracing" in import_graph(named=True)["carryall.agent"]
+    # The session renderer names the session protocol for its types only.
+    assert "carryall.sessions.protocol" in graph["carryall.sessions.render"]
 
 
 # -- one table of backends ------------------------------------------------------------

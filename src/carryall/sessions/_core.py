@@ -4,10 +4,11 @@
 keep sessions in different places and lock them differently; everything
 else about a session is here, written once: the replayed session both
 session classes read from (`ReplayedSession`), a sessions-list row
-(`SessionInfo`), the one redaction of an event's messages (`writable`),
-images and documents kept by hash (`storable`, `blob_loader`), and the
-append-merge-or-rewrite decision (`carryall.sessions.protocol.plan_record`,
-asked through `ReplayedSession._plan`).
+(`carryall.sessions.protocol.SessionInfo`, what `list` promises), the one
+redaction of an event's messages (`writable`), images and documents kept
+by hash (`storable`, `blob_loader`), and the append-merge-or-rewrite
+decision (`carryall.sessions.protocol.plan_record`, asked through
+`ReplayedSession._plan`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Final, NamedTuple, Protocol
-
-import msgspec
 
 from carryall._lazy import lazy_logger
 from carryall.blocks import Document, Downgrade, Image, Message, Text
@@ -44,7 +43,7 @@ from carryall.sessions._transcript import (
     title_from,
     with_title,
 )
-from carryall.sessions.protocol import Base, NewSession, Plan, RecordKind, plan_record
+from carryall.sessions.protocol import Base, NewSession, Plan, RecordKind, SessionInfo, plan_record
 from carryall.sessions.redact import Redactor
 from carryall.usage import RequestUsage
 
@@ -94,17 +93,6 @@ def checked_hash(sha256: str) -> str:
 
 class MissingBlob(TranscriptError):
     """No bytes are stored under a content hash (deleted, or never stored): not damage."""
-
-
-class SessionInfo(msgspec.Struct, frozen=True):
-    """One row of a sessions list: the meta, how many messages, when last written."""
-
-    meta: SessionMeta
-    turns: int
-    """Messages in the current history (each user or assistant message is a turn)."""
-    updated: datetime
-    failed: str | None = None
-    """The error of the last request, when the last thing recorded is a prompt that failed."""
 
 
 class Extras(NamedTuple):

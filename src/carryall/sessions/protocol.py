@@ -43,25 +43,25 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypedDict, Unpack
+from typing import Any, Literal, NamedTuple, Protocol, TypedDict, Unpack
+
+import msgspec
 
 from carryall.blocks import Downgrade, Message, ToolResult, validate_history
 from carryall.errors import HistoryError, SessionConflict, TranscriptError
 from carryall.sessions._transcript import SessionMeta, SystemChange, common_prefix
 from carryall.usage import RequestUsage
 
-if TYPE_CHECKING:
-    from carryall.sessions._core import SessionInfo
-    from carryall.sessions.recall import Hit
-
 __all__ = [
     "AnySession",
     "AnyStore",
     "Base",
+    "Hit",
     "NewSession",
     "Plan",
     "Recall",
     "RecordKind",
+    "SessionInfo",
     "plan_record",
 ]
 
@@ -281,6 +281,33 @@ class AnySession(Protocol):
     @property
     def damage(self) -> list[str]:
         """The damaged event lines reading skipped, each named by its line number."""
+
+
+class SessionInfo(msgspec.Struct, frozen=True):
+    """One row of a sessions list: the meta, how many messages, when last written."""
+
+    meta: SessionMeta
+    turns: int
+    """Messages in the current history (each user or assistant message is a turn)."""
+    updated: datetime
+    failed: str | None = None
+    """The error of the last request, when the last thing recorded is a prompt that failed."""
+
+
+class Hit(msgspec.Struct, frozen=True):
+    """One message that matched: where it is, when it was said, and a snippet.
+
+    `snippet` is plain text; `matches` are the `(start, end)` character
+    spans in it of the words that matched, for a reader to highlight.
+    """
+
+    session: str
+    message: int
+    role: str
+    time: datetime
+    snippet: str
+    matches: tuple[tuple[int, int], ...] = ()
+    rank: float = 0.0
 
 
 class Recall(Protocol):

@@ -31,8 +31,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from carryall._lazy import lazy_logger
 from carryall.blocks import Message
 from carryall.errors import TranscriptError
@@ -47,6 +45,7 @@ from carryall.sessions._transcript import (
     split_lines,
 )
 from carryall.sessions.jsonl import Recorded, SessionStore
+from carryall.sessions.protocol import Hit
 from carryall.sessions.render import searchable_text
 
 if TYPE_CHECKING:
@@ -86,22 +85,6 @@ _BUSY = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
 _OPEN, _CLOSE = "\x02", "\x03"
 _MARKS = str.maketrans({_OPEN: " ", _CLOSE: " ", "\x00": " "})
 _CONTROLS = str.maketrans({chr(c): " " for c in range(32)})
-
-
-class Hit(msgspec.Struct, frozen=True):
-    """One message that matched: where it is, when it was said, and a snippet.
-
-    `snippet` is plain text; `matches` are the `(start, end)` character
-    spans in it of the words that matched, for a reader to highlight.
-    """
-
-    session: str
-    message: int
-    role: str
-    time: datetime
-    snippet: str
-    matches: tuple[tuple[int, int], ...] = ()
-    rank: float = 0.0
 
 
 def fts_query(query: str) -> str | None:

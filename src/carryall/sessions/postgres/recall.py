@@ -5,17 +5,23 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from carryall.blocks import Message
 from carryall.errors import TranscriptError
-from carryall.sessions._transcript import Replay, decode_event, format_time, image_stand_in, restore
+from carryall.sessions._transcript import (
+    Replay,
+    SessionMeta,
+    decode_event,
+    format_time,
+    image_stand_in,
+    restore,
+)
+from carryall.sessions.protocol import SessionInfo
 from carryall.sessions.recall import Hit, bounded_words, marked_hit, passage
 
 if TYPE_CHECKING:
     import psycopg
-
-    from carryall.sessions.postgres.store import PostgresStore
 
 __all__ = ["INDEXED_BYTES", "PostgresRecall", "index_rows", "mark_indexed"]
 
@@ -26,11 +32,33 @@ _INDEX_KEY = 0x63617273  # with a session id's hash: one catch-up of its index r
 _OPEN, _CLOSE = "\x02", "\x03"
 _HEADLINE = f"StartSel={_OPEN}, StopSel={_CLOSE}, MaxWords=16, MinWords=8, MaxFragments=1"
 
+T = TypeVar("T")
+
+
+class _Searched(Protocol):
+    """What the search asks of its store (`PostgresStore` is the one that builds it).
+
+    Named by what it asks rather than by the store's class, so the store
+    imports its search and the search never imports the store.
+    """
+
+    def list(
+        self, *, on_error: Callable[[TranscriptError], None] | None = None
+    ) -> builtins.list[SessionInfo]: ...
+
+    def _retrying(self, work: Callable[[psycopg.Connection[Any]], T], failed: str = "") -> T: ...
+
+    def _where(self, session_id: str) -> str: ...
+
+    def _load(
+        self, session_id: str, *, keep_versions: bool, images: bool
+    ) -> tuple[SessionMeta, Replay, int]: ...
+
 
 class PostgresRecall:
     """Full-text search over a PostgreSQL store, caught up with the events before each search."""
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: _Searched) -> None:
         self.store = store
 
     def search(
