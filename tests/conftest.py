@@ -15,23 +15,45 @@ from tests.support.postgres_server import Server, binaries
 
 _databases = itertools.count()
 
+# One thread for each llama-server the run starts, in this process or in a
+# `carryall` child (which inherits the variable): with a server per worker,
+# and the fresh-clone test's own run beside, llama.cpp's spinning threads
+# outnumber the cores, and a 128-token answer took 60 s instead of 4.
+# A developer's own value wins.
+os.environ.setdefault("CARRYALL_LOCAL_THREADS", "1")
 
-# The longest file first: the fresh-clone test runs the whole suite a second
-# time inside a clone, so started first it overlaps the rest instead of
-# running alone at the end. Then the other files with a real server, then
-# the quick ones, each file's tests in their own order (`--dist loadfile`
-# hands a worker whole files in this order).
+
+# The longest files first: the fresh-clone test runs the whole suite a
+# second time inside a clone, so started first it overlaps the rest instead
+# of running alone at the end. Then the files measured longest (their
+# real-model rounds), then the other files with a real server, then the
+# quick ones, so that what is left at the end is short and the workers
+# finish together; each file's tests stay in their own order. pyproject's
+# `--dist worksteal` starts each worker on a run of this order and lets an
+# idle one take over what another has not started.
 _FIRST = "tests/project/test_fresh_clone.py"
+_LONGEST = (
+    "tests/project/test_examples.py",
+    "tests/local/test_e2e.py",
+    "tests/providers/test_real_server.py",
+    "tests/local/test_structured.py",
+    "tests/providers/test_responses_real_server.py",
+    "tests/sessions/test_redact_everywhere.py",
+    "tests/sessions/test_postgres.py",
+    "tests/sessions/test_conformance.py",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Order the files longest first, keeping each file's tests in their order."""
 
-    def rank(item: pytest.Item) -> int:
+    def rank(item: pytest.Item) -> tuple[int, int]:
         path = item.nodeid.split("::", 1)[0]
         if path == _FIRST:
-            return 0
-        return 1 if path in slow_files else 2
+            return (0, 0)
+        if path in _LONGEST:
+            return (1, _LONGEST.index(path))
+        return (2, 0) if path in slow_files else (3, 0)
 
     slow_files = {i.nodeid.split("::", 1)[0] for i in items if i.get_closest_marker("slow")}
     items.sort(key=rank)

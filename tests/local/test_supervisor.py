@@ -101,3 +101,26 @@ def test_props_that_is_not_an_object_is_refused(tmp_path: Path) -> None:
             server.start()
     finally:
         server.close()
+
+
+def test_the_thread_count_variable_reaches_the_servers_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The suite sets it for every server it starts (tests/conftest.py); the
+    # command line the log records is the one the server was given.
+    monkeypatch.setenv("CARRYALL_LOCAL_THREADS", "3")
+    with _stand_in(tmp_path, 200, "{}") as server:
+        assert server.log_path is not None
+        command = server.log_path.read_text().splitlines()[0]
+    assert command.startswith("$ ") and " -t 3" in command
+    monkeypatch.delenv("CARRYALL_LOCAL_THREADS")
+    assert _stand_in(tmp_path, 200, "{}").threads is None
+
+
+@pytest.mark.parametrize("value", ["0", "two", "-1"])
+def test_a_thread_count_that_is_not_a_whole_number_from_one_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("CARRYALL_LOCAL_THREADS", value)
+    with pytest.raises(LocalBackendError, match=rf"\$CARRYALL_LOCAL_THREADS is '{value}'"):
+        _stand_in(tmp_path, 200, "{}")

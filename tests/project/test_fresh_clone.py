@@ -10,7 +10,10 @@ Two things come from this machine through the environment only, to spare
 the network and minutes, never by changing a command: `CARRYALL_CACHE_DIR`
 names the local backend's cache already here (the model is found there
 instead of fetched again, as `carryall local install` verifies it either
-way), and `PIP_CACHE_DIR` pip's cache. The inner test run is told by
+way), `PIP_CACHE_DIR` pip's cache, and `CARRYALL_LOCAL_THREADS` the thread
+count the outer run gives its llama-servers (the README's `carryall run`
+starts one beside this run's, where llama.cpp's default of a spinning
+thread per core made it take minutes). The inner test run is told by
 `CARRYALL_IN_CLONE_TEST` that it is one, so it does not clone again.
 """
 
@@ -56,6 +59,9 @@ def _fresh_env(home: Path) -> dict[str, str]:
         "PIP_CACHE_DIR": os.environ.get("PIP_CACHE_DIR") or str(Path.home() / ".cache" / "pip"),
         INSIDE: "1",
     }
+    threads = os.environ.get("CARRYALL_LOCAL_THREADS")
+    if threads:
+        env["CARRYALL_LOCAL_THREADS"] = threads
     # The venv the outer run uses must not leak in: its bin first on PATH
     # would answer `python3` instead of the machine's.
     venv = os.environ.get("VIRTUAL_ENV")

@@ -47,6 +47,29 @@ __all__ = ["LocalServer", "get_local_server", "shutdown_local_server"]
 # Loopback only: the server has no authentication, so nothing else may reach it.
 _HOST: Final = "127.0.0.1"
 
+THREADS_ENV: Final = "CARRYALL_LOCAL_THREADS"
+"""The variable that sets the server's thread count (`-t`); unset, llama-server's default.
+
+llama.cpp's default is one thread per core, and its threads spin while they
+wait for each other: when more such threads than cores share a machine (two
+servers beside other work on two cores), each token waits for a thread the
+scheduler has parked, and generation was measured 15 times slower than with
+one thread. The test suite sets it to 1 for the servers it starts.
+"""
+
+
+def _threads_from_env() -> int | None:
+    """`$CARRYALL_LOCAL_THREADS` as a thread count, None when unset."""
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise LocalBackendError(
+            f"${THREADS_ENV} is {value!r}; it is the local server's thread count, "
+            "a whole number from 1 (or unset for llama-server's default)"
+        )
+    return int(value)
+
 
 def _free_port(host: str) -> int:
     """A port the OS considers free right now (bind to 0, read it back, release it)."""
@@ -81,6 +104,7 @@ class LocalServer:
         context: int = SERVER_CONTEXT,
         startup_timeout: float = 120.0,
         extra_args: Sequence[str] = (),
+        threads: int | None = None,
     ) -> None:
         paths = local_paths(root)
         if binary is not None:
@@ -92,6 +116,7 @@ class LocalServer:
         self.context = context
         self.startup_timeout = startup_timeout
         self.extra_args = tuple(extra_args)
+        self.threads = threads if threads is not None else _threads_from_env()
         self._logs_dir = paths.logs_dir
         self._root = paths.root
         self._requested_port = port
@@ -295,6 +320,7 @@ class LocalServer:
             "-np",
             "1",
             "--jinja",
+            *(["-t", str(self.threads)] if self.threads is not None else []),
             *self.extra_args,
         ]
         with self._log_path.open("ab") as sink:
