@@ -126,6 +126,8 @@ from carryall.providers._types import (
     StopReason,
     Usage,
 )
+from carryall.providers._wire import INVALID_JSON_KEY, MIN_THINKING_BUDGET
+from carryall.providers._wire import thinking_budget as _thinking_budget
 from carryall.providers.options import NO_OPTIONS, left_off, merge_extra, tier_left_off
 
 __all__ = [
@@ -158,12 +160,6 @@ WIRE: Final = Wire(
     system_inside=True,
 )
 """What the Messages API takes natively."""
-
-INVALID_JSON_KEY: Final = "INVALID_JSON"
-"""The key a non-object tool input is wrapped under on this wire."""
-
-MIN_THINKING_BUDGET: Final = 1024
-"""The smallest `budget_tokens` the API accepts for extended thinking."""
 
 _TOOL_CHOICES: Final[dict[str, dict[str, str]]] = {
     "auto": {"type": "auto"},
@@ -395,18 +391,6 @@ def _options(request: Request, wire: dict[str, Any]) -> list[Downgrade]:
         else:
             lost.append(tier_left_off(options.service_tier, DIALECT, _SERVICE_TIERS))
     return lost + merge_extra(wire, request, DIALECT, ("stream",))
-
-
-def _thinking_budget(request: Request) -> int:
-    if request.thinking_budget is not None:
-        return request.thinking_budget
-    if request.max_tokens <= MIN_THINKING_BUDGET:
-        raise ProviderError(
-            f"Anthropic request: thinking needs max_tokens above {MIN_THINKING_BUDGET} "
-            f"(the smallest budget), got {request.max_tokens}; raise max_tokens or set "
-            "thinking_budget"
-        )
-    return max(MIN_THINKING_BUDGET, request.max_tokens // 2)
 
 
 def _encode_messages(messages: list[Message], irregular: list[int]) -> list[Any]:

@@ -124,9 +124,12 @@ from carryall.providers._types import (
     StopReason,
     Usage,
 )
-from carryall.providers.anthropic import INVALID_JSON_KEY, _thinking_budget
-from carryall.providers.gemini import _results_first
-from carryall.providers.openai import _count, _mapping
+from carryall.providers._wire import BASE64 as _BASE64
+from carryall.providers._wire import INVALID_JSON_KEY
+from carryall.providers._wire import count as _count
+from carryall.providers._wire import mapping as _mapping
+from carryall.providers._wire import results_first as _results_first
+from carryall.providers._wire import thinking_budget as _thinking_budget
 from carryall.providers.options import NO_OPTIONS, left_off, merge_extra, tier_left_off
 
 __all__ = [
@@ -179,7 +182,6 @@ _ID: Final = re.compile(r"[a-zA-Z0-9_.:-]{1,64}")
 _NOT_ID: Final = re.compile(r"[^a-zA-Z0-9_.:-]")
 _NAME_BAD: Final = re.compile(r"[^a-zA-Z0-9\s()\[\]-]+")
 _SPACES: Final = re.compile(r"\s+")
-_BASE64: Final = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _NO_BYTES: Final = "an image of no bytes: this wire refuses it, so it goes as its placeholder line"
 _DROPPED_TURN: Final = (
     "an assistant turn with nothing this wire carries: left off, the user turns around it joined"

@@ -110,7 +110,10 @@ from carryall.providers._types import (
     StopReason,
     Usage,
 )
-from carryall.providers.openai import _count, _mapping
+from carryall.providers._wire import BASE64 as _BASE64
+from carryall.providers._wire import count as _count
+from carryall.providers._wire import mapping as _mapping
+from carryall.providers._wire import results_first as _results_first
 from carryall.providers.options import NO_OPTIONS, left_off, merge_extra, tier_left_off
 
 __all__ = [
@@ -134,7 +137,6 @@ _IMPORTED: Final = Origin(DIALECT, "", "")
 """The origin of what an imported `contents` array holds: this wire, no endpoint or model."""
 
 _MODES: Final = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
-_BASE64: Final = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _REFUSALS: Final = frozenset(
     {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
     # Model Armor (Vertex) screening the prompt or the answer is a refusal too.
@@ -395,21 +397,6 @@ class _FileData(msgspec.Struct, gc=False):
 
 class _FilePart(msgspec.Struct, gc=False):
     fileData: _FileData
-
-
-def _results_first(message: Message) -> Sequence[Block]:
-    content = message.content
-    seen_other = False
-    for block in content:
-        if type(block) is ToolResult:
-            if seen_other:
-                break
-        else:
-            seen_other = True
-    else:
-        return content  # the common case: the results already lead
-    results = [b for b in content if isinstance(b, ToolResult)]
-    return [*results, *(b for b in content if not isinstance(b, ToolResult))]
 
 
 def _result_part(block: ToolResult, name: str) -> _ResponsePart:

@@ -128,12 +128,9 @@ lists and are joined once.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import re
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple, get_args
-from urllib.parse import urlsplit
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -144,14 +141,12 @@ from carryall._json import (
     Payload,
     body_bytes,
     builtins,
-    carryable,
     load_json,
     repair_surrogates,
 )
 from carryall._text import shorten
 from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
-    IMAGE_MEDIA_TYPES,
     Block,
     Citation,
     Document,
@@ -165,10 +160,8 @@ from carryall.blocks import (
     Thinking,
     ToolResult,
     ToolUse,
-    image_media_type,
-    image_placeholder,
 )
-from carryall.errors import BlockError, HistoryError, ProviderError, wire_error
+from carryall.errors import BlockError, HistoryError, ProviderError
 from carryall.providers import caching, hosted, structured
 from carryall.providers._common import (
     Wire,
@@ -195,6 +188,14 @@ from carryall.providers._types import (
     ToolSpec,
     Usage,
 )
+from carryall.providers._wire import BASE64 as _BASE64
+from carryall.providers._wire import DATA_URL as _DATA_URL
+from carryall.providers._wire import arguments as _arguments
+from carryall.providers._wire import count as _count
+from carryall.providers._wire import import_user_image as _import_user_image
+from carryall.providers._wire import mapping as _mapping
+from carryall.providers._wire import optional_str as _optional_str
+from carryall.providers._wire import raise_wire_error as _raise_wire_error
 from carryall.providers.options import (
     NO_OPTIONS,
     PROMPT_NO_PARALLEL,
@@ -232,13 +233,9 @@ _STOP_REASONS: dict[str, StopReason] = {
     "length": "max_tokens",
     "content_filter": "refusal",
 }
-_DATA_URL = re.compile(r"data:([^;,]*);base64,", re.IGNORECASE)
-_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 # A response names its tool calls by index; far beyond any real parallel
 # round, a larger index is a broken or hostile stream, not a call.
 _MAX_TOOL_CALL_INDEX = 4096
-_INPUT: Final = msgspec.json.Encoder()
-"""The writer of tool inputs as argument text (`_arguments`)."""
 
 
 # -- encoding ---------------------------------------------------------------
@@ -662,34 +659,6 @@ def _call(block: ToolUse, index: int, spaced: bool) -> _Call:
     return _Call(block.id, "function", _Function(block.name, _arguments(block, index, spaced)))
 
 
-def _arguments(block: ToolUse, index: int, spaced: bool = False) -> str:
-    """A call's input as the JSON text the OpenAI-family wires carry (compact unless `spaced`).
-
-    msgspec's encoder, not the stdlib's: this runs once per call in the
-    history on every request, where `json.dumps` cost more than the rest of
-    the message. The text is compact, as OpenAI itself writes arguments.
-    msgspec would write NaN or Infinity as null, a silent change of the
-    input, so those are refused (`carryable`), as `json` refused them; the
-    walk is needed only when the text holds a null at all.
-    """
-    try:
-        if spaced:
-            return json.dumps(block.input, ensure_ascii=False, allow_nan=False)
-        text = _INPUT.encode(block.input).decode()
-    except (TypeError, ValueError, msgspec.EncodeError, RecursionError) as exc:
-        if isinstance(exc, ValueError) and not carryable(block.input):
-            exc = ValueError("it holds NaN or Infinity")
-        raise HistoryError(
-            index, f"tool call {block.id!r} ({block.name}): input is not JSON: {exc}"
-        ) from None
-    if "null" in text and not carryable(block.input):
-        raise HistoryError(
-            index,
-            f"tool call {block.id!r} ({block.name}): input is not JSON: it holds NaN or Infinity",
-        )
-    return text
-
-
 def _encode_tool(spec: ToolSpec) -> dict[str, Any]:
     return {
         "type": "function",
@@ -1030,37 +999,6 @@ def _usage(raw: Any, where: str) -> Usage:
 def _raw_usage(raw: Any) -> dict[str, Any] | None:
     """The usage object as the wire sent it (checked by `_usage`), for `Response.raw_usage`."""
     return dict(raw) if isinstance(raw, Mapping) else None
-
-
-def _count(obj: Mapping[str, Any], key: str, where: str) -> int:
-    value = obj.get(key)
-    if value is None:
-        return 0
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ProviderError(f"{where}.{key} must be a non-negative integer, got {_shown(value)}")
-    return value
-
-
-def _raise_wire_error(obj: Mapping[str, Any], where: str) -> None:
-    error = obj.get("error")
-    if error is None:
-        return
-    if isinstance(error, str):
-        raise ProviderError(f"{where}: the server reported an error: {shorten(error, 300)}")
-    if not isinstance(error, Mapping):
-        raise ProviderError(f"{where}: the server reported an error: {_shown(error)}")
-    message = error.get("message")
-    kind = error.get("type")
-    code = error.get("code")
-    status = code if isinstance(code, int) and not isinstance(code, bool) else None
-    if not isinstance(kind, str) and isinstance(code, str):
-        kind = code
-    text = shorten(message, 300) if isinstance(message, str) and message else _shown(error)
-    raise wire_error(
-        f"{where}: the server reported an error: {text}",
-        status=status,
-        kind=kind if isinstance(kind, str) else None,
-    )
 
 
 # -- decoding streams -------------------------------------------------------
@@ -1460,40 +1398,6 @@ def _import_file(part: Mapping[str, Any], where: str) -> Block:
     return _native_part(part, where, line)
 
 
-def _import_user_image(raw: Any, where: str) -> Text | Image:
-    """An `image_url` of a user message: a remote one is held by its URL (`Image.from_url`).
-
-    Never fetched by a codec; it goes back as that URL to the wires that
-    take one. Anything else is read as `_import_image` reads it.
-    """
-    if isinstance(raw, Mapping) and isinstance(raw.get("url"), str):
-        url: str = raw["url"]
-        if url[:5].lower() in ("https", "http:"):
-            with contextlib.suppress(BlockError):
-                return Image.from_url(url)
-    return _import_image(raw, where)
-
-
-def _import_image(raw: Any, where: str) -> Text | Image:
-    if not isinstance(raw, Mapping) or not isinstance(raw.get("url"), str):
-        raise BlockError(f"{where} must be an object with a url string, got {_shown(raw)}")
-    url: str = raw["url"]
-    if url[:5].lower() != "data:":
-        # A remote image is never fetched by a codec; named, not lost.
-        media_type = image_media_type(urlsplit(url).path) or "image"
-        return Text(image_placeholder(media_type, url))
-    match = _DATA_URL.match(url)
-    if match is None:
-        raise BlockError(f"{where}: not a base64 data: URL ({shorten(url, 60)})")
-    media_type = match.group(1).lower()
-    if media_type not in IMAGE_MEDIA_TYPES:
-        return Text(image_placeholder(media_type or "image"))
-    data = url[match.end() :]
-    if len(data) % 4 or _BASE64.fullmatch(data) is None:
-        raise BlockError(f"{where}: the data: URL's payload is not canonical base64")
-    return Image(media_type, data)
-
-
 def _import_assistant(message: Mapping[str, Any], where: str) -> tuple[Block, ...]:
     if message.get("function_call") is not None:
         raise BlockError(f"{where}: the legacy function_call has no block form; use tool_calls")
@@ -1582,17 +1486,4 @@ def _part_text(part: Mapping[str, Any], key: str, where: str) -> str:
     value = part.get(key)
     if not isinstance(value, str):
         raise BlockError(f"{where}.{key} must be a string, got {_shown(value)}")
-    return value
-
-
-def _mapping(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ProviderError(f"{where} must be a JSON object, got {_shown(value)}")
-    return value
-
-
-def _optional_str(obj: Mapping[str, Any], key: str, where: str) -> str | None:
-    value = obj.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ProviderError(f"{where}.{key} must be a string or null, got {_shown(value)}")
     return value

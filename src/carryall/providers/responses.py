@@ -119,17 +119,15 @@ from carryall.providers._types import (
     StopReason,
     Usage,
 )
-from carryall.providers.openai import (
-    _BASE64,
-    _DATA_URL,
-    ERROR_PREFIX,
-    _arguments,
-    _count,
-    _import_user_image,
-    _mapping,
-    _optional_str,
-    _raise_wire_error,
-)
+from carryall.providers._wire import BASE64 as _BASE64
+from carryall.providers._wire import DATA_URL as _DATA_URL
+from carryall.providers._wire import arguments as _arguments
+from carryall.providers._wire import count as _count
+from carryall.providers._wire import import_user_image as _import_user_image
+from carryall.providers._wire import mapping as _mapping
+from carryall.providers._wire import optional_str as _optional_str
+from carryall.providers._wire import raise_wire_error as _raise_wire_error
+from carryall.providers.openai import ERROR_PREFIX
 from carryall.providers.options import (
     NO_OPTIONS,
     PROMPT_NO_PARALLEL,
