@@ -252,7 +252,7 @@ def test_every_recorded_history_imports_and_encodes_into_an_equivalent_request(
 ) -> None:
     sent = exchange["request"]
     system, messages = decode_messages(
-        sent["contents"], system_instruction=sent.get("systemInstruction")
+        sent["contents"], system=sent.get("systemInstruction")
     )
     tools = tuple(
         ToolSpec(d["name"], d.get("description") or "", d["parameters_json_schema"])
@@ -305,7 +305,7 @@ def test_every_recorded_exchange_replays_through_the_gemini_backend(
         reply = Reply(status=exchange["status"], body=exchange["response"])
     sent = exchange["request"]
     system, messages = decode_messages(
-        sent["contents"], system_instruction=sent.get("systemInstruction")
+        sent["contents"], system=sent.get("systemInstruction")
     )
     with served([reply]) as server:
         backend = GeminiBackend(

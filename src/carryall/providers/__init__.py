@@ -9,6 +9,7 @@ No network and no files here: transport is a separate seam
 """
 
 from carryall.providers._types import (
+    DEFAULT_TARGET,
     CachePolicy,
     Capabilities,
     Dialect,
@@ -31,6 +32,7 @@ from carryall.providers._types import (
 )
 
 __all__ = [
+    "DEFAULT_TARGET",
     "CachePolicy",
     "Capabilities",
     "Dialect",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
@@ -14,6 +14,7 @@ from carryall.errors import CarryallError
 from carryall.usage import Usage
 
 __all__ = [
+    "DEFAULT_TARGET",
     "CachePolicy",
     "Capabilities",
     "Dialect",
@@ -250,6 +251,10 @@ class Target(msgspec.Struct, frozen=True, kw_only=True):
     every_origin: bool = False
     """Keep every signature and native block whatever made it: for writing a history to a
     file rather than sending it (Anthropic and Chat Completions)."""
+
+
+DEFAULT_TARGET: Final = Target()
+"""A target of which nothing is known: default capabilities, no endpoint, no model."""
 
 
 class Encoded(msgspec.Struct, frozen=True):

@@ -176,6 +176,7 @@ from carryall.providers._common import (
     unmodelled,
 )
 from carryall.providers._types import (
+    DEFAULT_TARGET,
     Capabilities,
     Dialect,
     Downgrade,
@@ -185,6 +186,7 @@ from carryall.providers._types import (
     Response,
     Sent,
     StopReason,
+    Target,
     ToolSpec,
     Usage,
 )
@@ -236,6 +238,37 @@ _STOP_REASONS: dict[str, StopReason] = {
 # A response names its tool calls by index; far beyond any real parallel
 # round, a larger index is a broken or hostile stream, not a call.
 _MAX_TOOL_CALL_INDEX = 4096
+
+
+# -- the codec contract ------------------------------------------------------
+# The same names with the same signatures in every wire module
+# (`encode_body`, `encode_bytes`, `decode`, `StreamDecoder`,
+# `decode_messages`), each taking what it needs of one `Target`.
+
+
+def encode_body(request: Request, target: Target) -> Encoded:
+    """The `/v1/chat/completions` body in `target.dialect`, and every downgrade made (`encode`).
+
+    `target.every_origin` keeps every signature and native block, for a
+    history written to a file.
+    """
+    return encode(request, target.caps, target.dialect, every_origin=target.every_origin)
+
+
+def encode_bytes(
+    request: Request, target: Target, *, stream: bool = False, kept: KeptItems | None = None
+) -> Sent:
+    """`encode_body`'s body as the bytes sent (`stream_body`'s when `stream`) (`encode_sent`).
+
+    With `kept`, the messages the last body written with it began with are
+    copied in as the JSON written then: the same bytes.
+    """
+    return encode_sent(request, target.caps, target.dialect, stream=stream, kept=kept)
+
+
+def decode(data: Mapping[str, Any], target: Target) -> Response:
+    """A `chat.completion` as a `Response`, its origins `target`'s dialect and endpoint."""
+    return decode_response(data, dialect=target.dialect, endpoint=target.endpoint)
 
 
 # -- encoding ---------------------------------------------------------------
@@ -1022,13 +1055,13 @@ class StreamDecoder:
     string `"[DONE]"` is accepted too), then ask for `response()`. Tool-call
     fragments are collected by their index and joined once at the end, so a
     ten-megabyte arguments string in ten thousand fragments costs linear
-    time. `dialect` and `endpoint` (the transport's host) make the origin
+    time. `target.dialect` and `target.endpoint` (the transport's host) make the origin
     stamped on what only its maker may read back, as in `decode_response`.
     """
 
-    def __init__(self, dialect: Dialect = "openai", endpoint: str = "") -> None:
-        self._dialect: Dialect = dialect
-        self._endpoint = endpoint
+    def __init__(self, target: Target = DEFAULT_TARGET) -> None:
+        self._dialect: Dialect = target.dialect
+        self._endpoint = target.endpoint
         self._text: list[str] = []
         self._reasoning: list[str] = []
         # `reasoning_details` entries as their pieces arrive, merged by `index`:
@@ -1251,7 +1284,7 @@ def decode_stream(
     chunks: Iterable[Mapping[str, Any] | str], *, dialect: Dialect = "openai", endpoint: str = ""
 ) -> Response:
     """A whole stream of chunks as one `Response` (see `StreamDecoder`)."""
-    decoder = StreamDecoder(dialect, endpoint)
+    decoder = StreamDecoder(Target(dialect=dialect, endpoint=endpoint))
     for chunk in chunks:
         decoder.feed(chunk)
     return decoder.response()
@@ -1261,7 +1294,7 @@ def decode_stream(
 
 
 def decode_messages(
-    messages: Sequence[Mapping[str, Any]], *, system: Any = None
+    data: Sequence[Mapping[str, Any]], *, system: Any = None
 ) -> tuple[str | None, Imported]:
     """An OpenAI-style `messages` array read into a system prompt and block messages.
 
@@ -1271,10 +1304,10 @@ def decode_messages(
     the user message that follows them (or one of their own). A `BlockError`
     names the index of anything that has no block form.
     """
-    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
-        raise BlockError(f"messages must be an array, got {_shown(messages)}")
+    if isinstance(data, str | bytes) or not isinstance(data, Sequence):
+        raise BlockError(f"messages must be an array, got {_shown(data)}")
     # A lone surrogate (a `\ud800` escape with no partner) is repaired where it enters.
-    messages, system = repair_surrogates(messages), repair_surrogates(system)
+    messages, system = repair_surrogates(data), repair_surrogates(system)
     systems: list[str] = []
     if system is not None:
         systems.append(_joined_text(system, "system"))
