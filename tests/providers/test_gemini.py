@@ -455,9 +455,7 @@ def test_any_history_validates_and_comes_back_as_the_wire_holds_it(
 ) -> None:
     body = json.loads(encode_request_bytes(request(history, system=system), SEES))
     check_gemini_request(body)
-    back_system, back = decode_messages(
-        body["contents"], system=body.get("systemInstruction")
-    )
+    back_system, back = decode_messages(body["contents"], system=body.get("systemInstruction"))
     assert back_system == system
     assert back == expected_back(history)
 

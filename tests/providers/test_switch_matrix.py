@@ -237,9 +237,7 @@ WIRES: dict[str, WireCase] = {
         _gemini_turn,
         lambda r: gemini_wire.encode(r, CAPS),
         check_gemini_request,
-        lambda b: gemini_wire.decode_messages(
-            b["contents"], system=b.get("systemInstruction")
-        ),
+        lambda b: gemini_wire.decode_messages(b["contents"], system=b.get("systemInstruction")),
         alias="gemini-pro-latest",
     ),
     "bedrock": WireCase(
