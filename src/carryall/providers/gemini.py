@@ -130,10 +130,13 @@ from carryall.providers.options import NO_OPTIONS, left_off, merge_extra, tier_l
 __all__ = [
     "DIALECT",
     "StreamDecoder",
+    "decode",
     "decode_messages",
     "decode_response",
     "decode_stream",
     "encode",
+    "encode_body",
+    "encode_bytes",
     "encode_request",
     "encode_request_bytes",
 ]
