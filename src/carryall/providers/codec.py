@@ -166,15 +166,18 @@ def _message_stop(payload: Any) -> bool:
     return isinstance(payload, Mapping) and payload.get("type") == "message_stop"
 
 
-def _chunk_finishes(payload: Any) -> bool:
-    if _done(payload):
-        return True
+def _finishes(payload: Any, entries: str, reason: str) -> bool:
+    """Whether one of the answers listed under `entries` says why it finished (`reason`)."""
     if not isinstance(payload, Mapping):
         return False
-    choices = payload.get("choices")
-    return isinstance(choices, list) and any(
-        isinstance(c, Mapping) and c.get("finish_reason") is not None for c in choices
+    listed = payload.get(entries)
+    return isinstance(listed, list) and any(
+        isinstance(c, Mapping) and c.get(reason) is not None for c in listed
     )
+
+
+def _chunk_finishes(payload: Any) -> bool:
+    return _done(payload) or _finishes(payload, "choices", "finish_reason")
 
 
 def _done(payload: Any) -> bool:
@@ -191,12 +194,7 @@ def _response_finished(payload: Any) -> bool:
 
 def _candidate_finishes(payload: Any) -> bool:
     # The chunk that carries a finishReason carries the usage too: nothing follows it.
-    if not isinstance(payload, Mapping):
-        return False
-    candidates = payload.get("candidates")
-    return isinstance(candidates, list) and any(
-        isinstance(c, Mapping) and c.get("finishReason") is not None for c in candidates
-    )
+    return _finishes(payload, "candidates", "finishReason")
 
 
 def _converse_stops(payload: Any) -> bool:

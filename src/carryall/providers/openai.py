@@ -201,9 +201,9 @@ from carryall.providers._wire import raise_wire_error as _raise_wire_error
 from carryall.providers.options import (
     NO_OPTIONS,
     PROMPT_NO_PARALLEL,
-    PROMPT_NOT_STRICT,
     left_off,
     merge_extra,
+    openai_strict_and_budget,
     tier_left_off,
 )
 
@@ -461,19 +461,7 @@ def place_options(
     What is left off is named (`options.left_off`).
     """
     llama = dialect == "llama-server"
-    lost: list[Downgrade] = []
-    if request.tools and any(spec.strict for spec in request.tools):
-        if not prompt:
-            for spec, tool in zip(request.tools, body["tools"], strict=True):
-                if spec.strict:
-                    tool["function"] = {**tool["function"], "strict": True}
-        elif prompt != "constrained":
-            lost.append(left_off("strict", dialect, PROMPT_NOT_STRICT))
-    if request.thinking_budget is not None and request.thinking:
-        if llama:
-            body["thinking_budget_tokens"] = request.thinking_budget
-        else:
-            lost.append(left_off("thinking_budget", dialect))
+    lost = openai_strict_and_budget(request, body, dialect, llama=llama, prompt=prompt, nested=True)
     options = request.options
     if options == NO_OPTIONS:
         return lost

@@ -133,9 +133,9 @@ from carryall.providers.openai import ERROR_PREFIX
 from carryall.providers.options import (
     NO_OPTIONS,
     PROMPT_NO_PARALLEL,
-    PROMPT_NOT_STRICT,
     left_off,
     merge_extra,
+    openai_strict_and_budget,
     tier_left_off,
 )
 
@@ -345,18 +345,7 @@ def place_options(
     `openai.place_options` reads it. What is left off is named.
     """
     wire = "llama-server" if llama else "responses"
-    lost: list[Downgrade] = []
-    if request.tools and any(spec.strict for spec in request.tools):
-        if not prompt:
-            for spec, tool in zip(request.tools, body["tools"], strict=True):
-                tool["strict"] = spec.strict
-        elif prompt != "constrained":
-            lost.append(left_off("strict", wire, PROMPT_NOT_STRICT))
-    if request.thinking_budget is not None and request.thinking:
-        if llama:
-            body["thinking_budget_tokens"] = request.thinking_budget
-        else:
-            lost.append(left_off("thinking_budget", wire))
+    lost = openai_strict_and_budget(request, body, wire, llama=llama, prompt=prompt, nested=False)
     options = request.options
     if options == NO_OPTIONS:
         return lost
