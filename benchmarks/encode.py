@@ -3,8 +3,8 @@
 Each contender starts from the same conversation held in its own native form
 and ends with the request body as JSON bytes (the peers by `orjson.dumps`):
 
-- carryall: a list of `Message` blocks through `encode_request_bytes`, the
-  bytes its transport sends (one pass of msgspec's encoder);
+- carryall: a list of `Message` blocks through `encode_bytes` (the codec
+  contract), the bytes its transport sends (one pass of msgspec's encoder);
 - LiteLLM: OpenAI-format messages (results as `role: tool`, a tool's images as
   `image_url` data URLs in a user message after the results) through
   `anthropic_messages_pt`, its OpenAI-to-Anthropic conversion;
@@ -80,8 +80,8 @@ if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
 from carryall.blocks import Image, Message, Text, ToolResult, ToolUse, survey_history
-from carryall.providers import Capabilities, Request, ToolSpec
-from carryall.providers.anthropic import encode_request, encode_request_bytes
+from carryall.providers import DEFAULT_TARGET, Capabilities, Request, Target, ToolSpec
+from carryall.providers.anthropic import encode_body, encode_bytes
 
 MODEL = "claude-sonnet-4-5"
 MAX_TOKENS = 4096
@@ -313,11 +313,11 @@ def wire_tools() -> list[dict[str, Any]]:
 
 def carryall_encoder(history: list[Message]) -> Callable[[], bytes]:
     """carryall: blocks to the bytes its transport sends."""
-    caps = Capabilities(vision=True, native_tools=True)
+    target = Target(caps=Capabilities(vision=True, native_tools=True))
 
     def run() -> bytes:
         request = Request(model=MODEL, messages=tuple(history), system=SYSTEM, tools=TOOLS)
-        return encode_request_bytes(request, caps)
+        return encode_bytes(request, target).data
 
     return run
 
@@ -549,7 +549,7 @@ def measure(work: Workload, rounds: int) -> dict[str, dict[str, Any]]:
     surveyed = (time.perf_counter() - start) * 1000
 
     request = Request(model=MODEL, messages=tuple(native), system=SYSTEM, tools=TOOLS)
-    finished = encode_request(request, Capabilities())
+    finished = encode_body(request, DEFAULT_TARGET).body
     time_it(FLOOR, functools.partial(orjson.dumps, finished))
     del request, finished
     time_it("carryall", carryall_encoder(native), build_ms=built, survey_ms=surveyed)
@@ -692,8 +692,8 @@ def responses_pair(tasks: list[Task]) -> dict[str, Callable[[], Callable[[], byt
     ]
     return _pair(
         tasks,
-        lambda request: responses.encode_request_bytes(request, Capabilities()),
-        lambda request: responses.encode_request(request, Capabilities()),
+        lambda request: responses.encode_bytes(request, DEFAULT_TARGET).data,
+        lambda request: responses.encode_body(request, DEFAULT_TARGET).body,
         lambda history: _with_loop(
             lambda: model._map_messages(history, settings, params),
             lambda mapped: {
@@ -732,8 +732,8 @@ def gemini_pair(tasks: list[Task]) -> dict[str, Callable[[], Callable[[], bytes]
     ]
     return _pair(
         tasks,
-        lambda request: gemini.encode_request_bytes(request, Capabilities()),
-        lambda request: gemini.encode_request(request, Capabilities()),
+        lambda request: gemini.encode_bytes(request, DEFAULT_TARGET).data,
+        lambda request: gemini.encode_body(request, DEFAULT_TARGET).body,
         lambda history: _with_loop(
             lambda: model._map_messages(history, params),
             lambda mapped: {
@@ -769,8 +769,8 @@ def bedrock_pair(tasks: list[Task]) -> dict[str, Callable[[], Callable[[], bytes
     settings = BedrockModelSettings(max_tokens=MAX_TOKENS)
     return _pair(
         tasks,
-        lambda request: bedrock.encode_request_bytes(request, Capabilities()),
-        lambda request: bedrock.encode_request(request, Capabilities()),
+        lambda request: bedrock.encode_bytes(request, DEFAULT_TARGET).data,
+        lambda request: bedrock.encode_body(request, DEFAULT_TARGET).body,
         lambda history: _with_loop(
             lambda: model._map_messages(history, params, settings),
             lambda mapped: {

@@ -88,7 +88,7 @@ from carryall.backends import open_backend
 from carryall.config import Config
 from carryall.providers import Request
 from carryall.providers.anthropic import encode_request as anthropic_body
-from carryall.providers.codec import anthropic_codec, openai_codec
+from carryall.providers.codec import codec_for
 from carryall.providers.openai import encode_request as openai_body
 from carryall.transport._images import fit_request_images
 from carryall.transport.anthropic import ANTHROPIC_CAPABILITIES
@@ -312,10 +312,8 @@ def traced_path(backend: Any, history: list[Any], traced: bool) -> Callable[[], 
 
 def unkept_codec(wire: str, backend: Any) -> Callable[[], Any]:
     """A maker of the codec `backend`'s is made from, new each time: nothing kept in it."""
-    caps, endpoint = backend.capabilities, backend.endpoint
-    if wire == "anthropic":
-        return lambda: anthropic_codec(caps, endpoint)
-    return lambda: openai_codec(caps, "openai", endpoint)
+    target = backend._codec.target
+    return lambda: codec_for(wire, target)
 
 
 def litellm_path(wire: str, route: Route, history: list[dict[str, Any]]) -> Callable[[], object]:

@@ -8,7 +8,7 @@ optional `system`), and carryall's own session export
 
 Both directions go through the provider codecs: a file is read by the
 codecs' importers (`decode_messages`) and written by their request encoders
-(`encode_request`), so a file reads and writes the way a request or
+(`encode_body`, every origin kept), so a file reads and writes the way a request or
 response on that wire would. `carryall sessions import` and `carryall
 sessions export -f openai|anthropic` are this module and the store.
 """
@@ -34,7 +34,7 @@ from carryall.blocks import (
     validate_history,
 )
 from carryall.errors import BlockError, HistoryError, TranscriptError
-from carryall.providers import Capabilities, Request
+from carryall.providers import Capabilities, Request, Target
 from carryall.providers import anthropic as anthropic_codec
 from carryall.providers import openai as openai_codec
 from carryall.sessions.render import EXPORT_KIND
@@ -272,13 +272,14 @@ def export_messages(
     # native block whatever made it: the export is the whole history, not
     # what one model could take; whoever sends it on decides.
     caps = Capabilities(vision=True, native_tools=True, thinking=True)
+    target = Target(caps=caps, every_origin=True)
     document: dict[str, Any]
     if fmt == "anthropic":
-        body = anthropic_codec.encode_request(request, caps, every_origin=True)
+        body = anthropic_codec.encode_body(request, target).body
         document = {"messages": body["messages"]}
         if "system" in body:
             document = {"system": body["system"], **document}
     else:
-        wire = openai_codec.encode_request(request, caps, every_origin=True)
+        wire = openai_codec.encode_body(request, target).body
         document = {"messages": wire["messages"]}
     return json.dumps(document, ensure_ascii=False, indent=2) + "\n"

@@ -492,3 +492,62 @@ def test_only_carryall_errors_says_which_statuses_are_retried() -> None:
 def test_the_status_set_finder_finds_a_planted_one() -> None:
     assert status_sets("retryable = status in (429, 500, 502)") == ["(429, 500, 502)"]
     assert status_sets("sizes = (428, 430)") == []
+
+
+# -- one codec contract -----------------------------------------------------------------
+
+CODECS = ("anthropic", "openai", "responses", "gemini", "bedrock", "prompt")
+"""The codec modules of `carryall.providers`: what one shares with another lives in `_wire`."""
+
+
+def sibling_privates(source: str, module: str) -> list[str]:
+    """Each private name the codec `module` (its `source`) takes from another codec module.
+
+    Imported by name (`from carryall.providers.openai import _count`), or
+    read off the module (`from carryall.providers import openai`, then
+    `openai._count`).
+    """
+    prefix = "carryall.providers."
+    found: list[str] = []
+    aliases: dict[str, str] = {}
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or not node.module:
+            continue
+        if node.module == "carryall.providers":
+            for alias in node.names:
+                if alias.name in CODECS and alias.name != module:
+                    aliases[alias.asname or alias.name] = alias.name
+        elif node.module.removeprefix(prefix) in CODECS and node.module != prefix + module:
+            found += [f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and node.attr.startswith("_")
+        ):
+            found.append(f"{prefix}{aliases[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_no_codec_imports_a_sibling_codecs_private_name() -> None:
+    for module in CODECS:
+        path = PACKAGE / "providers" / f"{module}.py"
+        found = sibling_privates(path.read_text(encoding="utf-8"), module)
+        assert not found, f"{path.relative_to(PACKAGE.parent)}: {found} (share it in _wire)"
+
+
+def test_the_sibling_check_finds_a_planted_private_import() -> None:
+    planted = (
+        "from carryall.providers.openai import ERROR_PREFIX, _count\n"
+        "from carryall.providers import anthropic as wire, structured\n"
+        "from carryall.providers._wire import mapping as _mapping\n"
+        "budget = wire._thinking_budget(request) + wire.MIN_THINKING_BUDGET\n"
+    )
+    assert sibling_privates(planted, "bedrock") == [
+        "carryall.providers.openai._count",
+        "carryall.providers.anthropic._thinking_budget",
+    ]
+    # A module's own private names, and the shared module's, are its own business.
+    assert sibling_privates("from carryall.providers.openai import _count\n", "openai") == []

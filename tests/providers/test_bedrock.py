@@ -34,7 +34,7 @@ from carryall.blocks import (
     ToolUse,
 )
 from carryall.errors import BlockError, CarryallError, HistoryError, ProviderError
-from carryall.providers import Capabilities, Request
+from carryall.providers import Capabilities, Request, Target
 from carryall.providers.bedrock import (
     DIALECT,
     StreamDecoder,
@@ -561,7 +561,7 @@ def test_a_stream_decodes_to_the_same_answer_as_the_whole() -> None:
         "tool_use",
         cacheReadInputTokens=7,
     )
-    decoder = StreamDecoder(ENDPOINT, MODEL)
+    decoder = StreamDecoder(Target(endpoint=ENDPOINT, model=MODEL))
     shown = "".join(decoder.feed(event) for event in stream_of(whole))
     assert shown == "Let me look."
     assert decoder.response() == decode_response(whole, endpoint=ENDPOINT, model=MODEL)
@@ -584,7 +584,7 @@ CITED = {
 
 def test_streamed_citations_are_kept_as_the_whole_answer_keeps_them() -> None:
     whole = answer([{"text": "Checking."}, CITED, {"text": "Anything else?"}])
-    decoder = StreamDecoder(ENDPOINT, MODEL)
+    decoder = StreamDecoder(Target(endpoint=ENDPOINT, model=MODEL))
     shown = "".join(decoder.feed(event) for event in stream_of(whole))
     assert shown == "Checking.The office opens at nine.Anything else?"
     response = decoder.response()
@@ -624,7 +624,7 @@ def test_a_streamed_server_tool_round_keeps_its_input_and_result() -> None:
     events.append({"contentBlockDelta": {"contentBlockIndex": 2, "delta": delta}})
     events.append({"messageStop": {"stopReason": "end_turn"}})
     events.append({"metadata": {"usage": whole["usage"], "metrics": whole["metrics"]}})
-    decoder = StreamDecoder(ENDPOINT, MODEL)
+    decoder = StreamDecoder(Target(endpoint=ENDPOINT, model=MODEL))
     assert "".join(decoder.feed(event) for event in events) == "Call 112."
     response = decoder.response()
     assert response == decode_response(whole, endpoint=ENDPOINT, model=MODEL)
@@ -642,7 +642,7 @@ def test_a_streamed_server_tool_round_keeps_its_input_and_result() -> None:
     ],
 )
 def test_a_malformed_citation_or_result_delta_is_named(delta: Any, named: str) -> None:
-    decoder = StreamDecoder(ENDPOINT, MODEL)
+    decoder = StreamDecoder(Target(endpoint=ENDPOINT, model=MODEL))
     with pytest.raises(ProviderError, match=r"stream event 1\.contentBlockDelta" + named):
         decoder.feed({"contentBlockDelta": {"contentBlockIndex": 0, "delta": delta}})
 

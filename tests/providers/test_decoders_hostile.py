@@ -227,11 +227,11 @@ def test_lone_surrogate_in_a_gemini_signature_is_repaired() -> None:
 def test_lone_surrogate_in_gemini_and_responses_decode_messages_is_repaired() -> None:
     call = {"functionCall": {"name": "read_file", "args": {LONE: "a"}}}
     system, history = gemini.decode_messages(
-        [{"role": "model", "parts": [call]}], system_instruction={"parts": [{"text": LONE}]}
+        [{"role": "model", "parts": [call]}], system={"parts": [{"text": LONE}]}
     )
     assert system == "\ufffd" and history[0].tool_uses()[0].input == {"\ufffd": "a"}
     system, history = responses.decode_messages(
-        [{"role": "user", "content": f"hi {LONE}"}], instructions=f"be {LONE}"
+        [{"role": "user", "content": f"hi {LONE}"}], system=f"be {LONE}"
     )
     assert system == "be \ufffd" and history[0].text() == "hi \ufffd"
 

@@ -121,7 +121,7 @@ def test_every_golden_request_validates_against_the_sdk_types(name: str) -> None
 @pytest.mark.parametrize("name", sorted(GOLDENS))
 def test_every_golden_history_comes_back_from_its_contents(name: str) -> None:
     body = encode_request(request(GOLDENS[name], system="sys"), SEES)
-    system, back = decode_messages(body["contents"], system_instruction=body["systemInstruction"])
+    system, back = decode_messages(body["contents"], system=body["systemInstruction"])
     assert system == "sys"
     assert back == expected_back(GOLDENS[name])
 
@@ -403,7 +403,7 @@ def test_a_function_response_without_id_answers_the_call_of_its_name() -> None:
                 ],
             },
         ],
-        system_instruction={"parts": [{"text": "sys"}]},
+        system={"parts": [{"text": "sys"}]},
     )
     assert system == "sys"
     assert messages[2] == Message(
@@ -455,9 +455,7 @@ def test_any_history_validates_and_comes_back_as_the_wire_holds_it(
 ) -> None:
     body = json.loads(encode_request_bytes(request(history, system=system), SEES))
     check_gemini_request(body)
-    back_system, back = decode_messages(
-        body["contents"], system_instruction=body.get("systemInstruction")
-    )
+    back_system, back = decode_messages(body["contents"], system=body.get("systemInstruction"))
     assert back_system == system
     assert back == expected_back(history)
 

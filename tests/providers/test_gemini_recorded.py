@@ -251,9 +251,7 @@ def test_every_recorded_history_imports_and_encodes_into_an_equivalent_request(
     exchange: dict[str, Any],
 ) -> None:
     sent = exchange["request"]
-    system, messages = decode_messages(
-        sent["contents"], system_instruction=sent.get("systemInstruction")
-    )
+    system, messages = decode_messages(sent["contents"], system=sent.get("systemInstruction"))
     tools = tuple(
         ToolSpec(d["name"], d.get("description") or "", d["parameters_json_schema"])
         for tool in sent.get("tools", ())
@@ -304,9 +302,7 @@ def test_every_recorded_exchange_replays_through_the_gemini_backend(
     else:
         reply = Reply(status=exchange["status"], body=exchange["response"])
     sent = exchange["request"]
-    system, messages = decode_messages(
-        sent["contents"], system_instruction=sent.get("systemInstruction")
-    )
+    system, messages = decode_messages(sent["contents"], system=sent.get("systemInstruction"))
     with served([reply]) as server:
         backend = GeminiBackend(
             model=model_of(exchange),

@@ -124,7 +124,7 @@ def test_every_golden_request_validates_against_the_sdk_type(name: str, stream: 
 @pytest.mark.parametrize("name", sorted(GOLDENS))
 def test_every_golden_history_comes_back_from_its_input_items(name: str) -> None:
     body = encode_request(request(GOLDENS[name], system="sys"), SEES)
-    system, back = decode_messages(body["input"], instructions=body["instructions"])
+    system, back = decode_messages(body["input"], system=body["instructions"])
     assert system == "sys"
     assert back == expected_back(GOLDENS[name])
 
@@ -441,7 +441,7 @@ def test_import_groups_a_turn_as_the_block_model_does() -> None:
             {"type": "function_call_output", "call_id": "b", "output": "Error: no"},
             {"role": "user", "content": [{"type": "input_text", "text": "and?"}]},
         ],
-        instructions="sys",
+        system="sys",
     )
     assert system == "sys\n\nbe kind"
     assert messages == [
@@ -489,7 +489,7 @@ def test_any_history_validates_and_comes_back_as_the_wire_holds_it(
 ) -> None:
     body = json.loads(encode_request_bytes(request(history, system=system), SEES))
     check_responses_request(body)
-    back_system, back = decode_messages(body["input"], instructions=body.get("instructions"))
+    back_system, back = decode_messages(body["input"], system=body.get("instructions"))
     assert back_system == (system or None)
     assert back == expected_back(history)
 

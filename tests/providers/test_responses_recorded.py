@@ -171,7 +171,7 @@ def test_every_recorded_history_imports_and_encodes_into_an_equivalent_request(
     exchange: dict[str, Any],
 ) -> None:
     sent = exchange["request"]
-    system, messages = decode_messages(sent["input"], instructions=sent.get("instructions"))
+    system, messages = decode_messages(sent["input"], system=sent.get("instructions"))
     tools = tuple(
         ToolSpec(t["name"], t.get("description") or "", t["parameters"])
         for t in sent.get("tools", ())
@@ -201,7 +201,7 @@ def test_every_recorded_exchange_replays_through_the_responses_backend(
     else:
         reply = Reply(status=exchange["status"], body=exchange["response"])
     sent = exchange["request"]
-    system, messages = decode_messages(sent["input"], instructions=sent.get("instructions"))
+    system, messages = decode_messages(sent["input"], system=sent.get("instructions"))
     request = Request(model=sent["model"], messages=tuple(messages), system=system)
     with served([reply]) as server:
         backend = ResponsesBackend(

@@ -229,7 +229,7 @@ WIRES: dict[str, WireCase] = {
         _responses_turn,
         lambda r: responses_wire.encode(r, CAPS),
         check_responses_request,
-        lambda b: responses_wire.decode_messages(b["input"], instructions=b.get("instructions")),
+        lambda b: responses_wire.decode_messages(b["input"], system=b.get("instructions")),
         alias="gpt-5",
     ),
     "gemini": WireCase(
@@ -237,9 +237,7 @@ WIRES: dict[str, WireCase] = {
         _gemini_turn,
         lambda r: gemini_wire.encode(r, CAPS),
         check_gemini_request,
-        lambda b: gemini_wire.decode_messages(
-            b["contents"], system_instruction=b.get("systemInstruction")
-        ),
+        lambda b: gemini_wire.decode_messages(b["contents"], system=b.get("systemInstruction")),
         alias="gemini-pro-latest",
     ),
     "bedrock": WireCase(

@@ -536,7 +536,7 @@ WIRES: dict[str, Wire] = {
         ),
         assemble=_stream_responses,
         import_history=lambda request: responses_codec.decode_messages(
-            request["input"], instructions=request.get("instructions")
+            request["input"], system=request.get("instructions")
         ),
         encode=lambda request: responses_codec.encode(request, CAPS),
         sdk_check=lambda body, model: check_responses_request(body),
@@ -560,7 +560,7 @@ WIRES: dict[str, Wire] = {
         ),
         assemble=_stream_gemini,
         import_history=lambda request: gemini_codec.decode_messages(
-            request["contents"], system_instruction=_gemini_system(request)
+            request["contents"], system=_gemini_system(request)
         ),
         encode=lambda request: gemini_codec.encode(request, CAPS),
         sdk_check=lambda body, model: check_gemini_request(body),

@@ -9,6 +9,7 @@ No network and no files here: transport is a separate seam
 """
 
 from carryall.providers._types import (
+    DEFAULT_TARGET,
     CachePolicy,
     Capabilities,
     Dialect,
@@ -24,12 +25,14 @@ from carryall.providers._types import (
     Response,
     Sent,
     StopReason,
+    Target,
     ToolChoice,
     ToolSpec,
     Usage,
 )
 
 __all__ = [
+    "DEFAULT_TARGET",
     "CachePolicy",
     "Capabilities",
     "Dialect",
@@ -45,6 +48,7 @@ __all__ = [
     "Response",
     "Sent",
     "StopReason",
+    "Target",
     "ToolChoice",
     "ToolSpec",
     "Usage",

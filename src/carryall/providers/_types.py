@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
@@ -14,6 +14,7 @@ from carryall.errors import CarryallError
 from carryall.usage import Usage
 
 __all__ = [
+    "DEFAULT_TARGET",
     "CachePolicy",
     "Capabilities",
     "Dialect",
@@ -28,6 +29,7 @@ __all__ = [
     "Request",
     "Response",
     "StopReason",
+    "Target",
     "ToolChoice",
     "ToolSpec",
     "Usage",
@@ -221,6 +223,38 @@ class Imported(list[Message]):
     def __init__(self, messages: Iterable[Message] = (), downgrades: Iterable[Downgrade] = ()):
         super().__init__(messages)
         self.downgrades: tuple[Downgrade, ...] = tuple(downgrades)
+
+
+class Target(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a codec writes to and reads from: everything beside the request it needs.
+
+    Every wire module takes one (`encode_body`, `encode_bytes`, `decode`,
+    `StreamDecoder`), so a caller holds one value per backend instead of
+    each wire's own arguments. A field a wire has no use for is ignored
+    there: each names the wires that read it.
+    """
+
+    caps: Capabilities = Capabilities()
+    """What the model takes: images, native tool calls, thinking (every encoder)."""
+    dialect: Dialect = "openai"
+    """Whose server speaks an OpenAI wire: OpenAI's own, or llama-server's (Chat Completions
+    and Responses); the origin's dialect of what the Chat Completions decoders read."""
+    endpoint: str = ""
+    """The host of the base URL the backend talks to, stamped on the origin of what the
+    decoders read (every decoder); the encoders take theirs from `Request.endpoint`."""
+    model: str = ""
+    """The model id the request went to, for a wire whose answer names none (Bedrock's
+    Converse): the model part of the origin its decoders stamp."""
+    constrained: bool = False
+    """Prompt mode held to a JSON schema of calls or an answer (Responses on llama-server,
+    and `prompt` on Chat Completions): how its answer is read."""
+    every_origin: bool = False
+    """Keep every signature and native block whatever made it: for writing a history to a
+    file rather than sending it (Anthropic and Chat Completions)."""
+
+
+DEFAULT_TARGET: Final = Target()
+"""A target of which nothing is known: default capabilities, no endpoint, no model."""
 
 
 class Encoded(msgspec.Struct, frozen=True):

@@ -117,6 +117,7 @@ from carryall.providers._common import (
     unmodelled,
 )
 from carryall.providers._types import (
+    DEFAULT_TARGET,
     Capabilities,
     Encoded,
     Imported,
@@ -124,8 +125,11 @@ from carryall.providers._types import (
     Response,
     Sent,
     StopReason,
+    Target,
     Usage,
 )
+from carryall.providers._wire import INVALID_JSON_KEY, MIN_THINKING_BUDGET
+from carryall.providers._wire import thinking_budget as _thinking_budget
 from carryall.providers.options import NO_OPTIONS, left_off, merge_extra, tier_left_off
 
 __all__ = [
@@ -134,10 +138,13 @@ __all__ = [
     "MIN_THINKING_BUDGET",
     "WIRE",
     "StreamDecoder",
+    "decode",
     "decode_messages",
     "decode_response",
     "decode_stream",
     "encode",
+    "encode_body",
+    "encode_bytes",
     "encode_request",
     "encode_request_bytes",
     "encode_sent",
@@ -158,12 +165,6 @@ WIRE: Final = Wire(
     system_inside=True,
 )
 """What the Messages API takes natively."""
-
-INVALID_JSON_KEY: Final = "INVALID_JSON"
-"""The key a non-object tool input is wrapped under on this wire."""
-
-MIN_THINKING_BUDGET: Final = 1024
-"""The smallest `budget_tokens` the API accepts for extended thinking."""
 
 _TOOL_CHOICES: Final[dict[str, dict[str, str]]] = {
     "auto": {"type": "auto"},
@@ -189,6 +190,37 @@ _USAGE_FIELDS: Final = (
 )
 
 _MISSING: Final[Any] = object()
+
+
+# -- the codec contract ------------------------------------------------------
+# The same names with the same signatures in every wire module
+# (`encode_body`, `encode_bytes`, `decode`, `StreamDecoder`,
+# `decode_messages`), each taking what it needs of one `Target`.
+
+
+def encode_body(request: Request, target: Target) -> Encoded:
+    """The Messages API body for `request`, and every downgrade made to write it (`encode`).
+
+    `target.every_origin` keeps every signature and native block, for a
+    history written to a file.
+    """
+    return encode(request, target.caps, every_origin=target.every_origin)
+
+
+def encode_bytes(
+    request: Request, target: Target, *, stream: bool = False, kept: KeptItems | None = None
+) -> Sent:
+    """`encode_body`'s body as the bytes sent (a stream asked for when `stream`) (`encode_sent`).
+
+    With `kept`, the messages the last body written with it began with are
+    copied in as the JSON written then: the same bytes.
+    """
+    return encode_sent(request, target.caps, stream=stream, kept=kept)
+
+
+def decode(data: Mapping[str, Any], target: Target) -> Response:
+    """A Messages API answer as a `Response`, its origins at `target.endpoint`."""
+    return decode_response(data, endpoint=target.endpoint)
 
 
 # -- requests ---------------------------------------------------------------
@@ -395,18 +427,6 @@ def _options(request: Request, wire: dict[str, Any]) -> list[Downgrade]:
         else:
             lost.append(tier_left_off(options.service_tier, DIALECT, _SERVICE_TIERS))
     return lost + merge_extra(wire, request, DIALECT, ("stream",))
-
-
-def _thinking_budget(request: Request) -> int:
-    if request.thinking_budget is not None:
-        return request.thinking_budget
-    if request.max_tokens <= MIN_THINKING_BUDGET:
-        raise ProviderError(
-            f"Anthropic request: thinking needs max_tokens above {MIN_THINKING_BUDGET} "
-            f"(the smallest budget), got {request.max_tokens}; raise max_tokens or set "
-            "thinking_budget"
-        )
-    return max(MIN_THINKING_BUDGET, request.max_tokens // 2)
 
 
 def _encode_messages(messages: list[Message], irregular: list[int]) -> list[Any]:
@@ -947,7 +967,7 @@ def _raw_usage(value: Any, into: dict[str, Any]) -> dict[str, Any]:
 
 
 def decode_messages(
-    messages: Sequence[Mapping[str, Any]], *, system: Any = None
+    data: Sequence[Mapping[str, Any]], *, system: Any = None
 ) -> tuple[str | None, Imported]:
     """Read an Anthropic-style history (and its system prompt) into blocks.
 
@@ -962,7 +982,7 @@ def decode_messages(
     stops on unanswered tool calls is a legitimate thing to import.
     """
     # A lone surrogate (a `\ud800` escape with no partner) is repaired where it enters.
-    messages, system = repair_surrogates(messages), repair_surrogates(system)
+    messages, system = repair_surrogates(data), repair_surrogates(system)
     parts: list[str] = []
     if system is not None:
         parts.extend(_system_parts(system, "system"))
@@ -1188,12 +1208,12 @@ class StreamDecoder:
     Feed it the parsed JSON of each SSE `data:` line in order. Deltas are
     kept as lists and joined once per block, so a 10 MB arguments string
     costs linear time; every field is type-checked, so hostile input is a
-    `ProviderError`, never a crash. `endpoint` is the transport's host, for
-    the origin stamped on signed and native blocks (see `decode_response`).
+    `ProviderError`, never a crash. `target.endpoint` is the transport's host,
+    for the origin stamped on signed and native blocks (see `decode_response`).
     """
 
-    def __init__(self, endpoint: str = "") -> None:
-        self._endpoint = endpoint
+    def __init__(self, target: Target = DEFAULT_TARGET) -> None:
+        self._endpoint = target.endpoint
         self._events = 0
         self._started = False
         self._stopped = False
@@ -1462,7 +1482,7 @@ _DELTA_BLOCKS: Final = {
 
 def decode_stream(events: Iterable[Mapping[str, Any]], *, endpoint: str = "") -> Response:
     """The `Response` for a whole stream of events (see `StreamDecoder`)."""
-    decoder = StreamDecoder(endpoint)
+    decoder = StreamDecoder(Target(endpoint=endpoint))
     for event in events:
         decoder.feed(event)
     return decoder.response()

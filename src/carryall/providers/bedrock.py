@@ -84,7 +84,14 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from carryall._json import Payload, WrittenAhead, body_bytes, load_json, repair_surrogates
+from carryall._json import (
+    KeptItems,
+    Payload,
+    WrittenAhead,
+    body_bytes,
+    load_json,
+    repair_surrogates,
+)
 from carryall._text import shorten
 from carryall.blocks import (
     Block,
@@ -116,27 +123,36 @@ from carryall.providers._common import (
     unmodelled,
 )
 from carryall.providers._types import (
+    DEFAULT_TARGET,
     Capabilities,
     Encoded,
     Imported,
     Request,
     Response,
+    Sent,
     StopReason,
+    Target,
     Usage,
 )
-from carryall.providers.anthropic import INVALID_JSON_KEY, _thinking_budget
-from carryall.providers.gemini import _results_first
-from carryall.providers.openai import _count, _mapping
+from carryall.providers._wire import BASE64 as _BASE64
+from carryall.providers._wire import INVALID_JSON_KEY
+from carryall.providers._wire import count as _count
+from carryall.providers._wire import mapping as _mapping
+from carryall.providers._wire import results_first as _results_first
+from carryall.providers._wire import thinking_budget as _thinking_budget
 from carryall.providers.options import NO_OPTIONS, left_off, merge_extra, tier_left_off
 
 __all__ = [
     "DIALECT",
     "WIRE",
     "StreamDecoder",
+    "decode",
     "decode_messages",
     "decode_response",
     "decode_stream",
     "encode",
+    "encode_body",
+    "encode_bytes",
     "encode_request",
     "encode_request_bytes",
     "wire_id",
@@ -179,11 +195,42 @@ _ID: Final = re.compile(r"[a-zA-Z0-9_.:-]{1,64}")
 _NOT_ID: Final = re.compile(r"[^a-zA-Z0-9_.:-]")
 _NAME_BAD: Final = re.compile(r"[^a-zA-Z0-9\s()\[\]-]+")
 _SPACES: Final = re.compile(r"\s+")
-_BASE64: Final = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _NO_BYTES: Final = "an image of no bytes: this wire refuses it, so it goes as its placeholder line"
 _DROPPED_TURN: Final = (
     "an assistant turn with nothing this wire carries: left off, the user turns around it joined"
 )
+
+
+# -- the codec contract ------------------------------------------------------
+# The same names with the same signatures in every wire module
+# (`encode_body`, `encode_bytes`, `decode`, `StreamDecoder`,
+# `decode_messages`), each taking what it needs of one `Target`.
+
+
+def encode_body(request: Request, target: Target) -> Encoded:
+    """The Converse body for `request`, and every downgrade made to write it (`encode`)."""
+    return encode(request, target.caps)
+
+
+def encode_bytes(
+    request: Request, target: Target, *, stream: bool = False, kept: KeptItems | None = None
+) -> Sent:
+    """`encode_body`'s body as the bytes sent, and its report.
+
+    `/converse-stream` takes the same body, so `stream` changes nothing;
+    this wire keeps nothing between requests, so `kept` is not read.
+    """
+    encoded = _encode(request, target.caps, sent=True)
+    return Sent(body_bytes(encoded.body), encoded.downgrades)
+
+
+def decode(data: Mapping[str, Any], target: Target) -> Response:
+    """A Converse answer as a `Response`, its origins `target`'s endpoint and model.
+
+    Converse names no model in its answer: `target.model` is the id the
+    request went to (`decode_response`).
+    """
+    return decode_response(data, endpoint=target.endpoint, model=target.model)
 
 
 # -- encoding ---------------------------------------------------------------
@@ -856,9 +903,9 @@ class StreamDecoder:
     `ProviderError` (retryable for throttling, overload and server errors).
     """
 
-    def __init__(self, endpoint: str = "", model: str = "") -> None:
-        self._endpoint = endpoint
-        self._model = model
+    def __init__(self, target: Target = DEFAULT_TARGET) -> None:
+        self._endpoint = target.endpoint
+        self._model = target.model
         self._blocks: dict[int, _Partial] = {}
         self._stop: Any = None
         self._fields: Any = None
@@ -998,7 +1045,7 @@ def decode_stream(
     events: Iterable[Mapping[str, Any] | str], *, endpoint: str = "", model: str = ""
 ) -> Response:
     """A whole stream of events as one `Response` (see `StreamDecoder`)."""
-    decoder = StreamDecoder(endpoint, model)
+    decoder = StreamDecoder(Target(endpoint=endpoint, model=model))
     for event in events:
         decoder.feed(event)
     return decoder.response()
@@ -1008,7 +1055,7 @@ def decode_stream(
 
 
 def decode_messages(
-    messages: Sequence[Mapping[str, Any]], *, system: Any = None
+    data: Sequence[Mapping[str, Any]], *, system: Any = None
 ) -> tuple[str | None, Imported]:
     """A Converse `messages` array (and its `system` blocks) read into a system prompt and blocks.
 
@@ -1019,7 +1066,7 @@ def decode_messages(
     point) is kept as an `Opaque` of this wire, so it goes back out here.
     """
     # A lone surrogate can be read from JSON but never written back: repaired here, once.
-    messages, system = repair_surrogates(messages), repair_surrogates(system)
+    messages, system = repair_surrogates(data), repair_surrogates(system)
     prompt: str | None = None
     if system is not None:
         prompt = "\n\n".join(_system_texts(system)) or None

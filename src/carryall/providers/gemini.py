@@ -69,7 +69,15 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from carryall._json import One, Payload, WrittenAhead, body_bytes, builtins, repair_surrogates
+from carryall._json import (
+    KeptItems,
+    One,
+    Payload,
+    WrittenAhead,
+    body_bytes,
+    builtins,
+    repair_surrogates,
+)
 from carryall._text import shorten
 from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
@@ -101,25 +109,34 @@ from carryall.providers._common import (
     unmodelled,
 )
 from carryall.providers._types import (
+    DEFAULT_TARGET,
     Capabilities,
     Downgrade,
     Encoded,
     Imported,
     Request,
     Response,
+    Sent,
     StopReason,
+    Target,
     Usage,
 )
-from carryall.providers.openai import _count, _mapping
+from carryall.providers._wire import BASE64 as _BASE64
+from carryall.providers._wire import count as _count
+from carryall.providers._wire import mapping as _mapping
+from carryall.providers._wire import results_first as _results_first
 from carryall.providers.options import NO_OPTIONS, left_off, merge_extra, tier_left_off
 
 __all__ = [
     "DIALECT",
     "StreamDecoder",
+    "decode",
     "decode_messages",
     "decode_response",
     "decode_stream",
     "encode",
+    "encode_body",
+    "encode_bytes",
     "encode_request",
     "encode_request_bytes",
 ]
@@ -134,7 +151,6 @@ _IMPORTED: Final = Origin(DIALECT, "", "")
 """The origin of what an imported `contents` array holds: this wire, no endpoint or model."""
 
 _MODES: Final = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
-_BASE64: Final = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _REFUSALS: Final = frozenset(
     {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
     # Model Armor (Vertex) screening the prompt or the answer is a refusal too.
@@ -161,6 +177,34 @@ A `thoughtSignature` (on a thought or on a call) means something to the
 endpoint and model that made it only (the Gemini API and Vertex are
 different endpoints); `prepare` leaves every other one off and reports it.
 """
+
+
+# -- the codec contract ------------------------------------------------------
+# The same names with the same signatures in every wire module
+# (`encode_body`, `encode_bytes`, `decode`, `StreamDecoder`,
+# `decode_messages`), each taking what it needs of one `Target`.
+
+
+def encode_body(request: Request, target: Target) -> Encoded:
+    """The `generateContent` body for `request`, and every downgrade made to write it (`encode`)."""
+    return encode(request, target.caps)
+
+
+def encode_bytes(
+    request: Request, target: Target, *, stream: bool = False, kept: KeptItems | None = None
+) -> Sent:
+    """`encode_body`'s body as the bytes sent, and its report.
+
+    The stream endpoint takes the same body, so `stream` changes nothing;
+    this wire keeps nothing between requests, so `kept` is not read.
+    """
+    encoded = _encode(request, target.caps, sent=True)
+    return Sent(body_bytes(encoded.body), encoded.downgrades)
+
+
+def decode(data: Mapping[str, Any], target: Target) -> Response:
+    """A `GenerateContentResponse` as a `Response`, its origins at `target.endpoint`."""
+    return decode_response(data, endpoint=target.endpoint)
 
 
 # -- encoding ---------------------------------------------------------------
@@ -395,21 +439,6 @@ class _FileData(msgspec.Struct, gc=False):
 
 class _FilePart(msgspec.Struct, gc=False):
     fileData: _FileData
-
-
-def _results_first(message: Message) -> Sequence[Block]:
-    content = message.content
-    seen_other = False
-    for block in content:
-        if type(block) is ToolResult:
-            if seen_other:
-                break
-        else:
-            seen_other = True
-    else:
-        return content  # the common case: the results already lead
-    results = [b for b in content if isinstance(b, ToolResult)]
-    return [*results, *(b for b in content if not isinstance(b, ToolResult))]
 
 
 def _result_part(block: ToolResult, name: str) -> _ResponsePart:
@@ -1051,8 +1080,8 @@ class StreamDecoder:
     chunk carries the `finishReason` and the usage.
     """
 
-    def __init__(self, endpoint: str = "") -> None:
-        self._answer = _Answer(endpoint)
+    def __init__(self, target: Target = DEFAULT_TARGET) -> None:
+        self._answer = _Answer(target.endpoint)
         self._chunks = 0
 
     def feed(self, chunk: Mapping[str, Any] | str) -> str:
@@ -1079,7 +1108,7 @@ class StreamDecoder:
 
 def decode_stream(chunks: Iterable[Mapping[str, Any] | str], *, endpoint: str = "") -> Response:
     """A whole stream of chunks as one `Response` (see `StreamDecoder`)."""
-    decoder = StreamDecoder(endpoint)
+    decoder = StreamDecoder(Target(endpoint=endpoint))
     for chunk in chunks:
         decoder.feed(chunk)
     return decoder.response()
@@ -1089,22 +1118,19 @@ def decode_stream(chunks: Iterable[Mapping[str, Any] | str], *, endpoint: str = 
 
 
 def decode_messages(
-    contents: Sequence[Mapping[str, Any]], *, system_instruction: Any = None
+    data: Sequence[Mapping[str, Any]], *, system: Any = None
 ) -> tuple[str | None, Imported]:
-    """A Gemini `contents` array read into a system prompt and block messages.
+    """A Gemini `contents` array (and its `systemInstruction`, `system`) read into blocks.
 
     A `functionResponse` answers the call of the same id in the model turn
     before, else the call of the same name there (the first not yet
     answered); a user turn's results come first in its message.
     """
     # A lone surrogate (a `\ud800` escape with no partner) is repaired where it enters.
-    contents, system_instruction = (
-        repair_surrogates(contents),
-        repair_surrogates(system_instruction),
-    )
-    system: str | None = None
+    contents, system_instruction = repair_surrogates(data), repair_surrogates(system)
+    prompt: str | None = None
     if system_instruction is not None:
-        system = "".join(_texts(system_instruction, "systemInstruction"))
+        prompt = "".join(_texts(system_instruction, "systemInstruction"))
     if isinstance(contents, str | bytes) or not isinstance(contents, Sequence):
         raise BlockError(f"contents must be an array, got {_shown(contents)}")
     out: list[Message] = []
@@ -1133,7 +1159,7 @@ def decode_messages(
             out.append(_import_user(parts, where, calls))
         else:
             raise BlockError(f"{where}: role {_shown(role)} has no block form (user or model)")
-    return system, Imported(out, lost)
+    return prompt, Imported(out, lost)
 
 
 def _import_user(parts: list[Any], where: str, calls: list[ToolUse]) -> Message:

@@ -128,12 +128,9 @@ lists and are joined once.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import re
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple, get_args
-from urllib.parse import urlsplit
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -144,14 +141,12 @@ from carryall._json import (
     Payload,
     body_bytes,
     builtins,
-    carryable,
     load_json,
     repair_surrogates,
 )
 from carryall._text import shorten
 from carryall.blocks import (
     DOCUMENT_MEDIA_TYPES,
-    IMAGE_MEDIA_TYPES,
     Block,
     Citation,
     Document,
@@ -165,10 +160,8 @@ from carryall.blocks import (
     Thinking,
     ToolResult,
     ToolUse,
-    image_media_type,
-    image_placeholder,
 )
-from carryall.errors import BlockError, HistoryError, ProviderError, wire_error
+from carryall.errors import BlockError, HistoryError, ProviderError
 from carryall.providers import caching, hosted, structured
 from carryall.providers._common import (
     Wire,
@@ -183,6 +176,7 @@ from carryall.providers._common import (
     unmodelled,
 )
 from carryall.providers._types import (
+    DEFAULT_TARGET,
     Capabilities,
     Dialect,
     Downgrade,
@@ -192,15 +186,24 @@ from carryall.providers._types import (
     Response,
     Sent,
     StopReason,
+    Target,
     ToolSpec,
     Usage,
 )
+from carryall.providers._wire import BASE64 as _BASE64
+from carryall.providers._wire import DATA_URL as _DATA_URL
+from carryall.providers._wire import arguments as _arguments
+from carryall.providers._wire import count as _count
+from carryall.providers._wire import import_user_image as _import_user_image
+from carryall.providers._wire import mapping as _mapping
+from carryall.providers._wire import optional_str as _optional_str
+from carryall.providers._wire import raise_wire_error as _raise_wire_error
 from carryall.providers.options import (
     NO_OPTIONS,
     PROMPT_NO_PARALLEL,
-    PROMPT_NOT_STRICT,
     left_off,
     merge_extra,
+    openai_strict_and_budget,
     tier_left_off,
 )
 
@@ -208,10 +211,13 @@ __all__ = [
     "ERROR_PREFIX",
     "Dialect",
     "StreamDecoder",
+    "decode",
     "decode_messages",
     "decode_response",
     "decode_stream",
     "encode",
+    "encode_body",
+    "encode_bytes",
     "encode_prepared",
     "encode_request",
     "encode_request_bytes",
@@ -232,13 +238,40 @@ _STOP_REASONS: dict[str, StopReason] = {
     "length": "max_tokens",
     "content_filter": "refusal",
 }
-_DATA_URL = re.compile(r"data:([^;,]*);base64,", re.IGNORECASE)
-_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 # A response names its tool calls by index; far beyond any real parallel
 # round, a larger index is a broken or hostile stream, not a call.
 _MAX_TOOL_CALL_INDEX = 4096
-_INPUT: Final = msgspec.json.Encoder()
-"""The writer of tool inputs as argument text (`_arguments`)."""
+
+
+# -- the codec contract ------------------------------------------------------
+# The same names with the same signatures in every wire module
+# (`encode_body`, `encode_bytes`, `decode`, `StreamDecoder`,
+# `decode_messages`), each taking what it needs of one `Target`.
+
+
+def encode_body(request: Request, target: Target) -> Encoded:
+    """The `/v1/chat/completions` body in `target.dialect`, and every downgrade made (`encode`).
+
+    `target.every_origin` keeps every signature and native block, for a
+    history written to a file.
+    """
+    return encode(request, target.caps, target.dialect, every_origin=target.every_origin)
+
+
+def encode_bytes(
+    request: Request, target: Target, *, stream: bool = False, kept: KeptItems | None = None
+) -> Sent:
+    """`encode_body`'s body as the bytes sent (`stream_body`'s when `stream`) (`encode_sent`).
+
+    With `kept`, the messages the last body written with it began with are
+    copied in as the JSON written then: the same bytes.
+    """
+    return encode_sent(request, target.caps, target.dialect, stream=stream, kept=kept)
+
+
+def decode(data: Mapping[str, Any], target: Target) -> Response:
+    """A `chat.completion` as a `Response`, its origins `target`'s dialect and endpoint."""
+    return decode_response(data, dialect=target.dialect, endpoint=target.endpoint)
 
 
 # -- encoding ---------------------------------------------------------------
@@ -428,19 +461,7 @@ def place_options(
     What is left off is named (`options.left_off`).
     """
     llama = dialect == "llama-server"
-    lost: list[Downgrade] = []
-    if request.tools and any(spec.strict for spec in request.tools):
-        if not prompt:
-            for spec, tool in zip(request.tools, body["tools"], strict=True):
-                if spec.strict:
-                    tool["function"] = {**tool["function"], "strict": True}
-        elif prompt != "constrained":
-            lost.append(left_off("strict", dialect, PROMPT_NOT_STRICT))
-    if request.thinking_budget is not None and request.thinking:
-        if llama:
-            body["thinking_budget_tokens"] = request.thinking_budget
-        else:
-            lost.append(left_off("thinking_budget", dialect))
+    lost = openai_strict_and_budget(request, body, dialect, llama=llama, prompt=prompt, nested=True)
     options = request.options
     if options == NO_OPTIONS:
         return lost
@@ -660,34 +681,6 @@ def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -
 
 def _call(block: ToolUse, index: int, spaced: bool) -> _Call:
     return _Call(block.id, "function", _Function(block.name, _arguments(block, index, spaced)))
-
-
-def _arguments(block: ToolUse, index: int, spaced: bool = False) -> str:
-    """A call's input as the JSON text the OpenAI-family wires carry (compact unless `spaced`).
-
-    msgspec's encoder, not the stdlib's: this runs once per call in the
-    history on every request, where `json.dumps` cost more than the rest of
-    the message. The text is compact, as OpenAI itself writes arguments.
-    msgspec would write NaN or Infinity as null, a silent change of the
-    input, so those are refused (`carryable`), as `json` refused them; the
-    walk is needed only when the text holds a null at all.
-    """
-    try:
-        if spaced:
-            return json.dumps(block.input, ensure_ascii=False, allow_nan=False)
-        text = _INPUT.encode(block.input).decode()
-    except (TypeError, ValueError, msgspec.EncodeError, RecursionError) as exc:
-        if isinstance(exc, ValueError) and not carryable(block.input):
-            exc = ValueError("it holds NaN or Infinity")
-        raise HistoryError(
-            index, f"tool call {block.id!r} ({block.name}): input is not JSON: {exc}"
-        ) from None
-    if "null" in text and not carryable(block.input):
-        raise HistoryError(
-            index,
-            f"tool call {block.id!r} ({block.name}): input is not JSON: it holds NaN or Infinity",
-        )
-    return text
 
 
 def _encode_tool(spec: ToolSpec) -> dict[str, Any]:
@@ -1032,37 +1025,6 @@ def _raw_usage(raw: Any) -> dict[str, Any] | None:
     return dict(raw) if isinstance(raw, Mapping) else None
 
 
-def _count(obj: Mapping[str, Any], key: str, where: str) -> int:
-    value = obj.get(key)
-    if value is None:
-        return 0
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ProviderError(f"{where}.{key} must be a non-negative integer, got {_shown(value)}")
-    return value
-
-
-def _raise_wire_error(obj: Mapping[str, Any], where: str) -> None:
-    error = obj.get("error")
-    if error is None:
-        return
-    if isinstance(error, str):
-        raise ProviderError(f"{where}: the server reported an error: {shorten(error, 300)}")
-    if not isinstance(error, Mapping):
-        raise ProviderError(f"{where}: the server reported an error: {_shown(error)}")
-    message = error.get("message")
-    kind = error.get("type")
-    code = error.get("code")
-    status = code if isinstance(code, int) and not isinstance(code, bool) else None
-    if not isinstance(kind, str) and isinstance(code, str):
-        kind = code
-    text = shorten(message, 300) if isinstance(message, str) and message else _shown(error)
-    raise wire_error(
-        f"{where}: the server reported an error: {text}",
-        status=status,
-        kind=kind if isinstance(kind, str) else None,
-    )
-
-
 # -- decoding streams -------------------------------------------------------
 
 
@@ -1084,13 +1046,13 @@ class StreamDecoder:
     string `"[DONE]"` is accepted too), then ask for `response()`. Tool-call
     fragments are collected by their index and joined once at the end, so a
     ten-megabyte arguments string in ten thousand fragments costs linear
-    time. `dialect` and `endpoint` (the transport's host) make the origin
+    time. `target.dialect` and `target.endpoint` (the transport's host) make the origin
     stamped on what only its maker may read back, as in `decode_response`.
     """
 
-    def __init__(self, dialect: Dialect = "openai", endpoint: str = "") -> None:
-        self._dialect: Dialect = dialect
-        self._endpoint = endpoint
+    def __init__(self, target: Target = DEFAULT_TARGET) -> None:
+        self._dialect: Dialect = target.dialect
+        self._endpoint = target.endpoint
         self._text: list[str] = []
         self._reasoning: list[str] = []
         # `reasoning_details` entries as their pieces arrive, merged by `index`:
@@ -1313,7 +1275,7 @@ def decode_stream(
     chunks: Iterable[Mapping[str, Any] | str], *, dialect: Dialect = "openai", endpoint: str = ""
 ) -> Response:
     """A whole stream of chunks as one `Response` (see `StreamDecoder`)."""
-    decoder = StreamDecoder(dialect, endpoint)
+    decoder = StreamDecoder(Target(dialect=dialect, endpoint=endpoint))
     for chunk in chunks:
         decoder.feed(chunk)
     return decoder.response()
@@ -1323,7 +1285,7 @@ def decode_stream(
 
 
 def decode_messages(
-    messages: Sequence[Mapping[str, Any]], *, system: Any = None
+    data: Sequence[Mapping[str, Any]], *, system: Any = None
 ) -> tuple[str | None, Imported]:
     """An OpenAI-style `messages` array read into a system prompt and block messages.
 
@@ -1333,10 +1295,10 @@ def decode_messages(
     the user message that follows them (or one of their own). A `BlockError`
     names the index of anything that has no block form.
     """
-    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
-        raise BlockError(f"messages must be an array, got {_shown(messages)}")
+    if isinstance(data, str | bytes) or not isinstance(data, Sequence):
+        raise BlockError(f"messages must be an array, got {_shown(data)}")
     # A lone surrogate (a `\ud800` escape with no partner) is repaired where it enters.
-    messages, system = repair_surrogates(messages), repair_surrogates(system)
+    messages, system = repair_surrogates(data), repair_surrogates(system)
     systems: list[str] = []
     if system is not None:
         systems.append(_joined_text(system, "system"))
@@ -1460,40 +1422,6 @@ def _import_file(part: Mapping[str, Any], where: str) -> Block:
     return _native_part(part, where, line)
 
 
-def _import_user_image(raw: Any, where: str) -> Text | Image:
-    """An `image_url` of a user message: a remote one is held by its URL (`Image.from_url`).
-
-    Never fetched by a codec; it goes back as that URL to the wires that
-    take one. Anything else is read as `_import_image` reads it.
-    """
-    if isinstance(raw, Mapping) and isinstance(raw.get("url"), str):
-        url: str = raw["url"]
-        if url[:5].lower() in ("https", "http:"):
-            with contextlib.suppress(BlockError):
-                return Image.from_url(url)
-    return _import_image(raw, where)
-
-
-def _import_image(raw: Any, where: str) -> Text | Image:
-    if not isinstance(raw, Mapping) or not isinstance(raw.get("url"), str):
-        raise BlockError(f"{where} must be an object with a url string, got {_shown(raw)}")
-    url: str = raw["url"]
-    if url[:5].lower() != "data:":
-        # A remote image is never fetched by a codec; named, not lost.
-        media_type = image_media_type(urlsplit(url).path) or "image"
-        return Text(image_placeholder(media_type, url))
-    match = _DATA_URL.match(url)
-    if match is None:
-        raise BlockError(f"{where}: not a base64 data: URL ({shorten(url, 60)})")
-    media_type = match.group(1).lower()
-    if media_type not in IMAGE_MEDIA_TYPES:
-        return Text(image_placeholder(media_type or "image"))
-    data = url[match.end() :]
-    if len(data) % 4 or _BASE64.fullmatch(data) is None:
-        raise BlockError(f"{where}: the data: URL's payload is not canonical base64")
-    return Image(media_type, data)
-
-
 def _import_assistant(message: Mapping[str, Any], where: str) -> tuple[Block, ...]:
     if message.get("function_call") is not None:
         raise BlockError(f"{where}: the legacy function_call has no block form; use tool_calls")
@@ -1582,17 +1510,4 @@ def _part_text(part: Mapping[str, Any], key: str, where: str) -> str:
     value = part.get(key)
     if not isinstance(value, str):
         raise BlockError(f"{where}.{key} must be a string, got {_shown(value)}")
-    return value
-
-
-def _mapping(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ProviderError(f"{where} must be a JSON object, got {_shown(value)}")
-    return value
-
-
-def _optional_str(obj: Mapping[str, Any], key: str, where: str) -> str | None:
-    value = obj.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ProviderError(f"{where}.{key} must be a string or null, got {_shown(value)}")
     return value

@@ -37,6 +37,7 @@ __all__ = [
     "WIRES",
     "left_off",
     "merge_extra",
+    "openai_strict_and_budget",
     "tier_left_off",
 ]
 
@@ -64,6 +65,36 @@ def left_off(name: str, wire: str, why: str = "") -> Downgrade:
     """The downgrade for option `name` that `wire` has no field for (`why` says more)."""
     reason = f"{name}: the {wire} wire takes no {name}{f' ({why})' if why else ''}; left off"
     return Downgrade(REQUEST, "option", reason)
+
+
+def openai_strict_and_budget(
+    request: Request, body: dict[str, Any], wire: str, *, llama: bool, prompt: str, nested: bool
+) -> list[Downgrade]:
+    """Write strict tools and the thinking budget as both OpenAI wires do; name what is left off.
+
+    A strict tool's definition gets `strict: true` (inside its `function`
+    object when `nested`, as Chat Completions has it). `prompt` is prompt
+    mode (`"constrained"` when a JSON schema holds the answer): there are
+    no native tools then, so `strict` is left off unless the schema holds
+    every call to its tool's. llama-server (`llama`) reads a thinking budget
+    as `thinking_budget_tokens`; OpenAI has none.
+    """
+    lost: list[Downgrade] = []
+    if request.tools and any(spec.strict for spec in request.tools):
+        if not prompt:
+            for spec, tool in zip(request.tools, body["tools"], strict=True):
+                if spec.strict and nested:
+                    tool["function"] = {**tool["function"], "strict": True}
+                elif spec.strict:
+                    tool["strict"] = True
+        elif prompt != "constrained":
+            lost.append(left_off("strict", wire, PROMPT_NOT_STRICT))
+    if request.thinking_budget is not None and request.thinking:
+        if llama:
+            body["thinking_budget_tokens"] = request.thinking_budget
+        else:
+            lost.append(left_off("thinking_budget", wire))
+    return lost
 
 
 def tier_left_off(tier: str, wire: str, tiers: Iterable[str]) -> Downgrade:

@@ -109,6 +109,7 @@ from carryall.providers._common import (
     unmodelled,
 )
 from carryall.providers._types import (
+    DEFAULT_TARGET,
     Capabilities,
     Downgrade,
     Encoded,
@@ -117,25 +118,24 @@ from carryall.providers._types import (
     Response,
     Sent,
     StopReason,
+    Target,
     Usage,
 )
-from carryall.providers.openai import (
-    _BASE64,
-    _DATA_URL,
-    ERROR_PREFIX,
-    _arguments,
-    _count,
-    _import_user_image,
-    _mapping,
-    _optional_str,
-    _raise_wire_error,
-)
+from carryall.providers._wire import BASE64 as _BASE64
+from carryall.providers._wire import DATA_URL as _DATA_URL
+from carryall.providers._wire import arguments as _arguments
+from carryall.providers._wire import count as _count
+from carryall.providers._wire import import_user_image as _import_user_image
+from carryall.providers._wire import mapping as _mapping
+from carryall.providers._wire import optional_str as _optional_str
+from carryall.providers._wire import raise_wire_error as _raise_wire_error
+from carryall.providers.openai import ERROR_PREFIX
 from carryall.providers.options import (
     NO_OPTIONS,
     PROMPT_NO_PARALLEL,
-    PROMPT_NOT_STRICT,
     left_off,
     merge_extra,
+    openai_strict_and_budget,
     tier_left_off,
 )
 
@@ -143,11 +143,14 @@ __all__ = [
     "DIALECT",
     "PromptStreamDecoder",
     "StreamDecoder",
+    "decode",
     "decode_messages",
     "decode_prompt_response",
     "decode_response",
     "decode_stream",
     "encode",
+    "encode_body",
+    "encode_bytes",
     "encode_request",
     "encode_request_bytes",
     "encode_sent",
@@ -176,6 +179,50 @@ it (another backend's thinking) is refused by OpenAI and mistaken for the
 model's own by llama-server; `prepare` leaves every other thinking off and
 reports it.
 """
+
+
+# -- the codec contract ------------------------------------------------------
+# The same names with the same signatures in every wire module
+# (`encode_body`, `encode_bytes`, `decode`, `StreamDecoder`,
+# `decode_messages`), each taking what it needs of one `Target`.
+
+
+def encode_body(request: Request, target: Target) -> Encoded:
+    """The `/v1/responses` body for `request`, and every downgrade made to write it (`encode`).
+
+    Prompt mode (a model without native tool calls) is held to its JSON
+    schema when `target.constrained`; `target.dialect` `llama-server` is
+    llama-server's reading of this wire.
+    """
+    llama = target.dialect == "llama-server"
+    return encode(request, target.caps, constrained=target.constrained, llama=llama)
+
+
+def encode_bytes(
+    request: Request, target: Target, *, stream: bool = False, kept: KeptItems | None = None
+) -> Sent:
+    """`encode_body`'s body as the bytes sent (a stream asked for when `stream`) (`encode_sent`).
+
+    With `kept` (native tool calls only), the messages the last body
+    written with it began with are copied in as the JSON written then.
+    """
+    return encode_sent(
+        request,
+        target.caps,
+        constrained=target.constrained,
+        llama=target.dialect == "llama-server",
+        stream=stream,
+        kept=kept,
+    )
+
+
+def decode(data: Mapping[str, Any], target: Target) -> Response:
+    """A `response` object as a `Response`, its origins at `target.endpoint` (`decode_response`).
+
+    The answer to a request with native tool calls; prompt mode's is read by
+    `decode_prompt_response` and `PromptStreamDecoder`.
+    """
+    return decode_response(data, endpoint=target.endpoint)
 
 
 # -- encoding ---------------------------------------------------------------
@@ -298,18 +345,7 @@ def place_options(
     `openai.place_options` reads it. What is left off is named.
     """
     wire = "llama-server" if llama else "responses"
-    lost: list[Downgrade] = []
-    if request.tools and any(spec.strict for spec in request.tools):
-        if not prompt:
-            for spec, tool in zip(request.tools, body["tools"], strict=True):
-                tool["strict"] = spec.strict
-        elif prompt != "constrained":
-            lost.append(left_off("strict", wire, PROMPT_NOT_STRICT))
-    if request.thinking_budget is not None and request.thinking:
-        if llama:
-            body["thinking_budget_tokens"] = request.thinking_budget
-        else:
-            lost.append(left_off("thinking_budget", wire))
+    lost = openai_strict_and_budget(request, body, wire, llama=llama, prompt=prompt, nested=False)
     options = request.options
     if options == NO_OPTIONS:
         return lost
@@ -939,8 +975,8 @@ class StreamDecoder:
     built from their deltas.
     """
 
-    def __init__(self, endpoint: str = "") -> None:
-        self._endpoint = endpoint
+    def __init__(self, target: Target = DEFAULT_TARGET) -> None:
+        self._endpoint = target.endpoint
         self._final: Mapping[str, Any] | None = None
         self._done: dict[int, Any] = {}
         self._partial: dict[int, dict[str, Any]] = {}
@@ -1058,9 +1094,9 @@ class PromptStreamDecoder:
     apart, and a call must never be shown as prose.
     """
 
-    def __init__(self, constrained: bool = False, endpoint: str = "") -> None:
-        self._inner = StreamDecoder(endpoint)
-        self._constrained = constrained
+    def __init__(self, target: Target = DEFAULT_TARGET) -> None:
+        self._inner = StreamDecoder(target)
+        self._constrained = target.constrained
 
     def feed(self, event: Mapping[str, Any] | str) -> str:
         """Take one event's payload; prompt mode makes no text visible before the end."""
@@ -1092,7 +1128,7 @@ def decode_prompt_response(
 
 def decode_stream(events: Iterable[Mapping[str, Any] | str], *, endpoint: str = "") -> Response:
     """A whole stream of event payloads as one `Response` (see `StreamDecoder`)."""
-    decoder = StreamDecoder(endpoint)
+    decoder = StreamDecoder(Target(endpoint=endpoint))
     for event in events:
         decoder.feed(event)
     return decoder.response()
@@ -1102,18 +1138,19 @@ def decode_stream(events: Iterable[Mapping[str, Any] | str], *, endpoint: str = 
 
 
 def decode_messages(
-    items: Sequence[Mapping[str, Any]] | str, *, instructions: Any = None
+    data: Sequence[Mapping[str, Any]] | str, *, system: Any = None
 ) -> tuple[str | None, Imported]:
     """A Responses `input` (a string or an item list) read into a system prompt and messages.
 
     Grouped as the block model does: a turn's reasoning, messages and
     function calls are one assistant message; the `function_call_output`
     results after it and the user input that follows them one user message.
-    `system` and `developer` messages join `instructions`, by a blank line.
+    `system` (the body's `instructions`) comes first; `system` and
+    `developer` messages join it, by a blank line.
     A `BlockError` names the index of anything that has no block form.
     """
     # A lone surrogate (a `\ud800` escape with no partner) is repaired where it enters.
-    items, instructions = repair_surrogates(items), repair_surrogates(instructions)
+    items, instructions = repair_surrogates(data), repair_surrogates(system)
     systems: list[str] = []
     if instructions is not None:
         if not isinstance(instructions, str):

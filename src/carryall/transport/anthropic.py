@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from carryall.backend_specs import hosted_capabilities
-from carryall.providers import Capabilities
-from carryall.providers.codec import anthropic_codec
+from carryall.providers import Capabilities, Target
+from carryall.providers.codec import codec_for
 from carryall.providers.hosted import anthropic_headers
 from carryall.transport import RETRY_DELAY, ModelInfo, model_info
 from carryall.transport._errors import SdkErrors, anthropic_status
@@ -56,7 +56,9 @@ class AnthropicBackend(SdkBackend):
             name="anthropic",
             model=model,
             capabilities=capabilities,
-            codec=lambda endpoint: anthropic_codec(capabilities, endpoint),
+            codec=lambda endpoint: codec_for(
+                "anthropic", Target(caps=capabilities, endpoint=endpoint)
+            ),
             errors=SdkErrors(anthropic, anthropic.AnthropicError, anthropic_status),
             client=lambda url, http: anthropic.Anthropic(
                 api_key=api_key,

@@ -25,8 +25,8 @@ from carryall._secrets import mask
 from carryall._secrets import masked as secrets_masked
 from carryall.backend_specs import hosted_capabilities
 from carryall.errors import ProviderError, wire_error
-from carryall.providers import Capabilities, Request, Response, structured
-from carryall.providers import bedrock as bedrock_wire
+from carryall.providers import Capabilities, Request, Response, Target, structured
+from carryall.providers.codec import codec_for
 from carryall.transport import RETRY_DELAY, ModelInfo, model_info
 from carryall.transport._errors import Broken, placed, send_whole, sending, shown
 from carryall.transport._images import WIRE_IMAGE_LIMITS
@@ -88,7 +88,7 @@ class BedrockBackend(WireBackend):
             name="bedrock",
             model=model,
             capabilities=capabilities,
-            wire_encode=bedrock_wire.encode,
+            wire_encode=lambda request, _: self._codec.encode_reported(request),
             image_limits=WIRE_IMAGE_LIMITS["bedrock"],
             timeout=timeout,
             max_retries=max_retries,
@@ -121,6 +121,10 @@ class BedrockBackend(WireBackend):
             ) from None
         self._base_url = str(self._client.meta.endpoint_url)
         self.endpoint = endpoint_of(self.base_url)
+        # Converse names no model in its answer: the codec is told the one asked.
+        self._codec = codec_for(
+            "bedrock", Target(caps=capabilities, endpoint=self.endpoint, model=model)
+        )
         model_shapes = self._client.meta.service_model
         self._shapes = {
             stream: model_shapes.operation_model(
@@ -155,13 +159,12 @@ class BedrockBackend(WireBackend):
         from botocore import exceptions
 
         where = f"bedrock at {mask(self.base_url)} (model {model})"
+        wire = self._codec.for_model(model)
         try:
             if not self.stream:
                 answer = self._client.converse(**params)
-                return bedrock_wire.decode_response(
-                    wire_json(answer), endpoint=self.endpoint, model=model
-                )
-            decoder = bedrock_wire.StreamDecoder(self.endpoint, model)
+                return wire.decode(wire_json(answer))
+            decoder = wire.stream_decoder()
             answer = self._client.converse_stream(**params)
             for event in answer["stream"]:
                 text = decoder.feed(wire_json(event))

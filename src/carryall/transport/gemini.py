@@ -19,8 +19,8 @@ from carryall._secrets import mask
 from carryall._secrets import masked as secrets_masked
 from carryall.backend_specs import hosted_capabilities
 from carryall.errors import RETRYABLE_STATUSES, ProviderError, wire_error
-from carryall.providers import Capabilities, Request, Response
-from carryall.providers import gemini as gemini_wire
+from carryall.providers import Capabilities, Request, Response, Target
+from carryall.providers.codec import codec_for
 from carryall.transport import RETRY_DELAY, ModelInfo, model_info
 from carryall.transport._errors import Broken, masked, placed, send_whole, sending
 from carryall.transport._images import WIRE_IMAGE_LIMITS
@@ -67,7 +67,7 @@ class GeminiBackend(WireBackend):
             name="gemini",
             model=model,
             capabilities=capabilities,
-            wire_encode=gemini_wire.encode,
+            wire_encode=lambda request, _: self._codec.encode_reported(request),
             image_limits=WIRE_IMAGE_LIMITS["gemini"],
             timeout=timeout,
             max_retries=max_retries,
@@ -97,6 +97,7 @@ class GeminiBackend(WireBackend):
             else "https://generativelanguage.googleapis.com"
         )
         self.endpoint = endpoint_of(self.base_url)
+        self._codec = codec_for("gemini", Target(caps=capabilities, endpoint=self.endpoint))
 
     def complete(self, request: Request, on_text: Callable[[str], None] | None = None) -> Response:
         """Send `request` and return the whole answer, or raise `ProviderError`.
@@ -140,8 +141,8 @@ class GeminiBackend(WireBackend):
                 answer = self._client.models.generate_content(
                     model=model, contents=contents, config=config
                 )
-                return gemini_wire.decode_response(_wire(answer), endpoint=self.endpoint)
-            decoder = gemini_wire.StreamDecoder(self.endpoint)
+                return self._codec.decode(_wire(answer))
+            decoder = self._codec.stream_decoder()
             for chunk in self._client.models.generate_content_stream(
                 model=model, contents=contents, config=config
             ):

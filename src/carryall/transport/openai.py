@@ -13,8 +13,8 @@ import msgspec
 
 from carryall.backend_specs import hosted_capabilities
 from carryall.errors import LocalBackendError, ProviderError
-from carryall.providers import Capabilities, Dialect, Response
-from carryall.providers.codec import Codec, openai_codec
+from carryall.providers import Capabilities, Dialect, Response, Target
+from carryall.providers.codec import Codec, codec_for
 from carryall.transport import NO_KEY, RETRY_DELAY, ModelInfo, model_info
 from carryall.transport._errors import SdkErrors, openai_status
 from carryall.transport._images import WIRE_IMAGE_LIMITS
@@ -93,7 +93,9 @@ class OpenAIBackend(SdkBackend):
             name=name,
             model=model,
             capabilities=capabilities,
-            codec=lambda endpoint: openai_codec(capabilities, dialect, endpoint),
+            codec=lambda endpoint: codec_for(
+                "openai", Target(caps=capabilities, dialect=dialect, endpoint=endpoint)
+            ),
             errors=SdkErrors(openai, openai.OpenAIError, openai_status),
             client=openai_client(api_key, timeout, max_retries),
             base_url=base_url,

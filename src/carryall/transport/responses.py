@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Final
 
 from carryall.backend_specs import hosted_capabilities
-from carryall.providers import Capabilities
-from carryall.providers.codec import responses_codec
+from carryall.providers import Capabilities, Target
+from carryall.providers.codec import codec_for
 from carryall.transport import RETRY_DELAY
 from carryall.transport._errors import SdkErrors, openai_status
 from carryall.transport._images import WIRE_IMAGE_LIMITS
@@ -51,7 +51,14 @@ class ResponsesBackend(SdkBackend):
             name=name,
             model=model,
             capabilities=capabilities,
-            codec=lambda endpoint: responses_codec(capabilities, llama=llama, endpoint=endpoint),
+            codec=lambda endpoint: codec_for(
+                "responses",
+                Target(
+                    caps=capabilities,
+                    dialect="llama-server" if llama else "openai",
+                    endpoint=endpoint,
+                ),
+            ),
             errors=SdkErrors(openai, openai.OpenAIError, openai_status),
             client=openai_client(api_key, timeout, max_retries),
             base_url=base_url,
