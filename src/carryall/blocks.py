@@ -1127,7 +1127,7 @@ def _shape_of(role: str, content: tuple[Any, ...]) -> _Shape:
                 ids.append(call_id)
                 if type(block.input) is not dict or block.signature or block.origin:
                     canonical = False
-                elif block.spelling:
+                if block.spelling:
                     canonical = False
             elif kind is Thinking or kind is RedactedThinking or kind in _NATIVE:
                 canonical = False

@@ -412,8 +412,8 @@ def _with_blocks(out: FlatMessage, message: Message) -> FlatMessage:
     """`out` with the message's blocks whole under `blocks`, when its strings cannot say them.
 
     An origin (on thinking, a signed call), redacted thinking, opaque
-    blocks, a wire's own spelling of a block and a message's texts apart (the strings join them) have no
-    string form: the message's own JSON form rides at this
+    blocks, a wire's own spelling of a block and a message's texts apart
+    (the strings join them) have no string form: the message's own JSON form rides at this
     fixed position, which only carryall writes and reads, so the history
     comes back as it was. The other keys are written as ever, for any other
     reader of the file.

@@ -10,15 +10,15 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "anthropic/2026/advisor_tool_replay#0",
         "sdk",
-    ): "sdk: the SDK request type refuses the body near {'id': 'srvtoolu_012xj8SM...ype': 'server_tool_use'}, input_t",
+    ): "sdk: the installed anthropic SDK's ServerToolUseBlockParam.name knows no 'advisor' tool, and the recording's own server_tool_use block names it (its input goes as {})",
     (
         "anthropic/2026/advisor_tool_replay#1",
         "sdk",
-    ): "sdk: the SDK request type refuses the body near {'id': 'srvtoolu_012xj8SM...ype': 'server_tool_use'}, input_t",
+    ): "sdk: the installed anthropic SDK's ServerToolUseBlockParam.name knows no 'advisor' tool, and the recording's own server_tool_use block names it (its input goes as {})",
     (
         "anthropic/2026/advisor_tool_stream#0",
         "sdk",
-    ): "sdk: the SDK request type refuses the body near {'type': 'server_tool_use... 'advisor', 'input': ''}, input_t",
+    ): "sdk: the installed anthropic SDK's ServerToolUseBlockParam.name knows no 'advisor' tool, and the recording's own server_tool_use block names it (its input goes as {})",
     (
         "anthropic/2026/compaction_stream_with_cache#0",
         "stream",

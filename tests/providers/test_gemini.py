@@ -18,13 +18,13 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from carryall.blocks import (
-    Spelling,
     Block,
     Document,
     Image,
     Message,
     Origin,
     RedactedThinking,
+    Spelling,
     Text,
     Thinking,
     ToolResult,

@@ -313,7 +313,7 @@ def check_cross(exchange: Exchange) -> None:
 
 
 def _content_values(message: Message) -> Any:
-    """What a message holds, less what is bookkeeping for carryall itself (origins, kinds, forms)."""
+    """What a message holds, less carryall's own bookkeeping (origins, kinds, forms)."""
     out = []
     for block in message.to_dict()["content"]:
         block = {k: v for k, v in block.items() if k not in ("origin", "kind", "source")}

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from carryall.blocks import (
-    Spelling,
     Block,
     Document,
     Image,
@@ -27,6 +26,7 @@ from carryall.blocks import (
     Opaque,
     Origin,
     RedactedThinking,
+    Spelling,
     Text,
     Thinking,
     ToolResult,

@@ -1390,7 +1390,8 @@ def _spelt_item(raw: Mapping[str, Any], role: str, blocks: list[Block]) -> list[
     if not extra and form == (_PARTS if role == "user" else _STRING):
         return blocks
     content = raw.get("content")
-    texts = string or all(isinstance(p, Mapping) and p.get("type") in _TEXTS for p in content)
+    parts = content if isinstance(content, list) else []
+    texts = string or all(isinstance(p, Mapping) and p.get("type") in _TEXTS for p in parts)
     if not blocks or not texts or any(type(b) is not Text for b in blocks):
         return None
     first = spelling_of(_IMPORTED, extra, form)
