@@ -68,29 +68,9 @@ GAPS: dict[tuple[str, str], str] = {
         "stream",
     ): "stream: stream and whole answer differ",
     (
-        "responses/2026/code_interpreter_with_reasoning#0",
-        "continue",
-    ): "continue: the next request to gpt-5 left out code_interpreter_call.container_id, code_interpreter_call.id, message.id, reasoning.encrypted_content, reasoning.id (first: answer[0].encrypted_content='gAAAAABozbpoKwjspVdWvC2skgCFSKx1Fiw9QGDrOxixFaC8O5')",
-    (
-        "responses/2026/mcp_server_tool#0",
-        "continue",
-    ): "continue: the next request to o4-mini left out mcp_call.id, mcp_list_tools.id, message.id, reasoning.encrypted_content, reasoning.id (first: answer[0].id='mcpl_0083938b3a28070e0068fabd81d51081a09d4b183ced6')",
-    (
-        "responses/2026/phase_commentary_final#0",
-        "continue",
-    ): "continue: the next request to gpt-5.5 left out function_call.id, message.id, message.phase, reasoning.encrypted_content, reasoning.id (first: answer[0].encrypted_content='gAAAAABp79WDw4XrgvYRqT5JP7i32L_akJcFj0qu_nMCyUCtjb')",
-    (
         "responses/2026/reasoning_then_function_calls#0",
         "continue",
     ): "continue: the next request to gpt-5 left out function_call.id, function_call.plan, reasoning.encrypted_content, reasoning.id (first: answer[0].encrypted_content='gAAAAABoxC0_aDtrISw_zls0dyams-nhm23et1xecYaqlI8y44')",
-    (
-        "responses/2026/web_search_alias_continued#0",
-        "continue",
-    ): "continue: the next request to gpt-5 left out message.id, reasoning.encrypted_content, reasoning.id, web_search_call.id (first: answer[0].encrypted_content='gAAAAABoycg20IcGnesrSxQLRh2yjCjaCx-O9xA4RVYLpo0E7n')",
-    (
-        "responses/2026/web_search_stream_then_whole#0",
-        "continue",
-    ): "continue: the next request to gpt-5 left out message.id, reasoning.id, web_search_call.id (first: answer[0].id='rs_00a60507bf41223d0068c9d2fc927081a088e0b920cdfe3')",
     (
         "responses/2026/file_search_with_results#0",
         "sdk",

@@ -646,7 +646,9 @@ class _Answer:
         item = _mapping(raw, where)
         kind = item.get("type")
         if kind == "message":
+            first = len(self.blocks)
             self._message(item, where)
+            self._spell(item, first, where)
         elif kind == "reasoning":
             thinking = _reasoning(item, where, ProviderError, self.origin)
             if thinking is not None:
@@ -655,9 +657,7 @@ class _Answer:
                 # Reasoning of no text and no encrypted content: nothing to carry but its id.
                 unmodelled(item, _REASONING_FIELDS, where, self.lost, unkept=_ITEM_ID)
         elif kind == "function_call":
-            unmodelled(
-                item, _CALL_FIELDS, where, self.lost, block=len(self.blocks), unkept=_ITEM_ID
-            )
+            unmodelled(item, _CALL_FIELDS, where, self.lost, block=len(self.blocks))
             call_id = _optional_str(item, "call_id", where) or f"call_{len(self.seen)}"
             if call_id in self.seen:
                 raise ProviderError(f"{where}: call_id {call_id!r} is used twice")
@@ -666,6 +666,12 @@ class _Answer:
             arguments = _optional_str(item, "arguments", where) or ""
             call, bad = answered_call(call_id, name, arguments, where)
             self.malformed += int(bad)
+            # The item's own fields (its id, a status), for its origin: a continuation
+            # sends the call back as it came.
+            extra = {k: v for k, v in item.items() if k not in _CALL_MODELLED}
+            spelling = spelling_of(self.origin or _IMPORTED, extra)
+            if spelling is not None:
+                call = msgspec.structs.replace(call, spelling=spelling)
             self.blocks.append(call)
         elif not isinstance(kind, str):
             raise ProviderError(f"{where}: an output item needs a type string, got {_shown(kind)}")
@@ -675,7 +681,6 @@ class _Answer:
             self.blocks.extend(_native_item(kind, item, self.origin))
 
     def _message(self, item: Mapping[str, Any], where: str) -> None:
-        unmodelled(item, _MESSAGE_FIELDS, where, self.lost, block=len(self.blocks), unkept=_ITEM_ID)
         content = item.get("content")
         if content is None:
             return
@@ -704,6 +709,28 @@ class _Answer:
             else:
                 reason = f"{part_where}: a {shorten(kind, 40)} part carryall does not model"
                 self.lost.append(Downgrade(0, "part", reason, len(self.blocks)))
+
+    def _spell(self, item: Mapping[str, Any], first: int, where: str) -> None:
+        """The texts an output message became (from `first` on) holding its own fields.
+
+        The first holds the item's id, status and phase, for its origin, so a
+        continuation sends the message back as it came; each further text is
+        marked a part of it. With no text to hold them, they are named; with
+        no id (a server that gives none), the easy form goes back, as it needs none.
+        """
+        texts = [i for i in range(first, len(self.blocks)) if type(self.blocks[i]) is Text]
+        if not texts or not item.get("id"):
+            unmodelled(item, _MESSAGE_FIELDS, where, self.lost, block=first, unkept=_ITEM_ID)
+            return
+        extra = {k: v for k, v in item.items() if k not in _ITEM_MODELLED}
+        origin = self.origin or _IMPORTED
+        spelling = spelling_of(origin, extra, _PARTS)
+        rest = Spelling(origin, _PART)
+        for n, i in enumerate(texts):
+            self.blocks[i] = msgspec.structs.replace(
+                self.blocks[i],
+                spelling=spelling if n == 0 else rest,
+            )
 
     def response(
         self,
