@@ -62,7 +62,7 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "responses/2026/reasoning_then_function_calls#0",
         "continue",
-    ): "continue: the next request to gpt-5 left out function_call.id, function_call.plan, reasoning.encrypted_content, reasoning.id (first: answer[0].encrypted_content='gAAAAABoxC0_aDtrISw_zls0dyams-nhm23et1xecYaqlI8y44')",
+    ): "continue: the next request to gpt-5 left out function_call.plan (first: answer[1].arguments.plan='Plan:\n1) Determine required first-letter acrostics'): the value is sent inside the call's JSON arguments string, escaped once more than the walk looks for",
     (
         "responses/2026/file_search_with_results#0",
         "sdk",
