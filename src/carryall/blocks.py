@@ -43,6 +43,7 @@ __all__ = [
     "Role",
     "ServerToolCall",
     "ServerToolResult",
+    "Spelling",
     "Text",
     "Thinking",
     "ToolResult",
@@ -127,6 +128,25 @@ class Origin(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
         )
 
 
+class Spelling(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """How the wire a block was read from wrote it, where the block model says nothing.
+
+    A recorded or imported history is echoed to its own origin byte for
+    byte, so what the wire spelled that no block field holds rides on the
+    block: `extra` is the JSON object of the item's own fields the block
+    does not model (an item id, a status, a phase, an `is_error: false`
+    written out), `form` the codec's name for how it laid out what the
+    block does model (a result's text as a list of text blocks, a message
+    without its type, snake_case keys), "" for the codec's own layout. The
+    encoder of `origin`'s wire writes it back; every other wire leaves it
+    off and names what `extra` held (`providers._common.prepare`).
+    """
+
+    origin: Origin
+    form: str = ""
+    extra: str = ""
+
+
 class Citation(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     """One source a text rests on: a web page, a file, a passage of a document.
 
@@ -168,6 +188,8 @@ class Text(msgspec.Struct, frozen=True, gc=False, tag="text", tag_field="type", 
 
     text: str
     citations: tuple[Citation, ...] = ()
+    spelling: Spelling | None = None
+    """How its wire spelled the part it came from, for that wire only (`Spelling`)."""
 
 
 class Thinking(
@@ -230,6 +252,8 @@ class ToolUse(
     signature: str | None = None
     """An opaque token some wires put on a call (Gemini's `thoughtSignature`), for `origin` only."""
     origin: Origin | None = None
+    spelling: Spelling | None = None
+    """How its wire spelled the call, for that wire only (`Spelling`)."""
 
 
 class ToolResult(
@@ -254,6 +278,8 @@ class ToolResult(
     is_error: bool = False
     attachments: tuple[Marker, ...] = ()
     structured: Any = None
+    spelling: Spelling | None = None
+    """How its wire spelled the result, for that wire only (`Spelling`)."""
 
 
 class Image(
@@ -867,7 +893,8 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
     canonical when its JSON form (`Message.to_dict`) has nothing a wire would
     drop, reorder or rename: no blank text, tool results ahead of everything
     else and never empty, no non-image attachments, tool inputs that are
-    objects, no thinking and no image. That is the form the Anthropic
+    objects, no thinking, no image and no wire's own spelling (`Spelling`).
+    That is the form the Anthropic
     Messages API takes as it is, so its encoder converts canonical messages
     in one step and rewrites only the irregular ones.
 
@@ -898,7 +925,7 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
             kind = type(block)
             if kind is Text:
                 text = block.text
-                if text and not text.isspace() and not block.citations:
+                if text and not text.isspace() and not block.citations and not block.spelling:
                     if pending:
                         raise _misfit(held, index, pending)
                     continue
@@ -908,7 +935,7 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
                 and len(pending) == 1
                 and pending[0] == block.tool_use_id
             ):
-                if not block.content or block.attachments:
+                if not block.content or block.attachments or block.spelling:
                     irregular.append(index)
                 pending = ()
                 continue
@@ -924,6 +951,8 @@ def survey_history(messages: Sequence[Message]) -> HistorySurvey:
                     and type(use.input) is dict
                     and not use.signature
                     and not use.origin
+                    and not remark.spelling
+                    and not use.spelling
                 ):
                     pending = (use.id,)
                     continue
@@ -1072,9 +1101,10 @@ def _shape_of(role: str, content: tuple[Any, ...]) -> _Shape:
         kind = type(block)
         if kind is Text:
             text = block.text
-            return _BLANK if not text or text.isspace() or block.citations else _PLAIN
+            plain = text and not text.isspace() and not block.citations and not block.spelling
+            return _PLAIN if plain else _BLANK
         if kind is ToolResult and role == "user":
-            regular = bool(block.content) and not block.attachments
+            regular = bool(block.content) and not block.attachments and not block.spelling
             return _Shape((block.tool_use_id,), (), 0, regular)
     elif not content:
         return _EMPTY
@@ -1086,7 +1116,7 @@ def _shape_of(role: str, content: tuple[Any, ...]) -> _Shape:
             kind = type(block)
             if kind is Text:
                 text = block.text
-                if not text or text.isspace() or block.citations:
+                if not text or text.isspace() or block.citations or block.spelling:
                     canonical = False
             elif kind is ToolUse:
                 call_id = block.id
@@ -1096,6 +1126,8 @@ def _shape_of(role: str, content: tuple[Any, ...]) -> _Shape:
                     return _faulty((), f"tool call id {call_id!r} is used twice")
                 ids.append(call_id)
                 if type(block.input) is not dict or block.signature or block.origin:
+                    canonical = False
+                if block.spelling:
                     canonical = False
             elif kind is Thinking or kind is RedactedThinking or kind in _NATIVE:
                 canonical = False
@@ -1118,12 +1150,12 @@ def _shape_of(role: str, content: tuple[Any, ...]) -> _Shape:
         kind = type(block)
         if kind is ToolResult:
             ids.append(block.tool_use_id)
-            if not ahead or not block.content or block.attachments:
+            if not ahead or not block.content or block.attachments or block.spelling:
                 canonical = False
         elif kind is Text:
             ahead = False
             text = block.text
-            if not text or text.isspace() or block.citations:
+            if not text or text.isspace() or block.citations or block.spelling:
                 canonical = False
         elif kind is Image:
             images += 1

@@ -413,8 +413,8 @@ def _with_blocks(out: FlatMessage, message: Message) -> FlatMessage:
     """`out` with the message's blocks whole under `blocks`, when its strings cannot say them.
 
     An origin (on thinking, a signed call), redacted thinking, opaque
-    blocks and a message's texts apart (the strings join them) have no
-    string form: the message's own JSON form rides at this
+    blocks, a wire's own spelling of a block and a message's texts apart
+    (the strings join them) have no string form: the message's own JSON form rides at this
     fixed position, which only carryall writes and reads, so the history
     comes back as it was. The other keys are written as ever, for any other
     reader of the file.
@@ -433,6 +433,8 @@ def _unsayable(block: Block) -> bool:
     kind = type(block)
     if isinstance(block, Opaque) or kind is RedactedThinking:
         return True
+    if (kind is Text or kind is ToolUse or kind is ToolResult) and block.spelling:  # type: ignore[union-attr]
+        return True  # how its wire spelled it: a field no string holds
     if kind is Text:
         return bool(block.citations)  # type: ignore[union-attr]
     if kind is Thinking or kind is ToolUse:

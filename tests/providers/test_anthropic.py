@@ -12,6 +12,7 @@ import contextlib
 import json
 from typing import Any
 
+import msgspec
 import pytest
 from anthropic.types import Message as SdkMessage
 from hypothesis import HealthCheck, given, settings
@@ -716,7 +717,10 @@ def test_a_tool_reference_stays_inside_its_result_and_is_a_named_line_elsewhere(
     ]
     _, history = decode_messages(recorded)
     result, inside, text = history[2].content
-    assert result == ToolResult("s", "found")
+    # Its text was one text block: so it is written back to this wire alone.
+    assert isinstance(result, ToolResult) and result.spelling is not None
+    assert result.spelling.form == anthropic_codec.TEXT_BLOCKS
+    assert msgspec.structs.replace(result, spelling=None) == ToolResult("s", "found")
     assert isinstance(inside, Opaque) and inside.kind == anthropic_codec.IN_RESULT
     assert json.loads(inside.raw) == [reference]
     assert inside.text == "[tool_reference: search_only_tool]"

@@ -190,7 +190,15 @@ def test_the_gemini_importer_reads_snake_case_parts() -> None:
     assert isinstance(image, Image) and image.url is not None and image.url.endswith("files/abc")
     [call] = history[1].tool_uses()
     assert (call.name, call.input, call.signature) == ("look", {"snake_key": 1}, "U0lH")
-    assert history[2].content[0] == ToolResult(call.id, "ok")
+    result = history[2].content[0]
+    assert isinstance(result, ToolResult) and (result.tool_use_id, result.content) == (
+        call.id,
+        "ok",
+    )
+    # Each keeps how it was written (snake_case, no id), for this wire alone.
+    assert call.spelling is not None and result.spelling is not None
+    assert call.spelling.form.split() == ["function_call", "thought_signature", "no_id"]
+    assert result.spelling.form.split() == ["function_response", "no_id"]
     validate_history(history)
 
 

@@ -24,6 +24,7 @@ from carryall.blocks import (
     Message,
     Origin,
     RedactedThinking,
+    Spelling,
     Text,
     Thinking,
     ToolResult,
@@ -406,8 +407,14 @@ def test_a_function_response_without_id_answers_the_call_of_its_name() -> None:
         system={"parts": [{"text": "sys"}]},
     )
     assert system == "sys"
+    # Each keeps that it was written with no id, so this wire gets it back so.
+    no_id = Spelling(Origin("gemini", "", ""), "no_id")
     assert messages[2] == Message(
-        "user", (ToolResult("call_1", '{"t": 1}'), ToolResult("call_2", "2"))
+        "user",
+        (
+            ToolResult("call_1", '{"t": 1}', spelling=no_id),
+            ToolResult("call_2", "2", spelling=no_id),
+        ),
     )
 
 

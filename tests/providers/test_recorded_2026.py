@@ -313,12 +313,16 @@ def check_cross(exchange: Exchange) -> None:
 
 
 def _content_values(message: Message) -> Any:
-    """What a message holds, less what is bookkeeping for carryall itself (origins, kinds)."""
+    """What a message holds, less carryall's own bookkeeping (origins, kinds, forms)."""
     out = []
     for block in message.to_dict()["content"]:
         block = {k: v for k, v in block.items() if k not in ("origin", "kind", "source")}
         if isinstance(block.get("raw"), str):
             block["raw"] = json.loads(block["raw"])
+        spelling = block.pop("spelling", None)
+        if spelling and spelling.get("extra"):
+            # How its wire wrote it: the fields it kept are values; its origin and form are not.
+            block["spelling"] = json.loads(spelling["extra"])
         out.append(block)
     return out
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,6 +26,7 @@ from carryall.blocks import (
     Opaque,
     Origin,
     RedactedThinking,
+    Spelling,
     Text,
     Thinking,
     ToolResult,
@@ -444,6 +446,17 @@ def test_import_groups_a_turn_as_the_block_model_does() -> None:
         system="sys",
     )
     assert system == "sys\n\nbe kind"
+    # The items written in the easy form keep it, for this wire alone.
+    easy, untyped = messages[0].content[0], messages[2].content[-1]
+    assert isinstance(easy, Text) and easy.spelling == Spelling(Origin("responses", "", ""), "easy")
+    assert isinstance(untyped, Text) and untyped.spelling is not None
+    assert untyped.spelling.form == "untyped"
+    messages = [
+        Message(m.role, [msgspec.structs.replace(b, spelling=None) for b in m.content])  # type: ignore[type-var]
+        if m.role == "user"
+        else m
+        for m in messages
+    ]
     assert messages == [
         Message.user("hi"),
         Message.assistant(

@@ -12,6 +12,7 @@ carries nothing unknown, so a pass is not a checker that always says yes.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from carryall.blocks import Message, Opaque
+from carryall.blocks import Message, Opaque, Text
 from carryall.providers import Response
 from carryall.providers import anthropic as anthropic_wire
 from carryall.providers import bedrock as bedrock_wire
@@ -34,7 +35,8 @@ Path = tuple[Any, ...]
 
 def _reached(name: str, messages: list[Message], downgrades: Any) -> bool:
     kept = any(
-        isinstance(block, Opaque) and name in block.raw
+        (isinstance(block, Opaque) and name in block.raw)
+        or (getattr(block, "spelling", None) is not None and name in block.spelling.extra)
         for message in messages
         for block in message.content
     )
@@ -401,14 +403,20 @@ def test_an_unknown_thing_reaches_a_block_or_the_report(
 
 def test_a_field_read_past_is_named_in_its_own_words() -> None:
     """A known field no block keeps (an item's id, a server's note) is named, not passed over."""
+    # An output message's id is kept on its text, as its wire spelled it, for its origin.
     body = copy.deepcopy(RESPONSES)
-    body["output"][0]["id"] = "msg_kept_nowhere"
-    reasons = [d.reason for d in responses_wire.decode_response(body).downgrades]
-    assert any(r == UNKEPT.format(path="response.output[0].id") for r in reasons), reasons
+    body["output"][0]["id"] = "msg_kept"
+    decoded = responses_wire.decode_response(body)
+    spelt = [b.spelling for b in decoded.message.content if isinstance(b, Text) and b.spelling]
+    assert [json.loads(s.extra)["id"] for s in spelt] == ["msg_kept"]
+    assert not any("output[0].id" in d.reason for d in decoded.downgrades)
+    # An imported item's id is kept, as its wire spelled the call, for that wire.
     history = copy.deepcopy(RESPONSES_HISTORY)
-    history[1]["id"] = "fc_kept_nowhere"
+    history[1]["id"] = "fc_kept"
     imported = responses_wire.decode_messages(history)[1]
-    assert [d.reason for d in imported.downgrades] == [UNKEPT.format(path="input[1].id")]
+    [call] = imported[1].tool_uses()
+    assert call.spelling is not None and json.loads(call.spelling.extra) == {"id": "fc_kept"}
+    assert not imported.downgrades
     answer = copy.deepcopy(GEMINI)
     answer["candidates"][0]["finishMessage"] = "Model generated function call(s)."
     reasons = [d.reason for d in gemini_wire.decode_response(answer).downgrades]

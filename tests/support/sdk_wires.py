@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import re
 from typing import Any
 
 from openai.types.responses.response_create_params import (
@@ -66,9 +67,24 @@ def _bytes_normal(value: Any) -> Any:
     return value
 
 
+def _camel(value: Any) -> Any:
+    # The SDK types read a field by its snake_case name as well as its camelCase alias (the
+    # REST API and Vertex take both) and dump the alias: a key's spelling is no change. Both
+    # sides are respelled alike, so a tool's own keys compare as they are.
+    if isinstance(value, dict):
+        return {_SNAKE.sub(lambda m: m.group(1).upper(), k): _camel(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_camel(v) for v in value]
+    return value
+
+
+_SNAKE = re.compile(r"_([a-z0-9])")
+
+
 def _same(model: Any, sent: Any) -> None:
     dumped = model.model_dump(mode="json", by_alias=True, exclude_none=True)
-    assert _bytes_normal(dumped) == _bytes_normal(sent), "the SDK type dropped or changed a key"
+    same = _bytes_normal(_camel(dumped)) == _bytes_normal(_camel(sent))
+    assert same, "the SDK type dropped or changed a key"
 
 
 def check_gemini_request(body: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ every dialect, and every answer "no" is reported.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, NamedTuple, TypeVar
@@ -28,6 +29,7 @@ from carryall.blocks import (
     Opaque,
     Origin,
     RedactedThinking,
+    Spelling,
     Text,
     Thinking,
     ToolUse,
@@ -50,6 +52,8 @@ __all__ = [
     "openai_tool_choice",
     "payload_messages",
     "prepare",
+    "spelled",
+    "spelling_of",
     "system_note",
     "target_origin",
     "unmodelled",
@@ -131,6 +135,7 @@ _OPAQUE_OFF = "provider-native {kind} block of {origin}: nothing of it can go on
 _CITED = "citations of {origin}: this wire takes no citations from it, sent as numbered footnotes"
 _TOOL_SIGNATURE = "the call's signature was made by {origin}: the call goes without it"
 _FOLDED = "this wire takes no system message inside the history: folded into a user turn"
+_SPELLED = "the {dialect} wire's own fields of this block ({keys}): this wire has no place for them"
 
 
 def target_origin(request: Request, dialect: str) -> Origin:
@@ -272,9 +277,10 @@ def _fit(
     out: list[Block] = []
     changed = False
     notes: Footnotes | None = None
-    for at, block in enumerate(message.content):
-        fitted: Block | None = block
+    for at, held in enumerate(message.content):
         made = len(downgrades)
+        block = _unspelled(held, index, wire, target, every_origin, downgrades)
+        fitted: Block | None = block
         if type(block) is Text:
             if block.citations and not all(
                 _matches(c.origin, wire, target, every_origin) and c.origin is not None
@@ -327,7 +333,7 @@ def _fit(
         if len(downgrades) > made:
             # Each names the block it was made for, by its place in the message as held.
             downgrades[made:] = [msgspec.structs.replace(d, block=at) for d in downgrades[made:]]
-        if fitted is not block:
+        if fitted is not held:
             changed = True
         if fitted is not None:
             out.append(fitted)
@@ -336,6 +342,48 @@ def _fit(
     if not changed:
         return None
     return Message(message.role, tuple(out))
+
+
+def _unspelled(
+    block: Block,
+    index: int,
+    wire: Wire,
+    target: Origin,
+    every_origin: bool,
+    downgrades: list[Downgrade],
+) -> Block:
+    """The block without another wire's spelling of it, what that held named; else itself."""
+    spelling: Spelling | None = getattr(block, "spelling", None)
+    if spelling is None or _matches(spelling.origin, wire, target, every_origin):
+        return block
+    if spelling.extra:
+        keys = ", ".join(json.loads(spelling.extra))
+        reason = _SPELLED.format(dialect=spelling.origin.dialect, keys=shorten(keys, 120))
+        downgrades.append(Downgrade(index, type(block).__struct_config__.tag, reason))  # type: ignore[arg-type]
+    return msgspec.structs.replace(block, spelling=None)
+
+
+def spelling_of(origin: Origin, extra: Mapping[str, Any] | None, form: str = "") -> Spelling | None:
+    """A block's `Spelling` of what its wire wrote beyond the block, or None when nothing was.
+
+    `extra` holds the item's fields the block does not model, `form` the
+    codec's name for a layout of its own; both are the importing codec's.
+    """
+    if not extra and not form:
+        return None
+    text = json.dumps(extra, ensure_ascii=False, separators=(",", ":")) if extra else ""
+    return Spelling(origin, form, text)
+
+
+def spelled(part: dict[str, Any], spelling: Spelling | None) -> dict[str, Any]:
+    """`part` as its codec writes it, with the fields its block's spelling kept put back.
+
+    The codec's own fields win: a value the block holds is the block's,
+    whatever its wire once said beside it.
+    """
+    if spelling is None or not spelling.extra:
+        return part
+    return {**json.loads(spelling.extra), **part}
 
 
 def _fit_thinking(

@@ -276,12 +276,19 @@ class Sent(msgspec.Struct, frozen=True, gc=False):
 
 
 def _requested_block(block: Block, model: str, account: str) -> Block:
+    spelling = getattr(block, "spelling", None)
+    if spelling is not None:
+        # How its wire wrote it is bound to its origin as well.
+        stamped_spelling = _requested_origin(spelling.origin, model, account)
+        if stamped_spelling is not spelling.origin and stamped_spelling is not None:
+            spelt = msgspec.structs.replace(spelling, origin=stamped_spelling)
+            block = msgspec.structs.replace(block, spelling=spelt)
     if type(block) is Text and block.citations:
         # A text's citations carry their origin, one each.
         cited = tuple(_requested_citation(c, model, account) for c in block.citations)
         if all(map(operator.is_, cited, block.citations)):
             return block
-        return Text(block.text, cited)
+        return msgspec.structs.replace(block, citations=cited)
     origin: Origin | None = getattr(block, "origin", None)
     stamped = _requested_origin(origin, model, account)
     if stamped is origin:

@@ -114,6 +114,8 @@ from carryall.providers._common import (
     answer_message,
     payload_messages,
     prepare,
+    spelled,
+    spelling_of,
     unmodelled,
 )
 from carryall.providers._types import (
@@ -513,8 +515,8 @@ def _encode_message(message: Message, payload: Callable[[str], Any]) -> dict[str
             # The same for a result's own native parts: back inside it.
             if last_result is not None:
                 text = last_result.get("content")
-                parts = [{"type": "text", "text": text}] if text else []
-                last_result["content"] = parts + json.loads(block.raw)
+                parts = text if isinstance(text, list) else [{"type": "text", "text": text}]
+                last_result["content"] = (parts if text else []) + json.loads(block.raw)
             continue
         last_text = last_result = None
         if isinstance(block, Opaque):
@@ -522,10 +524,15 @@ def _encode_message(message: Message, payload: Callable[[str], Any]) -> dict[str
                 content.append(json.loads(block.raw))
         elif isinstance(block, ToolResult):
             result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.tool_use_id}
+            spelling = block.spelling  # `prepare` kept it: this wire's own
             if block.content:
-                result["content"] = block.content
+                if spelling is not None and spelling.form == TEXT_BLOCKS:
+                    result["content"] = [{"type": "text", "text": block.content}]
+                else:
+                    result["content"] = block.content
             if block.is_error:
                 result["is_error"] = True
+            result = spelled(result, spelling)
             content.insert(results, result)
             results += 1
             last_result = result
@@ -670,6 +677,10 @@ A `tool_reference` (tool search) answers a call from inside its
 parts, joined back into the result for their origin, as `CITATIONS` are
 onto their text. Images and documents that rode inside are lifted instead.
 """
+
+
+TEXT_BLOCKS: Final = "text_blocks"
+"""The `Spelling.form` of a `tool_result` whose text was one text block, not a string."""
 
 
 def _opaque(kind: str, block: Mapping[str, Any], origin: Origin | None) -> Opaque:
@@ -1085,13 +1096,20 @@ def _user_blocks(
         elif kind == "document":
             blocks.append(_document_block(block, at))
         elif kind == "tool_result":
-            text, inside, riders = _tool_result_content(block.get("content", ""), f"{at}.content")
+            given = block.get("content", "")
+            text, inside, riders = _tool_result_content(given, f"{at}.content")
             is_error = block.get("is_error", False)
             if is_error is None:
                 is_error = False
             if not isinstance(is_error, bool):
                 raise _bad(f"{at}.is_error", "a boolean", is_error)
-            blocks.append(ToolResult(_str(block, "tool_use_id", at), text, is_error))
+            # What the file wrote that the result would not say: an `is_error: false`
+            # written out, its text as one text block.
+            form = TEXT_BLOCKS if _one_text_block(given) else ""
+            extra = {"is_error": False} if block.get("is_error") is False else None
+            call_id = _str(block, "tool_use_id", at)
+            spelling = spelling_of(_IMPORTED, extra, form)
+            blocks.append(ToolResult(call_id, text, is_error, spelling=spelling))
             if inside:
                 blocks.append(inside)
             lifted += riders
@@ -1104,6 +1122,19 @@ def _user_blocks(
         # A tool's images ride after the round's results, never inside one (SPEC §1).
         blocks[after:after] = lifted
     return blocks
+
+
+def _one_text_block(content: Any) -> bool:
+    """Whether a result's content is a list of one text block (`TEXT_BLOCKS`), and nothing else
+    a result would write again in its place."""
+    if not isinstance(content, list):
+        return False
+    texts = [p for p in content if isinstance(p, Mapping) and p.get("type") == "text"]
+    riders = [p for p in content if isinstance(p, Mapping) and p.get("type") in _LIFTED]
+    return len(texts) == 1 and bool(texts[0].get("text")) and not riders
+
+
+_LIFTED: Final = frozenset({"image", "document"})
 
 
 def _tool_result_content(value: Any, where: str) -> tuple[str, Opaque | None, list[Block]]:

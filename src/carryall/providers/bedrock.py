@@ -120,6 +120,8 @@ from carryall.providers._common import (
     answer_message,
     payload_messages,
     prepare,
+    spelled,
+    spelling_of,
     unmodelled,
 )
 from carryall.providers._types import (
@@ -414,6 +416,8 @@ def _user_content(
                 wire["content"] = [{"json": block.structured}]
             if block.is_error:
                 wire["status"] = "error"
+            if block.spelling is not None:  # `prepare` kept it: this wire's own
+                wire = spelled(wire, block.spelling)
             append({"toolResult": wire})
         elif type(block) is Text:
             if block.text:
@@ -1168,7 +1172,10 @@ def _import_result(raw: Any, where: str) -> tuple[ToolResult, list[Block]]:
             lifted.append(_import_document(part, at))
         else:
             raise BlockError(f"{at}: this result part has no block form")
-    return ToolResult(call_id, "\n".join(texts), is_error=status == "error"), lifted
+    # A `status: success` written out is the file's spelling, kept for this wire.
+    extra = {"status": status} if status == "success" and "status" in result else None
+    spelling = spelling_of(_IMPORTED, extra)
+    return ToolResult(call_id, "\n".join(texts), status == "error", spelling=spelling), lifted
 
 
 def _bytes_source(block: Mapping[str, Any], at: str) -> str | None:

@@ -91,6 +91,7 @@ from carryall.blocks import (
     Origin,
     ServerToolCall,
     ServerToolResult,
+    Spelling,
     Text,
     Thinking,
     ToolResult,
@@ -106,6 +107,8 @@ from carryall.providers._common import (
     camel_keys,
     payload_messages,
     prepare,
+    spelled,
+    spelling_of,
     unmodelled,
 )
 from carryall.providers._types import (
@@ -164,6 +167,7 @@ FILES_API: Final = "https://generativelanguage.googleapis.com/"
 WIRE: Final = Wire(
     DIALECT,
     signed=True,
+    own_thinking=True,
     call_signatures=True,
     image_urls=True,
     pdf=True,
@@ -441,7 +445,7 @@ class _FilePart(msgspec.Struct, gc=False):
     fileData: _FileData
 
 
-def _result_part(block: ToolResult, name: str) -> _ResponsePart:
+def _result_part(block: ToolResult, name: str) -> _ResponsePart | dict[str, Any]:
     response: _Output | _Error | _Structured
     if block.is_error:
         response = _Error(block.content)
@@ -449,7 +453,78 @@ def _result_part(block: ToolResult, name: str) -> _ResponsePart:
         response = _Structured(block.structured)  # the value itself: Gemini takes JSON here
     else:
         response = _Output(block.content)
-    return _ResponsePart(_FunctionResponse(block.tool_use_id, name, response))
+    part = _ResponsePart(_FunctionResponse(block.tool_use_id, name, response))
+    if block.spelling is not None:  # `prepare` kept it: this wire's own
+        return _as_spelt(builtins(part), "functionResponse", block.spelling)
+    return part
+
+
+# How a part was written (`Spelling.form`, words joined by spaces), where not as this codec
+# writes it: the keys it wrote in snake_case, by name; with no id (the one a block holds was
+# made on reading); a text part written out although empty.
+_NO_ID: Final = "no_id"
+_EMPTY: Final = "empty"
+
+
+def _as_spelt(part: dict[str, Any], key: str, spelling: Spelling) -> dict[str, Any]:
+    """A call's or a result's part as its spelling says it was written, with what it kept.
+
+    The form's words other than `_NO_ID` are the part's keys it wrote in
+    snake_case (`function_call`, `thought_signature`), each written so
+    again, with the keys of the object under it.
+    """
+    words = spelling.form.split()
+    if _NO_ID in words:
+        part[key].pop("id", None)
+    if len(words) > (_NO_ID in words):
+        part = {(_snake(k) if _snake(k) in words else k): v for k, v in part.items()}
+        for name in words:
+            if isinstance(part.get(name), dict):
+                part[name] = {_snake(k): v for k, v in part[name].items()}
+    return spelled(part, spelling)
+
+
+_CAMEL: Final = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+def _snake(key: str) -> str:
+    """A camelCase key in snake_case: `camel_keys` undone."""
+    return _CAMEL.sub(lambda m: "_" + m.group(1).lower(), key)
+
+
+def _spelt_parts(
+    blocks: list[Block], given: Mapping[str, Any], read: Mapping[str, Any], alone: bool
+) -> list[Block]:
+    """A part's blocks holding how the part was written (`given`), read as `read` (camelCase).
+
+    A call holds its layout (snake_case, no id) as its `Spelling`; a
+    native part keeps the part as written; an empty text part written out
+    beside others (`alone` is a turn's only part, which this codec writes
+    itself) is an empty text that says so. Only this wire reads any of it back.
+    """
+    snake = given != read  # a key somewhere in it that `camel_keys` renamed
+    out: list[Block] = []
+    for block in blocks:
+        if type(block) is ToolUse:
+            call = read.get("functionCall")
+            words = [key for key in given if key not in read]  # its keys in snake_case
+            if isinstance(call, Mapping) and call.get("id") is None:
+                words.append(_NO_ID)
+            spelling = spelling_of(_IMPORTED, None, " ".join(words))
+            if spelling is not None:
+                block = msgspec.structs.replace(block, spelling=spelling)
+        elif isinstance(block, Opaque) and snake:
+            # Kept as it came: keys and all, as a native part is echoed.
+            kept = given if block.kind != SIGNATURE else _signature_of(given)
+            block = msgspec.structs.replace(block, raw=json.dumps(kept, ensure_ascii=False))
+        out.append(block)
+    if not blocks and not alone and read.get("text") == "" and len(read) == 1:
+        out.append(Text("", spelling=Spelling(_IMPORTED, _EMPTY)))
+    return out
+
+
+def _signature_of(given: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in given.items() if camel_keys({k: None}).keys() == {"thoughtSignature"}}
 
 
 def _user_part(block: Block, names: Mapping[str, str], index: int) -> Any:
@@ -474,16 +549,19 @@ def _user_part(block: Block, names: Mapping[str, str], index: int) -> Any:
     raise HistoryError(index, f"a {type(block).__name__} block has no place in a user turn")
 
 
-def _call_part(call: ToolUse) -> _CallPart:
+def _call_part(call: ToolUse) -> _CallPart | dict[str, Any]:
     # `args` must be an object: anything else rides under "input", and so
     # does an object that is only "input", so that reading back is exact.
     value = call.input
     plain = type(value) is dict and not (len(value) == 1 and "input" in value)
     # A signature `prepare` kept is this origin's own, echoed with its call.
-    return _CallPart(
+    part = _CallPart(
         _FunctionCall(call.id, call.name, value if plain else {"input": value}),
         call.signature or UNSET,
     )
+    if call.spelling is not None:  # `prepare` kept it: this wire's own
+        return _as_spelt(builtins(part), "functionCall", call.spelling)
+    return part
 
 
 def _model_parts(content: Sequence[Block], names: dict[str, str]) -> list[Any]:
@@ -496,6 +574,8 @@ def _model_parts(content: Sequence[Block], names: dict[str, str]) -> list[Any]:
             text_part = _TextPart(text) if text else None
             if text_part is not None:
                 parts.append(text_part)
+            elif block.spelling is not None:  # type: ignore[union-attr]
+                parts.append(_TextPart(""))  # an empty part this wire's history wrote out
             continue
         if kind is ToolUse:
             call: ToolUse = block  # type: ignore[assignment]
@@ -519,6 +599,9 @@ def _model_parts(content: Sequence[Block], names: dict[str, str]) -> list[Any]:
         if isinstance(block, Thinking) and block.signature:
             # `prepare` kept it: this origin's own signed thought.
             parts.append({"text": block.text, "thought": True, "thoughtSignature": block.signature})
+        elif isinstance(block, Thinking):
+            # `prepare` kept it: this origin's own thought, which it signed nothing of.
+            parts.append({"text": block.text, "thought": True})
     return parts
 
 
@@ -543,7 +626,8 @@ def _part_blocks(
         if not isinstance(text, str):
             raise error(f"{where}.text must be a string, got {_shown(text)}")
         if raw.get("thought") is True:
-            return [Thinking(text, signature, origin if signature else None)]
+            # Unsigned, a thought is still its model's: it goes back to it as a thought part.
+            return [Thinking(text, signature or None, origin)]
         blocks: list[Block] = [Text(text)] if text else []
         if signature:
             # A signed answer part: the text is plain text everywhere, and its
@@ -1146,23 +1230,24 @@ def decode_messages(
             raise BlockError(f"{where}.parts must be an array, got {_shown(parts)}")
         unmodelled(raw, _CONTENT_FIELDS, where, lost, index=len(out))
         # The REST API and Vertex take snake_case as well as camelCase.
-        parts = [camel_keys(part) for part in parts]
+        given, parts = parts, [camel_keys(part) for part in parts]
         if role == "model":
             blocks: list[Block] = []
             for i, part in enumerate(parts):
-                blocks.extend(
-                    _part_blocks(part, f"{where}.parts[{i}]", minted, BlockError, _IMPORTED)
-                )
+                made = _part_blocks(part, f"{where}.parts[{i}]", minted, BlockError, _IMPORTED)
+                blocks.extend(_spelt_parts(made, given[i], part, len(parts) == 1))
             out.append(Message("assistant", tuple(blocks or [Text("")])))
         elif role == "user":
             calls = out[-1].tool_uses() if out and out[-1].role == "assistant" else []
-            out.append(_import_user(parts, where, calls))
+            out.append(_import_user(parts, where, calls, given))
         else:
             raise BlockError(f"{where}: role {_shown(role)} has no block form (user or model)")
     return prompt, Imported(out, lost)
 
 
-def _import_user(parts: list[Any], where: str, calls: list[ToolUse]) -> Message:
+def _import_user(
+    parts: list[Any], where: str, calls: list[ToolUse], given: Sequence[Any] = ()
+) -> Message:
     results: list[ToolResult] = []
     rest: list[Block] = []
     answered: set[str] = set()
@@ -1172,6 +1257,15 @@ def _import_user(parts: list[Any], where: str, calls: list[ToolUse]) -> Message:
             raise BlockError(f"{part_where} must be an object, got {_shown(raw)}")
         if "functionResponse" in raw:
             result, riders = _import_response(raw["functionResponse"], part_where, calls, answered)
+            # How the part was written, where not as this codec writes it.
+            written = given[i] if i < len(given) and isinstance(given[i], Mapping) else raw
+            words = [key for key in written if key not in raw]  # its keys in snake_case
+            response = raw["functionResponse"]
+            if isinstance(response, Mapping) and response.get("id") is None:
+                words.append(_NO_ID)
+            spelling = spelling_of(_IMPORTED, None, " ".join(words))
+            if spelling is not None:
+                result = msgspec.structs.replace(result, spelling=spelling)
             results.append(result)
             # A result's images ride after the round's results, as every tool's do.
             rest.extend(riders)

@@ -173,6 +173,8 @@ from carryall.providers._common import (
     openai_tool_choice,
     payload_messages,
     prepare,
+    spelled,
+    spelling_of,
     unmodelled,
 )
 from carryall.providers._types import (
@@ -510,7 +512,7 @@ def _messages(
             if kind is ToolResult and role == "user":
                 append(_tool_message(only))  # type: ignore[arg-type]
                 continue
-            if kind is Text and role != "system":
+            if kind is Text and role != "system" and only.spelling is None:  # type: ignore[union-attr]
                 text = only.text  # type: ignore[union-attr]
                 append(_UserMessage(text) if role == "user" else _AssistantMessage(content=text))
                 continue
@@ -614,7 +616,7 @@ def _encode_user(message: Message, append: Callable[[Any], None]) -> None:
     if rest is None:
         return
     parts: str | list[Any]
-    if len(rest) == 1 and type(rest[0]) is Text:
+    if len(rest) == 1 and type(rest[0]) is Text and rest[0].spelling is None:
         parts = rest[0].text
     else:
         parts = [_user_part(block) for block in rest]
@@ -628,6 +630,8 @@ def _tool_message(block: ToolResult) -> _ToolMessage:
 
 def _user_part(block: Text | Image | Document | Opaque) -> Any:
     if isinstance(block, Text):
+        if block.spelling is not None:  # `prepare` kept it: this wire's own text part
+            return spelled({"type": "text", "text": block.text}, block.spelling)
         return _TextPart(block.text)
     if isinstance(block, Opaque):
         # `prepare` kept it, so it is this origin's own part: as it came.
@@ -1372,7 +1376,11 @@ def _import_user_content(message: Mapping[str, Any], where: str) -> list[Block]:
         part = _part(raw, part_where)
         kind = part.get("type")
         if kind == "text":
-            blocks.append(Text(_part_text(part, "text", part_where)))
+            # A text part's own fields (a `cache_control`) are its spelling, for this wire,
+            # and so is a lone text written as a part, which this codec writes as a string.
+            extra = {k: v for k, v in part.items() if k not in ("type", "text")}
+            spelling = spelling_of(_IMPORTED, extra, _TEXT_PART if len(content) == 1 else "")
+            blocks.append(Text(_part_text(part, "text", part_where), spelling=spelling))
         elif kind == "image_url":
             blocks.append(_import_user_image(part.get("image_url"), f"{part_where}.image_url"))
         elif kind == "file":
@@ -1385,6 +1393,10 @@ def _import_user_content(message: Mapping[str, Any], where: str) -> list[Block]:
         else:
             raise BlockError(f"{part_where}: part type {_shown(kind)} has no block form")
     return blocks
+
+
+_TEXT_PART: Final = "text_part"
+"""The `Spelling.form` of a user text written as a `text` part (not the message's string)."""
 
 
 def _native_part(part: Mapping[str, Any], where: str, line: str) -> Opaque:

@@ -88,6 +88,7 @@ from carryall.blocks import (
     Origin,
     ServerToolCall,
     ServerToolResult,
+    Spelling,
     Text,
     Thinking,
     ToolResult,
@@ -106,6 +107,8 @@ from carryall.providers._common import (
     openai_tool_choice,
     payload_messages,
     prepare,
+    spelled,
+    spelling_of,
     unmodelled,
 )
 from carryall.providers._types import (
@@ -406,7 +409,13 @@ def _items(messages: Sequence[Message], start: int, end: int) -> list[Any]:
             continue
         if len(content) == 2:
             said, use = content
-            if type(said) is Text and type(use) is ToolUse and said.text:
+            if (
+                type(said) is Text
+                and type(use) is ToolUse
+                and said.text
+                and said.spelling is None
+                and use.spelling is None
+            ):
                 append(_MessageItem("assistant", said.text))
                 append(_FunctionCall(use.id, use.name, _arguments(use, index)))
                 continue
@@ -506,18 +515,63 @@ class _InputFile(msgspec.Struct, gc=False, tag_field="type", tag="input_file"):
     file_url: str | UnsetType | None = UNSET
 
 
-def _output(result: ToolResult) -> _CallOutput:
+def _output(result: ToolResult) -> _CallOutput | dict[str, Any]:
     output = ERROR_PREFIX + result.content if result.is_error else result.content
+    if result.spelling is not None:  # `prepare` kept it: this wire's own
+        item = {"type": "function_call_output", "call_id": result.tool_use_id, "output": output}
+        return spelled(item, result.spelling)
     return _CallOutput(result.tool_use_id, output)
+
+
+# How a message item was written (`Spelling.form`), where it is not this codec's own form
+# for its role (a user item typed with a list of parts, an assistant item typed with a string).
+_EASY: Final = "easy"
+"""No `type`, the content a string: the easy input message."""
+_UNTYPED: Final = "untyped"
+"""No `type`, the content a list of parts."""
+_STRING: Final = "string"
+"""`type: message`, the content a string."""
+_PARTS: Final = "parts"
+"""`type: message`, the content a list of parts (an assistant's `output_text` parts)."""
+_PART: Final = "part"
+"""A further part of the item the spelled block before it opened."""
+
+
+def _message_item(role: str, parts: list[Any], spelling: Spelling) -> dict[str, Any]:
+    """A message item of `parts` laid out as its spelling says, with the fields it kept."""
+    form = spelling.form
+    content: Any = parts
+    if form in (_EASY, _STRING) and len(parts) == 1:
+        # A lone text part (an `input_text` part, or an `output_text` one) as its string.
+        only = parts[0]
+        text = only.get("text") if isinstance(only, dict) else getattr(only, "text", None)
+        content = parts if text is None else text
+    item: dict[str, Any] = {"role": role, "content": content}
+    if form not in (_EASY, _UNTYPED):
+        item = {"type": "message", **item}
+    return spelled(item, spelling)
+
+
+def _output_text(block: Text) -> dict[str, Any]:
+    """An `output_text` part as the API writes one: its annotations (this origin's), or none."""
+    notes = [json.loads(c.raw) for c in block.citations if c.raw]
+    return {"type": "output_text", "annotations": notes, "text": block.text}
 
 
 def _encode_user(message: Message, append: Callable[[Any], None]) -> None:
     parts: list[Any] = []
+    spelling: Spelling | None = None
     for block in message.content:
         kind = type(block)
         if kind is ToolResult:
             append(_output(block))  # type: ignore[arg-type]
         elif kind is Text:
+            given = block.spelling  # type: ignore[union-attr]
+            if given is not None and given.form != _PART:
+                # A spelled text opens an item of its own, laid out as it was.
+                if parts:
+                    append(_user_item(parts, spelling))
+                parts, spelling = [], given
             parts.append(_InputText(block.text))  # type: ignore[union-attr]
         elif kind is Image:
             image: Image = block  # type: ignore[assignment]
@@ -536,13 +590,34 @@ def _encode_user(message: Message, append: Callable[[Any], None]) -> None:
             else:
                 parts.append(_InputFile(file_url=document.url))
     if parts:
-        append(_MessageItem("user", One(parts[0]) if len(parts) == 1 else parts))
+        append(_user_item(parts, spelling))
+
+
+def _user_item(parts: list[Any], spelling: Spelling | None) -> Any:
+    if spelling is not None:
+        return _message_item("user", parts, spelling)
+    return _MessageItem("user", One(parts[0]) if len(parts) == 1 else parts)
 
 
 def _encode_assistant(message: Message, index: int, append: Callable[[Any], None]) -> None:
     written = False
+    opened: list[Any] | None = None  # the parts of the spelled item being written
     for block in message.content:
         kind = type(block)
+        spelling = getattr(block, "spelling", None)
+        if kind is Text and spelling is not None:
+            # `prepare` kept it: this wire's own item, laid out as it was.
+            said: Text = block  # type: ignore[assignment]
+            part = _output_text(said)
+            if spelling.form == _PART and opened is not None:
+                opened.append(part)
+                continue
+            item = _message_item("assistant", [part], spelling)
+            opened = item["content"] if isinstance(item["content"], list) else None
+            append(item)
+            written = True
+            continue
+        opened = None
         if kind is Text:
             text = block.text  # type: ignore[union-attr]
             if text:
@@ -552,7 +627,7 @@ def _encode_assistant(message: Message, index: int, append: Callable[[Any], None
                 written = True
         elif kind is ToolUse:
             call: ToolUse = block  # type: ignore[assignment]
-            append(_FunctionCall(call.id, call.name, _arguments(call, index)))
+            append(_function_call(call, index))
             written = True
         elif kind is Opaque or kind is ServerToolCall or kind is ServerToolResult:
             # `prepare` kept it: this origin's own item (reasoning, a hosted
@@ -579,6 +654,13 @@ def _encode_assistant(message: Message, index: int, append: Callable[[Any], None
         append(_MessageItem("assistant", ""))
 
 
+def _function_call(call: ToolUse, index: int) -> _FunctionCall | dict[str, Any]:
+    if call.spelling is not None:  # `prepare` kept it: this wire's own
+        item = {"type": "function_call", "call_id": call.id, "name": call.name}
+        return spelled({**item, "arguments": _arguments(call, index)}, call.spelling)
+    return _FunctionCall(call.id, call.name, _arguments(call, index))
+
+
 # -- decoding responses -----------------------------------------------------
 
 
@@ -600,7 +682,9 @@ class _Answer:
         item = _mapping(raw, where)
         kind = item.get("type")
         if kind == "message":
+            first = len(self.blocks)
             self._message(item, where)
+            self._spell(item, first, where)
         elif kind == "reasoning":
             thinking = _reasoning(item, where, ProviderError, self.origin)
             if thinking is not None:
@@ -609,9 +693,7 @@ class _Answer:
                 # Reasoning of no text and no encrypted content: nothing to carry but its id.
                 unmodelled(item, _REASONING_FIELDS, where, self.lost, unkept=_ITEM_ID)
         elif kind == "function_call":
-            unmodelled(
-                item, _CALL_FIELDS, where, self.lost, block=len(self.blocks), unkept=_ITEM_ID
-            )
+            unmodelled(item, _CALL_FIELDS, where, self.lost, block=len(self.blocks))
             call_id = _optional_str(item, "call_id", where) or f"call_{len(self.seen)}"
             if call_id in self.seen:
                 raise ProviderError(f"{where}: call_id {call_id!r} is used twice")
@@ -620,6 +702,12 @@ class _Answer:
             arguments = _optional_str(item, "arguments", where) or ""
             call, bad = answered_call(call_id, name, arguments, where)
             self.malformed += int(bad)
+            # The item's own fields (its id, a status), for its origin: a continuation
+            # sends the call back as it came.
+            extra = {k: v for k, v in item.items() if k not in _CALL_MODELLED}
+            spelling = spelling_of(self.origin or _IMPORTED, extra)
+            if spelling is not None:
+                call = msgspec.structs.replace(call, spelling=spelling)
             self.blocks.append(call)
         elif not isinstance(kind, str):
             raise ProviderError(f"{where}: an output item needs a type string, got {_shown(kind)}")
@@ -629,7 +717,6 @@ class _Answer:
             self.blocks.extend(_native_item(kind, item, self.origin))
 
     def _message(self, item: Mapping[str, Any], where: str) -> None:
-        unmodelled(item, _MESSAGE_FIELDS, where, self.lost, block=len(self.blocks), unkept=_ITEM_ID)
         content = item.get("content")
         if content is None:
             return
@@ -658,6 +745,28 @@ class _Answer:
             else:
                 reason = f"{part_where}: a {shorten(kind, 40)} part carryall does not model"
                 self.lost.append(Downgrade(0, "part", reason, len(self.blocks)))
+
+    def _spell(self, item: Mapping[str, Any], first: int, where: str) -> None:
+        """The texts an output message became (from `first` on) holding its own fields.
+
+        The first holds the item's id, status and phase, for its origin, so a
+        continuation sends the message back as it came; each further text is
+        marked a part of it. With no text to hold them, they are named; with
+        no id (a server that gives none), the easy form goes back, as it needs none.
+        """
+        texts = [i for i in range(first, len(self.blocks)) if type(self.blocks[i]) is Text]
+        if not texts or not item.get("id"):
+            unmodelled(item, _MESSAGE_FIELDS, where, self.lost, block=first, unkept=_ITEM_ID)
+            return
+        extra = {k: v for k, v in item.items() if k not in _ITEM_MODELLED}
+        origin = self.origin or _IMPORTED
+        spelling = spelling_of(origin, extra, _PARTS)
+        rest = Spelling(origin, _PART)
+        for n, i in enumerate(texts):
+            self.blocks[i] = msgspec.structs.replace(
+                self.blocks[i],
+                spelling=spelling if n == 0 else rest,
+            )
 
     def response(
         self,
@@ -1185,21 +1294,26 @@ def decode_messages(
             raise BlockError(f"{where}: an item must be an object, got {_shown(raw)}")
         kind = raw.get("type", "message" if "role" in raw else None)
         if kind == "message":
-            unmodelled(raw, _MESSAGE_FIELDS, where, lost, index=len(out), unkept=_ITEM_ID)
             item_role = raw.get("role")
+            made: list[Block] = []
             if item_role in ("system", "developer"):
+                unmodelled(raw, _MESSAGE_FIELDS, where, lost, index=len(out), unkept=_ITEM_ID)
                 systems.append("".join(_texts(raw.get("content"), f"{where}.content")))
-            elif item_role == "user":
-                turn("user").extend(_user_parts(raw.get("content"), f"{where}.content"))
+                continue
+            if item_role == "user":
+                made = _user_parts(raw.get("content"), f"{where}.content")
             elif item_role == "assistant":
-                target = turn("assistant")
                 content = raw.get("content")
                 notes = _annotations(content)
                 texts = _texts(content, f"{where}.content")
                 paired = zip(texts, notes, strict=True)
-                target.extend(_cited(text, note, _IMPORTED) for text, note in paired if text)
+                made = [_cited(text, note, _IMPORTED) for text, note in paired if text]
             else:
                 raise BlockError(f"{where}: role {_shown(item_role)} has no block form")
+            spelt = _spelt_item(raw, item_role, made)
+            if spelt is None:
+                unmodelled(raw, _MESSAGE_FIELDS, where, lost, index=len(out), unkept=_ITEM_ID)
+            turn(item_role).extend(made if spelt is None else spelt)
         elif kind == "reasoning":
             # Read from a file: this wire's, no endpoint or model known.
             thinking = _reasoning(raw, where, BlockError, _IMPORTED)
@@ -1208,7 +1322,6 @@ def decode_messages(
             else:
                 unmodelled(raw, _REASONING_FIELDS, where, lost, index=len(out), unkept=_ITEM_ID)
         elif kind == "function_call":
-            unmodelled(raw, _CALL_FIELDS, where, lost, index=len(out), unkept=_ITEM_ID)
             turn("assistant").append(_import_call(raw, where))
         elif kind == "function_call_output":
             results = turn("user")
@@ -1311,9 +1424,45 @@ def _import_file(raw: Mapping[str, Any], where: str) -> Block:
 
 
 def _import_call(item: Mapping[str, Any], where: str) -> ToolUse:
-    return imported_call(
+    call = imported_call(
         item.get("call_id"), item.get("name"), item.get("arguments", ""), where, ""
     )
+    # The item's own fields (its id, a status): this wire's spelling of the call.
+    extra = {k: v for k, v in item.items() if k not in _CALL_MODELLED}
+    spelling = spelling_of(_IMPORTED, extra)
+    return call if spelling is None else msgspec.structs.replace(call, spelling=spelling)
+
+
+_CALL_MODELLED: Final = frozenset({"type", "call_id", "name", "arguments"})
+_OUTPUT_MODELLED: Final = frozenset({"type", "call_id", "output"})
+_ITEM_MODELLED: Final = frozenset({"type", "role", "content"})
+_TEXTS: Final = frozenset({"input_text", "output_text"})
+
+
+def _spelt_item(raw: Mapping[str, Any], role: str, blocks: list[Block]) -> list[Block] | None:
+    """A message item's blocks holding how it was written, or None when no block can hold it.
+
+    The first text holds the item's layout and its own fields (an id, a
+    status, a phase: `Spelling`), each further text is marked a part of
+    the same item; the blocks as they are when the item was written in
+    this codec's own form for its role and has no field of its own.
+    """
+    typed = "type" in raw
+    string = isinstance(raw.get("content"), str)
+    form = (_STRING if string else _PARTS) if typed else (_EASY if string else _UNTYPED)
+    extra = {k: v for k, v in raw.items() if k not in _ITEM_MODELLED}
+    if not extra and form == (_PARTS if role == "user" else _STRING):
+        return blocks
+    content = raw.get("content")
+    parts = content if isinstance(content, list) else []
+    texts = string or all(isinstance(p, Mapping) and p.get("type") in _TEXTS for p in parts)
+    if not blocks or not texts or any(type(b) is not Text for b in blocks):
+        return None
+    first = spelling_of(_IMPORTED, extra, form)
+    rest = Spelling(_IMPORTED, _PART)
+    return [
+        msgspec.structs.replace(b, spelling=first if i == 0 else rest) for i, b in enumerate(blocks)
+    ]
 
 
 def _import_output(item: Mapping[str, Any], where: str) -> tuple[ToolResult, list[Block]]:
@@ -1329,6 +1478,8 @@ def _import_output(item: Mapping[str, Any], where: str) -> tuple[ToolResult, lis
         text = "".join(b.text for b in parts if isinstance(b, Text))
     else:
         text = "".join(_texts(output, f"{where}.output"))
+    # The item's own fields (its id, a status): this wire's spelling of the result.
+    spelling = spelling_of(_IMPORTED, {k: v for k, v in item.items() if k not in _OUTPUT_MODELLED})
     if text.startswith(ERROR_PREFIX):
-        return ToolResult(call_id, text[len(ERROR_PREFIX) :], is_error=True), riders
-    return ToolResult(call_id, text), riders
+        return ToolResult(call_id, text[len(ERROR_PREFIX) :], True, spelling=spelling), riders
+    return ToolResult(call_id, text, spelling=spelling), riders
