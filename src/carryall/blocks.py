@@ -712,9 +712,8 @@ class Message(msgspec.Struct, frozen=True, gc=False):
 
     # gc=False, as every block is: a message holds no cycle (its blocks are
     # untracked values), and a loaded session is one message per line, so a
-    # tracked message made every long load and every history the collector
-    # rescans whole, again and again as it grows (a 100,000-message load
-    # spent more time in full collections than in decoding). Untracked, it
+    # tracked message would make every long load and every history something
+    # the collector rescans whole, again and again as it grows. Untracked, it
     # can carry nothing beside its value: msgspec refuses an instance dict
     # or a weak reference with gc=False.
 

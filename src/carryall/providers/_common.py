@@ -157,7 +157,7 @@ def prepare(
     so a run against a text-only model behaves as if images never existed
     rather than failing on a request it cannot serve. Only irregular
     messages can hold anything to fit, so only they are looked at again.
-    With no `wire`, only the images are seen to (the old `prepare`).
+    With no `wire`, only the images are seen to.
     `every_origin` keeps every signature and native block of this wire's
     dialect, whatever model or server made it: for writing a history to a
     file, where whoever sends it on decides.
@@ -604,8 +604,8 @@ def _camel(key: Any) -> Any:
 def _shown(value: Any) -> str:
     """A short rendering of a bad wire value for an error message: Python type and a prefix.
 
-    Named by the decoded value's Python type (`int 1`, `list`), the wording
-    these errors have always had.
+    Named by the decoded value's Python type (`int 1`, `list`), so the
+    message says what arrived in the terms of the code reading it.
     """
     if value is None:
         return "null"

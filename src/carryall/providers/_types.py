@@ -307,7 +307,7 @@ def _requested_origin(origin: Origin | None, model: str, account: str) -> Origin
     if origin is None or not origin.dialect or origin.requested:
         return origin
     # The asked-for name is written only where it differs from the answered
-    # one: a transcript of a model asked for by its own name reads as before.
+    # one: a transcript of a model asked for by its own name stores no second name.
     requested = model if model != origin.model else ""
     account = account or origin.account
     if not requested and account == origin.account:

@@ -181,7 +181,7 @@ def conversation_key(name: str | bytes) -> str:
     """A cache key naming a conversation: a short digest of `name`, never `name` itself.
 
     A session id or a system prompt is the user's own text; the wire gets
-    only that it is the same as before.
+    only whether it is the same from one request to the next.
     """
     data = name.encode("utf-8", "surrogatepass") if isinstance(name, str) else name
     return _KEY_PREFIX + hashlib.blake2b(data, digest_size=16).hexdigest()

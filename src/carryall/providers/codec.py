@@ -338,7 +338,7 @@ def _responses_prompt(wire: str, row: _Row, target: Target) -> Codec:
     )
 
 
-# -- by the arguments the transports used to pass ------------------------------------
+# -- by capabilities and endpoint, for callers that hold no Target ------------------
 
 
 def anthropic_codec(caps: Capabilities, endpoint: str = "") -> Codec:

@@ -322,7 +322,7 @@ def encode(
     """
     prepared = prepare(request, caps, wire_of(dialect), every_origin=every_origin)
     # A history written to a file (`every_origin`) keeps the spaced argument
-    # text exports have always had, so an old transcript exports as it did.
+    # text of the export format, so a transcript exports the same every time.
     body = encode_prepared(request, prepared.messages, caps, dialect, spaced=every_origin)
     placed = place_options(request, body, dialect)
     return Encoded(body, (*placed, *prepared.downgrades) if placed else prepared.downgrades)
