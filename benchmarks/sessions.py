@@ -390,13 +390,23 @@ def bench_postgres(args: argparse.Namespace, rng: random.Random, files: list[str
         )
         print()
 
+        # The store's pool may hand an append any of its connections: the
+        # I/O read is that of every server backend serving this database.
+        with store._connections().connection() as conn:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity"
+                " WHERE datname = current_database() AND backend_type = 'client backend'"
+            ).fetchall()
+        backend_pids = [row[0] for row in rows]
+
         def backend_io() -> tuple[int, int]:
-            conn = store._conn
-            if conn is None:
-                return 0, 0
-            text = Path(f"/proc/{conn.info.backend_pid}/io").read_text()
-            fields = dict(line.split(": ") for line in text.splitlines())
-            return int(fields["rchar"]), int(fields["wchar"])
+            read = written = 0
+            for pid in backend_pids:
+                text = Path(f"/proc/{pid}/io").read_text()
+                fields = dict(line.split(": ") for line in text.splitlines())
+                read += int(fields["rchar"])
+                written += int(fields["wchar"])
+            return read, written
 
         bench_append(store, small, big, args.repeat, "PostgreSQL store", io=backend_io)
         if args.only == "append":
