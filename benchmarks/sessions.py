@@ -20,7 +20,7 @@
 - the PostgreSQL store, in the same run, on a server started here from the
   machine's packages (`fsync=on`, as the JSONL store syncs; skipped with a
   line when there are no binaries or no psycopg): the same appends (bytes
-  read and written are the server backend's, from its /proc/<pid>/io, since
+  read and written are the server backends', from their /proc/<pid>/io, since
   the client only talks over a socket), and the same recall against the same
   `grep -c`.
 - 8 concurrent writers: 8 processes each appending one-message events to
@@ -146,7 +146,7 @@ def bench_append(
 ) -> None:
     """Alternate appends at both sizes; `io` reads the bytes counters to charge (default: ours)."""
     io = io or _io
-    where = "/proc/self/io" if io is _io else "the server backend's /proc/<pid>/io"
+    where = "/proc/self/io" if io is _io else "the server backends' /proc/<pid>/io"
     print(
         f"append one message with Session.record, {label} "
         f"(median of {repeat}, fsync included; bytes per append from {where})"
