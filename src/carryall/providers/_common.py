@@ -32,6 +32,7 @@ from carryall.blocks import (
     Spelling,
     Text,
     Thinking,
+    ToolResult,
     ToolUse,
     apply_image_limit,
     survey_history,
@@ -279,7 +280,9 @@ def _fit(
     notes: Footnotes | None = None
     for at, held in enumerate(message.content):
         made = len(downgrades)
-        block = _unspelled(held, index, wire, target, every_origin, downgrades)
+        block = held
+        if type(held) in _SPELLABLE and held.spelling is not None:  # type: ignore[union-attr]
+            block = _unspelled(held, index, wire, target, every_origin, downgrades)
         fitted: Block | None = block
         if type(block) is Text:
             if block.citations and not all(
@@ -342,6 +345,10 @@ def _fit(
     if not changed:
         return None
     return Message(message.role, tuple(out))
+
+
+_SPELLABLE: Final = frozenset({Text, ToolUse, ToolResult})
+"""The block types that can carry their wire's `Spelling`, told apart by exact type."""
 
 
 def _unspelled(
