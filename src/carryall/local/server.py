@@ -53,8 +53,8 @@ THREADS_ENV: Final = "CARRYALL_LOCAL_THREADS"
 llama.cpp's default is one thread per core, and its threads spin while they
 wait for each other: when more such threads than cores share a machine (two
 servers beside other work on two cores), each token waits for a thread the
-scheduler has parked, and generation was measured 15 times slower than with
-one thread. The test suite sets it to 1 for the servers it starts.
+scheduler has parked, and generation slows down many times over. The test
+suite sets it to 1 for the servers it starts.
 """
 
 
