@@ -402,10 +402,16 @@ def _items(messages: Sequence[Message], start: int, end: int) -> list[Any]:
         message = messages[index]
         content = message.content
         if message.role == "user":
-            if len(content) == 1 and type(content[0]) is ToolResult:
-                append(_output(content[0]))
-            else:
-                _encode_user(message, append)
+            if len(content) == 1:
+                only: Any = content[0]  # told apart by exact type, as below
+                kind = type(only)
+                if kind is ToolResult:
+                    append(_output(only))
+                    continue
+                if kind is Text and only.spelling is None:
+                    append(_MessageItem("user", One(_InputText(only.text))))
+                    continue
+            _encode_user(message, append)
             continue
         if len(content) == 2:
             said, use = content
@@ -604,8 +610,9 @@ def _encode_assistant(message: Message, index: int, append: Callable[[Any], None
     opened: list[Any] | None = None  # the parts of the spelled item being written
     for block in message.content:
         kind = type(block)
-        spelling = getattr(block, "spelling", None)
-        if kind is Text and spelling is not None:
+        # Only a text's spelling lays out an item here (a call's is `_function_call`'s).
+        spelling = block.spelling if kind is Text else None  # type: ignore[union-attr]
+        if spelling is not None:
             # `prepare` kept it: this wire's own item, laid out as it was.
             said: Text = block  # type: ignore[assignment]
             part = _output_text(said)
