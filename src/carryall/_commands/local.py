@@ -48,6 +48,8 @@ def register(app: typer.Typer) -> None:
             f"{local.MODEL_FILENAME}. No API key and no network needed once installed.\n\n"
             "When both are installed the build runs; $CARRYALL_LOCAL_SERVER=wheel|build "
             "chooses.\n\n"
+            "The server computes on llama.cpp's default threads (one per core); "
+            "$CARRYALL_LOCAL_THREADS=N gives it N, for a machine other work shares.\n\n"
             "Files live under $CARRYALL_CACHE_DIR, else the user cache directory "
             "($CARRYALL_HOME does not move them: one install serves every profile)."
         ),
