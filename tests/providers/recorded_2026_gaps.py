@@ -60,10 +60,6 @@ GAPS: dict[tuple[str, str], str] = {
         "stream",
     ): "stream: stream and whole answer differ",
     (
-        "responses/2026/reasoning_then_function_calls#0",
-        "continue",
-    ): "continue: the next request to gpt-5 left out function_call.plan (first: answer[1].arguments.plan='Plan:\n1) Determine required first-letter acrostics'): the value is sent inside the call's JSON arguments string, escaped once more than the walk looks for",
-    (
         "responses/2026/file_search_with_results#0",
         "sdk",
     ): "sdk: continued to its own model, the file_search_call item goes back as the API sent it, with fields the installed openai SDK's input type does not know",

@@ -61,6 +61,7 @@ from tests.support.recorded_2026 import (
     lost,
     next_turn,
     request_for,
+    unsent,
 )
 
 EXCHANGES = exchanges()
@@ -187,7 +188,6 @@ def check_continue(exchange: Exchange) -> None:
     assert following is not None and isinstance(following.get("request"), dict)
     history, system = _continued(exchange)
     body = _own_body(exchange, history, system)
-    sent = json.dumps(body[wire.messages_key], ensure_ascii=False)
     if "stream" in exchange.data:
         answer = wire.assemble(exchange.data["stream"]) or {}
     else:
@@ -202,9 +202,7 @@ def check_continue(exchange: Exchange) -> None:
         for leaf in leaves(wire.answer_content(answer), "answer")
         if isinstance(leaf.value, str) and leaf.value in sent_back
     ]
-    missing = [
-        leaf for leaf in wanted if json.dumps(leaf.value, ensure_ascii=False)[1:-1] not in sent
-    ]
+    missing = unsent(wanted, body[wire.messages_key])
     assert not missing, f"the next request to {exchange.model} left out {describe(missing)}"
 
 
@@ -426,3 +424,14 @@ def test_the_value_walk_can_fail() -> None:
     held.add({"text": "kept"})
     missing = lost({"content": [{"type": "text", "text": "kept"}, {"x": "dropped"}]}, held, "a")
     assert [leaf.value for leaf in missing] == ["dropped"]
+
+
+def test_the_sent_walk_opens_arguments_and_can_fail() -> None:
+    """A value sent inside a call's JSON arguments counts as sent; one left out is reported."""
+    arguments = {"plan": 'Plan:\n1) read the "file"', "steps": 2}
+    answer = [{"type": "function_call", "name": "update_plan", "arguments": json.dumps(arguments)}]
+    wanted = [leaf for leaf in leaves(answer, "answer") if isinstance(leaf.value, str)]
+    assert [leaf.key for leaf in wanted] == ["name", "plan"]
+    assert unsent(wanted, answer) == []
+    without = [{**answer[0], "arguments": json.dumps({"steps": 2})}]
+    assert [leaf.value for leaf in unsent(wanted, without)] == [arguments["plan"]]

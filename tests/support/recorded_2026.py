@@ -279,6 +279,19 @@ def lost(recorded: Any, held: Held, root: str) -> list[Leaf]:
     ]
 
 
+def unsent(wanted: Sequence[Leaf], body: Any) -> list[Leaf]:
+    """The values of `wanted` that a request `body` does not carry.
+
+    The body is walked as `Held` walks what carryall holds, so a JSON text
+    inside it (a call's `arguments`) is opened at any depth: a value sent
+    inside one counts as sent, however many times its text is escaped in
+    the body as a whole.
+    """
+    sent = Held()
+    sent.add(_builtins(body))
+    return [leaf for leaf in wanted if not sent.keeps(leaf)]
+
+
 def describe(missing: Sequence[Leaf]) -> str:
     """The lost values' places, each once, then the first value: a failure says what and where."""
     labels = sorted({leaf.label for leaf in missing})
