@@ -20,10 +20,6 @@ GAPS: dict[tuple[str, str], str] = {
         "sdk",
     ): "sdk: the installed anthropic SDK's ServerToolUseBlockParam.name knows no 'advisor' tool, and the recording's own server_tool_use block names it (its input goes as {})",
     (
-        "anthropic/2026/compaction_stream_with_cache#0",
-        "stream",
-    ): "stream: stream and whole answer differ",
-    (
         "bedrock/2026/nova_code_execution_stream#0",
         "stream",
     ): "stream: ProviderError: response.output.message.content[1]: a content block has exactly one kind, got []",

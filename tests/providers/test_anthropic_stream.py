@@ -520,3 +520,121 @@ def test_server_tool_blocks_and_citations_are_kept_not_refused_and_go_back_byte_
         {"type": "text", "text": "It is sunny. [1]"},
         {"type": "text", "text": "[1] Paris weather <https://example.com/paris>"},
     ]
+
+
+# -- compaction (context management) ---------------------------------------------------
+
+COMPACTED = "The user asked for a summary of the file; it was read."
+ENCRYPTED = "ZW5jcnlwdGVkIG1ldGFkYXRh"
+
+
+def _compaction_stream(*deltas: dict[str, Any]) -> list[dict[str, Any]]:
+    """A beta stream whose first block is a compaction block, given in `deltas`, then a text."""
+    message = {"type": "message", "role": "assistant", "model": "claude-test", "content": []}
+    message |= {"id": "msg_01", "stop_reason": None, "stop_sequence": None}
+    message["usage"] = {"input_tokens": 10, "output_tokens": 1}
+    start = {"type": "compaction", "content": None}
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": message},
+        {"type": "content_block_start", "index": 0, "content_block": start},
+        *({"type": "content_block_delta", "index": 0, "delta": d} for d in deltas),
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Hi"}},
+        {"type": "content_block_stop", "index": 1},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 1},
+        },
+        {"type": "message_stop"},
+    ]
+    return events
+
+
+def test_a_streamed_compaction_block_is_the_whole_answers_and_goes_back_to_its_origin() -> None:
+    from anthropic.lib.streaming._beta_messages import accumulate_event
+    from anthropic.types.beta import BetaRawMessageStreamEvent
+    from pydantic import TypeAdapter
+
+    from carryall.blocks import Opaque
+    from carryall.providers import Capabilities, Request
+    from carryall.providers.anthropic import encode
+    from tests.support.recorded import anthropic_sdk_check
+
+    delta = {"type": "compaction_delta", "content": COMPACTED, "encrypted_content": ENCRYPTED}
+    events = _compaction_stream(delta)
+    beta_event = TypeAdapter(BetaRawMessageStreamEvent)
+    for event in events:
+        beta_event.validate_python(event)
+    streamed = decode_stream(events)
+    block = {"type": "compaction", "content": COMPACTED, "encrypted_content": ENCRYPTED}
+    whole = {
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": [block, {"type": "text", "text": "Hi"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 10, "output_tokens": 1},
+    }
+    assert streamed.message == decode_response(whole).message
+    # The SDK's own beta accumulator builds the same block from the same events.
+    snapshot = None
+    buffers: dict[int, bytes] = {}
+    for event in events:
+        snapshot = accumulate_event(
+            event=beta_event.validate_python(event),
+            current_snapshot=snapshot,
+            json_bufs=buffers,
+            request_headers={},  # read only for a beta header
+        )
+    assert snapshot is not None
+    assert snapshot.content[0].model_dump(exclude_none=True) == block
+    kept = streamed.message.content[0]
+    assert isinstance(kept, Opaque) and kept.origin == ORIGIN
+    history = [Message.user("Go on."), streamed.message, Message.user("And then?")]
+    home = encode(Request(model="claude-test", messages=tuple(history)), Capabilities())
+    assert home.body["messages"][1]["content"][0] == block
+    assert json.dumps(block, separators=(",", ":")) == kept.raw
+    anthropic_sdk_check(home.body)
+    elsewhere = encode(Request(model="claude-other", messages=tuple(history)), Capabilities())
+    assert [d.kind for d in elsewhere.downgrades] == ["opaque"]
+    assert ENCRYPTED not in json.dumps(elsewhere.body)
+
+
+def test_compaction_pieces_join_field_by_field_and_a_null_piece_adds_nothing() -> None:
+    events = _compaction_stream(
+        {"type": "compaction_delta", "content": "The user asked ", "encrypted_content": None},
+        {"type": "compaction_delta", "content": "for a summary.", "encrypted_content": "ZW5j"},
+    )
+    (kept, _) = decode_stream(events).message.content
+    assert json.loads(getattr(kept, "raw", "")) == {
+        "type": "compaction",
+        "content": "The user asked for a summary.",
+        "encrypted_content": "ZW5j",
+    }
+
+
+@pytest.mark.parametrize(
+    ("delta", "message"),
+    [
+        ({"type": "compaction_delta", "content": 5}, r"delta\.content: expected a string or null"),
+        ({"type": "compaction_delta", "encrypted_content": ["x"]}, "encrypted_content: expected"),
+    ],
+)
+def test_a_malformed_compaction_piece_is_a_clear_provider_error(
+    delta: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ProviderError, match=message):
+        decode_stream(_compaction_stream(delta))
+
+
+def test_a_compaction_piece_for_a_field_the_block_started_as_no_text_is_refused() -> None:
+    events = _compaction_stream({"type": "compaction_delta", "content": "more"})
+    events[1]["content_block"]["content"] = {"summary": "x"}
+    with pytest.raises(ProviderError, match="'content', which the block started as an object"):
+        decode_stream(events)
+    text_block = _compaction_stream({"type": "compaction_delta", "content": "more"})
+    text_block[1]["content_block"] = {"type": "text", "text": ""}
+    with pytest.raises(ProviderError, match="a compaction_delta for a text block"):
+        decode_stream(text_block)

@@ -164,6 +164,11 @@ def assemble_anthropic_stream(events: list[Mapping[str, Any]]) -> dict[str, Any]
                 block.setdefault("citations", []).append(delta["citation"])
             elif dkind == "input_json_delta":
                 partial.setdefault(event["index"], []).append(delta["partial_json"])
+            elif dkind == "compaction_delta":
+                # The summary and its encrypted metadata, each a piece of the block's field.
+                for key, piece in delta.items():
+                    if key != "type" and isinstance(piece, str):
+                        block[key] = (block.get(key) or "") + piece
         elif kind == "content_block_stop":
             index = event["index"]
             if index in partial:

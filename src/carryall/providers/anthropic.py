@@ -1230,7 +1230,8 @@ class _Open:
         self.parts: list[str] = [first] if first else []
         self.signature: list[str] = []
         self.citations: list[Any] = []
-        self.compacted: list[str] = []
+        # A compaction block's fields as its `compaction_delta`s give them, by name.
+        self.compacted: dict[str, list[str]] = {}
 
 
 class StreamDecoder:
@@ -1399,10 +1400,7 @@ class StreamDecoder:
         elif kind == "input_json_delta":
             opened.parts.append(_str(delta, "partial_json", f"{where}.delta"))
         elif kind == "compaction_delta":
-            # The summary of a compacted conversation, in pieces: the block's `content`.
-            piece = delta.get("content")
-            if piece is not None:
-                opened.compacted.append(_str(delta, "content", f"{where}.delta"))
+            self._compacted(opened, delta, f"{where}.delta")
         else:
             # citations_delta: where the text came from, kept beside it (`CITATIONS`).
             opened.citations.append(
@@ -1426,8 +1424,8 @@ class StreamDecoder:
                 value, malformed = _tool_input(raw)
                 self._malformed += malformed
                 whole["input"] = value
-            if opened.compacted:
-                whole["content"] = (whole.get("content") or "") + "".join(opened.compacted)
+            for name, pieces in opened.compacted.items():
+                whole[name] = (whole.get(name) or "") + "".join(pieces)
             blocks = [_opaque(opened.kind, whole, origin)]
         elif opened.kind == "text":
             text = "".join(opened.parts)
@@ -1448,6 +1446,28 @@ class StreamDecoder:
 
     def _origin(self) -> Origin:
         return Origin(DIALECT, self._endpoint, self._model or "")
+
+    @staticmethod
+    def _compacted(opened: _Open, delta: Mapping[str, Any], where: str) -> None:
+        """Take one `compaction_delta`: its fields are pieces of the block's same fields.
+
+        The summary (`content`) and the opaque `encrypted_content` the block
+        must go back with arrive this way; a null field adds nothing. Every
+        field is kept, so the block goes back to its origin as the whole
+        answer holds it, whatever the delta newly carries.
+        """
+        for name, piece in delta.items():
+            if name == "type" or piece is None:
+                continue
+            if not isinstance(piece, str):
+                raise _bad(f"{where}.{shorten(str(name), 40)}", "a string or null", piece)
+            started = opened.base.get(name)
+            if started is not None and not isinstance(started, str):
+                raise ProviderError(
+                    f"Anthropic {where}: a piece of {shorten(str(name), 40)!r}, which the "
+                    f"block started as {_kind(started)}, not text"
+                )
+            opened.compacted.setdefault(name, []).append(piece)
 
     def _message_delta(self, data: Mapping[str, Any], where: str) -> str:
         self._require_closed(where)
