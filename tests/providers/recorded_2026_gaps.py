@@ -20,10 +20,6 @@ GAPS: dict[tuple[str, str], str] = {
         "sdk",
     ): "sdk: the installed anthropic SDK's ServerToolUseBlockParam.name knows no 'advisor' tool, and the recording's own server_tool_use block names it (its input goes as {})",
     (
-        "bedrock/2026/nova_code_execution_stream#0",
-        "stream",
-    ): "stream: ProviderError: response.output.message.content[1]: a content block has exactly one kind, got []",
-    (
         "gemini/2026/file_search_grounding_stream_gemini_3#0",
         "continue",
     ): "continue: the next request to gemini-3-flash-preview left out customMetadata.key, customMetadata.stringValue, retrievedContext.fileSearchStore, retrievedContext.text (first: answer[0].groundingMetadata.groundingChunks[0].retrievedContext.text='Paris is the capital of France. The Eiffel Tower i')",

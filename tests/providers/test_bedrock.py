@@ -639,12 +639,60 @@ def test_a_streamed_server_tool_round_keeps_its_input_and_result() -> None:
     [
         ({"citation": ["x"]}, r"\.delta\.citation must be a JSON object"),
         ({"toolResult": {"text": "x"}}, r"\.delta\.toolResult must be a list"),
+        ({"toolResult": ["7006652"]}, r"\.delta\.toolResult\[0\] must be a JSON object"),
+        ({"toolResult": [{"text": "x"}]}, ": a tool result's content before its contentBlockStart"),
     ],
 )
 def test_a_malformed_citation_or_result_delta_is_named(delta: Any, named: str) -> None:
     decoder = StreamDecoder(Target(endpoint=ENDPOINT, model=MODEL))
     with pytest.raises(ProviderError, match=r"stream event 1\.contentBlockDelta" + named):
         decoder.feed({"contentBlockDelta": {"contentBlockIndex": 0, "delta": delta}})
+
+
+def _result_started(*deltas: dict[str, Any]) -> list[dict[str, Any]]:
+    start = {"toolUseId": "tooluse_c1", "type": "nova_code_interpreter_result", "status": "success"}
+    events: list[dict[str, Any]] = [
+        {"contentBlockStart": {"contentBlockIndex": 0, "start": {"toolResult": start}}}
+    ]
+    for delta in deltas:
+        events.append({"contentBlockDelta": {"contentBlockIndex": 0, "delta": delta}})
+    return [*events, {"contentBlockStop": {"contentBlockIndex": 0}}]
+
+
+@pytest.mark.parametrize(
+    ("delta", "named"),
+    [
+        ({"text": "7006652"}, "text in a toolResult block"),
+        ({"toolUse": {"input": "{}"}}, "a call's input in a toolResult block"),
+    ],
+)
+def test_a_piece_of_another_kind_in_a_streamed_result_is_a_clear_error(
+    delta: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(ProviderError, match=r"stream event 2\.contentBlockDelta: " + named):
+        decode_stream(_result_started(delta))
+
+
+def test_a_result_piece_in_a_text_block_is_a_clear_error() -> None:
+    events = [
+        {"contentBlockDelta": {"contentBlockIndex": 0, "delta": {"text": "The answer"}}},
+        {"contentBlockDelta": {"contentBlockIndex": 0, "delta": {"toolResult": [{"text": "7"}]}}},
+    ]
+    with pytest.raises(ProviderError, match="a tool result's content in a text block"):
+        decode_stream(events)
+
+
+def test_a_streamed_code_result_is_the_whole_answers_and_an_unknown_delta_is_named() -> None:
+    output = {"json": {"stdOut": "7006652", "stdErr": "", "exitCode": 0, "isError": False}}
+    events = _result_started({"toolResult": [output]}, {"video": {"frame": 1}})
+    events.append({"messageStop": {"stopReason": "end_turn"}})
+    streamed = decode_stream(events, endpoint=ENDPOINT, model=MODEL)
+    start = events[0]["contentBlockStart"]["start"]["toolResult"]
+    whole = answer([{"toolResult": {**start, "content": [output]}}])
+    assert streamed.message == decode_response(whole, endpoint=ENDPOINT, model=MODEL).message
+    assert streamed.message.content[0].output == "7006652"  # type: ignore[attr-defined]
+    (lost,) = streamed.downgrades
+    assert "video, a delta carryall does not model" in lost.reason
 
 
 def test_a_malformed_streamed_call_is_counted_and_kept_as_its_text() -> None:

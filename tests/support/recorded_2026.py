@@ -400,7 +400,12 @@ def _stream_responses(payloads: list[Any]) -> dict[str, Any] | None:
 
 
 def _stream_bedrock(payloads: list[Any]) -> dict[str, Any]:
-    """The Converse answer a ConverseStream adds up to."""
+    """The Converse answer a ConverseStream adds up to.
+
+    A block's start (`ContentBlockStart`: a call, a server tool's result) is
+    the whole block less what its deltas add: a call's input as JSON text,
+    a result's `content` entries (`ToolResultBlockDelta`), in order.
+    """
     blocks: dict[int, dict[str, Any]] = {}
     inputs: dict[int, str] = {}
     body: dict[str, Any] = {"output": {"message": {"role": "assistant", "content": []}}}
@@ -409,8 +414,8 @@ def _stream_bedrock(payloads: list[Any]) -> dict[str, Any]:
         if kind == "contentBlockStart":
             start = payload.get("start") or {}
             index = payload["contentBlockIndex"]
+            blocks[index] = {name: dict(value) for name, value in start.items()}
             if "toolUse" in start:
-                blocks[index] = {"toolUse": dict(start["toolUse"])}
                 inputs[index] = ""
         elif kind == "contentBlockDelta":
             index, delta = payload["contentBlockIndex"], payload["delta"]
@@ -419,6 +424,9 @@ def _stream_bedrock(payloads: list[Any]) -> dict[str, Any]:
                 block["text"] = block.get("text", "") + delta["text"]
             elif "toolUse" in delta:
                 inputs[index] = inputs.get(index, "") + delta["toolUse"].get("input", "")
+            elif "toolResult" in delta:
+                result = block["toolResult"]
+                result["content"] = [*result.get("content", []), *delta["toolResult"]]
             elif "reasoningContent" in delta:
                 part = delta["reasoningContent"]
                 reasoning = block.setdefault("reasoningContent", {})

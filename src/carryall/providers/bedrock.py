@@ -772,6 +772,9 @@ _ANSWER_FIELDS: Final = frozenset(
 )
 _MESSAGE_FIELDS: Final = frozenset({"role", "content"})
 _OUTPUT_FIELDS: Final = frozenset({"message"})
+_DELTAS: Final = frozenset({"text", "toolUse", "reasoningContent", "toolResult", "citation"})
+"""The `ContentBlockDelta` members the stream decoder builds a block from."""
+
 _EVENTS: Final = frozenset(
     {"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop"}
     | {"messageStop", "metadata"}
@@ -892,6 +895,19 @@ class _Partial:
         return base64.b64encode(data).decode("ascii")
 
 
+def _not_for(partial: _Partial) -> str:
+    """Where a stray piece landed: a block of another kind, or one not yet started."""
+    if partial.call is not None:
+        started = "toolUse"
+    elif partial.native is not None:
+        (started,) = partial.native
+    elif partial.kind:
+        started = partial.kind
+    else:
+        return "before its contentBlockStart"
+    return f"in a {started} block"
+
+
 class StreamDecoder:
     """Decodes `ConverseStream` events (each `{"eventType": payload}`) into a `Response`.
 
@@ -972,19 +988,25 @@ class StreamDecoder:
     def _delta(self, payload: Mapping[str, Any], at: str) -> str:
         partial = self._partial(payload, at)
         delta = _mapping(payload.get("delta"), f"{at}.delta")
+        unknown = [str(key) for key in delta if key not in _DELTAS]
+        if unknown:
+            reason = f"{at}.delta: {', '.join(unknown)}, a delta carryall does not model; not kept"
+            self._lost.append(Downgrade(0, "delta", reason))
         if "text" in delta:
             text = _str(delta, "text", f"{at}.delta", ProviderError)
+            if partial.call is not None or partial.native is not None:
+                raise ProviderError(f"{at}: text {_not_for(partial)}")
             partial.kind = partial.kind or "text"
             partial.pieces.append(text)
-            return text if partial.call is None else ""
+            return text
         if "toolUse" in delta:
             call = _mapping(delta["toolUse"], f"{at}.delta.toolUse")
             piece = _str(call, "input", f"{at}.delta.toolUse", ProviderError)
             if partial.call is None:
-                if partial.native is not None:
+                if partial.native is not None and "toolUse" in partial.native:
                     partial.pieces.append(piece)  # a server tool's input
                     return ""
-                raise ProviderError(f"{at}: a call's input before its contentBlockStart")
+                raise ProviderError(f"{at}: a call's input {_not_for(partial)}")
             partial.pieces.append(piece)
             return ""
         if "reasoningContent" in delta:
@@ -999,10 +1021,15 @@ class StreamDecoder:
                 blob = reasoning["redactedContent"]
                 partial.redacted.append(_blob(blob, f"{where}.redactedContent", ProviderError))
         if "toolResult" in delta:
-            # A server tool's result, its content in pieces (`ToolResultBlockDelta`).
+            # A server tool's result, its content in pieces (`ToolResultBlockDelta`),
+            # each piece one entry of the whole block's `content`.
             parts = delta["toolResult"]
             if not isinstance(parts, list):
                 raise ProviderError(f"{at}.delta.toolResult must be a list, got {_shown(parts)}")
+            for i, part in enumerate(parts):
+                _mapping(part, f"{at}.delta.toolResult[{i}]")
+            if partial.native is None or "toolResult" not in partial.native:
+                raise ProviderError(f"{at}: a tool result's content {_not_for(partial)}")
             partial.results.extend(parts)
         if "citation" in delta:
             # One citation of the text this block streams (`CitationsDelta`),
