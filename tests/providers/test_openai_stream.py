@@ -465,3 +465,107 @@ chunk_like = st.recursive(
 def test_any_chunk_sequence_decodes_or_is_a_provider_error(chunks: list[Any]) -> None:
     with contextlib.suppress(ProviderError):
         decode_stream(chunks)
+
+
+# -- OpenRouter reasoning_details in pieces ------------------------------------------------
+
+CLAUDE_PIECE = {"type": "reasoning.text", "format": "anthropic-claude-v1", "index": 0}
+
+
+def _details_chunk(*details: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    delta = {"role": "assistant", "content": "", "reasoning_details": list(details)}
+    return {**chunk(delta, finish), "model": "anthropic/claude-sonnet-4.5"}
+
+
+def test_reasoning_detail_pieces_make_the_whole_answers_one_signed_entry() -> None:
+    # As OpenRouter streams a Claude thinking block: an empty opening piece,
+    # the text in pieces, the signature alone in a later piece.
+    stream = [
+        _details_chunk({**CLAUDE_PIECE, "text": "", "signature": ""}),
+        _details_chunk({**CLAUDE_PIECE, "text": "Two and "}),
+        _details_chunk({**CLAUDE_PIECE, "text": "two make four."}),
+        _details_chunk({**CLAUDE_PIECE, "signature": "RXQwQkNrZ0lD"}),
+        {**chunk({"content": "4"}, "stop"), "model": "anthropic/claude-sonnet-4.5"},
+        "[DONE]",
+    ]
+    entry = {**CLAUDE_PIECE, "text": "Two and two make four.", "signature": "RXQwQkNrZ0lD"}
+    message = {"role": "assistant", "content": "4", "reasoning_details": [entry]}
+    whole = {
+        "model": "anthropic/claude-sonnet-4.5",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+    }
+    streamed = decode_stream(stream, endpoint="openrouter.ai")
+    assert streamed.message == decode_response(whole, endpoint="openrouter.ai").message
+    signed = [b for b in streamed.message.content if not isinstance(b, Thinking | Text)]
+    assert [json.loads(getattr(b, "raw", "{}")) for b in signed] == [
+        {"type": "reasoning.text", "text": "Two and two make four."}
+        | {"signature": "RXQwQkNrZ0lD", "format": "anthropic-claude-v1", "index": 0}
+    ]
+
+
+def test_a_summary_and_its_encrypted_reasoning_at_one_index_stay_two_entries() -> None:
+    # An OpenAI model through OpenRouter numbers its summary and its encrypted
+    # reasoning both 0: the type tells them apart, as in the whole answer.
+    summary = {"type": "reasoning.summary", "format": "openai-responses-v1", "index": 0}
+    encrypted = {"type": "reasoning.encrypted", "id": "rs_1", "format": "openai-responses-v1"}
+    encrypted |= {"index": 0, "data": "gAAAAB"}
+    stream = [
+        _details_chunk({**summary, "summary": "Weighing "}),
+        _details_chunk({**summary, "summary": "it."}),
+        _details_chunk(encrypted),
+        {**chunk({"content": "Yes."}, "stop"), "model": "openai/o3"},
+    ]
+    details = [{**summary, "summary": "Weighing it."}, encrypted]
+    message = {"role": "assistant", "content": "Yes.", "reasoning_details": details}
+    whole = {"model": "anthropic/claude-sonnet-4.5", "choices": [{"index": 0, "message": message}]}
+    whole["choices"][0]["finish_reason"] = "stop"
+    streamed = decode_stream(stream, endpoint="openrouter.ai")
+    assert streamed.message == decode_response(whole, endpoint="openrouter.ai").message
+    assert streamed.message.thinking() == "Weighing it."
+    kept = [json.loads(getattr(b, "raw", "{}")) for b in streamed.message.content[1:-1]]
+    assert kept == [encrypted]
+
+
+@pytest.mark.parametrize(
+    ("pieces", "message"),
+    [
+        ([{**CLAUDE_PIECE, "text": 5}], r"reasoning_details\[0\]\.text must be a string"),
+        ([{**CLAUDE_PIECE, "signature": ["x"]}], r"\.signature must be a string"),
+        (
+            [{**CLAUDE_PIECE, "text": "a"}, {**CLAUDE_PIECE, "format": "openai-responses-v1"}],
+            "reasoning detail 0 changed its format from 'anthropic-claude-v1'",
+        ),
+        ([{**CLAUDE_PIECE, "text": "a"}, "not a piece"], r"reasoning_details\[0\] must be"),
+        ([{**CLAUDE_PIECE, "text": "a"}, None], r"reasoning_details\[0\] must be"),
+    ],
+)
+def test_a_malformed_reasoning_detail_piece_is_a_clear_provider_error(
+    pieces: list[Any], message: str
+) -> None:
+    stream = [_details_chunk(piece) for piece in pieces]
+    with pytest.raises(ProviderError, match=message):
+        decode_stream([*stream, chunk({}, "stop")])
+
+
+detail_pieces = st.lists(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "type": st.sampled_from(["reasoning.text", "reasoning.summary", None, 3]),
+            "index": st.sampled_from([0, 1, None, True, "0"]),
+            "text": st.text(max_size=4) | st.none() | st.integers(),
+            "signature": st.text(max_size=4) | st.none(),
+            "format": st.sampled_from(["a", "b", None]),
+        },
+    )
+    | json_values,
+    max_size=6,
+)
+
+
+@given(detail_pieces)
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+def test_any_reasoning_detail_pieces_decode_or_are_a_provider_error(pieces: list[Any]) -> None:
+    stream = [_details_chunk(piece) for piece in pieces]
+    with contextlib.suppress(ProviderError):
+        decode_stream([*stream, chunk({}, "stop")])

@@ -281,7 +281,7 @@ def assemble_openai_stream(chunks: list[Any]) -> dict[str, Any]:
     """The response body a `chat.completion.chunk` stream adds up to."""
     message: dict[str, Any] = {"role": "assistant"}
     parts: dict[str, list[str]] = {}
-    details: list[Any] = []
+    details: dict[Any, dict[str, Any]] = {}
     served: dict[str, list[Any]] = {}
     calls: dict[int, dict[str, Any]] = {}
     body: dict[str, Any] = {}
@@ -298,7 +298,8 @@ def assemble_openai_stream(chunks: list[Any]) -> dict[str, Any]:
             for key in ("content", "reasoning_content", "reasoning", "refusal"):
                 if isinstance(delta.get(key), str):
                     parts.setdefault(key, []).append(delta[key])
-            details.extend(delta.get("reasoning_details") or [])
+            for piece in delta.get("reasoning_details") or []:
+                _add_detail(details, piece)
             for key in ("annotations", "executed_tools"):
                 served.setdefault(key, []).extend(delta.get(key) or [])
             for call in delta.get("tool_calls") or []:
@@ -316,7 +317,7 @@ def assemble_openai_stream(chunks: list[Any]) -> dict[str, Any]:
         message[key] = "".join(texts)
     message.setdefault("content", None)
     if details:
-        message["reasoning_details"] = details
+        message["reasoning_details"] = list(details.values())
     message.update({key: items for key, items in served.items() if items})
     if calls:
         message["tool_calls"] = [
@@ -329,6 +330,24 @@ def assemble_openai_stream(chunks: list[Any]) -> dict[str, Any]:
         ]
     body["choices"] = [{"index": 0, "message": message, "finish_reason": finish}]
     return body
+
+
+def _add_detail(details: dict[Any, dict[str, Any]], piece: Mapping[str, Any]) -> None:
+    """One streamed `reasoning_details` piece added to the entry it is part of.
+
+    The pieces of one entry share its type and index (OpenRouter streams a
+    Claude thinking block's text in several and its signature after); a
+    whole answer holds each entry once, its texts joined. A piece with no
+    index is an entry of its own.
+    """
+    index = piece.get("index")
+    key = (piece.get("type"), index) if isinstance(index, int) else len(details)
+    entry = details.setdefault(key, {})
+    for name, value in piece.items():
+        if name in ("text", "summary", "data", "signature") and isinstance(value, str):
+            entry[name] = (entry.get(name) or "") + value
+        elif entry.get(name) is None:
+            entry[name] = value
 
 
 def openai_sdk_check(body: Mapping[str, Any]) -> None:

@@ -1059,9 +1059,9 @@ class StreamDecoder:
         self._endpoint = target.endpoint
         self._text: list[str] = []
         self._reasoning: list[str] = []
-        # `reasoning_details` entries as their pieces arrive, merged by `index`:
-        # a signature streamed apart from its text goes back with it.
-        self._details: dict[tuple[str, int], dict[str, Any]] = {}
+        # `reasoning_details` entries as their pieces arrive, merged by `type` and `index`
+        # (`_detail_pieces`): a signature streamed apart from its text goes back with it.
+        self._details: dict[tuple[Any, ...], dict[str, Any]] = {}
         # What the server did beside the answer, as the deltas gave it:
         # citations, and executed tools merged by their `index`.
         self._annotations: list[Any] = []
@@ -1111,7 +1111,16 @@ class StreamDecoder:
         return "".join(visible)
 
     def _detail_pieces(self, details: Any, where: str) -> None:
-        """Merge one delta's `reasoning_details` pieces into the entries they belong to."""
+        """Merge one delta's `reasoning_details` pieces into the entries they belong to.
+
+        OpenRouter streams one entry in pieces that share its `type` and
+        `index`: the text in several, the signature in a later one with no
+        text. Their text fields are joined in the order they came; any other
+        field is given once (a piece that changes it breaks the stream). The
+        same `index` under another type is another entry (a summary and its
+        encrypted reasoning are both index 0); a piece with no index is an
+        entry of its own.
+        """
         if details is None:
             return
         if not isinstance(details, list):
@@ -1119,20 +1128,28 @@ class StreamDecoder:
                 f"{where}.reasoning_details must be an array, got {_shown(details)}"
             )
         for i, raw in enumerate(details):
-            entry = _mapping(raw, f"{where}.reasoning_details[{i}]")
-            at = entry.get("index")
-            key = (
-                ("index", at)
-                if isinstance(at, int) and not isinstance(at, bool)
+            at = f"{where}.reasoning_details[{i}]"
+            entry = _mapping(raw, at)
+            index = entry.get("index")
+            key: tuple[Any, ...] = (
+                ("index", entry.get("type"), index)
+                if isinstance(index, int) and not isinstance(index, bool)
                 else ("piece", len(self._details))
             )
             held = self._details.setdefault(key, {})
             for name, value in entry.items():
                 before = held.get(name)
-                if name in _JOINED and isinstance(value, str) and isinstance(before, str):
-                    held[name] = before + value
+                if name in _JOINED and value is not None:
+                    if not isinstance(value, str):
+                        raise ProviderError(f"{at}.{name} must be a string, got {_shown(value)}")
+                    held[name] = value if before is None else before + value
                 elif before is None:
                     held[name] = value
+                elif value is not None and value != before:
+                    raise ProviderError(
+                        f"{at}: reasoning detail {index} changed its {shorten(str(name), 40)} "
+                        f"from {_shown(before)} to {_shown(value)}"
+                    )
 
     def _choice(self, raw: Any, where: str) -> str:
         choice = _mapping(raw, where)
