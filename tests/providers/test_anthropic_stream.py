@@ -559,7 +559,7 @@ def test_a_streamed_compaction_block_is_the_whole_answers_and_goes_back_to_its_o
 
     from carryall.blocks import Opaque
     from carryall.providers import Capabilities, Request
-    from carryall.providers.anthropic import encode
+    from carryall.providers.anthropic import encode, encode_sent
     from tests.support.recorded import anthropic_sdk_check
 
     delta = {"type": "compaction_delta", "content": COMPACTED, "encrypted_content": ENCRYPTED}
@@ -596,6 +596,8 @@ def test_a_streamed_compaction_block_is_the_whole_answers_and_goes_back_to_its_o
     home = encode(Request(model="claude-test", messages=tuple(history)), Capabilities())
     assert home.body["messages"][1]["content"][0] == block
     assert json.dumps(block, separators=(",", ":")) == kept.raw
+    sent = encode_sent(Request(model="claude-test", messages=tuple(history)), Capabilities())
+    assert kept.raw.encode() in sent.data
     anthropic_sdk_check(home.body)
     elsewhere = encode(Request(model="claude-other", messages=tuple(history)), Capabilities())
     assert [d.kind for d in elsewhere.downgrades] == ["opaque"]

@@ -913,13 +913,14 @@ class StreamDecoder:
 
     The events are boto3's (or an event-stream message's `:event-type` and
     JSON payload, which is the same): `messageStart`, `contentBlockStart`
-    (a call's id and name), `contentBlockDelta` (text, a call's input as
-    JSON text, reasoning text, its signature, redacted reasoning, a
-    citation of the block's text),
-    `contentBlockStop`, `messageStop` (the stop reason) and `metadata` (the
-    usage). The deltas of each block are put together into the block a
-    whole answer holds and decoded by the same reader, so a streamed and a
-    whole answer decode to the same blocks. An exception event is a
+    (a call's id and name, or a server tool's result less its content),
+    `contentBlockDelta` (text, a call's input as JSON text, reasoning
+    text, its signature, redacted reasoning, a citation of the block's
+    text, a server tool result's content entries), `contentBlockStop`,
+    `messageStop` (the stop reason) and `metadata` (the usage). The deltas
+    of each block are put together into the block a whole answer holds and
+    decoded by the same reader, so a streamed and a whole answer decode to
+    the same blocks. An exception event is a
     `ProviderError` (retryable for throttling, overload and server errors).
     """
 
