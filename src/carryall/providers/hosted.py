@@ -20,12 +20,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from carryall.blocks import ServerToolCall, ServerToolResult
 from carryall.errors import HostedToolError
 from carryall.providers._types import HostedTool, Request
 
 __all__ = [
+    "ANTHROPIC_ADVISOR_BETA",
     "ANTHROPIC_MCP_BETA",
     "WIRE_KINDS",
+    "anthropic_betas",
     "anthropic_fields",
     "anthropic_headers",
     "chat_options",
@@ -113,6 +116,18 @@ _ANTHROPIC: Final = {
 
 ANTHROPIC_MCP_BETA: Final = "mcp-client-2025-04-04"
 """The beta the Messages API's MCP connector (`mcp_servers`) is opted into by."""
+
+ANTHROPIC_ADVISOR_BETA: Final = "advisor-tool-2026-03-01"
+"""The beta the Messages API's advisor tool (`advisor_20260301`) is opted into by.
+
+Its blocks (a `server_tool_use` named `advisor`, an `advisor_tool_result`)
+are typed only in the SDK's beta request type, so a history that sends them
+back is a beta request too.
+"""
+
+_ANTHROPIC_BLOCK_BETAS: Final = {"advisor": ANTHROPIC_ADVISOR_BETA, "mcp": ANTHROPIC_MCP_BETA}
+"""The beta a server tool's call and result blocks go back under, by the tool's common kind
+(`ServerToolCall.tool`); every other server tool's blocks are in the plain request type."""
 
 _RESPONSES: Final = {
     "web_search": _Kind(
@@ -217,11 +232,38 @@ def anthropic_fields(hosted: Sequence[HostedTool]) -> dict[str, list[dict[str, A
     return out
 
 
-def anthropic_headers(request: Request) -> dict[str, str]:
-    """The headers a Messages API request needs for what it declares: the MCP connector's beta."""
+def anthropic_betas(request: Request) -> tuple[str, ...]:
+    """The betas a Messages API request opts into, each once, in the order first needed.
+
+    What it declares (the MCP connector) and what its history sends back of
+    a beta server tool (an advisor call or result, an MCP tool's): such a
+    request is a beta request, which the SDK's `client.beta.messages`
+    sends with these names in `anthropic-beta`, and the plain request type
+    does not even hold. A block is counted by its dialect alone: one the
+    encoder then leaves off (another model's) costs only a header the API
+    ignores, where asking the codec which blocks it sends would encode the
+    history twice.
+    """
+    betas: dict[str, None] = {}
     if any(tool.kind == "mcp" for tool in request.hosted_tools):
-        return {"anthropic-beta": ANTHROPIC_MCP_BETA}
-    return {}
+        betas[ANTHROPIC_MCP_BETA] = None
+    for message in request.messages:
+        for block in message.content:
+            if (
+                isinstance(block, ServerToolCall | ServerToolResult)
+                and block.tool in _ANTHROPIC_BLOCK_BETAS
+                and block.origin is not None
+                and block.origin.dialect == "anthropic"
+            ):
+                betas[_ANTHROPIC_BLOCK_BETAS[block.tool]] = None
+    return tuple(betas)
+
+
+def anthropic_headers(request: Request) -> dict[str, str]:
+    """The headers a Messages API request needs for what it holds: its betas (`anthropic_betas`),
+    comma-joined in one `anthropic-beta` as the SDK's `betas=` sends them."""
+    betas = anthropic_betas(request)
+    return {"anthropic-beta": ",".join(betas)} if betas else {}
 
 
 def responses_tools(hosted: Sequence[HostedTool]) -> list[dict[str, Any]]:

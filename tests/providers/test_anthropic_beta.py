@@ -1,0 +1,190 @@
+"""A Messages API request that holds a beta feature is a beta request, end to end.
+
+The advisor tool (a `server_tool_use` named `advisor` and its
+`advisor_tool_result`) is typed only in the SDK's beta request type. A
+history holding it, read from real recorded traffic (pydantic-ai's advisor
+cassettes, `tests/fixtures/recorded/anthropic/2026/`), validates against
+that type and is refused by the plain one; it goes back as it came (the
+call's `input` as recorded); `hosted.anthropic_betas` names its beta, and
+the transport sends it the way the SDK's `client.beta.messages.create`
+does: the same path, with the beta in `anthropic-beta`. A plain request
+stays plain on every count, so each check can fail.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+import pytest
+from anthropic.types.beta.message_create_params import (
+    MessageCreateParamsNonStreaming as BetaParams,
+)
+from anthropic.types.message_create_params import MessageCreateParamsNonStreaming as PlainParams
+from pydantic import TypeAdapter, ValidationError
+
+from carryall.blocks import Message, Origin, ServerToolCall, ServerToolResult
+from carryall.providers import Capabilities, HostedTool, Request
+from carryall.providers import anthropic as anthropic_wire
+from carryall.providers.hosted import (
+    ANTHROPIC_ADVISOR_BETA,
+    ANTHROPIC_MCP_BETA,
+    anthropic_betas,
+    anthropic_headers,
+)
+from carryall.transport._sdk import endpoint_of
+from carryall.transport.anthropic import AnthropicBackend
+from tests.support.recorded import anthropic_sdk_check, beta_only
+from tests.support.recorded_2026 import Exchange, exchanges
+from tests.support.scripted import Reply, served
+
+ADVISOR = {
+    e.id: e for e in exchanges() if e.id.startswith("anthropic/2026/advisor_tool_") and e.answered
+}
+"""The recorded advisor exchanges (a whole answer and a stream) that hold an answer."""
+
+ANSWERS = ("anthropic/2026/advisor_tool_replay#0", "anthropic/2026/advisor_tool_stream#0")
+"""The exchanges whose answer calls the advisor."""
+
+PLAIN: TypeAdapter[Any] = TypeAdapter(PlainParams)
+BETA: TypeAdapter[Any] = TypeAdapter(BetaParams)
+
+
+def _answer(exchange: Exchange, endpoint: str) -> Message:
+    """The recorded answer as the transport at `endpoint` hands it on (stamped with the model
+    the request named)."""
+    if "stream" in exchange.data:
+        response = anthropic_wire.decode_stream(exchange.data["stream"], endpoint=endpoint)
+    else:
+        response = anthropic_wire.decode_response(exchange.data["response"], endpoint=endpoint)
+    return response.as_requested(exchange.model).message
+
+
+def _continued(exchange: Exchange, endpoint: str = "api.anthropic.com") -> Request:
+    history = (
+        Message.user("What's 2+2? Consult your advisor first."),
+        _answer(exchange, endpoint),
+        Message.user("And what is that plus one?"),
+    )
+    return Request(model=exchange.model, endpoint=endpoint, messages=history)
+
+
+def _drawn(adapter: TypeAdapter[Any], body: dict[str, Any]) -> None:
+    """Validate `body`, drawing every block: the SDK's lists validate item by item as drawn."""
+    for message in adapter.validate_python(body)["messages"]:
+        content = message["content"]
+        if not isinstance(content, str):
+            list(content)
+
+
+def _recorded_blocks(exchange: Exchange, kinds: tuple[str, ...]) -> list[Any]:
+    if "stream" in exchange.data:
+        blocks = [
+            e["content_block"]
+            for e in exchange.data["stream"]
+            if e.get("type") == "content_block_start"
+        ]
+    else:
+        blocks = exchange.data["response"]["content"]
+    return [b for b in blocks if b["type"] in kinds]
+
+
+def test_the_corpus_holds_the_advisor_recordings() -> None:
+    assert set(ANSWERS) <= set(ADVISOR)
+
+
+@pytest.mark.parametrize("exchange_id", ANSWERS)
+def test_an_advisor_history_is_held_to_the_beta_type_and_refused_by_the_plain_one(
+    exchange_id: str,
+) -> None:
+    body = anthropic_wire.encode(_continued(ADVISOR[exchange_id]), Capabilities()).body
+    body = json.loads(json.dumps(body))
+    found = beta_only(body)
+    assert any("advisor_tool_result" in f for f in found), found
+    assert any("server_tool_use name 'advisor'" in f for f in found), found
+    anthropic_sdk_check(body)  # held to the beta type, every item drawn
+    _drawn(BETA, body)
+    with pytest.raises(ValidationError, match="advisor"):
+        _drawn(PLAIN, body)
+
+
+def test_a_plain_history_is_held_to_the_plain_type() -> None:
+    request = Request(model="claude-sonnet-5", messages=(Message.user("What's 2+2?"),))
+    body = anthropic_wire.encode(request, Capabilities()).body
+    assert beta_only(body) == []
+    assert anthropic_betas(request) == () and anthropic_headers(request) == {}
+
+
+@pytest.mark.parametrize("exchange_id", ANSWERS)
+def test_the_advisor_call_and_result_go_back_as_recorded(exchange_id: str) -> None:
+    # A streamed call's only `input_json_delta` is "": its input is still the `{}` it began with.
+    exchange = ADVISOR[exchange_id]
+    body = anthropic_wire.encode(_continued(exchange), Capabilities()).body
+    kinds = ("server_tool_use", "advisor_tool_result")
+    sent = [b for b in body["messages"][1]["content"] if b["type"] in kinds]
+    assert sent == _recorded_blocks(exchange, kinds)
+    assert sent[0]["input"] == {}
+
+
+def test_the_advisor_beta_is_named_for_its_blocks_of_this_dialect_only() -> None:
+    request = _continued(ADVISOR[ANSWERS[0]])
+    assert anthropic_betas(request) == (ANTHROPIC_ADVISOR_BETA,)
+    assert anthropic_headers(request) == {"anthropic-beta": ANTHROPIC_ADVISOR_BETA}
+    mcp = HostedTool("mcp", {"server_url": "https://mcp.example.com/sse", "server_label": "d"})
+    both = Request(model=request.model, messages=request.messages, hosted_tools=(mcp,))
+    assert anthropic_headers(both) == {
+        "anthropic-beta": f"{ANTHROPIC_MCP_BETA},{ANTHROPIC_ADVISOR_BETA}"
+    }
+    # The same blocks from another wire go nowhere as themselves: no beta for them.
+    foreign = Origin("openai-responses", "api.openai.com", "gpt-5")
+    moved = tuple(
+        Message(
+            m.role,
+            tuple(
+                msgspec.structs.replace(b, origin=foreign)
+                if isinstance(b, ServerToolCall | ServerToolResult)
+                else b
+                for b in m.content
+            ),
+        )
+        for m in request.messages
+    )
+    assert anthropic_betas(Request(model=request.model, messages=moved)) == ()
+
+
+def test_the_transport_sends_an_advisor_history_as_the_sdks_beta_call_does() -> None:
+    exchange = ADVISOR[ANSWERS[0]]
+    with served([Reply(sse="anthropic_text.sse"), Reply(sse="anthropic_text.sse")]) as server:
+        endpoint = endpoint_of(server.url)
+        backend = AnthropicBackend(model=exchange.model, api_key="k", base_url=server.url)
+        try:
+            backend.complete(_continued(exchange, endpoint))
+            backend.complete(Request(model=exchange.model, messages=(Message.user("Hi"),)))
+        finally:
+            backend.close()
+    beta, plain = server.requests
+    assert beta["headers"].get("anthropic-beta") == ANTHROPIC_ADVISOR_BETA
+    assert "anthropic-beta" not in plain["headers"]
+    # The advisor blocks went (the answer's origin is this server), as only the beta type takes.
+    assert beta_only(beta["body"]) and not beta_only(plain["body"])
+    anthropic_sdk_check({k: v for k, v in beta["body"].items() if k != "stream"})
+
+    # The SDK's own beta call, against the same server: the same path and the same header.
+    import anthropic
+
+    with served([Reply(sse="anthropic_text.sse")]) as server:
+        client = anthropic.Anthropic(api_key="k", base_url=server.url)
+        try:
+            with client.beta.messages.stream(
+                model=exchange.model,
+                max_tokens=16,
+                messages=[{"role": "user", "content": "Hi"}],
+                betas=[ANTHROPIC_ADVISOR_BETA],
+            ) as stream:
+                stream.until_done()
+        finally:
+            client.close()
+    (sdk,) = server.requests
+    assert sdk["path"] == beta["path"] == plain["path"]
+    assert sdk["headers"]["anthropic-beta"] == beta["headers"]["anthropic-beta"]
