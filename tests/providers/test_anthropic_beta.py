@@ -8,7 +8,9 @@ that type and is refused by the plain one; it goes back as it came (the
 call's `input` as recorded); `hosted.anthropic_betas` names its beta, and
 the transport sends it the way the SDK's `client.beta.messages.create`
 does: the same path, with the beta in `anthropic-beta`. A plain request
-stays plain on every count, so each check can fail.
+stays plain on every count, so each check can fail. Over every recorded
+Anthropic history, carryall's answer (from the blocks) and the SDK types'
+answer (`beta_only`, from the body) agree on which requests are beta ones.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from carryall.providers import Capabilities, HostedTool, Request
 from carryall.providers import anthropic as anthropic_wire
 from carryall.providers.hosted import (
     ANTHROPIC_ADVISOR_BETA,
+    ANTHROPIC_COMPACTION_BETA,
     ANTHROPIC_MCP_BETA,
     anthropic_betas,
     anthropic_headers,
@@ -36,7 +39,7 @@ from carryall.providers.hosted import (
 from carryall.transport._sdk import endpoint_of
 from carryall.transport.anthropic import AnthropicBackend
 from tests.support.recorded import anthropic_sdk_check, beta_only
-from tests.support.recorded_2026 import Exchange, exchanges
+from tests.support.recorded_2026 import WIRES, Exchange, decoded, exchanges, next_turn
 from tests.support.scripted import Reply, served
 
 ADVISOR = {
@@ -46,6 +49,9 @@ ADVISOR = {
 
 ANSWERS = ("anthropic/2026/advisor_tool_replay#0", "anthropic/2026/advisor_tool_stream#0")
 """The exchanges whose answer calls the advisor."""
+
+RECORDED = [e for e in exchanges() if e.wire == "anthropic" and e.request is not None]
+"""Every recorded Anthropic exchange with a request: the histories the betas are judged on."""
 
 PLAIN: TypeAdapter[Any] = TypeAdapter(PlainParams)
 BETA: TypeAdapter[Any] = TypeAdapter(BetaParams)
@@ -127,30 +133,37 @@ def test_the_advisor_call_and_result_go_back_as_recorded(exchange_id: str) -> No
     assert sent[0]["input"] == {}
 
 
-def test_the_advisor_beta_is_named_for_its_blocks_of_this_dialect_only() -> None:
+def test_the_advisor_beta_is_named_for_the_blocks_that_go_back_only() -> None:
     request = _continued(ADVISOR[ANSWERS[0]])
     assert anthropic_betas(request) == (ANTHROPIC_ADVISOR_BETA,)
     assert anthropic_headers(request) == {"anthropic-beta": ANTHROPIC_ADVISOR_BETA}
     mcp = HostedTool("mcp", {"server_url": "https://mcp.example.com/sse", "server_label": "d"})
-    both = Request(model=request.model, messages=request.messages, hosted_tools=(mcp,))
+    both = msgspec.structs.replace(request, hosted_tools=(mcp,))
     assert anthropic_headers(both) == {
         "anthropic-beta": f"{ANTHROPIC_MCP_BETA},{ANTHROPIC_ADVISOR_BETA}"
     }
-    # The same blocks from another wire go nowhere as themselves: no beta for them.
-    foreign = Origin("openai-responses", "api.openai.com", "gpt-5")
-    moved = tuple(
-        Message(
-            m.role,
-            tuple(
-                msgspec.structs.replace(b, origin=foreign)
-                if isinstance(b, ServerToolCall | ServerToolResult)
-                else b
-                for b in m.content
-            ),
+    # The same blocks made by another server or wire are left off (their reading goes
+    # instead), so they opt into nothing: a gateway refuses a beta it does not know.
+    for elsewhere in (
+        Origin("anthropic", "gateway.example", request.model),
+        Origin("openai-responses", request.endpoint, request.model),
+    ):
+        moved = tuple(
+            Message(
+                m.role,
+                tuple(
+                    msgspec.structs.replace(b, origin=elsewhere)
+                    if isinstance(b, ServerToolCall | ServerToolResult)
+                    else b
+                    for b in m.content
+                ),
+            )
+            for m in request.messages
         )
-        for m in request.messages
-    )
-    assert anthropic_betas(Request(model=request.model, messages=moved)) == ()
+        away = msgspec.structs.replace(request, messages=moved)
+        body = anthropic_wire.encode(away, Capabilities()).body
+        assert beta_only(json.loads(json.dumps(body))) == []
+        assert anthropic_betas(away) == ()
 
 
 def test_the_transport_sends_an_advisor_history_as_the_sdks_beta_call_does() -> None:
@@ -188,3 +201,43 @@ def test_the_transport_sends_an_advisor_history_as_the_sdks_beta_call_does() -> 
     (sdk,) = server.requests
     assert sdk["path"] == beta["path"] == plain["path"]
     assert sdk["headers"]["anthropic-beta"] == beta["headers"]["anthropic-beta"]
+
+
+def _histories(exchange: Exchange) -> list[Request]:
+    """The exchange's request as imported, and (when answered) continued after its answer,
+    each addressed to the model and server the recording used."""
+    assert exchange.request is not None
+    wire = WIRES["anthropic"]
+    system, messages = wire.import_history(exchange.request)
+    histories = [messages]
+    if exchange.answered:
+        answer = decoded(exchange).as_requested(exchange.model).message
+        histories.append([*messages, answer, next_turn(answer)])
+    tools = wire.tools(exchange.request)
+    return [
+        Request(
+            model=exchange.model,
+            endpoint=exchange.endpoint,
+            messages=tuple(history),
+            system=system,
+            tools=tools,
+        )
+        for history in histories
+    ]
+
+
+@pytest.mark.parametrize("exchange", RECORDED, ids=lambda e: e.id)
+def test_a_recorded_history_opts_into_a_beta_exactly_when_the_plain_type_cannot_hold_it(
+    exchange: Exchange,
+) -> None:
+    # Two answers to one question, asked apart: carryall's own (`anthropic_betas`, from the
+    # blocks) and the SDK's types (`beta_only`, from the body). Real traffic holds both kinds.
+    for request in _histories(exchange):
+        body = json.loads(json.dumps(anthropic_wire.encode(request, Capabilities()).body))
+        assert bool(anthropic_betas(request)) == bool(beta_only(body)), beta_only(body)
+
+
+def test_the_recorded_histories_hold_beta_and_plain_requests_alike() -> None:
+    betas = {b for e in RECORDED for r in _histories(e) for b in anthropic_betas(r)}
+    assert betas == {ANTHROPIC_ADVISOR_BETA, ANTHROPIC_MCP_BETA, ANTHROPIC_COMPACTION_BETA}
+    assert any(not anthropic_betas(r) for e in RECORDED for r in _histories(e))

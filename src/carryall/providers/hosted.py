@@ -20,12 +20,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from carryall.blocks import ServerToolCall, ServerToolResult
+from carryall.blocks import Opaque, ServerToolCall
 from carryall.errors import HostedToolError
+from carryall.providers._common import goes_back
 from carryall.providers._types import HostedTool, Request
 
 __all__ = [
     "ANTHROPIC_ADVISOR_BETA",
+    "ANTHROPIC_COMPACTION_BETA",
     "ANTHROPIC_MCP_BETA",
     "WIRE_KINDS",
     "anthropic_betas",
@@ -125,9 +127,21 @@ are typed only in the SDK's beta request type, so a history that sends them
 back is a beta request too.
 """
 
-_ANTHROPIC_BLOCK_BETAS: Final = {"advisor": ANTHROPIC_ADVISOR_BETA, "mcp": ANTHROPIC_MCP_BETA}
-"""The beta a server tool's call and result blocks go back under, by the tool's common kind
-(`ServerToolCall.tool`); every other server tool's blocks are in the plain request type."""
+ANTHROPIC_COMPACTION_BETA: Final = "compact-2026-01-12"
+"""The beta the Messages API's server-side compaction is opted into by; the `compaction` block
+it answers with goes back under it."""
+
+_ANTHROPIC_BLOCK_BETAS: Final = {
+    "advisor_tool_result": ANTHROPIC_ADVISOR_BETA,
+    "mcp_tool_use": ANTHROPIC_MCP_BETA,
+    "mcp_tool_result": ANTHROPIC_MCP_BETA,
+    "compaction": ANTHROPIC_COMPACTION_BETA,
+}
+"""The beta a native block goes back under, by its type (`Opaque.kind`); every other block
+is in the plain request type."""
+
+_ANTHROPIC_CALL_BETAS: Final = {"advisor": ANTHROPIC_ADVISOR_BETA}
+"""The beta a `server_tool_use` goes back under, by the server tool it names."""
 
 _RESPONSES: Final = {
     "web_search": _Kind(
@@ -235,27 +249,28 @@ def anthropic_fields(hosted: Sequence[HostedTool]) -> dict[str, list[dict[str, A
 def anthropic_betas(request: Request) -> tuple[str, ...]:
     """The betas a Messages API request opts into, each once, in the order first needed.
 
-    What it declares (the MCP connector) and what its history sends back of
-    a beta server tool (an advisor call or result, an MCP tool's): such a
-    request is a beta request, which the SDK's `client.beta.messages`
-    sends with these names in `anthropic-beta`, and the plain request type
-    does not even hold. A block is counted by its dialect alone: one the
-    encoder then leaves off (another model's) costs only a header the API
-    ignores, where asking the codec which blocks it sends would encode the
-    history twice.
+    What it declares (the MCP connector) and the native blocks of a beta
+    feature its history sends back (an advisor call or result, an MCP
+    tool's, a compaction): such a request is a beta request, which the
+    SDK's `client.beta.messages` sends with these names in
+    `anthropic-beta`, and the plain request type does not even hold. A
+    block counts only when the encoder sends it back as itself
+    (`goes_back`): another model's or server's is left off, and a gateway
+    that does not know a beta refuses the request for its name.
     """
     betas: dict[str, None] = {}
     if any(tool.kind == "mcp" for tool in request.hosted_tools):
         betas[ANTHROPIC_MCP_BETA] = None
     for message in request.messages:
         for block in message.content:
-            if (
-                isinstance(block, ServerToolCall | ServerToolResult)
-                and block.tool in _ANTHROPIC_BLOCK_BETAS
-                and block.origin is not None
-                and block.origin.dialect == "anthropic"
-            ):
-                betas[_ANTHROPIC_BLOCK_BETAS[block.tool]] = None
+            if not isinstance(block, Opaque):
+                continue
+            if isinstance(block, ServerToolCall) and block.kind == "server_tool_use":
+                beta = _ANTHROPIC_CALL_BETAS.get(block.name)
+            else:
+                beta = _ANTHROPIC_BLOCK_BETAS.get(block.kind)
+            if beta is not None and goes_back(block.origin, request, "anthropic"):
+                betas[beta] = None
     return tuple(betas)
 
 

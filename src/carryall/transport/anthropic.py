@@ -38,9 +38,10 @@ def anthropic_model(entry: Any) -> ModelInfo | None:
 class AnthropicBackend(SdkBackend):
     """The Anthropic Messages API through the `anthropic` SDK (or a server speaking it).
 
-    A request holding a beta feature (an advisor or MCP block in its
-    history, a declared MCP server) goes as the SDK's beta call sends it:
-    the same path, with its betas in `anthropic-beta` (`hosted.anthropic_betas`).
+    A request holding a beta feature (an advisor, MCP or compaction block
+    its history sends back, a declared MCP server) goes as the SDK's beta
+    call sends it: the same path, with its betas in `anthropic-beta`
+    (`hosted.anthropic_betas`).
     """
 
     def __init__(
