@@ -27,8 +27,7 @@ from anthropic.types.message_create_params import MessageCreateParamsNonStreamin
 from pydantic import TypeAdapter, ValidationError
 
 from carryall.blocks import Message, Origin, ServerToolCall, ServerToolResult
-from carryall.providers import Capabilities, HostedTool, Request
-from carryall.providers import anthropic as anthropic_wire
+from carryall.providers import HostedTool, Request
 from carryall.providers.hosted import (
     ANTHROPIC_ADVISOR_BETA,
     ANTHROPIC_COMPACTION_BETA,
@@ -53,6 +52,9 @@ ANSWERS = ("anthropic/2026/advisor_tool_replay#0", "anthropic/2026/advisor_tool_
 RECORDED = [e for e in exchanges() if e.wire == "anthropic" and e.request is not None]
 """Every recorded Anthropic exchange with a request: the histories the betas are judged on."""
 
+ANTHROPIC = WIRES["anthropic"]
+"""The Anthropic codec as the recorded checks call it (`tests.support.recorded_2026`)."""
+
 PLAIN: TypeAdapter[Any] = TypeAdapter(PlainParams)
 BETA: TypeAdapter[Any] = TypeAdapter(BetaParams)
 
@@ -61,9 +63,9 @@ def _answer(exchange: Exchange, endpoint: str) -> Message:
     """The recorded answer as the transport at `endpoint` hands it on (stamped with the model
     the request named)."""
     if "stream" in exchange.data:
-        response = anthropic_wire.decode_stream(exchange.data["stream"], endpoint=endpoint)
+        response = ANTHROPIC.decode_stream(exchange.data["stream"], endpoint, exchange.model)
     else:
-        response = anthropic_wire.decode_response(exchange.data["response"], endpoint=endpoint)
+        response = ANTHROPIC.decode(exchange.data["response"], endpoint, exchange.model)
     return response.as_requested(exchange.model).message
 
 
@@ -104,7 +106,7 @@ def test_the_corpus_holds_the_advisor_recordings() -> None:
 def test_an_advisor_history_is_held_to_the_beta_type_and_refused_by_the_plain_one(
     exchange_id: str,
 ) -> None:
-    body = anthropic_wire.encode(_continued(ADVISOR[exchange_id]), Capabilities()).body
+    body = ANTHROPIC.encode(_continued(ADVISOR[exchange_id])).body
     body = json.loads(json.dumps(body))
     found = beta_only(body)
     assert any("advisor_tool_result" in f for f in found), found
@@ -117,7 +119,7 @@ def test_an_advisor_history_is_held_to_the_beta_type_and_refused_by_the_plain_on
 
 def test_a_plain_history_is_held_to_the_plain_type() -> None:
     request = Request(model="claude-sonnet-5", messages=(Message.user("What's 2+2?"),))
-    body = anthropic_wire.encode(request, Capabilities()).body
+    body = ANTHROPIC.encode(request).body
     assert beta_only(body) == []
     assert anthropic_betas(request) == () and anthropic_headers(request) == {}
 
@@ -126,7 +128,7 @@ def test_a_plain_history_is_held_to_the_plain_type() -> None:
 def test_the_advisor_call_and_result_go_back_as_recorded(exchange_id: str) -> None:
     # A streamed call's only `input_json_delta` is "": its input is still the `{}` it began with.
     exchange = ADVISOR[exchange_id]
-    body = anthropic_wire.encode(_continued(exchange), Capabilities()).body
+    body = ANTHROPIC.encode(_continued(exchange)).body
     kinds = ("server_tool_use", "advisor_tool_result")
     sent = [b for b in body["messages"][1]["content"] if b["type"] in kinds]
     assert sent == _recorded_blocks(exchange, kinds)
@@ -161,7 +163,7 @@ def test_the_advisor_beta_is_named_for_the_blocks_that_go_back_only() -> None:
             for m in request.messages
         )
         away = msgspec.structs.replace(request, messages=moved)
-        body = anthropic_wire.encode(away, Capabilities()).body
+        body = ANTHROPIC.encode(away).body
         assert beta_only(json.loads(json.dumps(body))) == []
         assert anthropic_betas(away) == ()
 
@@ -207,7 +209,7 @@ def _histories(exchange: Exchange) -> list[Request]:
     """The exchange's request as imported, and (when answered) continued after its answer,
     each addressed to the model and server the recording used."""
     assert exchange.request is not None
-    wire = WIRES["anthropic"]
+    wire = ANTHROPIC
     system, messages = wire.import_history(exchange.request)
     histories = [messages]
     if exchange.answered:
@@ -233,7 +235,7 @@ def test_a_recorded_history_opts_into_a_beta_exactly_when_the_plain_type_cannot_
     # Two answers to one question, asked apart: carryall's own (`anthropic_betas`, from the
     # blocks) and the SDK's types (`beta_only`, from the body). Real traffic holds both kinds.
     for request in _histories(exchange):
-        body = json.loads(json.dumps(anthropic_wire.encode(request, Capabilities()).body))
+        body = json.loads(json.dumps(ANTHROPIC.encode(request).body))
         assert bool(anthropic_betas(request)) == bool(beta_only(body)), beta_only(body)
 
 
