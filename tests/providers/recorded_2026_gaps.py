@@ -8,18 +8,6 @@ each listed case as a strict xfail, so a gap that closes fails until its line is
 
 GAPS: dict[tuple[str, str], str] = {
     (
-        "anthropic/2026/advisor_tool_replay#0",
-        "sdk",
-    ): "sdk: the installed anthropic SDK's ServerToolUseBlockParam.name knows no 'advisor' tool, and the recording's own server_tool_use block names it (its input goes as {})",
-    (
-        "anthropic/2026/advisor_tool_replay#1",
-        "sdk",
-    ): "sdk: the installed anthropic SDK's ServerToolUseBlockParam.name knows no 'advisor' tool, and the recording's own server_tool_use block names it (its input goes as {})",
-    (
-        "anthropic/2026/advisor_tool_stream#0",
-        "sdk",
-    ): "sdk: the installed anthropic SDK's ServerToolUseBlockParam.name knows no 'advisor' tool, and the recording's own server_tool_use block names it (its input goes as {})",
-    (
         "gemini/2026/file_search_grounding_stream_gemini_3#0",
         "continue",
     ): "continue: the next request to gemini-3-flash-preview left out customMetadata.key, customMetadata.stringValue, retrievedContext.fileSearchStore, retrievedContext.text (first: answer[0].groundingMetadata.groundingChunks[0].retrievedContext.text='Paris is the capital of France. The Eiffel Tower i')",
@@ -46,17 +34,17 @@ GAPS: dict[tuple[str, str], str] = {
     (
         "responses/2026/file_search_with_results#0",
         "sdk",
-    ): "sdk: continued to its own model, the file_search_call item goes back as the API sent it, with fields the installed openai SDK's input type does not know",
+    ): "sdk: continued to its own model, the file_search_call item goes back as the API sent it, and each of its results carries vector_store_id, which openai 3.63.0's ResponseFileSearchToolCallParam.Result (the only input type of a file_search_call, in ResponseInputItemParam) does not have (nor does its output type ResponseFileSearchToolCall.Result); the SDK type drops the key. No other input item holds the results: item_reference is an id alone and needs the response stored",
     (
         "responses/2026/web_search_stream_then_whole#0",
         "sdk",
-    ): "sdk: continued to its own model, the web_search_call item's sources of type 'api' go back as the API sent them; the installed openai SDK's input type knows only 'url'",
+    ): "sdk: continued to its own model, the web_search_call item goes back as the API sent it, with action.sources [{type: 'api', name: 'oai-weather'}]; openai 3.63.0's ResponseFunctionWebSearchParam.ActionSearchSource (the only input type of a web_search_call, in ResponseInputItemParam) takes only {type: 'url', url} (its output type ResponseFunctionWebSearch too). No other input item holds the call: item_reference is an id alone and needs the response stored. (The recording's own next request sent the call back without action.sources and was answered 200.)",
     (
         "responses/2026/web_search_stream_then_whole#1",
         "sdk",
-    ): "sdk: continued to its own model, the web_search_call item's sources of type 'api' go back as the API sent them; the installed openai SDK's input type knows only 'url'",
+    ): "sdk: continued to its own model, the web_search_call item goes back as the API sent it, with action.sources [{type: 'api', name: 'oai-weather'}]; openai 3.63.0's ResponseFunctionWebSearchParam.ActionSearchSource (the only input type of a web_search_call, in ResponseInputItemParam) takes only {type: 'url', url} (its output type ResponseFunctionWebSearch too). No other input item holds the call: item_reference is an id alone and needs the response stored. (The recording's own next request sent the call back without action.sources and was answered 200.)",
     (
         "openai_compatible/2026/openrouter_cache_point_alias#0",
         "sdk",
-    ): "sdk: the text part goes back with the cache_control the recording sent (an OpenRouter extension); the installed openai SDK's text part type knows no such key",
+    ): "sdk: the user text part goes back with OpenRouter's cache_control {type: 'ephemeral', ttl: '1h'}, as the recording sent it; openai 3.63.0's ChatCompletionContentPartTextParam has text, type and OpenAI's own prompt_cache_breakpoint only, and drops the key (no other Chat Completions part type holds a text with a cache marker)",
 }

@@ -14,11 +14,14 @@ request's messages carry, which import and re-encode must not lose.
 from __future__ import annotations
 
 import copy
+import functools
 import json
+import types
+import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Union
 
 from anthropic.types.beta.message_create_params import (
     MessageCreateParamsNonStreaming as BetaAnthropicRequest,
@@ -27,6 +30,7 @@ from anthropic.types.message_create_params import (
     MessageCreateParamsNonStreaming as AnthropicRequest,
 )
 from pydantic import BaseModel, TypeAdapter
+from typing_extensions import is_typeddict
 
 from carryall.transport.sse import iter_sse
 from tests.support.sdk_openai import NON_STREAMING, _materialize, _without_extras
@@ -40,9 +44,6 @@ WIRE_DIALECT = {
     "llama_server": "llama-server",
 }
 """Which codec reads each folder: OpenAI-compatible servers speak the `openai` dialect."""
-
-BETA_ONLY_BLOCKS = frozenset({"mcp_tool_use", "mcp_tool_result", "compaction", "tool_reference"})
-"""Block types only the SDK's beta request type knows: a body holding one is checked against it."""
 
 ANTHROPIC_STOPS = {
     "end_turn": "end_turn",
@@ -185,11 +186,11 @@ def assemble_anthropic_stream(events: list[Mapping[str, Any]]) -> dict[str, Any]
 def anthropic_sdk_check(body: Mapping[str, Any]) -> None:
     """Fail unless the official SDK's request type takes `body`, every item drawn.
 
-    A body holding a block only the beta API takes (MCP tool use) is held to
-    the SDK's beta request type, which is where those blocks are typed.
+    A body holding what only the beta API takes (`beta_only`: an MCP or
+    advisor block, a beta tool, a beta field) is held to the SDK's beta
+    request type, which is where those are typed; any other to the plain one.
     """
-    beta = any(kind in BETA_ONLY_BLOCKS for kind in _block_types(body.get("messages", [])))
-    adapter = _BETA_ANTHROPIC if beta else _ANTHROPIC
+    adapter = _BETA_ANTHROPIC if beta_only(body) else _ANTHROPIC
     _consume(adapter.validate_python(body))
 
 
@@ -197,18 +198,92 @@ _ANTHROPIC: TypeAdapter[Any] = TypeAdapter(AnthropicRequest)
 _BETA_ANTHROPIC: TypeAdapter[Any] = TypeAdapter(BetaAnthropicRequest)
 
 
-def _block_types(messages: Any) -> Iterator[str]:
-    for message in messages:
-        yield from _types_in(message.get("content"))
+def beta_only(body: Mapping[str, Any]) -> list[str]:
+    """What in a Messages API body the SDK's plain request type does not know, each as a place.
+
+    Read off the installed SDK's plain types, not a list kept here: a body
+    field the plain `MessageCreateParams` has not; a block (in a message's
+    content, a block's own content, or `tools`) whose `type` no plain type
+    has; and a block whose literal field (a `server_tool_use`'s `name`)
+    holds a value no plain type of that `type` takes. Empty for a plain
+    request.
+    """
+    fields, tags = _plain_anthropic()
+    found = [key for key in body if key not in fields]
+    for i, tool in enumerate(body.get("tools") or ()):
+        found += _beta_tags(tool, f"tools[{i}]", tags)
+    for i, message in enumerate(body.get("messages") or ()):
+        if isinstance(message, Mapping):
+            found += _beta_content(message.get("content"), f"messages[{i}]", tags)
+    return found
 
 
-def _types_in(content: Any) -> Iterator[str]:
-    """The type of every block in `content`, a tool result's own blocks included."""
-    if isinstance(content, list | tuple):
-        for block in content:
-            if isinstance(block, Mapping) and isinstance(block.get("type"), str):
-                yield block["type"]
-                yield from _types_in(block.get("content"))
+def _beta_content(content: Any, where: str, tags: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    blocks = [content] if isinstance(content, Mapping) else content
+    found: list[str] = []
+    if isinstance(blocks, list | tuple):
+        for i, block in enumerate(blocks):
+            if isinstance(block, Mapping):
+                found += _beta_tags(block, f"{where}.content[{i}]", tags)
+                found += _beta_content(block.get("content"), f"{where}.content[{i}]", tags)
+    return found
+
+
+def _beta_tags(block: Mapping[str, Any], where: str, tags: Mapping[str, Any]) -> list[str]:
+    kind = block.get("type")
+    if not isinstance(kind, str):
+        return []
+    if kind not in tags:
+        return [f"{where}: type {kind!r}"]
+    return [
+        f"{where}: {kind} {field} {block[field]!r}"
+        for field, values in tags[kind].items()
+        if isinstance(block.get(field), str) and block[field] not in values
+    ]
+
+
+@functools.cache
+def _plain_anthropic() -> tuple[frozenset[str], dict[str, dict[str, set[str]]]]:
+    """The plain request type's fields, and for every `type` tag of its types, each literal
+    field's values (a `server_tool_use`'s `name`s), over every type reachable from it."""
+    tags: dict[str, dict[str, set[str]]] = {}
+    seen: set[Any] = set()
+
+    def walk(tp: Any) -> None:
+        if is_typeddict(tp) or (isinstance(tp, type) and issubclass(tp, BaseModel)):
+            if tp in seen:
+                return
+            seen.add(tp)
+            hints = (
+                typing.get_type_hints(tp)
+                if is_typeddict(tp)
+                else {name: f.annotation for name, f in tp.model_fields.items()}
+            )
+            literal = {name: _literal_values(hint) for name, hint in hints.items()}
+            for tag in literal.pop("type", None) or ():
+                held = tags.setdefault(tag, {})
+                for name, values in literal.items():
+                    if values:
+                        held.setdefault(name, set()).update(values)
+            for hint in hints.values():
+                walk(hint)
+            return
+        for arg in typing.get_args(tp):
+            walk(arg)
+
+    walk(AnthropicRequest)
+    return frozenset(typing.get_type_hints(AnthropicRequest)), tags
+
+
+def _literal_values(hint: Any) -> set[str]:
+    """The string values a field may hold when its type is a literal (or an optional one)."""
+    if typing.get_origin(hint) is Literal:
+        return {v for v in typing.get_args(hint) if isinstance(v, str)}
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if all(typing.get_origin(a) is Literal for a in args):
+            return set().union(*(_literal_values(a) for a in args))
+    return set()
 
 
 def _consume(value: Any) -> None:

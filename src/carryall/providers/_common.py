@@ -49,6 +49,7 @@ __all__ = [
     "answer_message",
     "answered_call",
     "camel_keys",
+    "goes_back",
     "imported_call",
     "openai_tool_choice",
     "payload_messages",
@@ -251,6 +252,15 @@ def _matches(origin: Origin | None, wire: Wire, target: Origin, every_origin: bo
     if every_origin or (not origin.endpoint and not origin.model):
         return origin.dialect == wire.dialect
     return origin.same_maker(target)
+
+
+def goes_back(origin: Origin | None, request: Request, dialect: str) -> bool:
+    """Whether a provider-native block (`Opaque`) of `origin` goes back as itself in `request`
+    on `dialect`'s wire, as `prepare` decides it: asked before the body is written by a caller
+    that must know what it will hold (the betas an Anthropic request opts into)."""
+    return origin is not None and _matches(
+        origin, Wire(dialect), target_origin(request, dialect), False
+    )
 
 
 def _named(origin: Origin | None) -> str:

@@ -20,12 +20,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from carryall.blocks import Opaque, ServerToolCall
 from carryall.errors import HostedToolError
+from carryall.providers._common import goes_back
 from carryall.providers._types import HostedTool, Request
 
 __all__ = [
+    "ANTHROPIC_ADVISOR_BETA",
+    "ANTHROPIC_COMPACTION_BETA",
     "ANTHROPIC_MCP_BETA",
     "WIRE_KINDS",
+    "anthropic_betas",
     "anthropic_fields",
     "anthropic_headers",
     "chat_options",
@@ -113,6 +118,30 @@ _ANTHROPIC: Final = {
 
 ANTHROPIC_MCP_BETA: Final = "mcp-client-2025-04-04"
 """The beta the Messages API's MCP connector (`mcp_servers`) is opted into by."""
+
+ANTHROPIC_ADVISOR_BETA: Final = "advisor-tool-2026-03-01"
+"""The beta the Messages API's advisor tool (`advisor_20260301`) is opted into by.
+
+Its blocks (a `server_tool_use` named `advisor`, an `advisor_tool_result`)
+are typed only in the SDK's beta request type, so a history that sends them
+back is a beta request too.
+"""
+
+ANTHROPIC_COMPACTION_BETA: Final = "compact-2026-01-12"
+"""The beta the Messages API's server-side compaction is opted into by; the `compaction` block
+it answers with goes back under it."""
+
+_ANTHROPIC_BLOCK_BETAS: Final = {
+    "advisor_tool_result": ANTHROPIC_ADVISOR_BETA,
+    "mcp_tool_use": ANTHROPIC_MCP_BETA,
+    "mcp_tool_result": ANTHROPIC_MCP_BETA,
+    "compaction": ANTHROPIC_COMPACTION_BETA,
+}
+"""The beta a native block goes back under, by its type (`Opaque.kind`); every other block
+is in the plain request type."""
+
+_ANTHROPIC_CALL_BETAS: Final = {"advisor": ANTHROPIC_ADVISOR_BETA}
+"""The beta a `server_tool_use` goes back under, by the server tool it names."""
 
 _RESPONSES: Final = {
     "web_search": _Kind(
@@ -217,11 +246,39 @@ def anthropic_fields(hosted: Sequence[HostedTool]) -> dict[str, list[dict[str, A
     return out
 
 
-def anthropic_headers(request: Request) -> dict[str, str]:
-    """The headers a Messages API request needs for what it declares: the MCP connector's beta."""
+def anthropic_betas(request: Request) -> tuple[str, ...]:
+    """The betas a Messages API request opts into, each once, in the order first needed.
+
+    What it declares (the MCP connector) and the native blocks of a beta
+    feature its history sends back (an advisor call or result, an MCP
+    tool's, a compaction): such a request is a beta request, which the
+    SDK's `client.beta.messages` sends with these names in
+    `anthropic-beta`, and the plain request type does not even hold. A
+    block counts only when the encoder sends it back as itself
+    (`goes_back`): another model's or server's is left off, and a gateway
+    that does not know a beta refuses the request for its name.
+    """
+    betas: dict[str, None] = {}
     if any(tool.kind == "mcp" for tool in request.hosted_tools):
-        return {"anthropic-beta": ANTHROPIC_MCP_BETA}
-    return {}
+        betas[ANTHROPIC_MCP_BETA] = None
+    for message in request.messages:
+        for block in message.content:
+            if not isinstance(block, Opaque):
+                continue
+            if isinstance(block, ServerToolCall) and block.kind == "server_tool_use":
+                beta = _ANTHROPIC_CALL_BETAS.get(block.name)
+            else:
+                beta = _ANTHROPIC_BLOCK_BETAS.get(block.kind)
+            if beta is not None and goes_back(block.origin, request, "anthropic"):
+                betas[beta] = None
+    return tuple(betas)
+
+
+def anthropic_headers(request: Request) -> dict[str, str]:
+    """The headers a Messages API request needs for what it holds: its betas (`anthropic_betas`),
+    comma-joined in one `anthropic-beta` as the SDK's `betas=` sends them."""
+    betas = anthropic_betas(request)
+    return {"anthropic-beta": ",".join(betas)} if betas else {}
 
 
 def responses_tools(hosted: Sequence[HostedTool]) -> list[dict[str, Any]]:

@@ -36,7 +36,13 @@ def anthropic_model(entry: Any) -> ModelInfo | None:
 
 
 class AnthropicBackend(SdkBackend):
-    """The Anthropic Messages API through the `anthropic` SDK (or a server speaking it)."""
+    """The Anthropic Messages API through the `anthropic` SDK (or a server speaking it).
+
+    A request holding a beta feature (an advisor, MCP or compaction block
+    its history sends back, a declared MCP server) goes as the SDK's beta
+    call sends it: the same path, with its betas in `anthropic-beta`
+    (`hosted.anthropic_betas`).
+    """
 
     def __init__(
         self,
