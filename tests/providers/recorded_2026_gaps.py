@@ -32,26 +32,6 @@ GAPS: dict[tuple[str, str], str] = {
         "continue",
     ): "continue: the next request to gemini-3-flash-preview left out customMetadata.key, customMetadata.stringValue, retrievedContext.fileSearchStore, retrievedContext.text (first: answer[0].groundingMetadata.groundingChunks[0].retrievedContext.text='Paris is the capital of France. The Eiffel Tower i')",
     (
-        "gemini/2026/llm_gemini_3_thought_signatures#1",
-        "decode",
-    ): "decode: decode lost parts.text (first: answer[0].content.parts[1].text=' is 15.')",
-    (
-        "gemini/2026/llm_gemini_tools#2",
-        "decode",
-    ): "decode: decode lost parts.text (first: answer[0].content.parts[0].text='How')",
-    (
-        "gemini/2026/vercel_vertex_partial_args#0",
-        "decode",
-    ): "decode: decode lost partialArgs.jsonPath, partialArgs.stringValue (first: answer[0].content.parts[1].functionCall.partialArgs[0].jsonPath='$.recipe.ingredients[0].amount')",
-    (
-        "gemini/2026/vercel_vertex_partial_args#1",
-        "decode",
-    ): "decode: decode lost partialArgs.jsonPath (first: answer[0].content.parts[1].functionCall.partialArgs[0].jsonPath='$.location')",
-    (
-        "gemini/2026/vertex_logprobs#0",
-        "decode",
-    ): "decode: decode lost candidates.logProbability, candidates.token, candidates.tokenId, chosenCandidates.logProbability, chosenCandidates.token, chosenCandidates.tokenId (first: answer[0].logprobsResult.chosenCandidates[0].logProbability='-0.01972555')",
-    (
         "openai_compatible/2026/openrouter_claude_reasoning_stream#0",
         "decode",
     ): "decode: decode lost reasoning.text.text (first: answer[0].reasoning_details[1].text='This')",
