@@ -28,10 +28,6 @@ GAPS: dict[tuple[str, str], str] = {
         "stream",
     ): "stream: ProviderError: response.output.message.content[1]: a content block has exactly one kind, got []",
     (
-        "gemini/2026/file_search_grounding_stream_gemini_3#0",
-        "continue",
-    ): "continue: the next request to gemini-3-flash-preview left out customMetadata.key, customMetadata.stringValue, retrievedContext.fileSearchStore, retrievedContext.text (first: answer[0].groundingMetadata.groundingChunks[0].retrievedContext.text='Paris is the capital of France. The Eiffel Tower i')",
-    (
         "openai_compatible/2026/openrouter_claude_reasoning_stream#0",
         "decode",
     ): "decode: decode lost reasoning.text.text (first: answer[0].reasoning_details[1].text='This')",

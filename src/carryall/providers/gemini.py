@@ -239,6 +239,7 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
     contents: list[Any] = []
     append = contents.append
     names: dict[str, str] = {}  # the calls of the message before, which results answer by name
+    unsent: list[Downgrade] = []  # what of this wire's own blocks a request has no place for
     ahead = WrittenAhead(payload_messages(prepared)) if sent else None
     # This loop runs over the whole history on every request: blocks are told
     # apart by exact type, and the commonest turns of a tool loop (one
@@ -267,7 +268,7 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
                 names[use.id] = use.name
                 append(_Content("model", [_TextPart(said.text), _call_part(use)]))
                 continue
-        written = _model_parts(content, names)
+        written = _model_parts(content, names, index, unsent)
         append(_Content("model", written or One(_TextPart(""))))
     if not contents:
         raise HistoryError(0, "the request has no messages: nothing to answer")
@@ -305,7 +306,10 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
     body["generationConfig"] = config
     structured.add_gemini(body, request)
     placed = _options(request, body, config)
-    return Encoded(body, (*placed, *prepared.downgrades) if placed else prepared.downgrades)
+    downgrades = prepared.downgrades
+    if unsent:
+        downgrades = tuple(sorted((*downgrades, *unsent), key=lambda d: d.index))
+    return Encoded(body, (*placed, *downgrades) if placed else downgrades)
 
 
 _SERVICE_TIERS: Final = ("standard", "flex", "priority")
@@ -567,10 +571,12 @@ def _call_part(call: ToolUse) -> _CallPart | dict[str, Any]:
     return part
 
 
-def _model_parts(content: Sequence[Block], names: dict[str, str]) -> list[Any]:
+def _model_parts(
+    content: Sequence[Block], names: dict[str, str], index: int, unsent: list[Downgrade]
+) -> list[Any]:
     parts: list[Any] = []
     text_part: _TextPart | None = None  # the part the block just before was written as
-    for block in content:
+    for at, block in enumerate(content):
         kind = type(block)
         if kind is Text:
             text = block.text  # type: ignore[union-attr]
@@ -590,6 +596,9 @@ def _model_parts(content: Sequence[Block], names: dict[str, str]) -> list[Any]:
             # `prepare` kept it: this origin's own native block. A text part's
             # signature goes back on that part; anything else as it came.
             if not block.raw:  # a result its call's part holds, or grounding
+                if block.kind in GROUNDING:
+                    reason = _GROUNDING_UNSENT.format(kind=block.kind)
+                    unsent.append(Downgrade(index, type(block).__struct_config__.tag, reason, at))  # type: ignore[arg-type]
                 continue
             native = json.loads(block.raw)
             if block.kind == SIGNATURE and text_part is not None:
@@ -729,6 +738,13 @@ read into the common form with no raw of their own: a call and result
 every other wire and reader gets as text, and citations on the answer's
 text. What of them that form does not hold is named in the answer's report.
 """
+
+_GROUNDING_UNSENT: Final = (
+    "{kind}: what the answer rested on (the search, the sources found, the spans of the "
+    "text they support) has no place in a request, whose turns hold parts only; "
+    "left off, kept in the transcript"
+)
+"""Why an answer's grounding does not go back to Gemini, even to the model that made it."""
 
 _GROUNDING_HELD: Final = frozenset(
     {"webSearchQueries", "retrievalQueries", "groundingChunks", "web", "retrievedContext"}
