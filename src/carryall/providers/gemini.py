@@ -45,7 +45,11 @@ server-side `toolCall` and `toolResponse`) `ServerToolCall` and
 `ServerToolResult` holding the part; the candidate's `groundingMetadata`
 and `urlContextMetadata` become a provider-run search (or fetch) with its
 result ahead of the text, and the grounding supports the text's
-citations. `finishReason` `STOP` is `end_turn` (`tool_use` when the
+citations; a request has no place for them, so sending the answer back
+names them left off. A call whose arguments Vertex streams as
+`partialArgs` is one `ToolUse` once whole; the candidate's token
+probabilities (`logprobsResult`, `avgLogprobs`) are `Response.logprobs`.
+`finishReason` `STOP` is `end_turn` (`tool_use` when the
 answer holds calls), `MAX_TOKENS` is `max_tokens`, `SAFETY`, `RECITATION`,
 `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII`, `IMAGE_SAFETY` and a blocked
 prompt (`promptFeedback.blockReason`) are `refusal`, anything else `other`.
