@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
+import itertools
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -263,7 +264,7 @@ def held_by(messages: Sequence[Message], *extra: Any, report: Sequence[Any] = ()
 
 
 def held_by_response(response: Response) -> Held:
-    extra: list[Any] = [response.refusal, response.model]
+    extra: list[Any] = [response.refusal, response.model, response.logprobs]
     report: list[Any] = list(response.downgrades)
     for name in ("losses", "report", "dropped"):
         found = getattr(response, name, None)
@@ -371,22 +372,113 @@ def _gemini_system(request: Mapping[str, Any]) -> Any:
 
 
 def _stream_gemini(payloads: list[Any]) -> dict[str, Any]:
-    """The whole answer a Gemini stream adds up to: parts in order, the last of everything else."""
+    """The whole answer a Gemini stream adds up to: its parts in order, the last of all else.
+
+    A stream is pieces of the answer `generateContent` gives whole, and its
+    values are those of that answer, as every other wire's assembler joins
+    its deltas: a text sent a piece a chunk is one text (pieces of one kind,
+    thought or not, up to the piece whose `thoughtSignature` closes it), and
+    a call whose arguments stream (`partialArgs`) is the one call they add
+    up to (`_StreamingCall`). Only the pieces' values count, never how the
+    stream cut them.
+    """
     body: dict[str, Any] = {}
     parts: list[Any] = []
     candidate: dict[str, Any] = {}
+    call: _StreamingCall | None = None
     for chunk in payloads:
         for key, value in chunk.items():
             if key != "candidates":
                 body[key] = value
         for cand in chunk.get("candidates", [])[:1]:
-            parts.extend((cand.get("content") or {}).get("parts") or [])
+            for part in (cand.get("content") or {}).get("parts") or []:
+                function = part.get("functionCall") if isinstance(part, Mapping) else None
+                if isinstance(function, Mapping) and (
+                    call is not None or "partialArgs" in function or function.get("willContinue")
+                ):
+                    if call is None:
+                        call = _StreamingCall()
+                        parts.append(call.part)
+                    if not call.take(part, function):
+                        call = None
+                elif parts and _joins(parts[-1], part):
+                    parts[-1] = {**parts[-1], **part, "text": parts[-1]["text"] + part["text"]}
+                else:
+                    parts.append(part)
             for key, value in cand.items():
                 if key != "content":
                     candidate[key] = value
     candidate["content"] = {"role": "model", "parts": parts}
     body["candidates"] = [candidate]
     return body
+
+
+_TEXT_PART = frozenset({"text", "thought", "thoughtSignature"})
+
+
+def _joins(last: Any, part: Any) -> bool:
+    """Whether `part` is the next piece of the text `last` began (a signature closes a text)."""
+    return (
+        isinstance(last, Mapping)
+        and isinstance(part, Mapping)
+        and isinstance(last.get("text"), str)
+        and isinstance(part.get("text"), str)
+        and set(last) <= _TEXT_PART
+        and set(part) <= _TEXT_PART
+        and bool(last.get("thought")) == bool(part.get("thought"))
+        and "thoughtSignature" not in last
+    )
+
+
+class _StreamingCall:
+    """A Vertex function call whose arguments stream as `partialArgs`, added up.
+
+    Each piece puts its value (`stringValue`, `numberValue`, `boolValue`,
+    `nullValue`) at its `jsonPath` (RFC 9535, `$.a.b[0]`); a string's pieces
+    for one path join in order; the call is whole at the first chunk whose
+    call no longer says `willContinue`.
+    """
+
+    def __init__(self) -> None:
+        self.args: dict[str, Any] = {}
+        self.part: dict[str, Any] = {"functionCall": {"args": self.args}}
+        self.strings: dict[str, str] = {}
+
+    def take(self, part: Mapping[str, Any], function: Mapping[str, Any]) -> bool:
+        """Add one chunk's piece; whether the call goes on."""
+        for key in ("name", "id"):
+            if function.get(key):
+                self.part["functionCall"][key] = function[key]
+        if "thoughtSignature" in part:
+            self.part["thoughtSignature"] = part["thoughtSignature"]
+        for piece in function.get("partialArgs") or []:
+            path = piece["jsonPath"]
+            if "stringValue" in piece:
+                self.strings[path] = self.strings.get(path, "") + piece["stringValue"]
+                value: Any = self.strings[path]
+            elif "nullValue" in piece:
+                value = None
+            else:
+                value = piece.get("numberValue", piece.get("boolValue"))
+            _put_at(self.args, path, value)
+        return bool(function.get("willContinue"))
+
+
+def _put_at(args: dict[str, Any], path: str, value: Any) -> None:
+    steps = [int(i) if i else name for name, i in re.findall(r"\.(\w+)|\[(\d+)\]", path)]
+    holder: Any = args
+    for step, after in itertools.pairwise(steps):
+        if isinstance(step, int):
+            holder.extend([None] * (step + 1 - len(holder)))
+            if holder[step] is None:
+                holder[step] = [] if isinstance(after, int) else {}
+            holder = holder[step]
+        else:
+            holder = holder.setdefault(step, [] if isinstance(after, int) else {})
+    last = steps[-1]
+    if isinstance(last, int):
+        holder.extend([None] * (last + 1 - len(holder)))
+    holder[last] = value
 
 
 def _stream_responses(payloads: list[Any]) -> dict[str, Any] | None:
@@ -587,11 +679,11 @@ WIRES: dict[str, Wire] = {
         sdk_check=lambda body, model: check_gemini_request(body),
         messages_key="contents",
         answer_content=lambda body: [
-            {k: v for k, v in c.items() if k not in ("index", "finishReason", "avgLogprobs")}
+            {k: v for k, v in c.items() if k not in ("index", "finishReason")}
             for c in body.get("candidates", [])[:1]
         ],
         stream_content=lambda payloads: [
-            {k: v for k, v in c.items() if k not in ("index", "finishReason", "avgLogprobs")}
+            {k: v for k, v in c.items() if k not in ("index", "finishReason")}
             for p in payloads
             for c in p.get("candidates", [])[:1]
         ],

@@ -24,12 +24,14 @@ __all__ = [
     "HostedTool",
     "HostedToolKind",
     "Imported",
+    "Logprobs",
     "ModelOptions",
     "OutputSchema",
     "Request",
     "Response",
     "StopReason",
     "Target",
+    "TokenLogprob",
     "ToolChoice",
     "ToolSpec",
     "Usage",
@@ -167,6 +169,42 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
             raise CarryallError(f"Request cache must be 'off' or 'auto', got {self.cache!r}")
 
 
+class TokenLogprob(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One token of an answer and how likely the model found it.
+
+    The one form every wire's token probabilities are read into (Chat
+    Completions `logprobs.content`, Gemini and Vertex `logprobsResult`).
+    `logprob` is the natural log of its probability.
+    """
+
+    token: str
+    logprob: float
+    token_id: int | None = None
+    """The token's id in the model's vocabulary, where the wire gives it (Gemini)."""
+    token_bytes: tuple[int, ...] | None = None
+    """The token's UTF-8 bytes, where the wire gives them (Chat Completions): a character
+    may be split over tokens, so the bytes say what `token` cannot."""
+    top: tuple[TokenLogprob, ...] = ()
+    """The likeliest tokens at this place, likeliest first, as many as the request asked
+    for (Gemini `logprobs`, Chat Completions `top_logprobs`); the chosen one among them."""
+
+
+class Logprobs(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """How likely the model found its answer, token by token, where the request asked.
+
+    `tokens` are the answer's tokens in order (a stream's, every chunk's in
+    turn); `refusal` a refusal's, where the wire keeps them apart (Chat
+    Completions). `average` and `total` are the wire's own summaries of the
+    answer (Gemini's `avgLogprobs`, a length-normalised score to compare
+    answers by, and `logProbabilitySum`), None where it sends none.
+    """
+
+    tokens: tuple[TokenLogprob, ...] = ()
+    refusal: tuple[TokenLogprob, ...] = ()
+    average: float | None = None
+    total: float | None = None
+
+
 class Response(msgspec.Struct, frozen=True, kw_only=True):
     """A model's answer decoded into blocks.
 
@@ -186,6 +224,9 @@ class Response(msgspec.Struct, frozen=True, kw_only=True):
     """The stop sequence (`ModelOptions.stop`) that ended the answer, where the wire says which."""
     raw_usage: dict[str, Any] | None = None
     """The usage figures as the wire sent them, before `usage` put them in one meaning."""
+    logprobs: Logprobs | None = None
+    """The answer's token probabilities, where the request asked for them and the wire
+    sent them (Gemini and Vertex `logprobsResult` and `avgLogprobs`); None otherwise."""
     downgrades: tuple[Downgrade, ...] = ()
     """What the request that got this answer could not send as held (`Encoded.downgrades`),
     then what the decoder read of the answer and could not keep.

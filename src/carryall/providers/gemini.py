@@ -45,7 +45,11 @@ server-side `toolCall` and `toolResponse`) `ServerToolCall` and
 `ServerToolResult` holding the part; the candidate's `groundingMetadata`
 and `urlContextMetadata` become a provider-run search (or fetch) with its
 result ahead of the text, and the grounding supports the text's
-citations. `finishReason` `STOP` is `end_turn` (`tool_use` when the
+citations; a request has no place for them, so sending the answer back
+names them left off. A call whose arguments Vertex streams as
+`partialArgs` is one `ToolUse` once whole; the candidate's token
+probabilities (`logprobsResult`, `avgLogprobs`) are `Response.logprobs`.
+`finishReason` `STOP` is `end_turn` (`tool_use` when the
 answer holds calls), `MAX_TOKENS` is `max_tokens`, `SAFETY`, `RECITATION`,
 `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII`, `IMAGE_SAFETY` and a blocked
 prompt (`promptFeedback.blockReason`) are `refusal`, anything else `other`.
@@ -61,6 +65,7 @@ named in the report, so new server features do not break old clients.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -117,11 +122,13 @@ from carryall.providers._types import (
     Downgrade,
     Encoded,
     Imported,
+    Logprobs,
     Request,
     Response,
     Sent,
     StopReason,
     Target,
+    TokenLogprob,
     Usage,
 )
 from carryall.providers._wire import BASE64 as _BASE64
@@ -236,6 +243,7 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
     contents: list[Any] = []
     append = contents.append
     names: dict[str, str] = {}  # the calls of the message before, which results answer by name
+    unsent: list[Downgrade] = []  # what of this wire's own blocks a request has no place for
     ahead = WrittenAhead(payload_messages(prepared)) if sent else None
     # This loop runs over the whole history on every request: blocks are told
     # apart by exact type, and the commonest turns of a tool loop (one
@@ -264,7 +272,7 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
                 names[use.id] = use.name
                 append(_Content("model", [_TextPart(said.text), _call_part(use)]))
                 continue
-        written = _model_parts(content, names)
+        written = _model_parts(content, names, index, unsent)
         append(_Content("model", written or One(_TextPart(""))))
     if not contents:
         raise HistoryError(0, "the request has no messages: nothing to answer")
@@ -302,7 +310,10 @@ def _encode(request: Request, caps: Capabilities, *, sent: bool) -> Encoded:
     body["generationConfig"] = config
     structured.add_gemini(body, request)
     placed = _options(request, body, config)
-    return Encoded(body, (*placed, *prepared.downgrades) if placed else prepared.downgrades)
+    downgrades = prepared.downgrades
+    if unsent:
+        downgrades = tuple(sorted((*downgrades, *unsent), key=lambda d: d.index))
+    return Encoded(body, (*placed, *downgrades) if placed else downgrades)
 
 
 _SERVICE_TIERS: Final = ("standard", "flex", "priority")
@@ -564,10 +575,12 @@ def _call_part(call: ToolUse) -> _CallPart | dict[str, Any]:
     return part
 
 
-def _model_parts(content: Sequence[Block], names: dict[str, str]) -> list[Any]:
+def _model_parts(
+    content: Sequence[Block], names: dict[str, str], index: int, unsent: list[Downgrade]
+) -> list[Any]:
     parts: list[Any] = []
     text_part: _TextPart | None = None  # the part the block just before was written as
-    for block in content:
+    for at, block in enumerate(content):
         kind = type(block)
         if kind is Text:
             text = block.text  # type: ignore[union-attr]
@@ -587,6 +600,9 @@ def _model_parts(content: Sequence[Block], names: dict[str, str]) -> list[Any]:
             # `prepare` kept it: this origin's own native block. A text part's
             # signature goes back on that part; anything else as it came.
             if not block.raw:  # a result its call's part holds, or grounding
+                if block.kind in GROUNDING:
+                    reason = _GROUNDING_UNSENT.format(kind=block.kind)
+                    unsent.append(Downgrade(index, type(block).__struct_config__.tag, reason, at))  # type: ignore[arg-type]
                 continue
             native = json.loads(block.raw)
             if block.kind == SIGNATURE and text_part is not None:
@@ -726,6 +742,13 @@ read into the common form with no raw of their own: a call and result
 every other wire and reader gets as text, and citations on the answer's
 text. What of them that form does not hold is named in the answer's report.
 """
+
+_GROUNDING_UNSENT: Final = (
+    "{kind}: what the answer rested on (the search, the sources found, the spans of the "
+    "text they support) has no place in a request, whose turns hold parts only; "
+    "left off, kept in the transcript"
+)
+"""Why an answer's grounding does not go back to Gemini, even to the model that made it."""
 
 _GROUNDING_HELD: Final = frozenset(
     {"webSearchQueries", "retrievalQueries", "groundingChunks", "web", "retrievedContext"}
@@ -877,18 +900,30 @@ def _raise_wire_error(body: Mapping[str, Any], where: str) -> None:
     )
 
 
-# The fields of an answer and of its candidate that this codec reads (or
-# counts as bookkeeping); any other is reported, by its path.
-_PATH_STEP: Final = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]")
+_PATH_STEP: Final = re.compile(
+    r"\.([^\W\d]\w*)"  # .name: RFC 9535's member-name shorthand
+    r"|\[(\d+)\]"  # [0]: an array index
+    r"|\['((?:[^'\\]|\\.)*)'\]"  # ['name']: a quoted member name
+    r'|\["((?:[^"\\]|\\.)*)"\]'  # ["name"]
+)
+_MAX_INDEX: Final = 4096
+"""The largest array index a streamed argument may name: a hostile stream makes no huge array."""
+
 _PARTIAL_VALUES: Final = ("stringValue", "numberValue", "boolValue", "nullValue")
+_CALL_PIECE_FIELDS: Final = frozenset({"name", "id", "args", "partialArgs", "willContinue"})
+_PIECE_FIELDS: Final = frozenset({"jsonPath", "willContinue", *_PARTIAL_VALUES})
 
 
 class _StreamedCall:
-    """A function call whose arguments arrive as `partialArgs` over several chunks.
+    """A function call whose arguments arrive as `partialArgs` over several chunks (Vertex).
 
-    Each piece names where its value goes (`jsonPath`, `$.a.b[0]`) and a
-    string value may come in several pieces (`willContinue`); the call is
-    whole when a chunk's call no longer says it continues.
+    Each piece puts one value (`stringValue`, `numberValue`, `boolValue` or
+    `nullValue`) at its `jsonPath` (RFC 9535: `$.a.b[0]`, `$['a b']`); a
+    string may come in several pieces for one path (the piece before says
+    `willContinue`), joined in order. Every argument takes its place in the
+    arguments when it first appears, so they keep the order the model wrote
+    them in. The call is whole at the first chunk whose call no longer says
+    `willContinue`; a stream that finishes before that is truncated.
     """
 
     def __init__(self) -> None:
@@ -899,9 +934,15 @@ class _StreamedCall:
         self.strings: dict[str, list[str]] = {}
 
     def take(
-        self, part: Mapping[str, Any], call: Mapping[str, Any], where: str
+        self, part: Mapping[str, Any], call: Mapping[str, Any], where: str, lost: list[Downgrade]
     ) -> Mapping[str, Any] | None:
-        """Add one chunk's piece; the whole part once the call is complete, else None."""
+        """Add one chunk's piece; the whole part once the call is complete, else None.
+
+        What a piece carries beside the call and its arguments is named in
+        `lost`, as for a whole part.
+        """
+        unmodelled(part, _PART_FIELDS, where, lost)
+        unmodelled(call, _CALL_PIECE_FIELDS, f"{where}.functionCall", lost)
         for key, attr in (("name", "name"), ("id", "call_id")):
             value = call.get(key)
             if isinstance(value, str) and value:
@@ -916,16 +957,7 @@ class _StreamedCall:
         if not isinstance(pieces, list):
             raise ProviderError(f"{where}.functionCall.partialArgs must be an array")
         for i, piece in enumerate(pieces):
-            at = f"{where}.functionCall.partialArgs[{i}]"
-            if not isinstance(piece, Mapping) or not isinstance(piece.get("jsonPath"), str):
-                raise ProviderError(f"{at} needs a jsonPath string, got {_shown(piece)}")
-            path = piece["jsonPath"]
-            if "stringValue" in piece:
-                self.strings.setdefault(path, []).append(str(piece["stringValue"]))
-                continue
-            kind = next((k for k in _PARTIAL_VALUES if k in piece), None)
-            if kind is not None:
-                _set_path(self.args, path, None if kind == "nullValue" else piece[kind], at)
+            self._piece(piece, f"{where}.functionCall.partialArgs[{i}]", lost)
         if call.get("willContinue"):
             return None
         for path, parts in self.strings.items():
@@ -938,20 +970,82 @@ class _StreamedCall:
             out["thoughtSignature"] = self.signature
         return out
 
+    def _piece(self, piece: Any, at: str, lost: list[Downgrade]) -> None:
+        if not isinstance(piece, Mapping) or not isinstance(piece.get("jsonPath"), str):
+            raise ProviderError(f"{at} needs a jsonPath string, got {_shown(piece)}")
+        unmodelled(piece, _PIECE_FIELDS, at, lost)
+        path = piece["jsonPath"]
+        kinds = [k for k in _PARTIAL_VALUES if k in piece]
+        if len(kinds) > 1:
+            raise ProviderError(f"{at} holds {' and '.join(kinds)}: a piece is one value")
+        if not kinds:
+            return  # a piece with no value adds nothing
+        kind = kinds[0]
+        value = None if kind == "nullValue" else piece[kind]
+        if kind == "stringValue":
+            if not isinstance(value, str):
+                raise ProviderError(f"{at}.stringValue must be a string, got {_shown(value)}")
+            if path not in self.strings:
+                _set_path(self.args, path, "", at)  # its place now; its text when whole
+            self.strings.setdefault(path, []).append(value)
+            return
+        if kind == "numberValue" and (
+            isinstance(value, bool) or not isinstance(value, int | float)
+        ):
+            raise ProviderError(f"{at}.numberValue must be a number, got {_shown(value)}")
+        if kind == "boolValue" and not isinstance(value, bool):
+            raise ProviderError(f"{at}.boolValue must be true or false, got {_shown(value)}")
+        _set_path(self.args, path, value, at)
+
+
+def _path_steps(path: str, where: str) -> list[str | int]:
+    """The member names and indexes of a `jsonPath`, or a `ProviderError` saying where it breaks.
+
+    The whole path must read: a selector carryall cannot place (a wildcard,
+    a slice, a filter) is refused, never skipped.
+    """
+    shown = shorten(path, 60)
+    if not path.startswith("$"):
+        raise ProviderError(f"{where}: jsonPath {shown!r} does not begin at the root ($)")
+    steps: list[str | int] = []
+    at = 1
+    while at < len(path):
+        found = _PATH_STEP.match(path, at)
+        if found is None:
+            raise ProviderError(
+                f"{where}: jsonPath {shown!r} is not a path of names and indexes "
+                f"($.a['b'][0]): it breaks at character {at} ({shorten(path[at:], 20)!r})"
+            )
+        name, index, single, double = found.groups()
+        if index is not None:
+            if int(index) > _MAX_INDEX:
+                raise ProviderError(f"{where}: jsonPath {shown!r} indexes past {_MAX_INDEX}")
+            steps.append(int(index))
+        elif name is not None:
+            steps.append(name)
+        else:
+            # As a JSON string: RFC 9535 escapes names as JSON does, and a
+            # single-quoted name escapes its quote rather than a double one.
+            if single is not None:
+                double = single.replace('"', '\\"').replace("\\'", "'")
+            try:
+                steps.append(json.loads(f'"{double}"'))
+            except ValueError:
+                raise ProviderError(
+                    f"{where}: jsonPath {shown!r} has a name with a broken escape"
+                ) from None
+        at = found.end()
+    if not steps:
+        raise ProviderError(f"{where}: jsonPath {shown!r} names no argument")
+    return steps
+
 
 def _set_path(target: dict[str, Any], path: str, value: Any, where: str) -> None:
-    """Put `value` at a `$.a.b[0]` path in `target`, making the objects and arrays on the way.
+    """Put `value` at a `jsonPath` in `target`, making the objects and arrays on the way.
 
-    A path that runs through a value of another shape, or an index past
-    4096, is a `ProviderError`: a hostile stream cannot make a huge array.
+    A path that runs through a value of another shape is a `ProviderError`.
     """
-    steps = [
-        m.group(1) if m.group(1) is not None else int(m.group(2)) for m in _PATH_STEP.finditer(path)
-    ]
-    if not path.startswith("$") or not steps:
-        raise ProviderError(f"{where}: jsonPath {shorten(path, 60)!r} names no argument")
-    if any(isinstance(step, int) and step > 4096 for step in steps):
-        raise ProviderError(f"{where}: jsonPath {shorten(path, 60)!r} indexes past 4096")
+    steps = _path_steps(path, where)
     try:
         _put(target, steps, value)
     except (TypeError, AttributeError, KeyError, IndexError):
@@ -960,27 +1054,26 @@ def _set_path(target: dict[str, Any], path: str, value: Any, where: str) -> None
         ) from None
 
 
-def _put(target: dict[str, Any], steps: list[Any], value: Any) -> None:
+def _put(target: dict[str, Any], steps: list[str | int], value: Any) -> None:
     holder: Any = target
-    for step, after in zip(steps, [*steps[1:], None], strict=True):
-        if after is None:
-            break
+    for step, after in itertools.pairwise(steps):
         empty: Any = [] if isinstance(after, int) else {}
         if isinstance(step, int):
-            while len(holder) <= step:
-                holder.append(None)
+            if len(holder) <= step:
+                holder.extend([None] * (step + 1 - len(holder)))
             if holder[step] is None:
                 holder[step] = empty
             holder = holder[step]
         else:
             holder = holder.setdefault(step, empty)
     last = steps[-1]
-    if isinstance(last, int):
-        while len(holder) <= last:
-            holder.append(None)
+    if isinstance(last, int) and len(holder) <= last:
+        holder.extend([None] * (last + 1 - len(holder)))
     holder[last] = value
 
 
+# The fields of an answer and of its candidate that this codec reads (or
+# counts as bookkeeping); any other is reported, by its path.
 _ANSWER_FIELDS: Final = frozenset(
     {"candidates", "usageMetadata", "modelVersion", "promptFeedback", "responseId"}
     | {"createTime", "modelStatus", "sdkHttpResponse", "automaticFunctionCallingHistory"}
@@ -989,11 +1082,101 @@ _CANDIDATE_FIELDS: Final = frozenset(
     {"content", "finishReason", "index", "safetyRatings", "avgLogprobs", "tokenCount"}
     | {"logprobsResult", "finishMessage", *GROUNDING}
 )
-# Read past, kept in no block: the server's note on why the answer stopped, the
-# tokens' probabilities.
-_CANDIDATE_UNKEPT: Final = frozenset({"finishMessage", "logprobsResult"})
+# Read past, kept in no block: the server's note on why the answer stopped.
+_CANDIDATE_UNKEPT: Final = frozenset({"finishMessage"})
 _CONTENT_FIELDS: Final = frozenset({"role", "parts"})
 _PART_FIELDS: Final = frozenset({"text", "thought", "thoughtSignature", "functionCall"})
+
+
+_LOGPROBS_FIELDS: Final = frozenset({"chosenCandidates", "topCandidates", "logProbabilitySum"})
+_TOKEN_FIELDS: Final = frozenset({"token", "tokenId", "logProbability"})
+
+
+class _Logprobs:
+    """A candidate's token probabilities (`logprobsResult`, `avgLogprobs`) as `Logprobs`.
+
+    `chosenCandidates` are the answer's tokens in order; `topCandidates`, a
+    list of the likeliest tokens for each of them at the same position. A
+    stream's chunks each give the tokens of their piece, so the tokens add
+    up in order; the summaries (`avgLogprobs`, `logProbabilitySum`) are the
+    last chunk's, which speaks for the whole answer as its usage does.
+    """
+
+    def __init__(self) -> None:
+        self.tokens: list[TokenLogprob] = []
+        self.average: float | None = None
+        self.total: float | None = None
+
+    def read(self, candidate: Mapping[str, Any], where: str, lost: list[Downgrade]) -> None:
+        average = candidate.get("avgLogprobs")
+        if average is not None:
+            self.average = _number(average, f"{where}.avgLogprobs")
+        result = candidate.get("logprobsResult")
+        if result is None:
+            return
+        where = f"{where}.logprobsResult"
+        held = _mapping(result, where)
+        unmodelled(held, _LOGPROBS_FIELDS, where, lost)
+        if held.get("logProbabilitySum") is not None:
+            self.total = _number(held["logProbabilitySum"], f"{where}.logProbabilitySum")
+        chosen = _array(held.get("chosenCandidates"), f"{where}.chosenCandidates")
+        tops = _array(held.get("topCandidates"), f"{where}.topCandidates")
+        if len(tops) > len(chosen):
+            raise ProviderError(
+                f"{where}: {len(tops)} topCandidates for {len(chosen)} chosenCandidates; "
+                "each position has one chosen token"
+            )
+        for i, raw in enumerate(chosen):
+            token = _token(raw, f"{where}.chosenCandidates[{i}]", lost)
+            if i < len(tops):
+                at = f"{where}.topCandidates[{i}]"
+                top = _mapping(tops[i], at)
+                unmodelled(top, frozenset({"candidates"}), at, lost)
+                found = _array(top.get("candidates"), f"{at}.candidates")
+                likeliest = tuple(
+                    _token(item, f"{at}.candidates[{j}]", lost) for j, item in enumerate(found)
+                )
+                token = msgspec.structs.replace(token, top=likeliest)
+            self.tokens.append(token)
+
+    def held(self) -> Logprobs | None:
+        if not self.tokens and self.average is None and self.total is None:
+            return None
+        return Logprobs(tokens=tuple(self.tokens), average=self.average, total=self.total)
+
+
+def _token(raw: Any, where: str, lost: list[Downgrade]) -> TokenLogprob:
+    """One `LogprobsResult.Candidate` as a `TokenLogprob`.
+
+    The wire's JSON leaves out a field at its zero value, so a token with
+    no `logProbability` is a certain one (0.0) and one with no `token` is
+    the empty string; a missing `tokenId` stays unknown (None).
+    """
+    held = _mapping(raw, where)
+    unmodelled(held, _TOKEN_FIELDS, where, lost)
+    token = held.get("token", "")
+    if not isinstance(token, str):
+        raise ProviderError(f"{where}.token must be a string, got {_shown(token)}")
+    token_id = held.get("tokenId")
+    if token_id is not None and (isinstance(token_id, bool) or not isinstance(token_id, int)):
+        raise ProviderError(f"{where}.tokenId must be an integer, got {_shown(token_id)}")
+    logprob = _number(held.get("logProbability", 0.0), f"{where}.logProbability")
+    return TokenLogprob(token=token, logprob=logprob, token_id=token_id)
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ProviderError(f"{where} must be a number, got {_shown(value)}")
+    return float(value)
+
+
+def _array(value: Any, where: str) -> list[Any]:
+    """A list field (absent or null: empty), else a `ProviderError` naming `where`."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ProviderError(f"{where} must be an array, got {_shown(value)}")
+    return value
 
 
 class _Answer:
@@ -1012,6 +1195,7 @@ class _Answer:
         self.model: str | None = None
         self.blocked: str | None = None
         self.grounding: dict[str, dict[str, Any]] = {}
+        self.logprobs = _Logprobs()
 
     def chunk(self, data: Any, where: str) -> str:
         body = _mapping(data, where)
@@ -1036,6 +1220,7 @@ class _Answer:
         where = f"{where}.candidates[0]"
         candidate = _mapping(candidates[0], where)
         unmodelled(candidate, _CANDIDATE_FIELDS, where, self.lost, unkept=_CANDIDATE_UNKEPT)
+        self.logprobs.read(candidate, where, self.lost)
         for kind in GROUNDING:
             value = candidate.get(kind)
             if isinstance(value, Mapping):
@@ -1064,7 +1249,7 @@ class _Answer:
             ):
                 # A call whose arguments stream in pieces: whole once it stops continuing.
                 self.streamed = self.streamed or _StreamedCall()
-                raw = self.streamed.take(raw, call, at)
+                raw = self.streamed.take(raw, call, at, self.lost)
                 if raw is None:
                     continue
                 self.streamed = None
@@ -1115,6 +1300,13 @@ class _Answer:
             self.blocks.append(block)
 
     def response(self) -> Response:
+        if self.streamed is not None:
+            name = self.streamed.name or "(unnamed)"
+            raise ProviderError(
+                f"the answer ended while function call {name!r} still said willContinue: "
+                "its arguments are truncated",
+                retryable=True,
+            )
         blocks = list(self.blocks)
         lost = list(self.lost)  # the answer may be asked for twice: the report is made anew
         if self.grounding:
@@ -1137,6 +1329,7 @@ class _Answer:
             model=self.model,
             refusal=refusal,
             raw_usage=self.raw_usage,
+            logprobs=self.logprobs.held(),
             downgrades=tuple(lost),
         )
 
