@@ -32,7 +32,19 @@ GAPS: dict[tuple[str, str], str] = {
         "decode",
     ): "decode: decode lost candidates.logProbability, candidates.token, candidates.tokenId, chosenCandidates.logProbability, chosenCandidates.token, chosenCandidates.tokenId (first: answer[0].logprobsResult.chosenCandidates[0].logProbability='-0.01972555')",
     (
-        "openai_compatible/2026/openrouter_cache_point_alias#0",
+        "openai_compatible/2026/openrouter_claude_reasoning_stream#0",
         "sdk",
-    ): "sdk: the user text part goes back with OpenRouter's cache_control {type: 'ephemeral', ttl: '1h'}, as the recording sent it; openai 3.63.0's ChatCompletionContentPartTextParam has text, type and OpenAI's own prompt_cache_breakpoint only, and drops the key (no other Chat Completions part type holds a text with a cache marker)",
+    ): "sdk: continued to its own model on OpenRouter, the answer's reasoning goes back as reasoning_content (the chat codec's spelling for every endpoint, DeepSeek's and llama-server's); OpenRouter's official SDK (openrouter 1.3.84, ChatRequest, its ChatAssistantMessage) names that field reasoning, beside reasoning_details, and drops reasoning_content (OpenRouter's ChatRequest dropped or changed .messages[N].reasoning_content). The fix is the chat codec's assistant writer (providers/openai.py) spelling it reasoning to openrouter.ai",
+    (
+        "openai_compatible/2026/openrouter_preserve_reasoning#1",
+        "sdk",
+    ): "sdk: continued to its own model on OpenRouter, the answer's reasoning goes back as reasoning_content (the chat codec's spelling for every endpoint, DeepSeek's and llama-server's); OpenRouter's official SDK (openrouter 1.3.84, ChatRequest, its ChatAssistantMessage) names that field reasoning, beside reasoning_details, and drops reasoning_content (OpenRouter's ChatRequest dropped or changed .messages[N].reasoning_content). The fix is the chat codec's assistant writer (providers/openai.py) spelling it reasoning to openrouter.ai",
+    (
+        "openai_compatible/2026/openrouter_thinking_high_alias#0",
+        "sdk",
+    ): "sdk: continued to its own model on OpenRouter, the answer's reasoning goes back as reasoning_content (the chat codec's spelling for every endpoint, DeepSeek's and llama-server's); OpenRouter's official SDK (openrouter 1.3.84, ChatRequest, its ChatAssistantMessage) names that field reasoning, beside reasoning_details, and drops reasoning_content (OpenRouter's ChatRequest dropped or changed .messages[N].reasoning_content). The fix is the chat codec's assistant writer (providers/openai.py) spelling it reasoning to openrouter.ai",
+    (
+        "openai_compatible/2026/openrouter_thinking_true_alias#0",
+        "sdk",
+    ): "sdk: continued to its own model on OpenRouter, the answer's reasoning goes back as reasoning_content (the chat codec's spelling for every endpoint, DeepSeek's and llama-server's); OpenRouter's official SDK (openrouter 1.3.84, ChatRequest, its ChatAssistantMessage) names that field reasoning, beside reasoning_details, and drops reasoning_content (OpenRouter's ChatRequest dropped or changed .messages[N].reasoning_content). The fix is the chat codec's assistant writer (providers/openai.py) spelling it reasoning to openrouter.ai",
 }

@@ -14,7 +14,8 @@ the parts a check needs:
 - `echo`: re-encoded for its own origin (model, endpoint), the imported
   history gives back the recorded messages;
 - `sdk`: that body, and the next request after the answer, validate against
-  the official SDK's request type;
+  the official SDK's request type of the server it goes to (OpenRouter's own
+  for OpenRouter);
 - `continue`: the next request, encoded for the model the request named (an
   alias, often) after decoding the answer, sends back everything of the
   answer that the recording's own next request sent back (signed thinking,
@@ -184,10 +185,10 @@ def _continued(exchange: Exchange) -> tuple[list[Message], str | None]:
 def check_sdk(exchange: Exchange) -> None:
     wire = WIRES[exchange.wire]
     system, messages = _imported(exchange)
-    wire.sdk_check(_own_body(exchange, messages, system), exchange.model)
+    wire.sdk_check(_own_body(exchange, messages, system), exchange.model, exchange.endpoint)
     if exchange.answered:
         history, system = _continued(exchange)
-        wire.sdk_check(_own_body(exchange, history, system), exchange.model)
+        wire.sdk_check(_own_body(exchange, history, system), exchange.model, exchange.endpoint)
 
 
 def check_continue(exchange: Exchange) -> None:
@@ -302,7 +303,7 @@ def check_cross(exchange: Exchange) -> None:
         wire = WIRES[target]
         encoded = wire.encode(request_for(target, wire.model, wire.endpoint, history, system))
         try:
-            wire.sdk_check(encoded.body, wire.model)
+            wire.sdk_check(encoded.body, wire.model, wire.endpoint)
         except Exception as error:  # any refusal of the SDK type is the fault
             faults.append(f"{target}: SDK type refused the body ({str(error)[:80]})")
             continue
