@@ -827,8 +827,9 @@ _INPUT_FIELDS: Final[Mapping[str, _Fields]] = {
 
 The fields of the `input` item types (`ResponseInputItemParam`) of the
 official `openai` SDK, for the item types the server writes and carryall
-keeps whole; a test derives the same table from the SDK's types and fails
-when they part. An item type not here goes back as it came.
+keeps whole; `tests/providers/test_responses_input_forms.py` derives the same
+table from the SDK's types and fails when they part. An item type not here
+goes back as it came.
 """
 
 _INPUT_LEFT_OFF: Final = (
