@@ -8,19 +8,19 @@ each listed case as a strict xfail, so a gap that closes fails until its line is
 
 GAPS: dict[tuple[str, str], str] = {
     (
-        "responses/2026/file_search_with_results#0",
+        "openai_compatible/2026/openrouter_claude_reasoning_stream#0",
         "sdk",
-    ): "sdk: continued to its own model, the file_search_call item goes back as the API sent it, and each of its results carries vector_store_id, which openai 3.63.0's ResponseFileSearchToolCallParam.Result (the only input type of a file_search_call, in ResponseInputItemParam) does not have (nor does its output type ResponseFileSearchToolCall.Result); the SDK type drops the key. No other input item holds the results: item_reference is an id alone and needs the response stored",
+    ): "sdk: continued to its own model on OpenRouter, the answer's reasoning goes back as reasoning_content (the chat codec's spelling for every endpoint, DeepSeek's and llama-server's); OpenRouter's official SDK (openrouter 1.3.84, ChatRequest, its ChatAssistantMessage) names that field reasoning, beside reasoning_details, and drops reasoning_content (OpenRouter's ChatRequest dropped or changed .messages[N].reasoning_content). The fix is the chat codec's assistant writer (providers/openai.py) spelling it reasoning to openrouter.ai",
     (
-        "responses/2026/web_search_stream_then_whole#0",
+        "openai_compatible/2026/openrouter_preserve_reasoning#1",
         "sdk",
-    ): "sdk: continued to its own model, the web_search_call item goes back as the API sent it, with action.sources [{type: 'api', name: 'oai-weather'}]; openai 3.63.0's ResponseFunctionWebSearchParam.ActionSearchSource (the only input type of a web_search_call, in ResponseInputItemParam) takes only {type: 'url', url} (its output type ResponseFunctionWebSearch too). No other input item holds the call: item_reference is an id alone and needs the response stored. (The recording's own next request sent the call back without action.sources and was answered 200.)",
+    ): "sdk: continued to its own model on OpenRouter, the answer's reasoning goes back as reasoning_content (the chat codec's spelling for every endpoint, DeepSeek's and llama-server's); OpenRouter's official SDK (openrouter 1.3.84, ChatRequest, its ChatAssistantMessage) names that field reasoning, beside reasoning_details, and drops reasoning_content (OpenRouter's ChatRequest dropped or changed .messages[N].reasoning_content). The fix is the chat codec's assistant writer (providers/openai.py) spelling it reasoning to openrouter.ai",
     (
-        "responses/2026/web_search_stream_then_whole#1",
+        "openai_compatible/2026/openrouter_thinking_high_alias#0",
         "sdk",
-    ): "sdk: continued to its own model, the web_search_call item goes back as the API sent it, with action.sources [{type: 'api', name: 'oai-weather'}]; openai 3.63.0's ResponseFunctionWebSearchParam.ActionSearchSource (the only input type of a web_search_call, in ResponseInputItemParam) takes only {type: 'url', url} (its output type ResponseFunctionWebSearch too). No other input item holds the call: item_reference is an id alone and needs the response stored. (The recording's own next request sent the call back without action.sources and was answered 200.)",
+    ): "sdk: continued to its own model on OpenRouter, the answer's reasoning goes back as reasoning_content (the chat codec's spelling for every endpoint, DeepSeek's and llama-server's); OpenRouter's official SDK (openrouter 1.3.84, ChatRequest, its ChatAssistantMessage) names that field reasoning, beside reasoning_details, and drops reasoning_content (OpenRouter's ChatRequest dropped or changed .messages[N].reasoning_content). The fix is the chat codec's assistant writer (providers/openai.py) spelling it reasoning to openrouter.ai",
     (
-        "openai_compatible/2026/openrouter_cache_point_alias#0",
+        "openai_compatible/2026/openrouter_thinking_true_alias#0",
         "sdk",
-    ): "sdk: the user text part goes back with OpenRouter's cache_control {type: 'ephemeral', ttl: '1h'}, as the recording sent it; openai 3.63.0's ChatCompletionContentPartTextParam has text, type and OpenAI's own prompt_cache_breakpoint only, and drops the key (no other Chat Completions part type holds a text with a cache marker)",
+    ): "sdk: continued to its own model on OpenRouter, the answer's reasoning goes back as reasoning_content (the chat codec's spelling for every endpoint, DeepSeek's and llama-server's); OpenRouter's official SDK (openrouter 1.3.84, ChatRequest, its ChatAssistantMessage) names that field reasoning, beside reasoning_details, and drops reasoning_content (OpenRouter's ChatRequest dropped or changed .messages[N].reasoning_content). The fix is the chat codec's assistant writer (providers/openai.py) spelling it reasoning to openrouter.ai",
 }

@@ -14,7 +14,8 @@ the parts a check needs:
 - `echo`: re-encoded for its own origin (model, endpoint), the imported
   history gives back the recorded messages;
 - `sdk`: that body, and the next request after the answer, validate against
-  the official SDK's request type;
+  the official SDK's request type of the server it goes to (OpenRouter's own
+  for OpenRouter);
 - `continue`: the next request, encoded for the model the request named (an
   alias, often) after decoding the answer, sends back everything of the
   answer that the recording's own next request sent back (signed thinking,
@@ -186,10 +187,10 @@ def _continued(exchange: Exchange) -> tuple[list[Message], str | None]:
 def check_sdk(exchange: Exchange) -> None:
     wire = WIRES[exchange.wire]
     system, messages = _imported(exchange)
-    wire.sdk_check(_own_body(exchange, messages, system), exchange.model)
+    wire.sdk_check(_own_body(exchange, messages, system), exchange.model, exchange.endpoint)
     if exchange.answered:
         history, system = _continued(exchange)
-        wire.sdk_check(_own_body(exchange, history, system), exchange.model)
+        wire.sdk_check(_own_body(exchange, history, system), exchange.model, exchange.endpoint)
 
 
 def check_continue(exchange: Exchange) -> None:
@@ -259,18 +260,25 @@ def _holds_signed(exchange: Exchange) -> bool:
 def check_alias(exchange: Exchange) -> None:
     system, messages = _imported(exchange)
     answer = _as_handed_on(exchange).message
-    body = _own_body(exchange, [*messages, answer, next_turn(answer)], system)
-    sent = json.dumps(body, ensure_ascii=False)
+    encoded = _own_encoded(exchange, [*messages, answer, next_turn(answer)], system)
+    sent = json.dumps(_own_json(encoded), ensure_ascii=False)
+    # A field the wire's input form has no place for may be left off, when a downgrade of
+    # the answer's message names it (its key, as every report check here asks).
+    named = [d.reason for d in encoded.downgrades if d.index == len(messages)]
     left = []
     for value in _signed(answer):
         try:
             parts = [
-                leaf.value for leaf in leaves(json.loads(value)) if isinstance(leaf.value, str)
+                (json.dumps(leaf.value, ensure_ascii=False)[1:-1], leaf.key)
+                for leaf in leaves(json.loads(value))
+                if isinstance(leaf.value, str)
             ]
         except ValueError:
-            parts = [value]
-        shown = [json.dumps(p, ensure_ascii=False)[1:-1] for p in parts]
-        if not all(p in sent for p in shown):
+            parts = [(json.dumps(value, ensure_ascii=False)[1:-1], "")]
+        if not all(
+            shown in sent or (key and any(key in reason for reason in named))
+            for shown, key in parts
+        ):
             left.append(value[:40])
     assert not left, (
         f"the next request to {exchange.model} (answered as {decoded(exchange).model}) "
@@ -315,7 +323,7 @@ def check_cross(exchange: Exchange) -> None:
         wire = WIRES[target]
         encoded = wire.encode(request_for(target, wire.model, wire.endpoint, history, system))
         try:
-            wire.sdk_check(encoded.body, wire.model)
+            wire.sdk_check(encoded.body, wire.model, wire.endpoint)
         except Exception as error:  # any refusal of the SDK type is the fault
             faults.append(f"{target}: SDK type refused the body ({str(error)[:80]})")
             continue

@@ -33,7 +33,13 @@ from pydantic import BaseModel, TypeAdapter
 from typing_extensions import is_typeddict
 
 from carryall.transport.sse import iter_sse
-from tests.support.sdk_openai import NON_STREAMING, _materialize, _without_extras
+from tests.support.sdk_openai import (
+    NON_STREAMING,
+    OPENROUTER,
+    _materialize,
+    _without_extras,
+    check_openrouter_request,
+)
 
 ROOT = Path(__file__).parent.parent / "fixtures" / "recorded"
 
@@ -435,6 +441,21 @@ def openai_sdk_check(body: Mapping[str, Any]) -> None:
     plain = _without_extras(body)
     validated = _materialize(NON_STREAMING.validate_python(plain))
     assert validated == plain, "the SDK type dropped or changed something: an unknown key?"
+
+
+def chat_sdk_check(body: Mapping[str, Any], endpoint: str) -> None:
+    """A Chat Completions body held to the official request type of the server it goes to.
+
+    OpenRouter's own SDK's for OpenRouter (`check_openrouter_request`: the
+    type that knows its `cache_control` parts and `reasoning_details`, and
+    refuses a key it does not know, where the `openai` check passes over
+    the reasoning keys no OpenAI type has); `openai_sdk_check` for every
+    other server.
+    """
+    if endpoint == OPENROUTER:
+        check_openrouter_request(body)
+    else:
+        openai_sdk_check(body)
 
 
 # -- what a request carries ------------------------------------------------------------

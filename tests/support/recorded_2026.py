@@ -41,7 +41,7 @@ from tests.support.recorded import (
     anthropic_sdk_check,
     assemble_anthropic_stream,
     assemble_openai_stream,
-    openai_sdk_check,
+    chat_sdk_check,
 )
 from tests.support.sdk_wires import (
     check_bedrock_request,
@@ -552,7 +552,8 @@ class Wire:
     assemble: Callable[[list[Any]], dict[str, Any] | None]
     import_history: Callable[[Mapping[str, Any]], tuple[str | None, list[Message]]]
     encode: Callable[[Request], Encoded]
-    sdk_check: Callable[[dict[str, Any], str], None]
+    sdk_check: Callable[[dict[str, Any], str, str], None]
+    """The SDK check of a body for (model, endpoint)."""
     messages_key: str
     answer_content: Callable[[Mapping[str, Any]], Any]
     stream_content: Callable[[list[Any]], Any]
@@ -591,7 +592,7 @@ def _chat(dialect: str, name: str, endpoint: str, model: str) -> Wire:
         assemble=assemble_openai_stream,
         import_history=lambda request: openai_codec.decode_messages(request["messages"]),
         encode=lambda request: openai_codec.encode(request, CAPS, dialect),  # type: ignore[arg-type]
-        sdk_check=lambda body, model: openai_sdk_check(body),
+        sdk_check=lambda body, model, endpoint: chat_sdk_check(body, endpoint),
         messages_key="messages",
         answer_content=lambda body: [
             {k: v for k, v in (c.get("message") or {}).items()} for c in body.get("choices", [])[:1]
@@ -623,7 +624,7 @@ WIRES: dict[str, Wire] = {
             request["messages"], system=request.get("system")
         ),
         encode=lambda request: anthropic_codec.encode(request, CAPS),
-        sdk_check=lambda body, model: anthropic_sdk_check(body),
+        sdk_check=lambda body, model, endpoint: anthropic_sdk_check(body),
         messages_key="messages",
         answer_content=lambda body: body.get("content"),
         stream_content=lambda payloads: [
@@ -652,7 +653,7 @@ WIRES: dict[str, Wire] = {
             request["input"], system=request.get("instructions")
         ),
         encode=lambda request: responses_codec.encode(request, CAPS),
-        sdk_check=lambda body, model: check_responses_request(body),
+        sdk_check=lambda body, model, endpoint: check_responses_request(body),
         messages_key="input",
         answer_content=lambda body: body.get("output"),
         stream_content=lambda payloads: [
@@ -676,7 +677,7 @@ WIRES: dict[str, Wire] = {
             request["contents"], system=_gemini_system(request)
         ),
         encode=lambda request: gemini_codec.encode(request, CAPS),
-        sdk_check=lambda body, model: check_gemini_request(body),
+        sdk_check=lambda body, model, endpoint: check_gemini_request(body),
         messages_key="contents",
         answer_content=lambda body: [
             {k: v for k, v in c.items() if k not in ("index", "finishReason")}
@@ -705,7 +706,7 @@ WIRES: dict[str, Wire] = {
             request["messages"], system=request.get("system")
         ),
         encode=lambda request: bedrock_codec.encode(request, CAPS),
-        sdk_check=lambda body, model: check_bedrock_request(body, model),
+        sdk_check=lambda body, model, endpoint: check_bedrock_request(body, model),
         messages_key="messages",
         answer_content=lambda body: ((body.get("output") or {}).get("message") or {}).get(
             "content"

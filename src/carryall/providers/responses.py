@@ -30,6 +30,10 @@ The wire:
   to, only to the origin that made it (`WIRE`, `prepare`); other thinking
   stays in the transcript but off the wire and is reported as a
   downgrade, because a reasoning item the server did not write is refused.
+  An item the server wrote (a hosted tool's call, compaction) goes back to
+  its origin as it came, in the API's input form of it: a field that form
+  has no place for (a web search's `api` sources, a file search result's
+  `vector_store_id`) is left off and named, block by block.
 - Tools are `function` tools with `strict: false` (carryall's schemas are
   not written for strict mode); `tool_choice` only with tools.
 - `max_output_tokens` is the token limit; `reasoning.effort` is sent when
@@ -62,7 +66,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple, TypeAlias
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -310,6 +314,10 @@ def _encoded(
         return Encoded(body, (*placed, *downgrades) if placed else downgrades)
     prepared = prepare(request, caps, WIRE)
     messages = prepared.messages
+    downgrades = prepared.downgrades
+    lost = _input_items(messages, prepared.irregular)
+    if lost:
+        downgrades = tuple(sorted((*downgrades, *lost), key=lambda d: d.index))
     if kept is not None and sent:
         items = kept.items(
             messages, payload_messages(prepared), lambda start, end: _items(messages, start, end)
@@ -318,7 +326,7 @@ def _encoded(
         items = _items(messages, 0, len(messages))
     body = _keyed(_encode(request, items, sent, llama), request, llama)
     placed = place_options(request, body, llama=llama)
-    return Encoded(body, (*placed, *prepared.downgrades) if placed else prepared.downgrades)
+    return Encoded(body, (*placed, *downgrades) if placed else downgrades)
 
 
 def _keyed(body: dict[str, Any], request: Request, llama: bool) -> dict[str, Any]:
@@ -659,6 +667,265 @@ def _encode_assistant(message: Message, index: int, append: Callable[[Any], None
         # A turn with nothing this wire carries still took its turn: an
         # empty message keeps the user turns around it apart.
         append(_MessageItem("assistant", ""))
+
+
+# -- the items the server wrote, as input --------------------------------------
+# A hosted tool's item (and every other item the server writes that carryall
+# keeps whole) goes back to its origin as the API sent it, less what the
+# API's input form of that item has no place for: the output form of an item
+# holds fields the input form does not (a web search's sources of type `api`,
+# a file search result's `vector_store_id`), and the API's own next request
+# leaves them off. What is left off is named, block by block.
+
+
+class _OneOf(NamedTuple):
+    """An object of one of several forms, told apart by its `type`: each form's fields."""
+
+    forms: Mapping[str, _Fields]
+
+
+_Shape: TypeAlias = "Mapping[str, _Shape] | _OneOf | None"
+"""What a value may hold: an object's fields (each with its own shape), one of several forms,
+or None for a value taken as it is (a string, a number, a free-form object)."""
+
+_Fields: TypeAlias = Mapping[str, _Shape]
+
+
+def _fields(*names: str, **nested: _Shape) -> dict[str, _Shape]:
+    """An object's fields: `names` taken as they are, `nested` by their own shapes."""
+    return {**dict.fromkeys(names), **nested}
+
+
+def _one_of(**forms: _Fields) -> _OneOf:
+    return _OneOf(forms)
+
+
+_CALLER: Final = _one_of(direct=_fields("type"), program=_fields("caller_id", "type"))
+
+_INPUT_FIELDS: Final[Mapping[str, _Fields]] = {
+    "web_search_call": _fields(
+        "id",
+        "status",
+        "type",
+        action=_one_of(
+            search=_fields("queries", "query", "type", sources=_one_of(url=_fields("type", "url"))),
+            open_page=_fields("type", "url"),
+            find_in_page=_fields("pattern", "type", "url"),
+        ),
+    ),
+    "file_search_call": _fields(
+        "id",
+        "queries",
+        "status",
+        "type",
+        results=_fields("attributes", "file_id", "filename", "score", "text"),
+    ),
+    "code_interpreter_call": _fields(
+        "code",
+        "container_id",
+        "id",
+        "status",
+        "type",
+        outputs=_one_of(image=_fields("type", "url"), logs=_fields("logs", "type")),
+    ),
+    "mcp_call": _fields(
+        "approval_request_id",
+        "arguments",
+        "id",
+        "name",
+        "output",
+        "server_label",
+        "status",
+        "type",
+        error=_one_of(
+            http_error=_fields("code", "message", "type"),
+            mcp_protocol_error=_fields("code", "message", "type"),
+            mcp_tool_execution_error=_fields("content", "type"),
+        ),
+    ),
+    "mcp_list_tools": _fields(
+        "error",
+        "id",
+        "server_label",
+        "type",
+        tools=_fields("annotations", "description", "input_schema", "name"),
+    ),
+    "mcp_approval_request": _fields("arguments", "id", "name", "server_label", "type"),
+    "image_generation_call": _fields(
+        "action",
+        "background",
+        "id",
+        "output_format",
+        "quality",
+        "result",
+        "revised_prompt",
+        "size",
+        "status",
+        "type",
+        error=_fields(
+            "code",
+            "message",
+            "param",
+            "type",
+            moderation_details=_fields("categories", "moderation_stage"),
+        ),
+        svg_usage=_fields(
+            "input_tokens", "model", "output_tokens", "reasoning_tokens", "total_tokens"
+        ),
+    ),
+    "tool_search_call": _fields("arguments", "call_id", "execution", "id", "status", "type"),
+    "compaction": _fields("encrypted_content", "id", "type"),
+    "shell_call": _fields(
+        "call_id",
+        "id",
+        "status",
+        "type",
+        action=_fields("commands", "max_output_length", "timeout_ms"),
+        caller=_CALLER,
+        environment=_one_of(
+            container_reference=_fields("container_id", "type"),
+            local=_fields("type", skills=_fields("description", "name", "path")),
+        ),
+    ),
+    "shell_call_output": _fields(
+        "call_id",
+        "id",
+        "max_output_length",
+        "status",
+        "type",
+        caller=_CALLER,
+        output=_fields(
+            "stderr",
+            "stdout",
+            outcome=_one_of(exit=_fields("exit_code", "type"), timeout=_fields("type")),
+        ),
+    ),
+    "apply_patch_call": _fields(
+        "call_id",
+        "id",
+        "status",
+        "type",
+        caller=_CALLER,
+        operation=_one_of(
+            create_file=_fields("diff", "path", "type"),
+            delete_file=_fields("path", "type"),
+            update_file=_fields("diff", "path", "type"),
+        ),
+    ),
+    "apply_patch_call_output": _fields("call_id", "id", "output", "status", "type", caller=_CALLER),
+    "local_shell_call": _fields(
+        "call_id",
+        "id",
+        "status",
+        "type",
+        action=_one_of(
+            exec=_fields("command", "env", "timeout_ms", "type", "user", "working_directory")
+        ),
+    ),
+}
+"""What the API's input form of each item the server writes takes, field by field, nested.
+
+The fields of the `input` item types (`ResponseInputItemParam`) of the
+official `openai` SDK, for the item types the server writes and carryall
+keeps whole; `tests/providers/test_responses_input_forms.py` derives the same
+table from the SDK's types and fails when they part. An item type not here
+goes back as it came.
+"""
+
+_INPUT_LEFT_OFF: Final = (
+    "the {kind} item goes back without {field}: the Responses API's input form of the item "
+    "has no place for it"
+)
+
+_GONE: Final = object()
+"""What `_input_form` gives for a value the input form has no place for at all."""
+
+
+def _input_items(messages: list[Message], irregular: Sequence[int]) -> list[Downgrade]:
+    """Fit each server-written item `messages` send back to its input form, naming what is left.
+
+    Only irregular messages hold such items (an `Opaque` block makes a
+    message irregular), and `prepare` has left only this origin's; a block
+    that changes is replaced in `messages` by one holding its input form.
+    """
+    lost: list[Downgrade] = []
+    for index in irregular:
+        message = messages[index]
+        if message.role != "assistant":
+            continue
+        content: list[Block] | None = None
+        for at, block in enumerate(message.content):
+            if not isinstance(block, Opaque) or not block.raw:
+                continue
+            fields = _INPUT_FIELDS.get(block.kind)
+            if fields is None:
+                continue
+            left: list[str] = []
+            item = _input_form(json.loads(block.raw), fields, "", left)
+            if not left:
+                continue
+            for field in left:
+                reason = _INPUT_LEFT_OFF.format(kind=block.kind, field=field)
+                lost.append(Downgrade(index, "opaque", reason, at))
+            if content is None:
+                content = list(message.content)
+            raw = json.dumps(item, ensure_ascii=False)
+            content[at] = msgspec.structs.replace(block, raw=raw)
+        if content is not None:
+            messages[index] = Message(message.role, tuple(content))
+    return lost
+
+
+def _input_form(value: Any, shape: _Shape, path: str, left: list[str]) -> Any:
+    """`value` as `shape` takes it: each thing it has no place for left off and named in `left`.
+
+    A list is its entries, each fitted; an entry of a form the shape does
+    not have is left off whole, and a list left with nothing is left off
+    too (the API's own next request sends no emptied list). `value` itself
+    when nothing changed.
+    """
+    if shape is None:
+        return value
+    if type(value) is list:
+        kept: list[Any] = []
+        changed = False
+        for i, entry in enumerate(value):
+            fitted = _input_form(entry, shape, f"{path}[{i}]", left)
+            if fitted is not entry:
+                changed = True
+            if fitted is not _GONE:
+                kept.append(fitted)
+        if not changed:
+            return value
+        return kept if kept else _GONE
+    if type(value) is not dict:
+        return value
+    fields: _Fields
+    if isinstance(shape, _OneOf):
+        form = value.get("type")
+        found = shape.forms.get(form) if isinstance(form, str) else None
+        if found is None:
+            shown = shorten(json.dumps(value, ensure_ascii=False), 120)
+            left.append(f"{path} {shown} (a form it does not have)")
+            return _GONE
+        fields = found
+    else:
+        fields = shape
+    out: dict[str, Any] = {}
+    changed = False
+    for key, item in value.items():
+        where = f"{path}.{key}" if path else key
+        if key not in fields:
+            shown = shorten(json.dumps(item, ensure_ascii=False), 80)
+            left.append(f"{where} ({shown})")
+            changed = True
+            continue
+        fitted = _input_form(item, fields[key], where, left)
+        if fitted is not item:
+            changed = True
+        if fitted is not _GONE:
+            out[key] = fitted
+    return out if changed else value
 
 
 def _function_call(call: ToolUse, index: int) -> _FunctionCall | dict[str, Any]:
