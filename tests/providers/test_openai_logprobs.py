@@ -51,7 +51,7 @@ def rival(text: str, logprob: float, **more: Any) -> dict[str, Any]:
     return {"token": text, "logprob": logprob, "bytes": list(text.encode()), **more}
 
 
-def completion(logprobs: Any, content: str = "Hi!", **message: Any) -> dict[str, Any]:
+def completion(logprobs: Any, content: str | None = "Hi!", **message: Any) -> dict[str, Any]:
     return {
         "id": "chatcmpl-1",
         "object": "chat.completion",
@@ -132,7 +132,7 @@ def test_a_token_with_no_bytes_says_so_rather_than_inventing_them() -> None:
 
 
 def test_a_stream_adds_each_chunks_tokens_in_order_and_agrees_with_the_whole_answer() -> None:
-    stream = [
+    stream: list[dict[str, Any] | str] = [
         chunk({"role": "assistant", "content": ""}),
         chunk({"content": "Hi"}, {"content": [HI], "refusal": None}),
         chunk({"content": "!"}, {"content": [BANG], "refusal": None}),
@@ -336,3 +336,14 @@ def test_the_request_asks_for_them_through_extra_as_each_sdk_type_takes_it() -> 
     body = responses.encode(request, Capabilities()).body
     assert body["include"] == ["message.output_text.logprobs"] and body["top_logprobs"] == 2
     check_responses_request(body)
+
+
+def test_a_responses_history_names_the_token_probabilities_it_cannot_hold() -> None:
+    # A past answer sent back as input, as the API gave it: its text goes on, its
+    # probabilities have no block to live in, so the import names them by their place.
+    answer = output(text("Hi", [HI]), text("!", []))["output"][0]
+    _, history = responses.decode_messages([{"role": "user", "content": "Hello"}, answer])
+    assert [m.text() for m in history] == ["Hello", "Hi!"]
+    [named] = history.downgrades
+    assert (named.index, named.kind) == (1, "field")
+    assert named.reason.startswith("input[1].content[0].logprobs:")

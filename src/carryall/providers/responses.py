@@ -103,6 +103,7 @@ from carryall.errors import BlockError, HistoryError, ProviderError, wire_error
 from carryall.providers import caching, hosted, structured
 from carryall.providers import prompt as prompt_mode
 from carryall.providers._common import (
+    UNKEPT,
     Wire,
     _shown,
     answer_message,
@@ -1341,6 +1342,9 @@ def decode_messages(
                 texts = _texts(content, f"{where}.content")
                 paired = zip(texts, notes, strict=True)
                 made = [_cited(text, note, _IMPORTED) for text, note in paired if text]
+                # The message these blocks join: the open one, or the next after it.
+                at = len(out) + (role is not None and role != item_role)
+                _unkept_logprobs(content, f"{where}.content", lost, at)
             else:
                 raise BlockError(f"{where}: role {_shown(item_role)} has no block form")
             spelt = _spelt_item(raw, item_role, made)
@@ -1378,6 +1382,18 @@ def decode_messages(
             raise BlockError(f"{where}: item type {_shown(kind)} has no block form")
     close()
     return ("\n\n".join(systems) or None), Imported(out, lost)
+
+
+def _unkept_logprobs(content: Any, where: str, lost: list[Downgrade], index: int) -> None:
+    """Name each text part's token probabilities: a history holds no place for them.
+
+    An answer's are `Response.logprobs`; in a history someone holds they
+    say how a past answer was sampled, which no request sends back.
+    """
+    for i, part in enumerate(content if isinstance(content, list) else ()):
+        if isinstance(part, Mapping) and part.get("logprobs"):
+            path = f"{where}[{i}].logprobs"
+            lost.append(Downgrade(index, "field", UNKEPT.format(path=path)))
 
 
 def _annotations(content: Any) -> list[Any]:
