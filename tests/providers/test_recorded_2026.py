@@ -9,7 +9,7 @@ the parts a check needs:
   every value of its content, modelled in a block or in an `Opaque` block,
   or names it in the response's report;
 - `stream`: a streamed answer decodes to what the whole answer the stream
-  adds up to decodes to;
+  adds up to decodes to, its token probabilities too;
 - `import`: the request's history imports keeping every value of its messages;
 - `echo`: re-encoded for its own origin (model, endpoint), the imported
   history gives back the recorded messages;
@@ -136,6 +136,7 @@ def check_stream(exchange: Exchange) -> None:
     body = wire.decode(whole, exchange.endpoint, exchange.model)
     assert _merged(streamed.message) == _merged(body.message), "stream and whole answer differ"
     assert streamed.stop_reason == body.stop_reason
+    assert streamed.logprobs == body.logprobs, "stream and whole token probabilities differ"
 
 
 def check_import(exchange: Exchange) -> None:

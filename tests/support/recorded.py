@@ -365,6 +365,8 @@ def assemble_openai_stream(chunks: list[Any]) -> dict[str, Any]:
     details: dict[Any, dict[str, Any]] = {}
     served: dict[str, list[Any]] = {}
     calls: dict[int, dict[str, Any]] = {}
+    # The choice's token probabilities: each chunk's tokens (and a refusal's) in turn.
+    logprobs: dict[str, list[Any]] = {}
     body: dict[str, Any] = {}
     finish = None
     for chunk in chunks:
@@ -392,6 +394,8 @@ def assemble_openai_stream(chunks: list[Any]) -> dict[str, Any]:
                     slot["name"] = function["name"]
                 if function.get("arguments"):
                     slot["arguments"].append(function["arguments"])
+            for key, tokens in (choice.get("logprobs") or {}).items():
+                logprobs.setdefault(key, []).extend(tokens or [])
             if choice.get("finish_reason") is not None:
                 finish = choice["finish_reason"]
     for key, texts in parts.items():
@@ -410,6 +414,8 @@ def assemble_openai_stream(chunks: list[Any]) -> dict[str, Any]:
             for _, slot in sorted(calls.items())
         ]
     body["choices"] = [{"index": 0, "message": message, "finish_reason": finish}]
+    if logprobs:
+        body["choices"][0]["logprobs"] = logprobs
     return body
 
 

@@ -595,10 +595,12 @@ def _chat(dialect: str, name: str, endpoint: str, model: str) -> Wire:
         sdk_check=lambda body, model, endpoint: chat_sdk_check(body, endpoint),
         messages_key="messages",
         answer_content=lambda body: [
-            {k: v for k, v in (c.get("message") or {}).items()} for c in body.get("choices", [])[:1]
+            # The message, and beside it the choice's token probabilities (`logprobs`).
+            {**(c.get("message") or {}), "logprobs": c.get("logprobs")}
+            for c in body.get("choices", [])[:1]
         ],
         stream_content=lambda payloads: [
-            c.get("delta")
+            {**(c.get("delta") or {}), "logprobs": c.get("logprobs")}
             for p in payloads
             if isinstance(p, Mapping)
             for c in p.get("choices") or []

@@ -173,16 +173,17 @@ class TokenLogprob(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     """One token of an answer and how likely the model found it.
 
     The one form every wire's token probabilities are read into (Chat
-    Completions `logprobs.content`, Gemini and Vertex `logprobsResult`).
+    Completions `logprobs.content`, Responses `output_text.logprobs`, Gemini
+    and Vertex `logprobsResult`).
     `logprob` is the natural log of its probability.
     """
 
     token: str
     logprob: float
     token_id: int | None = None
-    """The token's id in the model's vocabulary, where the wire gives it (Gemini)."""
+    """The token's id in the model's vocabulary, where the wire gives it (Gemini, llama-server)."""
     token_bytes: tuple[int, ...] | None = None
-    """The token's UTF-8 bytes, where the wire gives them (Chat Completions): a character
+    """The token's UTF-8 bytes, where the wire gives them (Chat Completions, Responses): a character
     may be split over tokens, so the bytes say what `token` cannot."""
     top: tuple[TokenLogprob, ...] = ()
     """The likeliest tokens at this place, likeliest first, as many as the request asked
@@ -226,7 +227,9 @@ class Response(msgspec.Struct, frozen=True, kw_only=True):
     """The usage figures as the wire sent them, before `usage` put them in one meaning."""
     logprobs: Logprobs | None = None
     """The answer's token probabilities, where the request asked for them and the wire
-    sent them (Gemini and Vertex `logprobsResult` and `avgLogprobs`); None otherwise."""
+    sent them (Chat Completions and llama-server `choices[0].logprobs`, Responses
+    `output_text.logprobs`, Gemini and Vertex `logprobsResult` and `avgLogprobs`);
+    None otherwise."""
     downgrades: tuple[Downgrade, ...] = ()
     """What the request that got this answer could not send as held (`Encoded.downgrades`),
     then what the decoder read of the answer and could not keep.

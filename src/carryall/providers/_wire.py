@@ -3,7 +3,8 @@
 The defensive readers of a wire's JSON (an object where one must be, a
 count that is a non-negative integer, an optional string, an OpenAI-style
 `error` object), the OpenAI family's argument text and `image_url` reading,
-the base64 and `data:` URL patterns, the thinking budget an Anthropic model
+the OpenAI family's token probabilities, the base64 and `data:` URL patterns,
+the thinking budget an Anthropic model
 gets on Anthropic's and Bedrock's wires, and the results-first order of a
 user turn. Each answers its question once for every codec that asks it.
 Pure, like the codecs.
@@ -34,8 +35,8 @@ from carryall.blocks import (
     image_placeholder,
 )
 from carryall.errors import BlockError, HistoryError, ProviderError, wire_error
-from carryall.providers._common import _shown
-from carryall.providers._types import Request
+from carryall.providers._common import _shown, unmodelled
+from carryall.providers._types import Downgrade, Request, TokenLogprob
 
 __all__ = [
     "BASE64",
@@ -51,6 +52,7 @@ __all__ = [
     "raise_wire_error",
     "results_first",
     "thinking_budget",
+    "token_logprobs",
 ]
 
 DATA_URL: Final = re.compile(r"data:([^;,]*);base64,", re.IGNORECASE)
@@ -117,6 +119,68 @@ def raise_wire_error(obj: Mapping[str, Any], where: str) -> None:
         f"{where}: the server reported an error: {text}",
         status=status,
         kind=kind if isinstance(kind, str) else None,
+    )
+
+
+# -- the OpenAI family's token probabilities -------------------------------------
+
+_TOKEN_FIELDS: Final = frozenset({"token", "logprob", "bytes", "id"})
+"""A token's fields as Chat Completions and Responses write them, and llama-server's `id`."""
+
+
+def token_logprobs(raw: Any, where: str, lost: list[Downgrade]) -> list[TokenLogprob]:
+    """A list of token probabilities as the OpenAI-family wires write it, as `TokenLogprob`s.
+
+    Chat Completions' `logprobs.content` and `logprobs.refusal`, a Responses
+    `output_text`'s `logprobs` and a text delta's: each token its `token`,
+    `logprob` and UTF-8 `bytes` (null where it has none), and under
+    `top_logprobs` the likeliest tokens at its place in the same form.
+    llama-server adds each token's vocabulary id (`id`), kept as
+    `token_id`. A field beyond those is named in `lost`; absent or null is
+    no tokens. A list that is not one, or a token without its text or
+    number, is a `ProviderError` naming where: a probability half read is
+    no probability.
+    """
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ProviderError(f"{where} must be an array, got {_shown(raw)}")
+    return [_token(item, f"{where}[{i}]", lost, ranked=True) for i, item in enumerate(raw)]
+
+
+def _token(raw: Any, where: str, lost: list[Downgrade], *, ranked: bool) -> TokenLogprob:
+    """One token; `ranked` when it is a chosen token, which lists its `top_logprobs`."""
+    held = mapping(raw, where)
+    unmodelled(held, _TOKEN_FIELDS | {"top_logprobs"} if ranked else _TOKEN_FIELDS, where, lost)
+    token = held.get("token")
+    if not isinstance(token, str):
+        raise ProviderError(f"{where}.token must be a string, got {_shown(token)}")
+    logprob = held.get("logprob")
+    if isinstance(logprob, bool) or not isinstance(logprob, int | float):
+        raise ProviderError(f"{where}.logprob must be a number, got {_shown(logprob)}")
+    token_id = held.get("id")
+    if token_id is not None and (isinstance(token_id, bool) or not isinstance(token_id, int)):
+        raise ProviderError(f"{where}.id must be an integer, got {_shown(token_id)}")
+    data = held.get("bytes")
+    if data is not None and not (
+        isinstance(data, list) and all(type(b) is int and 0 <= b <= 255 for b in data)
+    ):
+        raise ProviderError(f"{where}.bytes must be an array of bytes (0 to 255)")
+    top: tuple[TokenLogprob, ...] = ()
+    if ranked:
+        likeliest = held.get("top_logprobs")
+        if likeliest is not None and not isinstance(likeliest, list):
+            raise ProviderError(f"{where}.top_logprobs must be an array, got {_shown(likeliest)}")
+        top = tuple(
+            _token(item, f"{where}.top_logprobs[{j}]", lost, ranked=False)
+            for j, item in enumerate(likeliest or ())
+        )
+    return TokenLogprob(
+        token=token,
+        logprob=float(logprob),
+        token_id=token_id,
+        token_bytes=None if data is None else tuple(data),
+        top=top,
     )
 
 

@@ -71,6 +71,10 @@ when the message holds tool calls, `refusal` when it is a refusal),
 `refusal`, anything else to `other`. A stream that reaches `[DONE]` is
 complete even with no `finish_reason` (audio models send none), and a
 streamed refusal is shown as it arrives.
+The choice's token probabilities (`logprobs.content` and `.refusal`, when
+the request asked with `logprobs` and `top_logprobs`) are
+`Response.logprobs`, a stream's chunk by chunk in order; llama-server's
+token ids (`id`) are kept as `token_id`.
 `input_tokens` excludes the cached prompt tokens, which go in
 `cache_read_input_tokens`, as on Anthropic's wire. A message with nothing in
 it reads as one empty `Text`, so it is still a valid message; a refusal with
@@ -184,11 +188,13 @@ from carryall.providers._types import (
     Downgrade,
     Encoded,
     Imported,
+    Logprobs,
     Request,
     Response,
     Sent,
     StopReason,
     Target,
+    TokenLogprob,
     ToolSpec,
     Usage,
 )
@@ -200,6 +206,7 @@ from carryall.providers._wire import import_user_image as _import_user_image
 from carryall.providers._wire import mapping as _mapping
 from carryall.providers._wire import optional_str as _optional_str
 from carryall.providers._wire import raise_wire_error as _raise_wire_error
+from carryall.providers._wire import token_logprobs as _token_logprobs
 from carryall.providers.options import (
     NO_OPTIONS,
     PROMPT_NO_PARALLEL,
@@ -725,6 +732,8 @@ def decode_response(
         raise ProviderError(f"{where}: 'choices' must be a non-empty array, got {_shown(choices)}")
     choice = _mapping(choices[0], f"{where}.choices[0]")
     unmodelled(choice, _CHOICE_FIELDS, f"{where}.choices[0]", lost)
+    probable = _Probabilities()
+    probable.read(choice.get("logprobs"), f"{where}.choices[0].logprobs", lost)
     where = f"{where}.choices[0].message"
     message = _mapping(choice.get("message"), where)
     unmodelled(message, _MESSAGE_FIELDS, where, lost)
@@ -764,8 +773,40 @@ def decode_response(
         malformed_tool_args=malformed,
         raw_usage=_raw_usage(body.get("usage")),
         stop_sequence=_stop_string(choice, finish),
+        logprobs=probable.held(),
         downgrades=tuple(lost),
     )
+
+
+class _Probabilities:
+    """A choice's token probabilities (`logprobs`) as `Logprobs`, whole or chunk by chunk.
+
+    `content` holds the answer's tokens and `refusal` a refusal's, each a
+    list `_token_logprobs` reads; a stream's chunks each give the tokens of
+    their piece, so both add up in order.
+    """
+
+    __slots__ = ("refusal", "tokens")
+
+    def __init__(self) -> None:
+        self.tokens: list[TokenLogprob] = []
+        self.refusal: list[TokenLogprob] = []
+
+    def read(self, raw: Any, where: str, lost: list[Downgrade]) -> None:
+        if raw is None:
+            return
+        held = _mapping(raw, where)
+        unmodelled(held, _LOGPROBS_FIELDS, where, lost)
+        self.tokens += _token_logprobs(held.get("content"), f"{where}.content", lost)
+        self.refusal += _token_logprobs(held.get("refusal"), f"{where}.refusal", lost)
+
+    def held(self) -> Logprobs | None:
+        if not self.tokens and not self.refusal:
+            return None
+        return Logprobs(tokens=tuple(self.tokens), refusal=tuple(self.refusal))
+
+
+_LOGPROBS_FIELDS: Final = frozenset({"content", "refusal"})
 
 
 def _stop_string(choice: Mapping[str, Any], finish: Any) -> str | None:
@@ -1068,6 +1109,7 @@ class StreamDecoder:
         self._executed: dict[Any, dict[str, Any]] = {}
         self._lost: list[Downgrade] = []
         self._refusal: list[str] = []
+        self._logprobs = _Probabilities()
         self._calls: dict[int, _CallParts] = {}
         self._finish: str | None = None
         self._stop_sequence: str | None = None
@@ -1157,6 +1199,7 @@ class StreamDecoder:
         index = choice.get("index")
         if index is not None and (index != 0 or isinstance(index, bool)):
             raise ProviderError(f"{where}: choice index {_shown(index)}; carryall asks for one")
+        self._logprobs.read(choice.get("logprobs"), f"{where}.logprobs", self._lost)
         delta_raw = choice.get("delta")
         delta = {} if delta_raw is None else _mapping(delta_raw, f"{where}.delta")
         where_delta = f"{where}.delta"
@@ -1277,6 +1320,7 @@ class StreamDecoder:
             malformed_tool_args=malformed,
             raw_usage=self._raw_usage,
             stop_sequence=self._stop_sequence,
+            logprobs=self._logprobs.held(),
             downgrades=tuple(self._lost),
         )
 

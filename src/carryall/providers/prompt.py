@@ -429,6 +429,7 @@ def read_calls(inner: Response, salt: str, *, constrained: bool = False) -> Resp
         malformed_tool_args=inner.malformed_tool_args + malformed,
         raw_usage=inner.raw_usage,
         stop_sequence=inner.stop_sequence,
+        logprobs=inner.logprobs,
     )
 
 

@@ -55,6 +55,10 @@ output items. `status: incomplete` for `max_output_tokens` is `max_tokens`,
 a refusal part `refusal`, calls `tool_use`, `completed` `end_turn`,
 anything else `other`. `input_tokens` excludes the cached prompt tokens,
 which go in `cache_read_input_tokens`; `output_tokens` includes reasoning.
+The `output_text` parts' token probabilities (`logprobs`, when the request
+asked with `include: ["message.output_text.logprobs"]`) are
+`Response.logprobs`, the parts' tokens in their order; a stream's are the
+finished response's, else its text deltas' `logprobs` in order.
 
 Every wire parser here answers hostile input with a `ProviderError` naming
 the place (or, for `decode_messages`, a `BlockError`); item types the block
@@ -103,6 +107,7 @@ from carryall.errors import BlockError, HistoryError, ProviderError, wire_error
 from carryall.providers import caching, hosted, structured
 from carryall.providers import prompt as prompt_mode
 from carryall.providers._common import (
+    UNKEPT,
     Wire,
     _shown,
     answer_message,
@@ -121,11 +126,13 @@ from carryall.providers._types import (
     Downgrade,
     Encoded,
     Imported,
+    Logprobs,
     Request,
     Response,
     Sent,
     StopReason,
     Target,
+    TokenLogprob,
     Usage,
 )
 from carryall.providers._wire import BASE64 as _BASE64
@@ -136,6 +143,7 @@ from carryall.providers._wire import import_user_image as _import_user_image
 from carryall.providers._wire import mapping as _mapping
 from carryall.providers._wire import optional_str as _optional_str
 from carryall.providers._wire import raise_wire_error as _raise_wire_error
+from carryall.providers._wire import token_logprobs as _token_logprobs
 from carryall.providers.openai import ERROR_PREFIX
 from carryall.providers.options import (
     NO_OPTIONS,
@@ -941,7 +949,7 @@ def _function_call(call: ToolUse, index: int) -> _FunctionCall | dict[str, Any]:
 class _Answer:
     """The blocks of one answer as its output items are read, in their order."""
 
-    __slots__ = ("blocks", "lost", "malformed", "origin", "refusal", "seen", "texts")
+    __slots__ = ("blocks", "logprobs", "lost", "malformed", "origin", "refusal", "seen", "texts")
 
     def __init__(self, origin: Origin | None = None) -> None:
         self.origin = origin
@@ -951,6 +959,7 @@ class _Answer:
         self.refusal: list[str] = []
         self.malformed = 0
         self.seen: set[str] = set()
+        self.logprobs: list[TokenLogprob] = []
 
     def item(self, raw: Any, where: str) -> None:
         item = _mapping(raw, where)
@@ -1003,7 +1012,9 @@ class _Answer:
             if kind == "output_text":
                 text = _optional_str(part, "text", part_where) or ""
                 at = len(self.blocks)
-                unmodelled(part, _TEXT_FIELDS, part_where, self.lost, block=at, unkept=_LOGPROBS)
+                unmodelled(part, _TEXT_FIELDS, part_where, self.lost, block=at)
+                where_lp = f"{part_where}.logprobs"
+                self.logprobs += _token_logprobs(part.get("logprobs"), where_lp, self.lost)
                 annotations = part.get("annotations")
                 if text:
                     self.blocks.append(_cited(text, annotations, self.origin))
@@ -1065,6 +1076,7 @@ class _Answer:
             refusal=refusal,
             malformed_tool_args=self.malformed,
             raw_usage=raw_usage,
+            logprobs=Logprobs(tokens=tuple(self.logprobs)) if self.logprobs else None,
             downgrades=tuple(self.lost),
         )
 
@@ -1075,9 +1087,8 @@ _TEXT_FIELDS: Final = frozenset({"type", "text", "annotations", "logprobs"})
 _CALL_FIELDS: Final = frozenset({"type", "id", "call_id", "name", "arguments", "status"})
 _REASONING_FIELDS: Final = frozenset(_REASONING_KEYS) | {"status"}
 # Read past, kept in no block: an output item's own id (a message or a call is
-# sent back in the easy form, which needs none) and a text's logprobs.
+# sent back in the easy form, which needs none).
 _ITEM_ID: Final = frozenset({"id"})
-_LOGPROBS: Final = frozenset({"logprobs"})
 # A response object's own fields: the answer, its status and usage, and the
 # request's settings echoed back (bookkeeping, nothing of the conversation).
 _RESPONSE_FIELDS: Final = frozenset(
@@ -1355,7 +1366,9 @@ class StreamDecoder:
     to the same blocks. When that event carries no output items (some
     servers leave them out), the items each `response.output_item.done`
     finished are used, in their output order; items never finished are
-    built from their deltas.
+    built from their deltas. The token probabilities are the finished
+    answer's too; when it holds none, those the text deltas carried, in
+    their output order.
     """
 
     def __init__(self, target: Target = DEFAULT_TARGET) -> None:
@@ -1363,6 +1376,9 @@ class StreamDecoder:
         self._final: Mapping[str, Any] | None = None
         self._done: dict[int, Any] = {}
         self._partial: dict[int, dict[str, Any]] = {}
+        # The text deltas' token probabilities by output index, and what of them no field holds.
+        self._logprobs: dict[int, list[TokenLogprob]] = {}
+        self._lost: list[Downgrade] = []
         self._events = 0
 
     def feed(self, event: Mapping[str, Any] | str) -> str:
@@ -1398,9 +1414,12 @@ class StreamDecoder:
             delta = body.get("delta")
             if not isinstance(delta, str):
                 raise ProviderError(f"{where}.delta must be a string, got {_shown(delta)}")
-            partial = self._partial.setdefault(self._index(index, where), {"_deltas": []})
+            at = self._index(index, where)
+            partial = self._partial.setdefault(at, {"_deltas": []})
             partial["_deltas"].append((kind, delta))
             if kind == "response.output_text.delta":
+                tokens = _token_logprobs(body.get("logprobs"), f"{where}.logprobs", self._lost)
+                self._logprobs.setdefault(at, []).extend(tokens)
                 return delta
         return ""
 
@@ -1443,7 +1462,15 @@ class StreamDecoder:
         if not isinstance(output, list) or not output:
             indices = sorted(set(self._done) | set(self._partial))
             output = [self._done.get(i) or _from_deltas(self._partial[i]) for i in indices]
-        return decode_response({**final, "output": output}, endpoint=self._endpoint)
+        answer = decode_response({**final, "output": output}, endpoint=self._endpoint)
+        streamed = [t for i in sorted(self._logprobs) for t in self._logprobs[i]]
+        if answer.logprobs is not None or not streamed:
+            return answer
+        return msgspec.structs.replace(
+            answer,
+            logprobs=Logprobs(tokens=tuple(streamed)),
+            downgrades=answer.downgrades + tuple(self._lost),
+        )
 
 
 def _from_deltas(partial: Mapping[str, Any]) -> dict[str, Any]:
@@ -1582,6 +1609,9 @@ def decode_messages(
                 texts = _texts(content, f"{where}.content")
                 paired = zip(texts, notes, strict=True)
                 made = [_cited(text, note, _IMPORTED) for text, note in paired if text]
+                # The message these blocks join: the open one, or the next after it.
+                at = len(out) + (role is not None and role != item_role)
+                _unkept_logprobs(content, f"{where}.content", lost, at)
             else:
                 raise BlockError(f"{where}: role {_shown(item_role)} has no block form")
             spelt = _spelt_item(raw, item_role, made)
@@ -1619,6 +1649,18 @@ def decode_messages(
             raise BlockError(f"{where}: item type {_shown(kind)} has no block form")
     close()
     return ("\n\n".join(systems) or None), Imported(out, lost)
+
+
+def _unkept_logprobs(content: Any, where: str, lost: list[Downgrade], index: int) -> None:
+    """Name each text part's token probabilities: a history holds no place for them.
+
+    An answer's are `Response.logprobs`; in a history someone holds they
+    say how a past answer was sampled, which no request sends back.
+    """
+    for i, part in enumerate(content if isinstance(content, list) else ()):
+        if isinstance(part, Mapping) and part.get("logprobs"):
+            path = f"{where}[{i}].logprobs"
+            lost.append(Downgrade(index, "field", UNKEPT.format(path=path)))
 
 
 def _annotations(content: Any) -> list[Any]:
