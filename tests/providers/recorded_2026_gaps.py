@@ -79,4 +79,16 @@ GAPS: dict[tuple[str, str], str] = {
         "openai_compatible/2026/openrouter_cache_point_alias#0",
         "sdk",
     ): "sdk: the text part goes back with the cache_control the recording sent (an OpenRouter extension); the installed openai SDK's text part type knows no such key",
+    (
+        "llama_server/2026/streamed_tool_round_continued#0",
+        "echo",
+    ): "echo: the recorded assistant tool call (as a user continuing an OpenAI SDK message writes it: content null, arguments from json.dumps with a space after each separator) goes back with no content key and its arguments re-serialized compact, because the Chat Completions importer keeps neither the message's content: null nor the call's argument text (ToolUse holds the parsed input only)",
+    (
+        "llama_server/2026/tool_round_continued#0",
+        "echo",
+    ): "echo: the recorded assistant tool call (as a user continuing an OpenAI SDK message writes it: content null, arguments from json.dumps with a space after each separator) goes back with no content key and its arguments re-serialized compact, because the Chat Completions importer keeps neither the message's content: null nor the call's argument text (ToolUse holds the parsed input only)",
+    (
+        "llama_server/2026/two_tool_calls_round#0",
+        "echo",
+    ): "echo: the recorded tool calls' arguments (written by json.dumps, with a space after each separator) go back re-serialized compact, because the Chat Completions importer keeps only the parsed input, not the argument text the request carried",
 }
