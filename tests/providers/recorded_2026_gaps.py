@@ -80,15 +80,7 @@ GAPS: dict[tuple[str, str], str] = {
         "sdk",
     ): "sdk: the text part goes back with the cache_control the recording sent (an OpenRouter extension); the installed openai SDK's text part type knows no such key",
     (
-        "llama_server/2026/streamed_tool_round_continued#0",
-        "echo",
-    ): "echo: the recorded assistant tool call (as a user continuing an OpenAI SDK message writes it: content null, arguments from json.dumps with a space after each separator) goes back with no content key and its arguments re-serialized compact, because the Chat Completions importer keeps neither the message's content: null nor the call's argument text (ToolUse holds the parsed input only)",
-    (
-        "llama_server/2026/tool_round_continued#0",
-        "echo",
-    ): "echo: the recorded assistant tool call (as a user continuing an OpenAI SDK message writes it: content null, arguments from json.dumps with a space after each separator) goes back with no content key and its arguments re-serialized compact, because the Chat Completions importer keeps neither the message's content: null nor the call's argument text (ToolUse holds the parsed input only)",
-    (
         "llama_server/2026/two_tool_calls_round#0",
         "echo",
-    ): "echo: the recorded tool calls' arguments (written by json.dumps, with a space after each separator) go back re-serialized compact, because the Chat Completions importer keeps only the parsed input, not the argument text the request carried",
+    ): 'echo: the recorded assistant message (a text, two calls whose arguments json.dumps wrote, a space after each separator) is exactly what carryall\'s own file export writes, so the importer reads the spaced arguments as its own file form (else an exported history would not read back as the history it was) and the request sends them compact; a message laid out as carryall never writes one (content null or "" beside calls) keeps its argument text',
 }
