@@ -268,6 +268,19 @@ def test_an_edited_input_is_sent_as_the_input_says_not_as_the_kept_text(
         assert all(type(v) is type(edited[k]) for k, v in json.loads(arguments).items())
 
 
+def test_a_spelling_cut_by_a_redaction_is_written_from_the_input() -> None:
+    # A pattern that cut through the JSON the argument text is held in: the input goes.
+    spelling = Spelling(Origin("openai", "", ""), "", '{"arguments":"{\\"key\\": [REDACTED]')
+    history = (
+        Message.user("go"),
+        Message("assistant", (ToolUse("c1", "f", {"key": "[REDACTED]"}, spelling=spelling),)),
+        Message.tool_results([ToolResult("c1", "ok")]),
+    )
+    body = openai_codec.encode(Request(model="m", messages=history), CAPS).body
+    sent = body["messages"][1]["tool_calls"][0]["function"]["arguments"]
+    assert sent == '{"key":"[REDACTED]"}'
+
+
 def test_argument_text_that_parsers_read_differently_is_not_kept() -> None:
     _, imported = openai_codec.decode_messages(
         [

@@ -707,9 +707,9 @@ def _call(block: ToolUse, index: int, spaced: bool) -> _Call:
     if spelling is not None and spelling.extra:
         # `prepare` kept it: the argument text this wire's history wrote, which
         # goes back as it came while it still reads as the input the call holds.
-        written = json.loads(spelling.extra).get(_ARGUMENTS)
+        written = _written_arguments(spelling.extra)
         compact = _arguments(block, index) if spaced else arguments
-        if isinstance(written, str) and _reads_as(written, compact, index):
+        if written is not None and _reads_as(written, compact, index):
             arguments = written
     return _Call(block.id, "function", _Function(block.name, arguments))
 
@@ -756,6 +756,14 @@ def _spelled_call(call: ToolUse, written: Any, origin: Origin, *, in_file: bool)
         return call
     spelling = spelling_of(origin, {_ARGUMENTS: written})
     return msgspec.structs.replace(call, spelling=spelling)
+
+
+def _written_arguments(extra: str) -> str | None:
+    """The argument text a call's `Spelling.extra` holds; None where it holds none, or where
+    a redaction has cut through the JSON that held it (the input is written then)."""
+    ok, fields = load_json(extra)
+    written = fields.get(_ARGUMENTS) if ok and isinstance(fields, dict) else None
+    return written if isinstance(written, str) else None
 
 
 def _reads_as(written: str, compact: str, index: int) -> bool:
