@@ -135,7 +135,8 @@ class Spelling(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     byte, so what the wire spelled that no block field holds rides on the
     block: `extra` is the JSON object of the item's own fields the block
     does not model (an item id, a status, a phase, an `is_error: false`
-    written out), `form` the codec's name for how it laid out what the
+    written out, a Chat Completions call's `arguments` text where the
+    block holds only the value it reads as), `form` the codec's name for how it laid out what the
     block does model (a result's text as a list of text blocks, a message
     without its type, snake_case keys), "" for the codec's own layout. The
     encoder of `origin`'s wire writes it back; every other wire leaves it

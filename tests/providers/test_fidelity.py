@@ -29,6 +29,7 @@ from carryall.blocks import (
     RedactedThinking,
     Text,
     Thinking,
+    ToolUse,
 )
 from carryall.providers import Capabilities, Encoded, Request
 from carryall.providers import anthropic as anthropic_wire
@@ -78,6 +79,10 @@ def _expected(history: list[Message], target: Origin) -> Counter[tuple[int, str]
             elif isinstance(block, Image):
                 if block.url is not None and target.dialect == "llama-server":
                     out[index, "image"] += 1
+            elif isinstance(block, ToolUse) and block.spelling and block.spelling.extra:
+                # A call's own text (its arguments as the model wrote them) goes to
+                # the model that wrote it alone; the input goes everywhere.
+                out[index, "tool_use"] += block.spelling.origin != target
             elif isinstance(block, Document) and not anthropic:
                 # OpenAI takes a PDF by its bytes; every other document is a loss here.
                 native = openai and block.media_type == "application/pdf" and bool(block.data)

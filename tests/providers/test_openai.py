@@ -33,6 +33,7 @@ from carryall.blocks import (
     Message,
     Opaque,
     Origin,
+    Spelling,
     Text,
     Thinking,
     ToolResult,
@@ -491,7 +492,7 @@ def test_decode_response_reads_text_tool_calls_usage_and_model() -> None:
             {
                 "role": "assistant",
                 "content": "Reading.",
-                "tool_calls": [call(llama_id, "read_file", '{"path": "a.txt"}')],
+                "tool_calls": [call(llama_id, "read_file", '{"path":"a.txt"}')],
             },
             "tool_calls",
             usage={
@@ -732,13 +733,23 @@ def test_an_openai_history_continues_on_llama_server() -> None:
     ]
     system, history = decode_messages(foreign)
     assert system == "Be brief.\n\nAnswer in English."
+    # The call keeps how the file wrote it (its content null, its spaced arguments) for
+    # the Chat Completions wire alone: its spelling.
+    arguments = json.dumps({"arguments": '{"path": "x"}'}, separators=(",", ":"))
+    spelling = Spelling(Origin("openai", "", ""), "content_null", arguments)
     assert history == [
         Message.user("What's this?", [Image("image/png", SHOT.data)]),
-        Message.assistant([ToolUse("call_a", "read_file", {"path": "x"})]),
+        Message.assistant([ToolUse("call_a", "read_file", {"path": "x"}, spelling=spelling)]),
         Message("user", (ToolResult("call_a", "hello"), Text("Go on."))),
     ]
     req = Request(model="m", messages=tuple(history), system=system)
-    check_openai_request(encode_request(req, BLIND, "llama-server"))
+    body = encode_request(req, BLIND, "llama-server")
+    check_openai_request(body)
+    assert body["messages"][2] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [call("call_a", "read_file", '{"path": "x"}')],
+    }
 
 
 def test_tool_messages_before_an_assistant_make_their_own_user_message() -> None:

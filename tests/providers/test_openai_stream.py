@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from carryall.blocks import Message, Origin, Text, Thinking, ToolUse
+from carryall.blocks import Message, Origin, Spelling, Text, Thinking, ToolUse
 from carryall.errors import ProviderError
 from carryall.providers import Usage
 from carryall.providers.openai import StreamDecoder, decode_response, decode_stream
@@ -55,7 +55,16 @@ def test_a_llama_server_stream_decodes_to_thinking_text_and_a_tool_call() -> Non
         [
             Thinking("The user wants a file.", origin=Origin("openai", "", "smollm2")),
             Text("Let me look."),
-            ToolUse(LLAMA_ID, "read_file", {"path": "notes.txt"}),
+            # The model wrote a space after the colon: that text goes back to it as it came.
+            ToolUse(
+                LLAMA_ID,
+                "read_file",
+                {"path": "notes.txt"},
+                spelling=Spelling(
+                    Origin("openai", "", "smollm2"),
+                    extra=json.dumps({"arguments": '{"path": "notes.txt"}'}, separators=(",", ":")),
+                ),
+            ),
         ]
     )
     assert response.stop_reason == "tool_use"
@@ -76,7 +85,7 @@ def test_parallel_tool_calls_assemble_by_index_even_when_interleaved() -> None:
             chunk({"tool_calls": [fragment(0, id="call_a", name="read_file", args='{"pa')]}),
             chunk({"tool_calls": [fragment(1, id="call_b", name="screenshot", args='{"win')]}),
             chunk(
-                {"tool_calls": [fragment(1, args='dow": "editor"}'), fragment(0, args='th": "a"}')]}
+                {"tool_calls": [fragment(1, args='dow":"editor"}'), fragment(0, args='th":"a"}')]}
             ),
             chunk({}, "tool_calls"),
         ]
@@ -282,7 +291,7 @@ def test_a_repeated_id_and_name_are_tolerated() -> None:
     response = decode_stream(
         [
             chunk({"tool_calls": [fragment(0, id="a", name="f", args='{"x"')]}),
-            chunk({"tool_calls": [fragment(0, id="a", name="f", args=": 1}")]}),
+            chunk({"tool_calls": [fragment(0, id="a", name="f", args=":1}")]}),
             chunk({}, "tool_calls"),
         ]
     )

@@ -1,7 +1,9 @@
 """The recorded 2026 exchanges (`tests/fixtures/recorded/<wire>/2026/`) and one adapter per wire.
 
-Each fixture file is one recording (a cassette, or an SDK's fixture folder)
-with its exchanges in order; see the `SOURCES.md` beside each. This module
+Each fixture file is one recording (a cassette, an SDK's fixture folder, or
+for llama-server carryall's own recording of a live server, made by the
+`record.py` beside it) with its exchanges in order; see the `SOURCES.md`
+beside each. This module
 reads them and puts the six wires behind one table (`WIRES`), so a check is
 written once and asked of every wire: decode a whole answer or a stream,
 import a request's history, encode a history for a target, validate a body

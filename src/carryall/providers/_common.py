@@ -95,6 +95,10 @@ class Wire(NamedTuple):
     url_prefixes: tuple[str, ...] = ()
     """The only URLs it fetches itself, by how they begin (Gemini: its Files API, YouTube);
     empty when any http(s) URL will do."""
+    file_dialects: tuple[str, ...] = ()
+    """Other dialects whose files are in this wire's own format, so the spellings a file
+    read as theirs holds are this wire's too (llama-server's Chat Completions, which its
+    codec imports as OpenAI's)."""
 
     def takes_url(self, url: str) -> bool:
         """Whether this wire fetches `url` itself (for an image or document by URL)."""
@@ -373,6 +377,11 @@ def _unspelled(
     spelling: Spelling | None = getattr(block, "spelling", None)
     if spelling is None or _matches(spelling.origin, wire, target, every_origin):
         return block
+    origin = spelling.origin
+    if origin.dialect in wire.file_dialects and (
+        every_origin or (not origin.endpoint and not origin.model)
+    ):
+        return block  # a file's spelling, and the file is in this wire's format
     if spelling.extra:
         keys = ", ".join(json.loads(spelling.extra))
         reason = _SPELLED.format(dialect=spelling.origin.dialect, keys=shorten(keys, 120))

@@ -160,6 +160,7 @@ from carryall.blocks import (
     Origin,
     ServerToolCall,
     ServerToolResult,
+    Spelling,
     Text,
     Thinking,
     ToolResult,
@@ -289,11 +290,20 @@ _WIRES: dict[str, Wire] = {
     # OpenAI takes images by URL, PDFs as `file` parts, system messages
     # anywhere; plain-text documents go as their text. A model's own
     # reasoning goes back to it as `reasoning_content` (DeepSeek and Kimi
-    # want it on a tool round).
-    "openai": Wire("openai", image_urls=True, pdf=True, system_inside=True, own_thinking=True),
+    # want it on a tool round). Both dialects read the one Chat Completions
+    # format, which the importer reads as OpenAI's: what a file spelled (a
+    # call's argument text, a `content: null`) goes back as it came on either.
+    "openai": Wire(
+        "openai",
+        image_urls=True,
+        pdf=True,
+        system_inside=True,
+        own_thinking=True,
+        file_dialects=("llama-server",),
+    ),
     # llama-server takes reasoning back and images as data: URLs only;
     # its chat templates want the system message first, if at all.
-    "llama-server": Wire("llama-server", thinking=True),
+    "llama-server": Wire("llama-server", thinking=True, file_dialects=("openai",)),
 }
 
 
@@ -584,7 +594,7 @@ class _SystemMessage(msgspec.Struct, gc=False, tag_field="role", tag="system"):
 class _AssistantMessage(msgspec.Struct, gc=False, tag_field="role", tag="assistant"):
     reasoning_content: str | UnsetType = UNSET
     reasoning_details: list[Any] | UnsetType = UNSET
-    content: str | list[Any] | UnsetType = UNSET
+    content: str | list[Any] | UnsetType | None = UNSET
     tool_calls: One | list[_Call] | UnsetType = UNSET
     """A lone call as `One`, the commonest, so there is no list to track."""
 
@@ -658,11 +668,16 @@ def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -
     calls: list[_Call] = []
     thinking: list[str] = []
     details: list[Any] = []
+    layout = ""  # how the history wrote a content of no text (`_content_form`)
     for block in message.content:
         if type(block) is Text:
             if block.text:
                 texts.append(block.text)
+            elif block.spelling is not None:
+                layout = block.spelling.form
         elif type(block) is ToolUse:
+            if not calls and block.spelling is not None:
+                layout = block.spelling.form
             calls.append(_call(block, index, spaced))
         elif type(block) is Thinking:
             thinking.append(block.text)
@@ -682,6 +697,9 @@ def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -
         out.content = texts[0]
     elif texts:
         out.content = [_TextPart(text) for text in texts]
+    elif layout in _LAYOUTS:
+        # `prepare` kept it: this wire's own history, which wrote its content so.
+        out.content = _LAYOUTS[layout]
     elif not calls:
         # Both servers want content or tool calls on an assistant message.
         out.content = ""
@@ -691,7 +709,119 @@ def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -
 
 
 def _call(block: ToolUse, index: int, spaced: bool) -> _Call:
-    return _Call(block.id, "function", _Function(block.name, _arguments(block, index, spaced)))
+    arguments = _arguments(block, index, spaced)
+    spelling = block.spelling
+    if spelling is not None and spelling.extra:
+        # `prepare` kept it: the argument text this wire's history wrote, which
+        # goes back as it came while it still reads as the input the call holds.
+        written = _written_arguments(spelling.extra)
+        compact = _arguments(block, index) if spaced else arguments
+        if written is not None and _reads_as(written, compact, index):
+            arguments = written
+    return _Call(block.id, "function", _Function(block.name, arguments))
+
+
+# -- a call's arguments and its message's content, as the wire wrote them -----
+
+_ARGUMENTS: Final = "arguments"
+"""The `Spelling.extra` key of a call's argument text as its wire wrote it, kept where it
+is not the text this codec writes from the input (a space after each separator, as
+Python's `json.dumps` writes them)."""
+
+# How an assistant message with no text wrote its `content` (the `Spelling.form` of its
+# first call, or of the empty text that stands for a message of no call), kept where this
+# codec writes otherwise: `""` on a message of no call, no key at all beside calls.
+_CONTENT_NULL: Final = "content_null"
+_CONTENT_EMPTY: Final = "content_empty"
+_CONTENT_ABSENT: Final = "content_absent"
+_LAYOUTS: Final[dict[str, str | UnsetType | None]] = {
+    _CONTENT_NULL: None,
+    _CONTENT_EMPTY: "",
+    _CONTENT_ABSENT: UNSET,
+}
+
+
+def _spelled_call(call: ToolUse, written: Any, origin: Origin, *, in_file: bool) -> ToolUse:
+    """`call` with the argument text its wire wrote, where this codec would write another.
+
+    Only a text that reads back as the very input the call holds is kept,
+    so an echo sends the bytes the model or the history wrote and nothing
+    the block does not say; an ordinary call (compact, as OpenAI writes
+    them) carries nothing extra. `in_file` counts the spaced text this
+    codec writes to a file (`every_origin`) as its own too, so a history
+    exported and read back is the history it was.
+    """
+    if not isinstance(written, str) or not written.strip():
+        return call  # no text, or a blank one, is what an empty input is written as
+    try:
+        compact = _arguments(call, 0)
+        if written == compact or (in_file and written == _arguments(call, 0, spaced=True)):
+            return call
+    except HistoryError:
+        return call  # an input no wire carries: the encoder names it
+    if not _reads_as(written, compact, 0):
+        return call
+    spelling = spelling_of(origin, {_ARGUMENTS: written})
+    return msgspec.structs.replace(call, spelling=spelling)
+
+
+def _written_arguments(extra: str) -> str | None:
+    """The argument text a call's `Spelling.extra` holds; None where it holds none, or where
+    a redaction has cut through the JSON that held it (the input is written then)."""
+    ok, fields = load_json(extra)
+    written = fields.get(_ARGUMENTS) if ok and isinstance(fields, dict) else None
+    return written if isinstance(written, str) else None
+
+
+def _reads_as(written: str, compact: str, index: int) -> bool:
+    """Whether argument text `written` holds what `compact` (this codec's text of an input)
+    holds, read strictly: a key written twice, which parsers read differently, never does."""
+    try:
+        value = json.loads(written, object_pairs_hook=_once, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return False
+    try:
+        return _arguments(ToolUse("", "", value), index) == compact
+    except HistoryError:
+        return False  # a number past a float's range, read as infinity
+
+
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        raise ValueError("a key is written twice")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _content_form(message: Mapping[str, Any], said: bool, calls: bool) -> str:
+    """How an assistant message wrote a content of no text, where this codec writes another
+    (no `content` beside calls, `""` on a message of none); "" when as this codec writes it."""
+    if said:
+        return ""
+    if "content" not in message:
+        return "" if calls else _CONTENT_ABSENT
+    content = message["content"]
+    if content is None:
+        return _CONTENT_NULL
+    return _CONTENT_EMPTY if content == "" and calls else ""
+
+
+def _laid_out(blocks: tuple[Block, ...], form: str) -> tuple[Block, ...]:
+    """`blocks` with their message's content `form` on its first call, or on the empty text
+    standing for a message of no call (`_assistant_blocks`); a message of reasoning alone
+    has no block to hold it and is written as this codec writes it."""
+    kinds = [type(b) for b in blocks]
+    at = kinds.index(ToolUse) if ToolUse in kinds else kinds.index(Text) if Text in kinds else -1
+    if not form or at < 0:
+        return blocks
+    held: Text | ToolUse = blocks[at]  # type: ignore[assignment]
+    extra = held.spelling.extra if held.spelling is not None else ""
+    spelled_block = msgspec.structs.replace(held, spelling=Spelling(_IMPORTED, form, extra))
+    return (*blocks[:at], spelled_block, *blocks[at + 1 :])
 
 
 def _encode_tool(spec: ToolSpec) -> dict[str, Any]:
@@ -749,7 +879,7 @@ def decode_response(
             raise ProviderError(f"{where}.tool_calls must be an array, got {_shown(raw_calls)}")
         seen: set[str] = set()
         for i, raw in enumerate(raw_calls):
-            call, bad = _response_tool_call(raw, i, f"{where}.tool_calls[{i}]")
+            call, bad = _response_tool_call(raw, i, f"{where}.tool_calls[{i}]", origin)
             if call.id in seen:
                 raise ProviderError(f"{where}.tool_calls[{i}]: id {call.id!r} is used twice")
             seen.add(call.id)
@@ -841,7 +971,7 @@ _JOINED: Final = frozenset({"text", "summary", "data", "signature"})
 """The `reasoning_details` fields a stream sends in pieces, joined in the order they came."""
 
 
-def _response_tool_call(raw: Any, index: int, where: str) -> tuple[ToolUse, int]:
+def _response_tool_call(raw: Any, index: int, where: str, origin: Origin) -> tuple[ToolUse, int]:
     call = _mapping(raw, where)
     kind = call.get("type")
     if kind is not None and kind != "function":
@@ -851,7 +981,7 @@ def _response_tool_call(raw: Any, index: int, where: str) -> tuple[ToolUse, int]
     name = _optional_str(function, "name", f"{where}.function")
     arguments = _optional_str(function, "arguments", f"{where}.function") or ""
     call_block, bad = answered_call(call_id, name, arguments, f"{where}.function")
-    return call_block, int(bad)
+    return _spelled_call(call_block, arguments, origin, in_file=False), int(bad)
 
 
 def _assistant_blocks(
@@ -1289,6 +1419,7 @@ class StreamDecoder:
         calls: list[ToolUse] = []
         malformed = 0
         seen: set[str] = set()
+        origin = Origin(self._dialect, self._endpoint, self._model or "")
         for index in sorted(self._calls):
             parts = self._calls[index]
             if not parts.name:
@@ -1297,12 +1428,15 @@ class StreamDecoder:
             if call_id in seen:
                 raise ProviderError(f"streamed tool call {index}: id {call_id!r} is used twice")
             seen.add(call_id)
-            value, bad = _parse_arguments("".join(parts.arguments))
-            calls.append(ToolUse(call_id, parts.name, value))
+            arguments = "".join(parts.arguments)
+            value, bad = _parse_arguments(arguments)
+            call = _spelled_call(
+                ToolUse(call_id, parts.name, value), arguments, origin, in_file=False
+            )
+            calls.append(call)
             malformed += bad
         text = "".join(self._text)
         refusal = "".join(self._refusal)
-        origin = Origin(self._dialect, self._endpoint, self._model or "")
         signed = _signed_details(list(self._details.values()), origin, "stream")
         executed = list(self._executed.values())
         served = _served(self._annotations, executed, origin, "stream")
@@ -1506,28 +1640,32 @@ def _import_assistant(message: Mapping[str, Any], where: str) -> tuple[Block, ..
     if refusal is not None and not isinstance(refusal, str):
         raise BlockError(f"{where}.refusal must be a string, got {_shown(refusal)}")
     raw_calls = message.get("tool_calls")
-    calls: list[ToolUse] = []
-    if raw_calls is not None:
-        if not isinstance(raw_calls, list):
-            raise BlockError(f"{where}.tool_calls must be an array, got {_shown(raw_calls)}")
-        calls = [_import_tool_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(raw_calls)]
+    if raw_calls is not None and not isinstance(raw_calls, list):
+        raise BlockError(f"{where}.tool_calls must be an array, got {_shown(raw_calls)}")
+    form = _content_form(message, any(texts) or bool(refusal), bool(raw_calls))
+    # A message laid out as this codec never writes one was not written by it: its
+    # spaced argument text is its writer's, not this codec's file form.
+    calls = [
+        _import_tool_call(c, f"{where}.tool_calls[{i}]", in_file=not form)
+        for i, c in enumerate(raw_calls or ())
+    ]
     try:
         signed = _signed_details(message.get("reasoning_details"), _IMPORTED, where)
     except ProviderError as exc:
         raise BlockError(str(exc)) from None
-    return _assistant_blocks(reasoning or "", texts, refusal, calls, signed)
+    return _laid_out(_assistant_blocks(reasoning or "", texts, refusal, calls, signed), form)
 
 
-def _import_tool_call(raw: Any, where: str) -> ToolUse:
+def _import_tool_call(raw: Any, where: str, *, in_file: bool) -> ToolUse:
     call = _part(raw, where)
     if call.get("type", "function") != "function":
         raise BlockError(f"{where}: tool call type {_shown(call.get('type'))} is not 'function'")
     function = call.get("function")
     if not isinstance(function, Mapping):
         raise BlockError(f"{where}.function must be an object, got {_shown(function)}")
-    return imported_call(
-        call.get("id"), function.get("name"), function.get("arguments", ""), where, "function"
-    )
+    arguments = function.get("arguments", "")
+    read = imported_call(call.get("id"), function.get("name"), arguments, where, "function")
+    return _spelled_call(read, arguments, _IMPORTED, in_file=in_file)
 
 
 # -- shared readers ---------------------------------------------------------
