@@ -36,7 +36,7 @@ from carryall.providers import anthropic as anthropic_wire
 from carryall.providers import openai as openai_wire
 from tests.support.fidelity import ORIGINS, histories
 from tests.support.histories import sdk_check
-from tests.support.sdk_openai import check_openai_request
+from tests.support.sdk_openai import OPENROUTER, check_openai_request, check_openrouter_request
 
 CAPS = Capabilities(vision=True, native_tools=True, thinking=True)
 
@@ -160,6 +160,8 @@ def test_nothing_signed_or_opaque_reaches_a_foreign_origin_and_every_loss_is_nam
         body = encoded.body
         if target.dialect == "anthropic":
             sdk_check(body)
+        elif target.endpoint == OPENROUTER:
+            check_openrouter_request(body)
         else:
             check_openai_request(body)
         sent = json.dumps(body, ensure_ascii=False)

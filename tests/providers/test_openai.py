@@ -304,6 +304,52 @@ def test_thinking_continues_on_llama_server_then_moves_to_openai() -> None:
     check_openai_request(other)
 
 
+def test_reasoning_goes_back_to_openrouter_as_reasoning_and_elsewhere_as_reasoning_content() -> (
+    None
+):
+    answer = {
+        "model": "deepseek/deepseek-r1",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "reasoning": "2+2 is 4.", "content": "4"},
+            }
+        ],
+    }
+    sent: dict[str, dict[str, Any]] = {}
+    for endpoint in ("openrouter.ai", "api.deepseek.com"):
+        reply = decode_response(answer, endpoint=endpoint)
+        history = [Message.user("2+2?"), reply.message, Message.user("And 3+3?")]
+        body = Request(model="deepseek/deepseek-r1", messages=tuple(history), endpoint=endpoint)
+        sent[endpoint] = encode_request(body, Capabilities(thinking=True), "openai")["messages"][1]
+    # OpenRouter's request type names it `reasoning` (and drops a `reasoning_content`).
+    assert sent["openrouter.ai"] == {"role": "assistant", "reasoning": "2+2 is 4.", "content": "4"}
+    assert sent["api.deepseek.com"] == {
+        "role": "assistant",
+        "reasoning_content": "2+2 is 4.",
+        "content": "4",
+    }
+
+
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+def test_an_imported_assistants_reasoning_is_read_under_either_name(key: str) -> None:
+    _, imported = decode_messages(
+        [
+            {"role": "user", "content": "2+2?"},
+            {"role": "assistant", key: "2+2 is 4.", "content": "4"},
+        ]
+    )
+    thinking = imported[1].content[0]
+    assert isinstance(thinking, Thinking) and thinking.text == "2+2 is 4."
+    assert imported.downgrades == ()
+
+
+def test_an_imported_reasoning_that_is_not_text_is_a_block_error() -> None:
+    with pytest.raises(BlockError, match=r"messages\[1\]\.reasoning must be a string"):
+        decode_messages([{"role": "user", "content": "q"}, {"role": "assistant", "reasoning": 3}])
+
+
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_golden_image_on_a_no_vision_model_is_its_placeholder_line(dialect: Dialect) -> None:
     body = encode_request(request(IMAGE_FROM_USER), BLIND, dialect)

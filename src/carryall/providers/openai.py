@@ -53,7 +53,8 @@ Decoding: the reasoning (`reasoning_content`, or `reasoning`, or the text
 of `reasoning_details`: whichever the server uses) becomes `Thinking(text,
 signature=None)` stamped with its origin, first in the message (the openai
 dialect sends it back as `reasoning_content` to that origin alone: DeepSeek
-and Kimi want their reasoning back on a tool round); each `reasoning_details` entry with
+and Kimi want their reasoning back on a tool round; to OpenRouter it is
+`reasoning`, the name its request type has); each `reasoning_details` entry with
 encrypted `data` or a `signature` (OpenRouter passing through an OpenAI or
 Claude model's own) follows as an `Opaque` stamped with its origin (the
 dialect, the transport's endpoint, the response's model), sent back on the
@@ -428,12 +429,13 @@ def encode_prepared(
     wire: list[Any] = []
     if request.system:
         wire.append(_SystemMessage(request.system))
+    named = request.endpoint in _REASONING_NAMED
     if kept is not None and sent:
         wire += kept.items(
-            messages, payloads, lambda start, end: _messages(messages, start, end, llama, spaced)
+            messages, payloads, lambda start, end: _messages(messages, start, end, named, spaced)
         )
     else:
-        wire += _messages(messages, 0, len(messages), llama, spaced)
+        wire += _messages(messages, 0, len(messages), named, spaced)
     if not wire:
         raise HistoryError(0, "the request has no messages and no system prompt: nothing to answer")
     body: dict[str, Any] = {
@@ -459,6 +461,14 @@ def encode_prepared(
         body.update(hosted.chat_options(request.hosted_tools, dialect))
     return body
 
+
+_REASONING_NAMED: Final = frozenset({"openrouter.ai"})
+"""The servers that take a model's reasoning back as `reasoning`, not `reasoning_content`.
+
+OpenRouter's own request type (its SDK's `ChatAssistantMessage`) has
+`reasoning` beside `reasoning_details` and drops a `reasoning_content`;
+DeepSeek, Kimi, vLLM and llama-server read `reasoning_content`.
+"""
 
 _SERVICE_TIERS: Final = ("auto", "default", "flex", "scale", "priority", "fast")
 _LLAMA_ONLY: Final = ("top_k",)
@@ -509,7 +519,7 @@ def place_options(
 
 
 def _messages(
-    messages: Sequence[Message], start: int, end: int, llama: bool, spaced: bool
+    messages: Sequence[Message], start: int, end: int, named: bool, spaced: bool
 ) -> list[Any]:
     """The wire messages of `messages[start:end]` (a user turn's results are several)."""
     # This loop runs over the whole history on every request: blocks are
@@ -544,7 +554,7 @@ def _messages(
         elif role == "system":
             append(_SystemMessage(message.text()))
         else:
-            append(_encode_assistant(message, index, llama, spaced))
+            append(_encode_assistant(message, index, named, spaced))
     return wire
 
 
@@ -593,6 +603,8 @@ class _SystemMessage(msgspec.Struct, gc=False, tag_field="role", tag="system"):
 
 class _AssistantMessage(msgspec.Struct, gc=False, tag_field="role", tag="assistant"):
     reasoning_content: str | UnsetType = UNSET
+    reasoning: str | UnsetType = UNSET
+    """The same, under OpenRouter's name (`_REASONING_NAMED`)."""
     reasoning_details: list[Any] | UnsetType = UNSET
     content: str | list[Any] | UnsetType | None = UNSET
     tool_calls: One | list[_Call] | UnsetType = UNSET
@@ -663,7 +675,7 @@ def _user_part(block: Text | Image | Document | Opaque) -> Any:
     return _ImagePart(_Url(Payload.data_url(block.media_type, block.data)))
 
 
-def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -> _AssistantMessage:
+def _encode_assistant(message: Message, index: int, named: bool, spaced: bool) -> _AssistantMessage:
     texts: list[str] = []
     calls: list[_Call] = []
     thinking: list[str] = []
@@ -689,7 +701,9 @@ def _encode_assistant(message: Message, index: int, llama: bool, spaced: bool) -
     # `prepare` kept only thinking this wire takes: any on llama-server, a
     # model's own elsewhere.
     reasoning = "".join(thinking)
-    if reasoning:
+    if reasoning and named:
+        out.reasoning = reasoning
+    elif reasoning:
         out.reasoning_content = reasoning
     if details:
         out.reasoning_details = details
@@ -1633,9 +1647,11 @@ def _import_assistant(message: Mapping[str, Any], where: str) -> tuple[Block, ..
     if message.get("function_call") is not None:
         raise BlockError(f"{where}: the legacy function_call has no block form; use tool_calls")
     texts = _content_texts(message.get("content"), f"{where}.content", BlockError)
-    reasoning = message.get("reasoning_content")
-    if reasoning is not None and not isinstance(reasoning, str):
-        raise BlockError(f"{where}.reasoning_content must be a string, got {_shown(reasoning)}")
+    try:
+        # Under whichever name the history's server uses, as an answer is read.
+        reasoning = _reasoning(message, where)
+    except ProviderError as exc:
+        raise BlockError(str(exc)) from None
     refusal = message.get("refusal")
     if refusal is not None and not isinstance(refusal, str):
         raise BlockError(f"{where}.refusal must be a string, got {_shown(refusal)}")
@@ -1653,7 +1669,7 @@ def _import_assistant(message: Mapping[str, Any], where: str) -> tuple[Block, ..
         signed = _signed_details(message.get("reasoning_details"), _IMPORTED, where)
     except ProviderError as exc:
         raise BlockError(str(exc)) from None
-    return _laid_out(_assistant_blocks(reasoning or "", texts, refusal, calls, signed), form)
+    return _laid_out(_assistant_blocks(reasoning, texts, refusal, calls, signed), form)
 
 
 def _import_tool_call(raw: Any, where: str, *, in_file: bool) -> ToolUse:
