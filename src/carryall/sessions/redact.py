@@ -114,6 +114,8 @@ at every position): text holding none of them is passed over by the
 built-in patterns whole, and a match is cut by the patterns as ever.
 """
 
+_MARK_TEXTS: Final = sorted({m for ms in _MARKS.values() for m in ms})
+
 _KEPT: Final = frozenset(
     {
         # Opaque tokens, for their origin only: a signature certifies its
@@ -256,12 +258,19 @@ class _Scan:
     def __init__(self, *, builtin: bool, users: list[str]) -> None:
         self._builtin = builtin
         self._user_sources = users
-        marks = sorted({m for ms in _MARKS.values() for m in ms})
-        self._marks = re.compile(_any_of(marks)) if builtin else None
         # In a JSON form, a doubled backslash is an escape in a native block's
         # JSON and a document's tag starts its base64: both are walked.
-        unseen = [*marks, "\\\\", *_HIDDEN_TAGS]
+        unseen = [*_MARK_TEXTS, "\\\\", *_HIDDEN_TAGS]
         self._json_marks = re.compile(_any_of(unseen).encode()) if builtin and not users else None
+
+    @functools.cached_property
+    def _marks(self) -> re.Pattern[str] | None:
+        """The built-in patterns' marks, as a string is scanned for them (None: no built-ins).
+
+        Compiled when a string is first redacted: a writer whose events all
+        pass `passes_json` never scans a string on its own.
+        """
+        return re.compile(_any_of(_MARK_TEXTS)) if self._builtin else None
 
     @functools.cached_property
     def pattern(self) -> re.Pattern[str]:
