@@ -34,6 +34,7 @@ number, and every other event is still applied.
 from __future__ import annotations
 
 import re
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -254,10 +255,20 @@ BlobLoader = Callable[[StoredImage | StoredDocument], Image | Document | Text]
 def now() -> str:
     """The current UTC time as the transcript writes it (sortable as text).
 
-    `format_time`'s wording, made by `isoformat` (its `+00:00` cut), which
-    costs a writer half what `strftime` does.
+    `format_time`'s wording. The date and time up to the second are made
+    once a second and kept, so an append writes only its microseconds: a
+    quarter of what making a `datetime` and writing it whole costs.
     """
-    return datetime.now(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
+    global _second
+    seconds, micro = divmod(time.time_ns() // 1000, 1_000_000)
+    second, text = _second
+    if seconds != second:
+        text = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+        _second = (seconds, text)
+    return f"{text}{micro:06d}Z"
+
+
+_second = (-1, "")  # the second `now` last wrote, and its text up to the microseconds
 
 
 def format_time(moment: datetime) -> str:

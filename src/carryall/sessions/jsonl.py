@@ -936,12 +936,13 @@ class Session(ReplayedSession):
 
 def _write_whole(fd: int, data: bytes) -> None:
     """Write all of `data`: one `write` call, looped only if the kernel writes short."""
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
+    written = os.write(fd, data)
+    rest = memoryview(data)
+    while written < len(rest):
         if written <= 0:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        view = view[written:]
+        rest = rest[written:]
+        written = os.write(fd, rest)
 
 
 def _write_new(path: Path, data: bytes) -> None:
