@@ -386,6 +386,10 @@ class RecallIndex:
     def reindex(self) -> int:
         """Rebuild the index from the transcripts; returns how many messages it holds."""
         with self._lock:
+            # What is held back is in the transcripts too, and is read from
+            # them: the events heard may be older than what a file now holds.
+            self._pending, self._pending_messages, self._put_off = [], 0, 0
+            _unflushed.discard(self)
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
