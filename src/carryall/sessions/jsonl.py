@@ -48,6 +48,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol, Unpack
 
+import msgspec
+
 from carryall import paths
 from carryall._lazy import lazy_logger, lazy_module
 from carryall.blocks import Message
@@ -116,9 +118,12 @@ def default_root() -> Path:
     return paths.sessions_dir()
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """What one event a session wrote did to its history, as a listener hears it."""
+class Recorded(msgspec.Struct, frozen=True):
+    """What one event a session wrote did to its history, as a listener hears it.
+
+    A struct rather than a dataclass: one is made per event written, and a
+    frozen dataclass costs an append several times what this does to make.
+    """
 
     session_id: str
     ident: tuple[int, int]
