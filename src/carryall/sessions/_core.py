@@ -309,20 +309,14 @@ class ReplayedSession(abc.ABC):
                 for i, m in enumerate(clean)
             ]
         title = None if self._titled() else title_from(clean)
-        event: Event[Any] = Event(
-            "rewrite" if kind == "rewrite" else "append",
-            stamp,
-            n=start + len(messages),
-            start=start,
-            title=title,
-            messages=stored,
-            failed=failed,
-            downgrades=redactor.walk(downgrades or []),
-            changes=[redactor.text(c) for c in changes] if changes else [],
-            usage=redactor.walk(usage) if usage else [],
-            system=system,
+        kept = Extras(
+            failed,
+            redactor.walk(downgrades or []),
+            [redactor.text(c) for c in changes] if changes else [],
+            redactor.walk(usage) if usage else [],
+            system,
         )
-        return event, clean, title
+        return _new_event(kind, stamp, start, title, stored, kept), clean, title
 
     def _line(
         self,
@@ -344,22 +338,8 @@ class ReplayedSession(abc.ABC):
         start = 0 if kind == "rewrite" else len(self._replay.messages)
         _checked_messages(self.id, messages, start)
         if not any(map(has_image, messages)):
-            failed, downgrades, changes, usage, system = extras
             title = None if self._titled() else title_from(messages)
-            event: Event[Any] = Event(
-                "rewrite" if kind == "rewrite" else "append",
-                stamp,
-                n=start + len(messages),
-                start=start,
-                title=title,
-                messages=messages,
-                failed=failed,
-                downgrades=downgrades or [],
-                changes=changes or [],
-                usage=usage or [],
-                system=system,
-            )
-            body = event_json(event)
+            body = event_json(_new_event(kind, stamp, start, title, messages, extras))
             if self.store.redactor.passes_json(body):
                 return event_line(body), messages, title
         event, clean, title = self._event(kind, messages, stamp, put_blob, extras)
@@ -438,6 +418,31 @@ class ReplayedSession(abc.ABC):
                 base = base._replace(version=base.version + 1)
             return Plan("rewrite", [*stored, *plan.messages], base)
         return plan
+
+
+def _new_event(
+    kind: RecordKind,
+    stamp: str,
+    start: int,
+    title: str | None,
+    messages: list[Message | StoredMessage] | list[Message],
+    extras: Extras,
+) -> Event[Any]:
+    """The event line's value: `messages` from message `start` on, with what rides on them."""
+    failed, downgrades, changes, usage, system = extras
+    return Event(
+        "rewrite" if kind == "rewrite" else "append",
+        stamp,
+        n=start + len(messages),
+        start=start,
+        title=title,
+        messages=messages,
+        failed=failed,
+        downgrades=downgrades or [],
+        changes=changes or [],
+        usage=usage or [],
+        system=system,
+    )
 
 
 def new_meta(
