@@ -256,8 +256,8 @@ def now() -> str:
     """The current UTC time as the transcript writes it (sortable as text).
 
     `format_time`'s wording. The date and time up to the second are made
-    once a second and kept, so an append writes only its microseconds: a
-    quarter of what making a `datetime` and writing it whole costs.
+    once a second and kept, so an append writes only its microseconds
+    rather than making a `datetime` and writing it whole.
     """
     global _second
     seconds, micro = divmod(time.time_ns() // 1000, 1_000_000)

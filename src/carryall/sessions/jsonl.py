@@ -121,8 +121,8 @@ def default_root() -> Path:
 class Recorded(msgspec.Struct, frozen=True):
     """What one event a session wrote did to its history, as a listener hears it.
 
-    A struct rather than a dataclass: one is made per event written, and a
-    frozen dataclass costs an append several times what this does to make.
+    A frozen struct, since one is made for every event written and a struct
+    is made far faster than a frozen dataclass.
     """
 
     session_id: str
@@ -736,7 +736,7 @@ class Session(ReplayedSession):
     # -- internals ----------------------------------------------------------
 
     def _locked(self) -> int:
-        """Take the session's writer lock; returns the descriptor to unlock (`_unlock`).
+        """Take the session's writer lock; returns its descriptor, which `_write` unlocks.
 
         The lock is a `flock` on a lock file this session keeps open: the
         same lock on the same file as the store's `_lock` (used by `remove`

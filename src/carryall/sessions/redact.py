@@ -338,9 +338,9 @@ def _any_of(words: Iterable[str]) -> str:
 
     `re` tries the alternatives of a flat list one after another wherever
     one could start; as a tree (`A(?:BSK|Iza|KIA|SIA)|gh...`) each character
-    is tried once, which halves the scan every written event gets. Only
-    whether some word is there counts, so a word that begins a longer one
-    stands for both.
+    is tried once, which is what makes the scan every written event gets
+    cheap. Only whether some word is there counts, so a word that begins a
+    longer one stands for both.
     """
 
     def tree(rests: list[str]) -> str:
