@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -334,6 +336,37 @@ def test_line_nested_deeper_than_python_holds_names_the_line(store: Store) -> No
     opened = store.open(session.id)
     assert opened.messages() == [_user("a")]
     assert [note.split(": ")[0] for note in opened.damage] == [f"{session.path} line 3"]
+
+
+def test_now_writes_the_moment_it_is_across_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    from carryall.sessions import _transcript
+
+    start = datetime(2026, 12, 31, 23, 59, 59, 999_998, tzinfo=UTC)
+    for step in (0, 1, 2, 3, 1_000_000, 86_400_000_000):
+        moment = start + timedelta(microseconds=step)
+        ns = (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) * 1000
+        monkeypatch.setattr(_transcript.time, "time_ns", lambda ns=ns: ns + 999)
+        assert _transcript.now() == _transcript.format_time(moment)
+
+
+def test_a_write_the_kernel_cuts_short_is_finished_by_further_writes(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = store.create()
+    real_write = os.write
+    calls: list[int] = []
+
+    def short_write(fd: int, data: bytes) -> int:
+        calls.append(fd)
+        return real_write(fd, bytes(data)[:7])
+
+    monkeypatch.setattr(os, "write", short_write)
+    session.append([_user("a question long enough to take many short writes")])
+    session.append([_user("and another")])
+    monkeypatch.undo()
+    assert len(calls) > 20
+    assert store.open(session.id).messages() == session.messages()
+    assert len(session.messages()) == 2
 
 
 def test_inconsistent_append_is_named(store: Store) -> None:

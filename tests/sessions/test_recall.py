@@ -370,3 +370,32 @@ def test_a_batch_of_appends_and_rewrites_of_two_sessions_indexes_what_they_hold(
         for i, m in enumerate(s.messages())
     }
     assert indexed == held
+
+
+def test_a_new_sessions_events_are_indexed_without_reading_its_transcript(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(tmp_path / "sessions")
+    store.recall.batch = 10_000
+    fresh = store.create()
+    # Written by a writer the index did not hear: only its file knows them.
+    unheard = Store(store.root, recall=False).create()
+    unheard.append([Message.user("persimmon before")])
+    unheard_here = store.open(unheard.id)
+    read: list[Path] = []
+    real_load = Store.load
+
+    def load(self: Store, path: Path, **kwargs: bool) -> object:
+        read.append(path)
+        return real_load(self, path, **kwargs)
+
+    monkeypatch.setattr(Store, "load", load)
+    fresh.append([Message.user("persimmon one")])
+    fresh.record(fresh.messages(), [*fresh.messages(), Message.user("persimmon two")])
+    unheard_here.append([Message.user("persimmon after")])
+    store.recall.flush()
+    assert read == [store.path(unheard.id)]  # the session heard only in part
+    found = {(h.session, h.message) for h in store.recall.search("persimmon", sync=False)}
+    assert found == {(fresh.id, 0), (fresh.id, 1), (unheard.id, 0), (unheard.id, 1)}
+    store.recall.sync()
+    assert read == [store.path(unheard.id)]  # the index is where the files end

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,8 @@ from carryall.blocks import (
 from carryall.errors import CarryallError
 from carryall.sessions import Store
 from carryall.sessions import _transcript as transcript
+from carryall.sessions import redact as redact_module
+from carryall.sessions._core import Extras
 from carryall.sessions.redact import BUILTIN_PATTERNS, REDACTED, Redactor, compile_pattern
 from tests.support.sessions import ANTHROPIC_KEY, SECRET, secret_history
 
@@ -182,6 +186,40 @@ def test_a_walk_cuts_exactly_what_reading_every_string_cuts(blocks: list[Any]) -
     walked = Redactor().message(message)
     assert walked == _FULL_WALK.message(message)
     assert (walked is message) == (walked == message)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_BLOCKS, min_size=1, max_size=3), st.one_of(st.none(), _NEAR_KEYS), _NEAR_KEYS)
+def test_an_event_line_is_what_walking_every_string_of_it_writes(
+    blocks: list[Any], failed: str | None, model: str
+) -> None:
+    # A writer lets one scan of the event's JSON stand for the walk when it
+    # finds no mark; the line must be the one a walk of every string writes.
+    messages = [Message("user", tuple(blocks)), Message.user("and a plain question")]
+    sent = datetime(2026, 1, 2, tzinfo=UTC)
+    used = usage.RequestUsage(sent, "openai", "openai", model, raw={"model": model})
+    extras = Extras(failed=failed, usage=[used])
+    stamp = "2026-01-02T03:04:05.000006Z"
+    with tempfile.TemporaryDirectory() as folder:
+        session = Store(Path(folder) / "scanned", redactor=Redactor()).create()
+        line, clean, _ = session._line("append", messages, stamp, None, extras)
+        walking = Store(Path(folder) / "walked", redactor=_FULL_WALK).create()
+        walked, walked_clean, _ = walking._event("append", messages, stamp, None, extras)
+    assert line == transcript.encode_event(walked)
+    assert clean == walked_clean
+
+
+_MARKISH = "ab-_\\"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.text(alphabet=_MARKISH, min_size=1, max_size=5), min_size=1, max_size=8),
+    st.text(alphabet=_MARKISH + "x", max_size=30),
+)
+def test_the_mark_scan_finds_exactly_the_texts_holding_a_mark(words: list[str], text: str) -> None:
+    found = re.search(redact_module._any_of(words), text) is not None
+    assert found == any(word in text for word in words)
 
 
 def test_no_struct_holds_text_in_a_field_left_out_at_its_default() -> None:

@@ -36,6 +36,9 @@ from carryall.sessions._transcript import (
     StoredMessage,
     SystemChange,
     blob_placeholder,
+    encode_event,
+    event_json,
+    event_line,
     has_image,
     image_stand_in,
     parse_time,
@@ -306,20 +309,41 @@ class ReplayedSession(abc.ABC):
                 for i, m in enumerate(clean)
             ]
         title = None if self._titled() else title_from(clean)
-        event: Event[Any] = Event(
-            "rewrite" if kind == "rewrite" else "append",
-            stamp,
-            n=start + len(messages),
-            start=start,
-            title=title,
-            messages=stored,
-            failed=failed,
-            downgrades=redactor.walk(downgrades or []),
-            changes=[redactor.text(c) for c in changes] if changes else [],
-            usage=redactor.walk(usage) if usage else [],
-            system=system,
+        kept = Extras(
+            failed,
+            redactor.walk(downgrades or []),
+            [redactor.text(c) for c in changes] if changes else [],
+            redactor.walk(usage) if usage else [],
+            system,
         )
-        return event, clean, title
+        return _new_event(kind, stamp, start, title, stored, kept), clean, title
+
+    def _line(
+        self,
+        kind: RecordKind,
+        messages: list[Message],
+        stamp: str,
+        put_blob: Callable[[bytes], str] | None,
+        extras: Extras,
+    ) -> tuple[bytes, list[Message], str | None]:
+        """`_event`, written as its line (newline included) with one encoding.
+
+        Most events hold nothing to redact and no image. Such an event is
+        built from the messages as they are, and the JSON it is written as
+        is scanned once for anything redaction could cut
+        (`Redactor.passes_json`): when there is nothing, that JSON is the
+        line `_event` would give, so it is written without walking the
+        event and encoding it again. Anything else goes through `_event`.
+        """
+        start = 0 if kind == "rewrite" else len(self._replay.messages)
+        _checked_messages(self.id, messages, start)
+        if not any(map(has_image, messages)):
+            title = None if self._titled() else title_from(messages)
+            body = event_json(_new_event(kind, stamp, start, title, messages, extras))
+            if self.store.redactor.passes_json(body):
+                return event_line(body), messages, title
+        event, clean, title = self._event(kind, messages, stamp, put_blob, extras)
+        return encode_event(event), clean, title
 
     def _apply(
         self,
@@ -396,6 +420,31 @@ class ReplayedSession(abc.ABC):
         return plan
 
 
+def _new_event(
+    kind: RecordKind,
+    stamp: str,
+    start: int,
+    title: str | None,
+    messages: list[Message | StoredMessage] | list[Message],
+    extras: Extras,
+) -> Event[Any]:
+    """The event line's value: `messages` from message `start` on, with what rides on them."""
+    failed, downgrades, changes, usage, system = extras
+    return Event(
+        "rewrite" if kind == "rewrite" else "append",
+        stamp,
+        n=start + len(messages),
+        start=start,
+        title=title,
+        messages=messages,
+        failed=failed,
+        downgrades=downgrades or [],
+        changes=changes or [],
+        usage=usage or [],
+        system=system,
+    )
+
+
 def new_meta(
     redactor: Redactor, created: datetime, session_id: str, fields: NewSession
 ) -> SessionMeta:
@@ -453,13 +502,18 @@ def writable(
     keeps what the run holds, so the next `record` still finds it an
     unchanged prefix; the store and its index get the redacted form.
     """
+    _checked_messages(session_id, messages, start)
+    return [redactor.message(m) for m in messages] if redactor.active else messages
+
+
+def _checked_messages(session_id: str, messages: list[Message], start: int) -> None:
+    """Refuse anything in an event's messages that is not a `Message`, naming where it is."""
     for i, message in enumerate(messages):
         if not isinstance(message, Message):
             raise TranscriptError(
                 f"session {session_id}: message {start + i} is a "
                 f"{type(message).__name__}, not a Message"
             )
-    return [redactor.message(m) for m in messages] if redactor.active else messages
 
 
 def storable(

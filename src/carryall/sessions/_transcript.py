@@ -34,6 +34,7 @@ number, and every other event is still applied.
 from __future__ import annotations
 
 import re
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -254,10 +255,20 @@ BlobLoader = Callable[[StoredImage | StoredDocument], Image | Document | Text]
 def now() -> str:
     """The current UTC time as the transcript writes it (sortable as text).
 
-    `format_time`'s wording, made by `isoformat` (its `+00:00` cut), which
-    costs a writer half what `strftime` does.
+    `format_time`'s wording. The date and time up to the second are made
+    once a second and kept, so an append writes only its microseconds
+    rather than making a `datetime` and writing it whole.
     """
-    return datetime.now(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
+    global _second
+    seconds, micro = divmod(time.time_ns() // 1000, 1_000_000)
+    second, text = _second
+    if seconds != second:
+        text = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+        _second = (seconds, text)
+    return f"{text}{micro:06d}Z"
+
+
+_second = (-1, "")  # the second `now` last wrote, and its text up to the microseconds
 
 
 def format_time(moment: datetime) -> str:
@@ -354,39 +365,44 @@ def _cancelling() -> tuple[tuple[int, ...], ...]:
             (e ^ effect, x ^ letters) if i != k and e >> k & 1 else (e, x)
             for i, (e, x) in enumerate(rows)
         ]
+    # Each table entry is kept spread, letter bit j at bit j % 4 of byte
+    # j // 4: spreading moves bits without carries, so it commutes with XOR,
+    # and a line's letters are the XOR of four entries over the `@`s.
+    spread = [_spread(letters) for _, letters in rows[:32]]
     tables = []
     for byte in range(4):
         table = [0] * 256
         for value in range(1, 256):
             low = value & -value
-            table[value] = table[value ^ low] ^ rows[8 * byte + low.bit_length() - 1][1]
+            table[value] = table[value ^ low] ^ spread[8 * byte + low.bit_length() - 1]
         tables.append(tuple(table))
     return tuple(tables)
 
 
+def _spread(bits: int) -> int:
+    """Letter bits laid out as the letters' low halves: nibble i to byte i."""
+    return sum((bits >> 4 * i & 0xF) << 8 * i for i in range(_CRC_LETTERS))
+
+
+_BLANK_TAIL = b"@" * _CRC_LETTERS + b'"}' + _JOIN  # the letters' places as `@`s, then the end
+_LETTERS = int.from_bytes(bytes([_LETTER]) * _CRC_LETTERS, "little")
+
+
 def _with_crc(body: bytes) -> bytes:
     """The event line for a JSON object, its CRC field appended, newline included."""
-    blank = body[:-1] + _CRC + b"@" * _CRC_LETTERS + b'"}'
-    move = zlib.crc32(_JOIN, zlib.crc32(blank))  # what the letters must cancel to reach 0
+    head = body[:-1]
+    # The CRC of the line with `@` for every letter, and the comma after it:
+    # what the letters must cancel to reach 0.
+    move = zlib.crc32(_BLANK_TAIL, zlib.crc32(_CRC, zlib.crc32(head)))
     tables = _cancelling()
-    bits = (
+    spread = (
         tables[0][move & 0xFF]
         ^ tables[1][move >> 8 & 0xFF]
         ^ tables[2][move >> 16 & 0xFF]
         ^ tables[3][move >> 24]
     )
-    # Nibble i becomes letter i: the even nibbles and the odd ones each
-    # spread one to a byte at once, then interleaved.
-    letters = bytearray(_CRC_LETTERS)
-    letters[0::2] = (bits & _EVEN | _EVEN_LETTERS).to_bytes(len(letters[0::2]), "little")
-    letters[1::2] = (bits >> 4 & _ODD | _ODD_LETTERS).to_bytes(len(letters[1::2]), "little")
-    return blank[: -_CRC_LETTERS - 2] + letters + b'"}\n'
-
-
-_EVEN = int.from_bytes(b"\x0f" * ((_CRC_LETTERS + 1) // 2), "little")
-_ODD = int.from_bytes(b"\x0f" * (_CRC_LETTERS // 2), "little")
-_EVEN_LETTERS = int.from_bytes(bytes([_LETTER]) * ((_CRC_LETTERS + 1) // 2), "little")
-_ODD_LETTERS = int.from_bytes(bytes([_LETTER]) * (_CRC_LETTERS // 2), "little")
+    letters = (spread | _LETTERS).to_bytes(_CRC_LETTERS, "little")
+    return b"".join((head, _CRC, letters, b'"}\n'))
 
 
 def _check_matches(line: bytes) -> bool:
@@ -404,10 +420,23 @@ def _check_matches(line: bytes) -> bool:
 def encode_event(event: Event[Any]) -> bytes:
     """One event line with its CRC field, newline included; a `TranscriptError` if a
     value is not JSON."""
+    return event_line(event_json(event))
+
+
+def event_json(event: Event[Any]) -> bytes:
+    """An event's JSON object without its CRC field (`event_line` finishes the line).
+
+    Apart so that a writer can scan what it is about to write (for what
+    redaction would cut) without encoding the event a second time.
+    """
     try:
-        body = _encoder.encode(event)
+        return _encoder.encode(event)
     except (msgspec.EncodeError, TypeError, ValueError) as exc:
         raise TranscriptError(f"a message cannot be written as JSON: {exc}") from None
+
+
+def event_line(body: bytes) -> bytes:
+    """The event line of an event's JSON object (`event_json`): its CRC field, a newline."""
     return _with_crc(body)
 
 

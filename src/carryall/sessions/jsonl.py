@@ -48,6 +48,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol, Unpack
 
+import msgspec
+
 from carryall import paths
 from carryall._lazy import lazy_logger, lazy_module
 from carryall.blocks import Message
@@ -89,8 +91,10 @@ from carryall.sessions.protocol import NewSession, Plan, RecordKind
 from carryall.sessions.redact import Redactor, compile_pattern, configured_redactor
 
 if TYPE_CHECKING:
+    import fcntl
     import hashlib
 else:
+    fcntl = lazy_module("fcntl")  # a reader never locks
     hashlib = lazy_module("hashlib")  # OpenSSL's library loads with the first digest
 
 __all__ = [
@@ -114,9 +118,12 @@ def default_root() -> Path:
     return paths.sessions_dir()
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """What one event a session wrote did to its history, as a listener hears it."""
+class Recorded(msgspec.Struct, frozen=True):
+    """What one event a session wrote did to its history, as a listener hears it.
+
+    A frozen struct, since one is made for every event written and a struct
+    is made far faster than a frozen dataclass.
+    """
 
     session_id: str
     ident: tuple[int, int]
@@ -728,50 +735,48 @@ class Session(ReplayedSession):
 
     # -- internals ----------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
-        """The session's writer lock, held with the session caught up with the transcript.
+    def _locked(self) -> int:
+        """Take the session's writer lock; returns its descriptor, which `_write` unlocks.
 
         The lock is a `flock` on a lock file this session keeps open: the
         same lock on the same file as the store's `_lock` (used by `remove`
         and `redact`), so every writer excludes every other; keeping the
-        descriptor saves opening the lock file on every append.
+        descriptor saves opening the lock file on every append. A lock that
+        is free (the common case) costs one call; a held one is waited for
+        with growing pauses, up to the store's `lock_timeout`.
         """
-        import fcntl
-
-        if self._lock_fd is None:
+        fd = self._lock_fd
+        if fd is None:
             path = self.store._lock_path(self.id)
             self.store._lock_folder()
             try:
-                self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+                fd = self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
             except OSError as exc:
                 raise _failed(f"cannot lock session {self.id} ({path})", exc) from None
-            weakref.finalize(self, os.close, self._lock_fd)
-        fd = self._lock_fd
-        deadline = None
+            weakref.finalize(self, os.close, fd)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            raise _failed(f"cannot lock session {self.id}", exc) from None
+        deadline = time.monotonic() + self.store.lock_timeout
         pause = 0.001
         while True:
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                return fd
             except BlockingIOError:
-                now_ = time.monotonic()
-                if deadline is None:
-                    deadline = now_ + self.store.lock_timeout
-                elif now_ >= deadline:
+                if time.monotonic() >= deadline:
                     raise TranscriptError(
                         f"session {self.id}: another writer has held "
                         f"{self.store._lock_path(self.id)} for over {self.store.lock_timeout:g}s"
                     ) from None
-                time.sleep(pause)
-                pause = min(pause * 2, 0.05)
             except OSError as exc:
                 raise _failed(f"cannot lock session {self.id}", exc) from None
-        try:
-            self._catch_up(repair=True)
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _catch_up(self, *, repair: bool) -> None:
         try:
@@ -846,15 +851,20 @@ class Session(ReplayedSession):
         log.warning("session %s: moved a torn last line (%d bytes) to %s", self.id, len(torn), keep)
 
     def _write(self, decide: Callable[[], Plan], extras: Extras) -> RecordKind:
-        with self._writing():
+        # The writer lock held with the session caught up with the
+        # transcript (another writer's events read, a torn line moved aside),
+        # so `decide` plans on the history as it is.
+        fd = self._locked()
+        try:
+            self._catch_up(repair=True)
             plan = decide()
             extras = self._noted(extras)
             if plan.kind == "rewrite" or plan.messages or extras.usage or extras.system is not None:
                 stamp = now()
                 put_blob = self.store.put_blob
-                event, clean, title = self._event(plan.kind, plan.messages, stamp, put_blob, extras)
+                line, clean, title = self._line(plan.kind, plan.messages, stamp, put_blob, extras)
                 before = self._end
-                self._write_line(encode_event(event))
+                self._write_line(line)
                 keep = self._apply(plan.kind, plan.messages, stamp, title, extras)
                 if plan.kind == "rewrite":
                     self._publish(before, keep, clean[keep:], self._replay.times[keep:])
@@ -862,6 +872,8 @@ class Session(ReplayedSession):
                     self._publish(before, keep, clean, [stamp] * len(clean))
             self._base = plan.base
             return plan.kind
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _write_line(self, line: bytes) -> None:
         """Append one event line whole and sync it, or leave the file as it was."""
@@ -929,12 +941,13 @@ class Session(ReplayedSession):
 
 def _write_whole(fd: int, data: bytes) -> None:
     """Write all of `data`: one `write` call, looped only if the kernel writes short."""
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
+    written = os.write(fd, data)
+    rest = memoryview(data)
+    while written < len(rest):
         if written <= 0:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        view = view[written:]
+        rest = rest[written:]
+        written = os.write(fd, rest)
 
 
 def _write_new(path: Path, data: bytes) -> None:

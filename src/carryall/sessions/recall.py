@@ -292,7 +292,14 @@ class RecallIndex:
         row = conn.execute(
             "SELECT offset, ident FROM sources WHERE session = ?", (session_id,)
         ).fetchone()
-        if row is None or row[0] != first.before or row[1] != _ident_text(first.ident):
+        if row is None:
+            # A session the index has not seen is read from its file, unless
+            # the run holds its whole history (new, or rewritten whole):
+            # then the events say all the file would.
+            if first.first != 0:
+                self._sync_session(conn, session_id, self.store.path(session_id))
+                return
+        elif row[0] != first.before or row[1] != _ident_text(first.ident):
             self._sync_session(conn, session_id, self.store.path(session_id))
             return
         # The run's events folded into one change from message `start` on:
@@ -308,10 +315,17 @@ class RecallIndex:
                 messages[cut:] = recorded.messages
                 times[cut:] = recorded.times
         _replace(conn, session_id, start, messages, times)
-        conn.execute(
-            "UPDATE sources SET offset = ?, count = ? WHERE session = ?",
-            (run[-1].after, run[-1].total, session_id),
-        )
+        last = run[-1]
+        if row is None:
+            conn.execute(
+                "INSERT INTO sources(session, offset, count, ident) VALUES (?, ?, ?, ?)",
+                (session_id, last.after, last.total, _ident_text(last.ident)),
+            )
+        else:
+            conn.execute(
+                "UPDATE sources SET offset = ?, count = ? WHERE session = ?",
+                (last.after, last.total, session_id),
+            )
 
     def on_remove(self, session_id: str, /) -> None:
         """Drop a session from the index (its transcript was removed)."""
@@ -372,6 +386,10 @@ class RecallIndex:
     def reindex(self) -> int:
         """Rebuild the index from the transcripts; returns how many messages it holds."""
         with self._lock:
+            # What is held back is in the transcripts too, and is read from
+            # them: the events heard may be older than what a file now holds.
+            self._pending, self._pending_messages, self._put_off = [], 0, 0
+            _unflushed.discard(self)
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None

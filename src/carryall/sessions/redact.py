@@ -114,6 +114,8 @@ at every position): text holding none of them is passed over by the
 built-in patterns whole, and a match is cut by the patterns as ever.
 """
 
+_MARK_TEXTS: Final = sorted({m for ms in _MARKS.values() for m in ms})
+
 _KEPT: Final = frozenset(
     {
         # Opaque tokens, for their origin only: a signature certifies its
@@ -215,6 +217,18 @@ class Redactor:
             return value
         return _Walk(scan, blobs).value(value)
 
+    def passes_json(self, data: bytes) -> bool:
+        """Whether `walk` surely leaves the value whose JSON form is `data` as it is.
+
+        For a writer that encodes what it stores anyway: one scan of those
+        bytes (see `_Scan.passes`) stands for the walk, so a value with
+        nothing to redact is neither walked nor encoded twice. False means
+        only that the walk must be made (a mark is there, or user patterns,
+        which have no marks, are set).
+        """
+        scan = self._scan
+        return scan is None or scan.passes_json(data)
+
     def value(self, value: Any) -> Any:
         """A JSON value with every string in it (object keys included) redacted (`walk`)."""
         return self.walk(value)
@@ -242,16 +256,38 @@ class _Scan:
     """
 
     def __init__(self, *, builtin: bool, users: list[str]) -> None:
-        self.pattern = _alternation([*(BUILTIN_PATTERNS.values() if builtin else ()), *users])
-        self._users = _alternation(users) if builtin and users else None
-        marks = sorted({m for ms in _MARKS.values() for m in ms})
-        self._marks = re.compile("|".join(map(re.escape, marks))) if builtin else None
+        self._builtin = builtin
+        self._user_sources = users
         # In a JSON form, a doubled backslash is an escape in a native block's
         # JSON and a document's tag starts its base64: both are walked.
-        unseen = [*(m.encode() for m in marks), b"\\\\", *sorted(_HIDDEN_TAGS)]
-        self._json_marks = (
-            re.compile(b"|".join(map(re.escape, unseen))) if builtin and not users else None
-        )
+        unseen = [*_MARK_TEXTS, "\\\\", *_HIDDEN_TAGS]
+        self._json_marks = re.compile(_any_of(unseen).encode()) if builtin and not users else None
+
+    @functools.cached_property
+    def _marks(self) -> re.Pattern[str] | None:
+        """The built-in patterns' marks, as a string is scanned for them (None: no built-ins).
+
+        Compiled when a string is first redacted: a writer whose events all
+        pass `passes_json` never scans a string on its own.
+        """
+        return re.compile(_any_of(_MARK_TEXTS)) if self._builtin else None
+
+    @functools.cached_property
+    def pattern(self) -> re.Pattern[str]:
+        """Every pattern as one alternation, the built-in ones first.
+
+        Compiled when a string first needs it: with only the built-in
+        patterns, that is the first string holding a mark, and a writer
+        whose text holds none never pays for compiling them.
+        """
+        builtin = BUILTIN_PATTERNS.values() if self._builtin else ()
+        return _alternation([*builtin, *self._user_sources])
+
+    @functools.cached_property
+    def _users(self) -> re.Pattern[str] | None:
+        """The user's patterns alone: what can match where no mark is."""
+        users = self._user_sources
+        return _alternation(users) if self._builtin and users else None
 
     def passes(self, value: Any) -> bool:
         """Whether a walk of `value` surely meets no match, told from its JSON form in one scan.
@@ -270,7 +306,11 @@ class _Scan:
             data = _json.encode(value)
         except (msgspec.EncodeError, TypeError, ValueError, RecursionError):
             return False
-        return self._json_marks.search(data) is None
+        return self.passes_json(data)
+
+    def passes_json(self, data: bytes) -> bool:
+        """`passes` for a value already written as JSON (`data`, as msgspec writes it)."""
+        return self._json_marks is not None and self._json_marks.search(data) is None
 
     def _for(self, text: str) -> re.Pattern[str] | None:
         """The patterns that can match somewhere in `text` (None: none can)."""
@@ -291,6 +331,28 @@ class _Scan:
 
 def _alternation(sources: Iterable[str]) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{s})" for s in sources))
+
+
+def _any_of(words: Iterable[str]) -> str:
+    """A pattern that finds any of the literal `words`, written as a tree of their beginnings.
+
+    `re` tries the alternatives of a flat list one after another wherever
+    one could start; as a tree (`A(?:BSK|Iza|KIA|SIA)|gh...`) each character
+    is tried once, which is what makes the scan every written event gets
+    cheap. Only whether some word is there counts, so a word that begins a
+    longer one stands for both.
+    """
+
+    def tree(rests: list[str]) -> str:
+        if "" in rests:
+            return ""  # a word ends here: the longer ones add nothing found
+        firsts: dict[str, list[str]] = {}
+        for rest in rests:
+            firsts.setdefault(rest[:1], []).append(rest[1:])
+        branches = [re.escape(first) + tree(more) for first, more in sorted(firsts.items())]
+        return branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"
+
+    return tree(sorted(set(words)))
 
 
 class _Walk:
@@ -434,11 +496,13 @@ _STRUCTS: Final[dict[type, Callable[[_Walk, Any], Any]]] = {
 _json: Final = msgspec.json.Encoder()
 
 _HIDDEN_TAGS: Final = frozenset(
-    f'"{kind.__struct_config__.tag_field}":"{kind.__struct_config__.tag}"'.encode()  # type: ignore[attr-defined]
+    f':"{kind.__struct_config__.tag}"'  # type: ignore[attr-defined]
     for (kind, _), rule in _FIELDS.items()
     if rule is _Walk.document_data
 )
-"""How the JSON form of a struct holding text as base64 starts (`_Scan.passes` walks those)."""
+"""What the JSON form of a struct holding text as base64 holds: its tag as a value
+(`"type":"document"` begins it). `_Scan.passes` walks a value holding one; only the tag's
+own part is looked for, since a `"` would have the scan try at every string of the form."""
 
 
 @functools.cache
