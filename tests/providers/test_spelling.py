@@ -180,9 +180,9 @@ def test_a_chat_history_echoes_its_argument_text_and_content_layout_on_either_di
     check_openai_request(encoded.body)
 
 
-def test_a_chat_call_written_as_the_codec_writes_it_carries_no_spelling() -> None:
-    # Compact, as it sends them; spaced, as it writes them to a file, in a message laid out
-    # as it writes one: an exported history reads back as the history it was.
+def test_a_chat_call_written_compact_carries_no_spelling_and_a_spaced_one_keeps_its_text() -> None:
+    # Compact, as the codec sends them: nothing extra. Spaced, as `json.dumps` (and the
+    # codec's own file export) writes them: kept, so the history goes back as written.
     history = [
         {"role": "user", "content": "go"},
         {"role": "assistant", "tool_calls": [_chat_call("c1", '{"city":"Paris"}')]},
@@ -195,7 +195,14 @@ def test_a_chat_call_written_as_the_codec_writes_it_carries_no_spelling() -> Non
     _, imported = openai_codec.decode_messages(history)
     assert imported[1] == Message("assistant", (ToolUse("c1", "weather", {"city": "Paris"}),))
     assert imported[3] == Message("assistant", (Text(""),))
-    assert imported[5] == Message("assistant", (ToolUse("c2", "weather", {"city": "Paris"}),))
+    spaced = imported[5].content[0]
+    assert isinstance(spaced, ToolUse) and spaced.input == {"city": "Paris"}
+    assert spaced.spelling is not None
+    assert json.loads(spaced.spelling.extra) == {"arguments": '{"city": "Paris"}'}
+    sent = openai_codec.encode_request(
+        Request(model="m", messages=tuple(imported)), Capabilities(), "openai"
+    )
+    assert sent["messages"][5]["tool_calls"][0]["function"]["arguments"] == '{"city": "Paris"}'
     answer = openai_codec.decode_response(_chat_answer('{"city":"Paris"}'))
     assert answer.message.content == (ToolUse("c1", "weather", {"city": "Paris"}),)
     assert block_to_dict(answer.message.content[0]) == {

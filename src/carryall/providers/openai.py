@@ -755,21 +755,22 @@ _LAYOUTS: Final[dict[str, str | UnsetType | None]] = {
 }
 
 
-def _spelled_call(call: ToolUse, written: Any, origin: Origin, *, in_file: bool) -> ToolUse:
+def _spelled_call(call: ToolUse, written: Any, origin: Origin) -> ToolUse:
     """`call` with the argument text its wire wrote, where this codec would write another.
 
     Only a text that reads back as the very input the call holds is kept,
     so an echo sends the bytes the model or the history wrote and nothing
     the block does not say; an ordinary call (compact, as OpenAI writes
-    them) carries nothing extra. `in_file` counts the spaced text this
-    codec writes to a file (`every_origin`) as its own too, so a history
-    exported and read back is the history it was.
+    them) carries nothing extra. The spaced text of `json.dumps` (and of
+    this codec's own file export) is kept too: a history a client wrote
+    that way goes back as it was written, and a file read and written out
+    again is the same file.
     """
     if not isinstance(written, str) or not written.strip():
         return call  # no text, or a blank one, is what an empty input is written as
     try:
         compact = _arguments(call, 0)
-        if written == compact or (in_file and written == _arguments(call, 0, spaced=True)):
+        if written == compact:
             return call
     except HistoryError:
         return call  # an input no wire carries: the encoder names it
@@ -995,7 +996,7 @@ def _response_tool_call(raw: Any, index: int, where: str, origin: Origin) -> tup
     name = _optional_str(function, "name", f"{where}.function")
     arguments = _optional_str(function, "arguments", f"{where}.function") or ""
     call_block, bad = answered_call(call_id, name, arguments, f"{where}.function")
-    return _spelled_call(call_block, arguments, origin, in_file=False), int(bad)
+    return _spelled_call(call_block, arguments, origin), int(bad)
 
 
 def _assistant_blocks(
@@ -1444,9 +1445,7 @@ class StreamDecoder:
             seen.add(call_id)
             arguments = "".join(parts.arguments)
             value, bad = _parse_arguments(arguments)
-            call = _spelled_call(
-                ToolUse(call_id, parts.name, value), arguments, origin, in_file=False
-            )
+            call = _spelled_call(ToolUse(call_id, parts.name, value), arguments, origin)
             calls.append(call)
             malformed += bad
         text = "".join(self._text)
@@ -1659,11 +1658,8 @@ def _import_assistant(message: Mapping[str, Any], where: str) -> tuple[Block, ..
     if raw_calls is not None and not isinstance(raw_calls, list):
         raise BlockError(f"{where}.tool_calls must be an array, got {_shown(raw_calls)}")
     form = _content_form(message, any(texts) or bool(refusal), bool(raw_calls))
-    # A message laid out as this codec never writes one was not written by it: its
-    # spaced argument text is its writer's, not this codec's file form.
     calls = [
-        _import_tool_call(c, f"{where}.tool_calls[{i}]", in_file=not form)
-        for i, c in enumerate(raw_calls or ())
+        _import_tool_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(raw_calls or ())
     ]
     try:
         signed = _signed_details(message.get("reasoning_details"), _IMPORTED, where)
@@ -1672,7 +1668,7 @@ def _import_assistant(message: Mapping[str, Any], where: str) -> tuple[Block, ..
     return _laid_out(_assistant_blocks(reasoning, texts, refusal, calls, signed), form)
 
 
-def _import_tool_call(raw: Any, where: str, *, in_file: bool) -> ToolUse:
+def _import_tool_call(raw: Any, where: str) -> ToolUse:
     call = _part(raw, where)
     if call.get("type", "function") != "function":
         raise BlockError(f"{where}: tool call type {_shown(call.get('type'))} is not 'function'")
@@ -1681,7 +1677,7 @@ def _import_tool_call(raw: Any, where: str, *, in_file: bool) -> ToolUse:
         raise BlockError(f"{where}.function must be an object, got {_shown(function)}")
     arguments = function.get("arguments", "")
     read = imported_call(call.get("id"), function.get("name"), arguments, where, "function")
-    return _spelled_call(read, arguments, _IMPORTED, in_file=in_file)
+    return _spelled_call(read, arguments, _IMPORTED)
 
 
 # -- shared readers ---------------------------------------------------------
