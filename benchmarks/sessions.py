@@ -429,7 +429,7 @@ def main() -> None:
     rng = random.Random(7)
     root = Path(tempfile.mkdtemp(prefix="carryall-bench-"))
     try:
-        store = Store(root / "sessions")
+        store = Store(root / "sessions", recall=True)
         print(f"python {sys.version.split()[0]}, store in {root}")
         start = time.perf_counter()
         big = _write_bulk(store, _history(args.messages, rng))
@@ -445,7 +445,11 @@ def main() -> None:
         bench_append(store, small, big, args.repeat, "recall index listening")
         print()
         bench_append(
-            Store(root / "sessions", recall=False), small, big, args.repeat, "recall index off"
+            Store(root / "sessions", recall=False),
+            small,
+            big,
+            args.repeat,
+            "recall index off (the default: a search catches it up)",
         )
         files = [str(p) for p in store.root.glob("*.jsonl")]
         if args.only != "append":

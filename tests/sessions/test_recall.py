@@ -18,7 +18,8 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 32
 
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
-    return Store(tmp_path / "sessions")
+    # Listening: most tests here are of the index kept current as events are written.
+    return Store(tmp_path / "sessions", recall=True)
 
 
 def _tool_session(store: Store) -> str:
@@ -271,7 +272,7 @@ def test_a_process_that_exits_indexes_what_it_held_back(tmp_path: Path) -> None:
     root = tmp_path / "sessions"
     code = (
         "from carryall.sessions import Store; from carryall.blocks import Message; "
-        f"Store({str(root)!r}).create().record([], [Message.user('rambutan'), "
+        f"Store({str(root)!r}, recall=True).create().record([], [Message.user('rambutan'), "
         "Message.user('lychee')])"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -375,7 +376,7 @@ def test_a_batch_of_appends_and_rewrites_of_two_sessions_indexes_what_they_hold(
 def test_a_new_sessions_events_are_indexed_without_reading_its_transcript(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = Store(tmp_path / "sessions")
+    store = Store(tmp_path / "sessions", recall=True)
     store.recall.batch = 10_000
     fresh = store.create()
     # Written by a writer the index did not hear: only its file knows them.
@@ -399,3 +400,17 @@ def test_a_new_sessions_events_are_indexed_without_reading_its_transcript(
     assert found == {(fresh.id, 0), (fresh.id, 1), (unheard.id, 0), (unheard.id, 1)}
     store.recall.sync()
     assert read == [store.path(unheard.id)]  # the index is where the files end
+
+
+def test_a_default_store_records_without_indexing_and_a_search_catches_up(tmp_path: Path) -> None:
+    store = Store(tmp_path / "sessions")
+    session = store.create()
+    session.record([], [Message.user("a quince tart")])
+    session.append([Message.assistant([Text("with quince jam")])])
+    assert not store.recall.path.exists()  # the recording spent nothing on the index
+    assert [(h.session, h.message) for h in store.recall.search("quince")] == [
+        (session.id, 1),
+        (session.id, 0),
+    ]
+    session.append([Message.user("and quince paste")])
+    assert len(store.recall.search("quince")) == 3  # only what the transcript gained is read

@@ -18,7 +18,7 @@ _CHILD_WRITES = textwrap.dedent(
     from carryall.blocks import Message, Text
     from carryall.sessions import Store
 
-    store = Store(sys.argv[1])
+    store = Store(sys.argv[1], recall=True)
     session = store.create(backend="local")
     session.record([], [Message.user("child wombat"), Message.assistant([Text("ok")])])
     store.recall.close()
@@ -58,7 +58,7 @@ def test_a_second_store_on_the_same_root_leaves_every_indexed_row_to_other_proce
     tmp_path: Path,
 ) -> None:
     root = tmp_path / "sessions"
-    first = Store(root)
+    first = Store(root, recall=True)
     first.create(backend="local").record([], _turns(3, "otter"))
     first.recall.flush()
 

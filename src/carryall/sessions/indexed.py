@@ -1,12 +1,13 @@
-"""`Store`: the session store with its recall index listening, as carryall uses it.
+"""`Store`: the session store with its recall index, as carryall uses it.
 
 `SessionStore` (in `store`) keeps the transcripts and knows no index;
 `RecallIndex` (in `recall`) keeps the full-text index and reads the store
 through its public methods. This is the one place the two are put together,
 so the imports run one way (indexed -> recall -> store -> transcript) and a
-store without an index is just `SessionStore`. Every `run`, `chat` and
-`sessions import` opens `Store()`, so `carryall recall` finds what they
-recorded without a catch-up pass.
+store without an index is just `SessionStore`. A search catches the index
+up from the transcripts, reading only what each gained since, so `carryall
+recall` finds what `run`, `chat` and `sessions import` recorded while a
+recording itself spends nothing on the index.
 """
 
 from __future__ import annotations
@@ -29,20 +30,23 @@ __all__ = ["Store", "open_store"]
 
 
 class Store(SessionStore):
-    """A session store whose recall index hears every write and every removal.
+    """A session store with its full-text recall index (`self.recall`).
 
     `Store()` uses `default_root()`; tests and tools pass their own root.
-    The index is derived data: a failure to update it never fails a
-    recording, and a search first catches it up from the files. With
-    `recall=False` the index does not listen; it is still there to search,
-    so that only moves the indexing cost to the next search.
+    The index is derived data, kept off the recording path: a search first
+    catches it up from the transcripts (reading only what each gained), so
+    an append costs what the transcript costs. With `recall=True` the index
+    listens instead, hearing every write and removal and indexing them in
+    batches in the writing process: for a process that searches often what
+    it writes itself, at the cost of that indexing on its appends. Either
+    way a failure to update the index never fails a recording.
     """
 
     def __init__(
         self,
         root: str | os.PathLike[str] | None = None,
         *,
-        recall: bool = True,
+        recall: bool = False,
         listeners: Iterable[StoreListener] = (),
         lock_timeout: float = 30.0,
         redactor: Redactor | None = None,
@@ -54,13 +58,19 @@ class Store(SessionStore):
             self.listeners.append(self.recall)
 
     def redact(self, session_id: str, pattern: str | re.Pattern[str]) -> int:
-        """`SessionStore.redact`, then the index compacted so no deleted row keeps the string."""
+        """`SessionStore.redact`, then the session dropped from the index and the index compacted.
+
+        The redacted transcript keeps its size, so a catch-up would not see
+        it changed: the index forgets the session (its next search reads it
+        again, redacted) and is compacted so no deleted row keeps the string.
+        """
         changed = super().redact(session_id, pattern)
+        self.recall.on_remove(session_id)
         self.recall.purge()
         return changed
 
 
-def open_store(location: str | os.PathLike[str] | None = None, *, recall: bool = True) -> AnyStore:
+def open_store(location: str | os.PathLike[str] | None = None, *, recall: bool = False) -> AnyStore:
     """The session store at `location`: a folder path, a `file:` URL, or a `postgresql://` URL.
 
     Without one: `$CARRYALL_STORE`, else the config file's `store`, else

@@ -13,7 +13,8 @@ user data folder):
 The store does not know that index. It tells the listeners it was given what
 it wrote (`StoreListener.on_record`, with a `Recorded`) and what it removed
 (`on_remove`); the recall index is one such listener, subscribed by
-`carryall.sessions.Store`. A listener keeps derived data, so its failure is
+`carryall.sessions.Store(recall=True)` (by default it catches up from the
+files at each search instead). A listener keeps derived data, so its failure is
 logged and never fails a write. What a listener may need to catch up by
 itself is public: `transcripts()` and `load(path, images=False)`.
 
@@ -178,7 +179,7 @@ class SessionStore:
     `SessionStore()` uses `default_root()`; tests and tools pass their own
     root. `listeners` hear every event written and every session removed
     (see `StoreListener`); `carryall.sessions.Store` is this store with its
-    recall index listening. `redactor` cuts secrets out of every event
+    recall index (listening when asked). `redactor` cuts secrets out of every event
     before it is written; by default `configured_redactor()`.
     """
 

@@ -2,12 +2,12 @@
 
 An SQLite FTS5 index (`recall.sqlite3` under the store root) holds one row
 per message: its text, thinking, tool calls (name and input), tool results
-and image placeholders. It is derived data. Subscribed to a store as a
-`StoreListener` (as `carryall.sessions.Store` does), it is kept current as
-events are written and sessions removed; `sync` catches it up from the
-transcripts themselves (another machine's files, a failed update, a deleted
-index, a writer that had no index listening), reading only what each
-transcript gained since it was last indexed. It reads the store only
+and image placeholders. It is derived data. `sync` (which every search runs
+first) catches it up from the transcripts themselves, reading only what
+each transcript gained since it was last indexed: this is how
+`carryall.sessions.Store` keeps it by default, so a recording spends nothing
+on it. Subscribed to a store as a `StoreListener` (`Store(recall=True)`),
+it is also kept current as events are written and sessions removed. It reads the store only
 through its public methods (`transcripts`, `load`, `path`); the store never
 imports this module.
 
