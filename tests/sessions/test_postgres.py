@@ -388,9 +388,13 @@ def test_sessions_of_an_older_schema_stay_found_without_a_catch_up(postgres_url:
     session.append([Message.user("an okapi in the old schema")])
     store.recall.search("okapi")
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        # Back to schema 3, where every recording indexed its own text.
+        # Back to schema 3, where every recording indexed its own text and a
+        # write's token had an index of its own.
         conn.execute("DROP TABLE carryall_indexed")
-        conn.execute("DELETE FROM carryall_schema WHERE version = 4")
+        conn.execute(
+            "ALTER TABLE carryall_events ADD CONSTRAINT carryall_events_token_key UNIQUE (token)"
+        )
+        conn.execute("DELETE FROM carryall_schema WHERE version >= 4")
     store.close()
     migrated = PostgresStore(postgres_url)
     migrated.create()  # the first operation migrates
@@ -398,5 +402,9 @@ def test_sessions_of_an_older_schema_stay_found_without_a_catch_up(postgres_url:
         row = conn.execute(
             "SELECT seq FROM carryall_indexed WHERE session_id = %s", (session.id,)
         ).fetchone()
+        tokens = conn.execute(
+            "SELECT count(*) FROM pg_constraint WHERE conname = 'carryall_events_token_key'"
+        ).fetchone()
     assert row == (1,)
+    assert tokens == (0,)  # schema 5: an append inserts into the key alone
     assert [h.message for h in migrated.recall.search("okapi")] == [0]

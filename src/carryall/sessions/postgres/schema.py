@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The newest schema this carryall creates and reads."""
 
 _LOCK_KEY = 0x63617272  # the advisory lock that serializes schema migrations
@@ -75,6 +75,9 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         )""",
         "INSERT INTO carryall_indexed (session_id, seq) SELECT id, seq FROM carryall_sessions",
     ),
+    # A write's token is looked for only in its own session, after the events it
+    # knew (through the key): an index of its own cost every append an insert.
+    5: ("ALTER TABLE carryall_events DROP CONSTRAINT IF EXISTS carryall_events_token_key",),
 }
 
 

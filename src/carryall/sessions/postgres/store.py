@@ -664,12 +664,15 @@ class PostgresSession(ReplayedSession):
         failed, downgrades, changes, usage, system = extras
         token = uuid.uuid4()
         planned: list[Any] = []  # the event the last try sent, should its commit be lost
+        known = self._seq  # this write's event, if it landed, comes after every event known
 
         def attempt(conn: psycopg.Connection[Any]) -> RecordKind:
             if planned:
                 # An earlier try was cut off: did its commit land after all?
                 row = conn.execute(
-                    "SELECT seq FROM carryall_events WHERE token = %s", (token,)
+                    "SELECT seq FROM carryall_events WHERE session_id = %s AND seq > %s"
+                    " AND token = %s",
+                    (self.id, known, token),
                 ).fetchone()
                 if row is not None:
                     with conn.transaction():
@@ -773,9 +776,10 @@ class PostgresSession(ReplayedSession):
         """
         # No put_blob: `_optimistic` lets no message with an image come here.
         extras = Extras(failed=failed, downgrades=downgrades, usage=usage)
-        event, _, title = self._event("append", messages, stamp, None, extras)
-        total = event.n
-        line = encode_event(event)[:-1]
+        # Encoded once, as a JSON Lines append is (`_line`), without its newline.
+        written, _, title = self._line("append", messages, stamp, None, extras)
+        total = len(self._replay.messages) + len(messages)
+        line = written[:-1]
         try:
             row = conn.execute(
                 _APPEND,
