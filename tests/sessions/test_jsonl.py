@@ -965,3 +965,30 @@ class _OlderEvent(msgspec.Struct):
     n: int
     start: int = 0
     messages: list[Any] = []
+
+
+def test_a_held_writer_lock_is_waited_for_then_refused_by_name_by_append_and_remove(
+    tmp_path: Path,
+) -> None:
+    import fcntl
+
+    store = Store(tmp_path / "sessions", lock_timeout=0.2)
+    session = store.create()
+    session.append([Message.user("first")])
+    # Another writer (another open file description: another process, as flock sees it).
+    holder = os.open(tmp_path / "sessions" / "locks" / f"{session.id}.lock", os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    try:
+        for act in (
+            lambda: session.append([Message.user("second")]),
+            lambda: store.remove(session.id),
+        ):
+            with pytest.raises(TranscriptError, match=r"another writer has held .* for over 0\.2s"):
+                act()
+    finally:
+        fcntl.flock(holder, fcntl.LOCK_UN)
+        os.close(holder)
+    session.append([Message.user("second")])  # free again: at once
+    assert [m.text() for m in store.open(session.id).messages()] == ["first", "second"]
+    store.remove(session.id)
+    assert store.list() == []

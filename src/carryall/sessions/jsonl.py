@@ -655,26 +655,47 @@ class SessionStore:
 
     @contextlib.contextmanager
     def _lock(self, session_id: str) -> Iterator[None]:
+        """Hold the session's writer lock (the one `Session._locked` takes) for a block."""
         path = self._lock_path(session_id)
         self._lock_folder()
-        # filelock loads with the first write: a reader (`sessions list`,
-        # `recall`) never takes a lock and never pays for its import.
-        import filelock
-
-        lock = filelock.FileLock(path, timeout=self.lock_timeout)
         try:
-            lock.acquire()
-        except filelock.Timeout:
-            raise TranscriptError(
-                f"session {session_id}: another writer has held {path} "
-                f"for over {self.lock_timeout:g}s"
-            ) from None
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise _failed(f"cannot lock session {session_id} ({path})", exc) from None
         try:
-            yield
+            _flock(fd, self.lock_timeout, f"session {session_id}", path)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
-            lock.release()
+            os.close(fd)
+
+
+def _flock(fd: int, timeout: float, what: str, path: Path) -> None:
+    """Take the exclusive `flock` on `fd`, the lock file `path` of `what`.
+
+    A free lock (the common case) costs one call; a held one is waited for
+    with growing pauses, up to `timeout` seconds, then refused by name.
+    """
+    deadline = None
+    pause = 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            now_ = time.monotonic()
+            if deadline is None:
+                deadline = now_ + timeout
+            elif now_ >= deadline:
+                raise TranscriptError(
+                    f"{what}: another writer has held {path} for over {timeout:g}s"
+                ) from None
+        except OSError as exc:
+            raise _failed(f"cannot lock {what}", exc) from None
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 class Session(ReplayedSession):
@@ -742,9 +763,8 @@ class Session(ReplayedSession):
         The lock is a `flock` on a lock file this session keeps open: the
         same lock on the same file as the store's `_lock` (used by `remove`
         and `redact`), so every writer excludes every other; keeping the
-        descriptor saves opening the lock file on every append. A lock that
-        is free (the common case) costs one call; a held one is waited for
-        with growing pauses, up to the store's `lock_timeout`.
+        descriptor saves opening the lock file on every append. A held lock
+        is waited for up to the store's `lock_timeout` (`_flock`).
         """
         fd = self._lock_fd
         if fd is None:
@@ -755,29 +775,8 @@ class Session(ReplayedSession):
             except OSError as exc:
                 raise _failed(f"cannot lock session {self.id} ({path})", exc) from None
             weakref.finalize(self, os.close, fd)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except BlockingIOError:
-            pass
-        except OSError as exc:
-            raise _failed(f"cannot lock session {self.id}", exc) from None
-        deadline = time.monotonic() + self.store.lock_timeout
-        pause = 0.001
-        while True:
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return fd
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise TranscriptError(
-                        f"session {self.id}: another writer has held "
-                        f"{self.store._lock_path(self.id)} for over {self.store.lock_timeout:g}s"
-                    ) from None
-            except OSError as exc:
-                raise _failed(f"cannot lock session {self.id}", exc) from None
+        _flock(fd, self.store.lock_timeout, f"session {self.id}", self.store._lock_path(self.id))
+        return fd
 
     def _catch_up(self, *, repair: bool) -> None:
         try:
