@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from carryall.blocks import Opaque, ServerToolCall
+from carryall.blocks import Opaque, ServerToolCall, survey_history
 from carryall.errors import HostedToolError
 from carryall.providers._common import goes_back
 from carryall.providers._types import HostedTool, Request
@@ -261,8 +261,11 @@ def anthropic_betas(request: Request) -> tuple[str, ...]:
     betas: dict[str, None] = {}
     if any(tool.kind == "mcp" for tool in request.hosted_tools):
         betas[ANTHROPIC_MCP_BETA] = None
-    for message in request.messages:
-        for block in message.content:
+    # A native block makes its message irregular, and the survey (kept for the
+    # encoder that follows) lists those: the rest of a long history is not walked.
+    messages = request.messages
+    for index in survey_history(messages).irregular:
+        for block in messages[index].content:
             if not isinstance(block, Opaque):
                 continue
             if isinstance(block, ServerToolCall) and block.kind == "server_tool_use":
