@@ -122,6 +122,9 @@ class PostgresStore:
         self.redactor = redactor if redactor is not None else configured_redactor()
         """What is cut out of every event before it is written."""
         self._pg = _psycopg()
+        from psycopg_pool import PoolTimeout
+
+        self._pool_timeout = PoolTimeout
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._closer: Callable[[], object] | None = None
         self._lock = threading.Lock()
@@ -198,8 +201,6 @@ class PostgresStore:
         checks whether an earlier try of it committed. A connection that was
         lost goes back to the pool broken, and the pool drops it.
         """
-        from psycopg_pool import PoolTimeout
-
         deadline = time.monotonic() + self.retry_for
         pause = 0.05
         tries = 0
@@ -215,10 +216,16 @@ class PostgresStore:
                         connect_timeout=max(1, round(self.connect_timeout)),
                     ) as conn:
                         return work(conn)
+                # getconn/putconn rather than `pool.connection()`: the
+                # connections are autocommit, so the commit that context
+                # ends with has nothing to do but costs an append a wait.
                 pool = self._connections()
-                with pool.connection(timeout=max(0.1, deadline - time.monotonic())) as conn:
+                conn = pool.getconn(timeout=max(0.1, deadline - time.monotonic()))
+                try:
                     return work(conn)
-            except (self._pg.OperationalError, PoolTimeout) as exc:
+                finally:
+                    pool.putconn(conn)
+            except (self._pg.OperationalError, self._pool_timeout) as exc:
                 if isinstance(exc, self._pg.OperationalError) and not _lost_connection(exc):
                     raise TranscriptError(
                         f"session store {self.location}: {_reason(exc)}{failed}"
@@ -781,28 +788,16 @@ class PostgresSession(ReplayedSession):
         total = len(self._replay.messages) + len(messages)
         line = written[:-1]
         try:
-            row = conn.execute(
+            written_rows = conn.execute(
                 _APPEND,
-                {
-                    "id": self.id,
-                    "prev": seq - 1,
-                    "seq": seq,
-                    "total": total,
-                    "stamp": stamp,
-                    "title": _utf8(title),
-                    "failed": _utf8(failed),
-                    "token": token,
-                    "body": line,
-                },
-            ).fetchone()
+                (seq, total, stamp, _utf8(title), _utf8(failed), self.id, seq - 1, token, line),
+            ).rowcount
         except self.store._pg.errors.UniqueViolation:
             raise TranscriptError(
                 f"session {self.id}: another writer recorded event {seq} first "
                 "(conflicting append refused; nothing was written)"
             ) from None
-        if row is None or not row[0]:
-            return False
-        return title
+        return title if written_rows == 1 else False
 
     def _insert(
         self,
@@ -873,21 +868,21 @@ class PostgresSession(ReplayedSession):
         self._base = plan.base
 
 
-# One append in one statement: the session row moves from `prev` to `seq`
-# only if no other writer moved it first (the row lock orders two writers,
-# and the second finds `seq` changed), and the event goes in only with it
-# (its text is indexed by the next search). Every part runs once, whatever
-# the outer query reads.
+# One append in one statement: the session row moves from the event before
+# to this one's (seq, turns, updated, title, failed; id, seq before) only if
+# no other writer moved it first (the row lock orders two writers, and the
+# second finds `seq` changed), and the event (token, body) goes in only with
+# it, so the statement's row count says which happened. Its text is indexed
+# by the next search. The parameters are positional: naming them costs
+# every append a reordering.
 _APPEND = """
 WITH s AS (
-    UPDATE carryall_sessions SET seq = %(seq)s, turns = %(total)s, updated = %(stamp)s,
-        title = coalesce(title, %(title)s), failed = %(failed)s
-    WHERE id = %(id)s AND seq = %(prev)s RETURNING id
-), e AS (
-    INSERT INTO carryall_events (session_id, seq, token, body)
-    SELECT id, %(seq)s, %(token)s, %(body)s FROM s RETURNING seq
+    UPDATE carryall_sessions SET seq = %s, turns = %s, updated = %s,
+        title = coalesce(title, %s), failed = %s
+    WHERE id = %s AND seq = %s RETURNING id, seq
 )
-SELECT count(*) FROM e
+INSERT INTO carryall_events (session_id, seq, token, body)
+SELECT id, seq, %s, %s FROM s
 """
 
 
