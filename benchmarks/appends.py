@@ -2,8 +2,9 @@
 
     .venv/bin/python benchmarks/appends.py [--appends 300] [--only jsonl|postgres]
 
-- JSON Lines: `AnySession.append` of one message, the recall index
-  listening (`open_store` as the CLI opens it), against the floor: `write`
+- JSON Lines: `AnySession.append` of one message, opened by `open_store`
+  as the CLI opens it (the recall index caught up by the next search, not
+  by the append), against the floor: `write`
   and `fsync` of the same event line to a file opened for appending. Once
   with 1 writer, once with 8 processes each on its own session (and each on
   its own floor file), started together.

@@ -11,7 +11,11 @@
   transport of the OpenAI SDK, decode, record in a JSONL session) at
   `--history` messages with the history just over the context window (each
   request fitted) against the same step far below the window, taken in
-  turn. Target: within 2x, and no rewrite recorded in the session.
+  turn. Target: within 2x, and no rewrite recorded in the session. Beside
+  it, the far step's request alone (no session, no fitting) through
+  carryall's backend, the OpenAI SDK's own `create` and pydantic-ai's
+  `OpenAIChatModel.request`, against posting the finished body, all by the
+  same mock transport (printed, not judged).
 - jsonl: `Session.append` of one message, by 1 writer and by 8 writer
   processes (each on its own session), in appends per second of wall time,
   against `write` + `fsync` of the same event line to a file (1 and 8
@@ -280,8 +284,144 @@ def bench_step(args: argparse.Namespace) -> None:
         print(
             f"  fitted anew / far: {ratio:.2f}x (the cut moving at every step: printed, not judged)"
         )
+        step_peers(args, agents["far"][0])
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def step_peers(args: argparse.Namespace, agent: Any) -> None:
+    """The far step's request alone beside the floor and the peers, by the same mock transport.
+
+    Each sends the request the next step would (the whole history and a new
+    user message) and reads the same canned reply: the floor posts the
+    finished body bytes with an httpx2 client; carryall's backend
+    (`Backend.complete`, no session and no fitting) encodes and posts it;
+    the OpenAI SDK's own `create` takes the wire's messages (carryall's
+    body, decoded); pydantic-ai's `OpenAIChatModel.request` takes the same
+    history as its own message parts. Taken in turn, round after round.
+    """
+    try:
+        import httpx2
+        import openai
+        from pydantic_ai.messages import (
+            ModelMessage,
+            ModelRequest,
+            ModelResponse,
+            TextPart,
+            ToolCallPart,
+            ToolReturnPart,
+            UserPromptPart,
+        )
+        from pydantic_ai.models import ModelRequestParameters, ModelSettings
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+        from pydantic_ai.tools import ToolDefinition
+    except ImportError as exc:
+        print(f"  peers: skipped ({exc}; pip install -e '.[bench]')")
+        return
+    import asyncio
+
+    from carryall.blocks import Text, ToolResult, ToolUse
+    from carryall.providers.openai import encode_request_bytes
+    from carryall.transport.openai import OPENAI_CAPABILITIES
+
+    asked = agent.request()
+    request = msgspec.structs.replace(asked, messages=(*asked.messages, Message.user("what now?")))
+    data = encode_request_bytes(request, OPENAI_CAPABILITIES)
+    body = json.loads(data)
+    reply = json.dumps(_OPENAI_REPLY).encode()
+
+    def answer(sent: Any) -> Any:
+        sent.read()
+        return httpx2.Response(200, headers={"content-type": "application/json"}, content=reply)
+
+    url = "http://mock.invalid/v1"
+    http = httpx2.Client(transport=httpx2.MockTransport(answer))
+
+    def floor() -> object:
+        posted = http.post(
+            f"{url}/chat/completions", content=data, headers={"content-type": "application/json"}
+        )
+        return json.loads(posted.content)
+
+    sdk = openai.OpenAI(
+        api_key="not-used",
+        base_url=url,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(answer)),
+    )
+    rest = {k: v for k, v in body.items() if k not in ("model", "messages", "stream")}
+
+    def raw_sdk() -> object:
+        return sdk.chat.completions.create(model=body["model"], messages=body["messages"], **rest)
+
+    # The same history as pydantic-ai holds it: its own parts, built outside the clock.
+    names: dict[str, str] = {}
+    typed: list[ModelMessage] = []
+    for message in request.messages:
+        if message.role == "assistant":
+            parts: list[Any] = []
+            for block in message.content:
+                if isinstance(block, ToolUse):
+                    names[block.id] = block.name
+                    parts.append(ToolCallPart(block.name, block.input, block.id))
+                elif isinstance(block, Text):
+                    parts.append(TextPart(block.text))
+            typed.append(ModelResponse(parts=parts))
+        else:
+            parts = [
+                ToolReturnPart(names[block.tool_use_id], block.content, block.tool_use_id)
+                if isinstance(block, ToolResult)
+                else UserPromptPart(block.text)
+                for block in message.content
+                if isinstance(block, ToolResult | Text)
+            ]
+            typed.append(ModelRequest(parts=parts))
+    client = openai.AsyncOpenAI(
+        api_key="not-used",
+        base_url=url,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(answer)),
+    )
+    model = OpenAIChatModel(body["model"], provider=OpenAIProvider(openai_client=client))
+    params = ModelRequestParameters(
+        function_tools=[
+            ToolDefinition(
+                name=t.name, description=t.description, parameters_json_schema=t.input_schema
+            )
+            for t in request.tools
+        ]
+    )
+    settings = ModelSettings(max_tokens=request.max_tokens)
+    loop = asyncio.new_event_loop()
+
+    def pydantic_ai() -> object:
+        return loop.run_until_complete(model.request(typed, settings, params))
+
+    contenders: dict[str, Callable[[], object]] = {
+        "floor, the finished body posted": floor,
+        "carryall, Backend.complete": lambda: agent.backend.complete(request),
+        "OpenAI SDK, create": raw_sdk,
+        "pydantic-ai, request": pydantic_ai,
+    }
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    try:
+        for run in contenders.values():
+            run()  # warm caches and lazy imports outside the clock
+        for _ in range(args.runs):
+            for name, run in contenders.items():
+                start = cpu()
+                run()
+                samples[name].append(cpu() - start)
+    finally:
+        loop.run_until_complete(client.close())
+        loop.close()
+    print(
+        f"  the step's request alone ({len(request.messages):,} messages, "
+        f"{len(data) / 1e6:.1f} MB), beside the peers, by the same mock transport:"
+    )
+    ours = statistics.median(samples["carryall, Backend.complete"])
+    for name, taken in samples.items():
+        times = statistics.median(taken) / max(ours, 1e-9)
+        print(f"    {name:32}: {ms(taken)}, {times:6.2f}x carryall")
 
 
 # -- appends -------------------------------------------------------------------
