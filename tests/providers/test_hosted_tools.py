@@ -28,6 +28,7 @@ from carryall.providers import responses as responses_wire
 from carryall.providers.hosted import WIRE_KINDS
 from carryall.sessions import Store
 from tests.support.histories import sdk_check
+from tests.support.recorded import anthropic_sdk_check, beta_only
 from tests.support.recorded_2026 import decoded, exchanges
 from tests.support.sdk_openai import check_openai_request
 from tests.support.sdk_wires import (
@@ -36,7 +37,15 @@ from tests.support.sdk_wires import (
     check_responses_request,
 )
 
-KINDS = ("web_search", "web_fetch", "code_execution", "file_search", "url_context", "mcp")
+KINDS = (
+    "web_search",
+    "web_fetch",
+    "code_execution",
+    "file_search",
+    "url_context",
+    "mcp",
+    "advisor",
+)
 
 CONFIG: dict[str, dict[str, Any]] = {
     "file_search": {
@@ -44,6 +53,7 @@ CONFIG: dict[str, dict[str, Any]] = {
         "file_search_store_names": ["fileSearchStores/a"],
     },
     "mcp": {"server_url": "https://mcp.example.com/sse", "server_label": "docs"},
+    "advisor": {"model": "claude-opus-4-8", "max_tokens": 1024},
 }
 """Settings a kind cannot go without on some wire; each wire is given the ones it takes."""
 
@@ -75,17 +85,13 @@ ENCODERS: dict[str, Encoder] = {
 
 
 def _anthropic_check(body: dict[str, Any]) -> None:
-    """The SDK's request type; its beta type for a body using the MCP connector, a beta."""
-    if "mcp_servers" not in body:
-        sdk_check(body)
-        return
-    from anthropic.types.beta.message_create_params import MessageCreateParamsNonStreaming
-    from pydantic import TypeAdapter
-
-    checked = TypeAdapter(MessageCreateParamsNonStreaming).validate_python(body)
-    for key in ("messages", "mcp_servers", "tools"):
-        # The SDK types these as iterables, each item validated only as it is drawn.
-        assert len(list(checked.get(key, ()))) == len(body.get(key, ()))
+    """The SDK's request type; its beta type for a body holding a beta (the MCP connector, the
+    advisor), which must then hold one: a beta kind that fits the plain type is a wrong one."""
+    beta = "mcp_servers" in body or any(
+        str(tool.get("type", "")).startswith("advisor_") for tool in body.get("tools", ())
+    )
+    assert bool(beta_only(body)) == beta, beta_only(body)
+    anthropic_sdk_check(body)
 
 
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
@@ -103,6 +109,15 @@ WHERE: dict[tuple[str, str], Callable[[dict[str, Any]], Any]] = {
     ("anthropic", "code_execution"): lambda b: b["tools"][-1]["type"].startswith("code_execution"),
     ("anthropic", "mcp"): lambda b: (
         b["mcp_servers"] == [{"type": "url", "url": "https://mcp.example.com/sse", "name": "docs"}]
+    ),
+    ("anthropic", "advisor"): lambda b: (
+        b["tools"][-1]
+        == {
+            "type": "advisor_20260301",
+            "name": "advisor",
+            "model": "claude-opus-4-8",
+            "max_tokens": 1024,
+        }
     ),
     ("openai-responses", "web_search"): lambda b: b["tools"][-1] == {"type": "web_search"},
     ("openai-responses", "file_search"): lambda b: b["tools"][-1]["vector_store_ids"] == ["vs_1"],
@@ -150,6 +165,29 @@ def test_a_setting_the_wire_does_not_take_is_refused_not_dropped() -> None:
     sdk_check(body)
 
 
+def test_the_advisor_is_declared_as_the_recording_declared_it_and_needs_its_model() -> None:
+    """carryall's advisor declaration, from the recorded request's own settings, is that
+    request's tool definition; without a model it is refused, never sent half-made."""
+    from carryall.providers.hosted import ANTHROPIC_ADVISOR_BETA, anthropic_betas
+
+    for exchange_id in (
+        "anthropic/2026/advisor_tool_replay#0",
+        "anthropic/2026/advisor_tool_stream#0",
+    ):
+        exchange = next(e for e in exchanges() if e.id == exchange_id)
+        (recorded,) = exchange.request["tools"]
+        settings = {k: v for k, v in recorded.items() if k not in ("type", "name")}
+        request = _request(HostedTool("advisor", settings), model=exchange.model)
+        body = ENCODERS["anthropic"](request)
+        assert body["tools"] == [recorded]
+        _anthropic_check(body)
+        assert anthropic_betas(request) == (ANTHROPIC_ADVISOR_BETA,)
+    with pytest.raises(HostedToolError, match="needs the setting 'model'"):
+        ENCODERS["anthropic"](_request(HostedTool("advisor")))
+    with pytest.raises(HostedToolError, match="'effort' is not one it takes"):
+        ENCODERS["anthropic"](_request(HostedTool("advisor", {"model": "m", "effort": "high"})))
+
+
 def test_hosted_tools_ride_after_the_function_tools() -> None:
     from carryall.providers import ToolSpec
 
@@ -177,6 +215,7 @@ SERVED = {
     "responses/2026/mcp_server_tool#0": ("mcp", False),
     "responses/2026/url_citation_annotations#0": ("web_search", True),
     "anthropic/2026/code_execution_stream#0": ("code_execution", False),
+    "anthropic/2026/advisor_tool_replay#0": ("advisor", False),
     "anthropic/2026/llm_web_search_stream#0": ("web_search", True),
     "gemini/2026/grounding_web_search#0": ("web_search", True),
     "gemini/2026/url_context_stream#0": ("url_context", True),
@@ -255,3 +294,24 @@ def test_the_mcp_connector_opts_into_its_beta_on_the_wire() -> None:
     assert with_mcp["headers"].get("anthropic-beta") == ANTHROPIC_MCP_BETA
     assert with_mcp["body"]["mcp_servers"][0]["name"] == "docs"
     assert "anthropic-beta" not in without["headers"] and "mcp_servers" not in without["body"]
+
+
+def test_a_declared_advisor_opts_into_its_beta_beside_the_mcp_connectors() -> None:
+    pytest.importorskip("anthropic")
+    from carryall.providers.hosted import ANTHROPIC_ADVISOR_BETA, ANTHROPIC_MCP_BETA
+    from carryall.transport.anthropic import AnthropicBackend
+    from tests.support.scripted import Reply, served
+
+    advisor = _tool("anthropic", "advisor")
+    mcp = _tool("anthropic", "mcp")
+    with served([Reply(sse="anthropic_text.sse"), Reply(sse="anthropic_text.sse")]) as server:
+        backend = AnthropicBackend(model="claude-x", api_key="k", base_url=server.url)
+        try:
+            backend.complete(_request(advisor, model="claude-x"))
+            backend.complete(_request(advisor, mcp, model="claude-x"))
+        finally:
+            backend.close()
+    alone, both = server.requests
+    assert alone["headers"].get("anthropic-beta") == ANTHROPIC_ADVISOR_BETA
+    assert alone["body"]["tools"][-1]["type"] == "advisor_20260301"
+    assert both["headers"].get("anthropic-beta") == f"{ANTHROPIC_ADVISOR_BETA},{ANTHROPIC_MCP_BETA}"

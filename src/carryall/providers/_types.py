@@ -101,7 +101,7 @@ class OutputSchema(msgspec.Struct, frozen=True):
 
 
 HostedToolKind: TypeAlias = Literal[
-    "web_search", "web_fetch", "code_execution", "file_search", "url_context", "mcp"
+    "web_search", "web_fetch", "code_execution", "file_search", "url_context", "mcp", "advisor"
 ]
 
 
@@ -110,7 +110,8 @@ class HostedTool(msgspec.Struct, frozen=True, omit_defaults=True):
 
     `config` holds the kind's settings as carryall names them (for `mcp`:
     `server_url`, `server_label`; for `file_search`: `vector_store_ids`;
-    for `web_search`: `max_uses`, `allowed_domains`); each wire maps them
+    for `web_search`: `max_uses`, `allowed_domains`; for `advisor`, the
+    model consulted: `model`, `max_tokens`); each wire maps them
     to its own tool definition, and a wire without the kind refuses it
     with a named reason.
     """

@@ -113,8 +113,22 @@ _ANTHROPIC: Final = {
         },
         required=("server_label", "server_url"),
     ),
+    # A second model the answering one consults mid-answer, under a beta: its
+    # calls come back as a `server_tool_use` named `advisor` and an
+    # `advisor_tool_result`.
+    "advisor": _Kind(
+        {"type": "advisor_20260301", "name": "advisor"},
+        {
+            "model": "model",
+            "max_tokens": "max_tokens",
+            "max_uses": "max_uses",
+            "caching": "caching",
+        },
+        required=("model",),
+    ),
 }
-"""The Messages API's server tools, by their current dated types, and its MCP connector."""
+"""The Messages API's server tools, by their current dated types, its MCP connector and
+its advisor."""
 
 ANTHROPIC_MCP_BETA: Final = "mcp-client-2025-04-04"
 """The beta the Messages API's MCP connector (`mcp_servers`) is opted into by."""
@@ -142,6 +156,9 @@ is in the plain request type."""
 
 _ANTHROPIC_CALL_BETAS: Final = {"advisor": ANTHROPIC_ADVISOR_BETA}
 """The beta a `server_tool_use` goes back under, by the server tool it names."""
+
+_ANTHROPIC_KIND_BETAS: Final = {"mcp": ANTHROPIC_MCP_BETA, "advisor": ANTHROPIC_ADVISOR_BETA}
+"""The beta a declared hosted kind is opted into by; every other kind is in the plain type."""
 
 _RESPONSES: Final = {
     "web_search": _Kind(
@@ -249,7 +266,7 @@ def anthropic_fields(hosted: Sequence[HostedTool]) -> dict[str, list[dict[str, A
 def anthropic_betas(request: Request) -> tuple[str, ...]:
     """The betas a Messages API request opts into, each once, in the order first needed.
 
-    What it declares (the MCP connector) and the native blocks of a beta
+    What it declares (the MCP connector, the advisor) and the native blocks of a beta
     feature its history sends back (an advisor call or result, an MCP
     tool's, a compaction): such a request is a beta request, which the
     SDK's `client.beta.messages` sends with these names in
@@ -259,8 +276,10 @@ def anthropic_betas(request: Request) -> tuple[str, ...]:
     that does not know a beta refuses the request for its name.
     """
     betas: dict[str, None] = {}
-    if any(tool.kind == "mcp" for tool in request.hosted_tools):
-        betas[ANTHROPIC_MCP_BETA] = None
+    for tool in request.hosted_tools:
+        declared = _ANTHROPIC_KIND_BETAS.get(tool.kind)
+        if declared is not None:
+            betas[declared] = None
     # A native block makes its message irregular, and the survey (kept for the
     # encoder that follows) lists those: the rest of a long history is not walked.
     messages = request.messages
