@@ -69,7 +69,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,7 +86,7 @@ except ImportError:
 
 from carryall.backends import open_backend
 from carryall.config import Config
-from carryall.providers import Request
+from carryall.providers import Request, ToolSpec
 from carryall.providers.anthropic import encode_request as anthropic_body
 from carryall.providers.codec import codec_for
 from carryall.providers.openai import encode_request as openai_body
@@ -369,11 +369,19 @@ def litellm_path(wire: str, route: Route, history: list[dict[str, Any]]) -> Call
     return run
 
 
-def pydantic_ai_path(wire: str, route: Route, history: list[Any]) -> Callable[[], object]:
+def pydantic_ai_path(
+    wire: str,
+    route: Route,
+    history: list[Any],
+    *,
+    tools: Sequence[ToolSpec] = TOOLS,
+    max_tokens: int = MAX_TOKENS,
+) -> Callable[[], object]:
     """pydantic-ai's model for `wire`, `request` run on one event loop kept for every run.
 
     For the mock transport its SDK client is made on an `httpx2.AsyncClient`
-    with it, as the SDKs' `http_client` argument allows.
+    with it, as the SDKs' `http_client` argument allows. `tools` and
+    `max_tokens` are this benchmark's unless another's are given.
     """
     from pydantic_ai.models import ModelRequestParameters, ModelSettings
     from pydantic_ai.tools import ToolDefinition
@@ -402,10 +410,10 @@ def pydantic_ai_path(wire: str, route: Route, history: list[Any]) -> Callable[[]
             ToolDefinition(
                 name=t.name, description=t.description, parameters_json_schema=t.input_schema
             )
-            for t in TOOLS
+            for t in tools
         ]
     )
-    settings = ModelSettings(max_tokens=MAX_TOKENS)
+    settings = ModelSettings(max_tokens=max_tokens)
     loop = asyncio.new_event_loop()
 
     def run() -> object:

@@ -183,13 +183,9 @@ _OPENAI_REPLY = {
 }
 
 
-def mock_backend() -> Any:
-    """carryall's OpenAI backend, unstreamed, whose SDK client answers from a mock transport."""
+def mock_transport() -> Any:
+    """An httpx2 `MockTransport` that reads each request's body and answers `_OPENAI_REPLY`."""
     import httpx2
-    import openai
-
-    from carryall.backends import open_backend
-    from carryall.config import Config
 
     reply = json.dumps(_OPENAI_REPLY).encode()
 
@@ -197,11 +193,21 @@ def mock_backend() -> Any:
         request.read()
         return httpx2.Response(200, headers={"content-type": "application/json"}, content=reply)
 
+    return httpx2.MockTransport(answer)
+
+
+def mock_backend() -> Any:
+    """carryall's OpenAI backend, unstreamed, whose SDK client answers from a mock transport."""
+    import openai
+
+    from carryall.backends import open_backend
+    from carryall.config import Config
+
     real = openai.DefaultHttpxClient
 
     class Mocked(real):  # type: ignore[misc,valid-type]
         def __init__(self, **kwargs: Any) -> None:
-            super().__init__(transport=httpx2.MockTransport(answer), **kwargs)
+            super().__init__(transport=mock_transport(), **kwargs)
 
     openai.DefaultHttpxClient = Mocked
     try:
@@ -312,15 +318,11 @@ def step_peers(args: argparse.Namespace, agent: Any) -> None:
             ToolReturnPart,
             UserPromptPart,
         )
-        from pydantic_ai.models import ModelRequestParameters, ModelSettings
-        from pydantic_ai.models.openai import OpenAIChatModel
-        from pydantic_ai.providers.openai import OpenAIProvider
-        from pydantic_ai.tools import ToolDefinition
+
+        from request_path import MOCK_URL, Route, pydantic_ai_path
     except ImportError as exc:
         print(f"  peers: skipped ({exc}; pip install -e '.[bench]')")
         return
-    import asyncio
-
     from carryall.blocks import Text, ToolResult, ToolUse
     from carryall.providers.openai import encode_request_bytes
     from carryall.transport.openai import OPENAI_CAPABILITIES
@@ -329,14 +331,8 @@ def step_peers(args: argparse.Namespace, agent: Any) -> None:
     request = msgspec.structs.replace(asked, messages=(*asked.messages, Message.user("what now?")))
     data = encode_request_bytes(request, OPENAI_CAPABILITIES)
     body = json.loads(data)
-    reply = json.dumps(_OPENAI_REPLY).encode()
-
-    def answer(sent: Any) -> Any:
-        sent.read()
-        return httpx2.Response(200, headers={"content-type": "application/json"}, content=reply)
-
-    url = "http://mock.invalid/v1"
-    http = httpx2.Client(transport=httpx2.MockTransport(answer))
+    url = f"{MOCK_URL}/v1"
+    http = httpx2.Client(transport=mock_transport())
 
     def floor() -> object:
         posted = http.post(
@@ -345,9 +341,7 @@ def step_peers(args: argparse.Namespace, agent: Any) -> None:
         return json.loads(posted.content)
 
     sdk = openai.OpenAI(
-        api_key="not-used",
-        base_url=url,
-        http_client=httpx2.Client(transport=httpx2.MockTransport(answer)),
+        api_key="not-used", base_url=url, http_client=httpx2.Client(transport=mock_transport())
     )
     rest = {k: v for k, v in body.items() if k not in ("model", "messages", "stream")}
 
@@ -376,25 +370,14 @@ def step_peers(args: argparse.Namespace, agent: Any) -> None:
                 if isinstance(block, ToolResult | Text)
             ]
             typed.append(ModelRequest(parts=parts))
-    client = openai.AsyncOpenAI(
-        api_key="not-used",
-        base_url=url,
-        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(answer)),
+    # request_path's pydantic-ai contender, given this request's tools and limit.
+    pydantic_ai = pydantic_ai_path(
+        "openai",
+        Route("mock", MOCK_URL, mock=True),
+        typed,
+        tools=request.tools,
+        max_tokens=request.max_tokens,
     )
-    model = OpenAIChatModel(body["model"], provider=OpenAIProvider(openai_client=client))
-    params = ModelRequestParameters(
-        function_tools=[
-            ToolDefinition(
-                name=t.name, description=t.description, parameters_json_schema=t.input_schema
-            )
-            for t in request.tools
-        ]
-    )
-    settings = ModelSettings(max_tokens=request.max_tokens)
-    loop = asyncio.new_event_loop()
-
-    def pydantic_ai() -> object:
-        return loop.run_until_complete(model.request(typed, settings, params))
 
     contenders: dict[str, Callable[[], object]] = {
         "floor, the finished body posted": floor,
@@ -412,8 +395,7 @@ def step_peers(args: argparse.Namespace, agent: Any) -> None:
                 run()
                 samples[name].append(cpu() - start)
     finally:
-        loop.run_until_complete(client.close())
-        loop.close()
+        pydantic_ai.close()  # type: ignore[attr-defined]
     print(
         f"  the step's request alone ({len(request.messages):,} messages, "
         f"{len(data) / 1e6:.1f} MB), beside the peers, by the same mock transport:"
