@@ -228,8 +228,7 @@ HostedOption = Annotated[
             "A tool the provider runs itself: web_search, web_fetch, code_execution, "
             "file_search, url_context, mcp or advisor, with its settings as a JSON object "
             "after = (mcp needs server_url and server_label, advisor a model); refused by "
-            "name on a backend without "
-            "it; repeatable."
+            "name on a backend without it; repeatable."
         ),
         show_default=False,
     ),
